@@ -1,0 +1,60 @@
+// driftscope command-line entry point: builds the CLI11 app from the registered subcommands.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "command.hpp"
+
+namespace driftscope::cli {
+std::vector<CommandSpec>& command_registry() {
+  static std::vector<CommandSpec> registry;
+  return registry;
+}
+}  // namespace driftscope::cli
+
+int main(int argc, char** argv) {
+  using namespace driftscope::cli;
+  CLI::App app{
+      "driftscope: record the intermediate tensors of two runs of a model and find the first\n"
+      "tensor where they part ways.\n\n"
+      "Exit codes: 0 ok/same, 1 different or damaged, 2 usage or input error,\n"
+      "3 silent failure (NaN/Inf, zero or constant output where the reference is healthy).",
+      "driftscope"};
+  app.set_version_flag("--version", std::string("driftscope ") + DRIFTSCOPE_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  auto& registry = command_registry();
+  std::sort(registry.begin(), registry.end(),
+            [](const CommandSpec& a, const CommandSpec& b) { return a.order < b.order; });
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  for (auto& spec : registry) {
+    size_t before = app.get_subcommands({}).size();
+    auto run = spec.setup(app);
+    auto subs = app.get_subcommands({});
+    CLI::App* sub = subs.size() > before ? subs.back() : nullptr;
+    runners.emplace_back(sub, std::move(run));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line on stderr and exit 2, like every other usage error.
+    std::fprintf(stderr, "driftscope: error: %s (try --help)\n", e.what());
+    return kExitTrouble;
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub && sub->parsed()) return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "driftscope: error: %s\n", e.what());
+    return kExitTrouble;
+  }
+  return kExitTrouble;
+}

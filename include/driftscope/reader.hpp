@@ -1,0 +1,108 @@
+// driftscope — TDUMP reader: maps the file, validates every record before use, recovers what a
+// crash left behind and reports damage in a result, never by aborting (docs/format.md §4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "driftscope/error.hpp"
+#include "driftscope/summary.hpp"
+#include "driftscope/tensor.hpp"
+
+namespace driftscope {
+
+enum class RecordKind : uint16_t { tensor = 1, summary = 2, index = 3, end = 4 };
+
+struct FileHeader {
+  uint16_t version_major = 1;
+  uint16_t version_minor = 0;
+  uint64_t salt = 0;
+  uint32_t required_features = 0;
+  uint32_t optional_features = 0;
+  uint32_t header_length = 0;
+  KeyValues metadata;
+  std::string_view get(std::string_view key) const;  // "" when absent
+};
+
+// One TENSOR or SUMMARY record. Views point into the reader's mapping and live as long as it.
+struct Record {
+  RecordKind kind = RecordKind::tensor;
+  TensorInfo info;                       // exec_index and occurrence as stored
+  uint64_t offset = 0;                   // of the record frame in the file
+  uint64_t size = 0;                     // record_length
+  uint64_t payload_offset = 0;           // file offset of the payload (64-byte aligned)
+  std::span<const std::byte> payload;    // TENSOR: the element bytes; SUMMARY: the raw summary
+  std::optional<Summary> summary;        // SUMMARY only, decoded
+};
+
+enum class FileState : uint8_t {
+  clean,       // ends with INDEX + END
+  unfinished,  // no END record: the run crashed or is still running (not an error)
+  cut,         // torn tail: the last record is incomplete and was dropped (not an error)
+  corrupt,     // a record failed a check and more data followed it
+};
+std::string_view file_state_name(FileState s) noexcept;
+
+struct Integrity {
+  FileState state = FileState::clean;
+  uint64_t file_size = 0;
+  uint64_t valid_end = 0;          // offset just past the last valid record
+  uint64_t cut_offset = kNoOffset; // where the torn tail starts (cut) — equals valid_end
+  uint64_t discarded_bytes = 0;    // bytes from cut_offset to the end of the file
+  std::optional<Error> corruption; // first failure (corrupt only): code, message, offset
+  std::string corrupt_name;        // tensor name of the failing record when its meta was readable
+  std::vector<Error> warnings;     // e.g. duplicate_tensor
+  bool index_used = false;         // records came from the footer index, not a scan
+  bool checksums_verified = false; // payload CRCs were checked for every record
+};
+
+enum class Verify : uint8_t {
+  full,    // check every CRC, padding and field before returning (default)
+  frames,  // check frames and metas; payload CRCs later, on verify_payload()
+};
+
+struct OpenOptions {
+  Verify verify = Verify::full;
+  bool use_index = true;  // on a clean file, take the record list from the INDEX (O(1) open)
+  bool resync = false;    // after corruption, search for the next valid record and go on
+};
+
+class Reader {
+ public:
+  // Fails only when the file cannot be opened, mapped, or its header is invalid. Damage to
+  // records is reported in integrity(), with every record before it returned.
+  static Result<Reader> open(const std::string& path, const OpenOptions& options = {});
+  // The same over bytes the caller keeps alive (fuzzing, tests).
+  static Result<Reader> from_memory(std::span<const std::byte> bytes, const OpenOptions& options = {});
+
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+  ~Reader();
+
+  const FileHeader& header() const;
+  const Integrity& integrity() const;
+  std::span<const Record> records() const;  // TENSOR and SUMMARY records, in file order
+  std::span<const std::byte> bytes() const; // the whole mapped file
+
+  // Lookup by identity. Uses the footer index when the file has one.
+  const Record* find(std::string_view name, uint32_t occurrence = 0, Role role = Role::output,
+                     uint16_t role_index = 0) const;
+  // All records with this name (any role/occurrence), in file order.
+  std::vector<const Record*> find_all(std::string_view name) const;
+
+  // Checks the record CRC of one record (needed after Verify::frames).
+  Result<void> verify_payload(const Record& r) const;
+
+ private:
+  Reader();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace driftscope

@@ -1,0 +1,85 @@
+// driftscope — streaming TDUMP writer (docs/format.md §5).
+//
+// Thread-safe: any thread may call write(); records land in the order the calls are serialised.
+// The writer holds at most one record's header in memory; payloads stream from the caller's
+// buffer (synchronous mode) or from a bounded queue (background mode). It uses write()/pwrite(),
+// never a memory map, so a crash of the process loses at most the record being written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "driftscope/error.hpp"
+#include "driftscope/filter.hpp"
+#include "driftscope/summary.hpp"
+#include "driftscope/tensor.hpp"
+
+namespace driftscope {
+
+enum class SyncPolicy : uint8_t {
+  on_close,      // fdatasync once, at close (fastest; a crash may lose what the OS had buffered)
+  every_record,  // fdatasync after each record: write() returning means the record is durable
+  every_bytes,   // fdatasync whenever sync_bytes more bytes were written since the last sync
+};
+
+struct WriterOptions {
+  KeyValues metadata;                 // run metadata (framework, backend, device, ...); "writer" is added
+  std::string filter;                 // filter syntax (docs/filters.md); empty records everything
+  SyncPolicy sync = SyncPolicy::on_close;
+  uint64_t sync_bytes = 64ull << 20;  // for every_bytes
+  bool append = false;                // reopen an existing file and continue it (§5 Append)
+  bool overwrite = true;              // when !append: replace an existing file
+  // Background mode: write() copies the payload into a bounded queue and returns; a writer
+  // thread does the I/O. write() blocks only while more than queue_bytes are pending.
+  bool background = false;
+  uint64_t queue_bytes = 256ull << 20;
+  // Deterministic output for golden files and tests: fixed salt instead of a random one.
+  bool fixed_salt = false;
+  uint64_t salt = 0;
+};
+
+// What happened to an offered tensor.
+enum class WriteStatus : uint8_t { written, filtered, over_budget };
+
+struct WriteResult {
+  WriteStatus status = WriteStatus::written;
+  uint64_t exec_index = 0;   // index assigned (also for filtered tensors: they consumed it)
+  uint32_t occurrence = 0;
+  uint64_t offset = 0;       // record offset in the file (written only)
+};
+
+class Writer {
+ public:
+  static Result<std::unique_ptr<Writer>> create(const std::string& path,
+                                                const WriterOptions& options = {});
+  ~Writer();  // closes if still open (errors are then lost: call close() to see them)
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Records a tensor. `payload` holds numel * dtype_size bytes, row-major, little-endian.
+  // Validates `info` against the format's limits exactly as a reader would.
+  Result<WriteResult> write(const TensorInfo& info, std::span<const std::byte> payload);
+  // Light mode: records a summary (stats + projection) instead of the values.
+  Result<WriteResult> write_summary(const TensorInfo& info, const Summary& summary);
+  // Cheap pre-check for producers: would a tensor of this name pass the filter's name clauses?
+  bool wants(std::string_view name) const;
+
+  // Waits for queued records and fdatasyncs.
+  Result<void> flush();
+  // Writes INDEX and END, syncs and closes. Idempotent.
+  Result<void> close();
+
+  uint64_t records_written() const;
+  uint64_t bytes_written() const;   // file size so far
+  uint64_t salt() const;
+
+ private:
+  Writer();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace driftscope

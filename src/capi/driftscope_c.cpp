@@ -1,0 +1,3 @@
+#include "driftscope.h"
+
+extern "C" const char* ds_version(void) { return DRIFTSCOPE_VERSION; }

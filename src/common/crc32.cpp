@@ -1,0 +1,11 @@
+#include "common/crc32.hpp"
+
+#include <libdeflate.h>
+
+namespace driftscope::detail {
+
+uint32_t crc32(uint32_t crc, const void* data, size_t size) noexcept {
+  return libdeflate_crc32(crc, data, size);
+}
+
+}  // namespace driftscope::detail
