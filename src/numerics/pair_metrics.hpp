@@ -1,0 +1,76 @@
+// Internal interface between the metric kernels (numerics) and the comparison engine (compare).
+// All metrics of one tensor pair come from ONE pass over both tensors: elements are decoded in
+// fixed-size chunks to float64 and fed to a SIMD kernel (Highway, runtime dispatch) that
+// accumulates in float64; chunk results are combined in a fixed order, so the result is
+// bit-identical for any thread count and any SIMD target. Formulas: docs/metrics.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "driftscope/error.hpp"
+#include "driftscope/tensor.hpp"
+
+namespace driftscope::numerics {
+
+struct PairOptions {
+  double atol = 0.0;           // allclose: mismatch when |a-b| > atol + rtol*|b| (b = reference)
+  double rtol = 0.0;
+  double rel_eps = 1e-12;      // max_rel_diff denominator: max(|ref|, rel_eps)
+  bool nan_equal = false;      // NaN == NaN counts as equal
+  unsigned threads = 0;        // 0: hardware concurrency; the result does not depend on it
+  // Optional element order of the candidate: element i of the reference pairs with element
+  // cand_index[i] of the candidate (axis permutation, NHWC vs NCHW). Empty: identity.
+  std::span<const uint64_t> cand_index;
+  // Classes along the last axis for argmax / top-k agreement; 0 disables.
+  uint64_t classes = 0;
+  uint32_t top_k = 5;
+};
+
+struct PairMetrics {
+  uint64_t count = 0;            // elements compared
+  // NaN / Inf bookkeeping (NaN positions first, then Inf signs: docs/metrics.md)
+  uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0;   // nan_both: same position NaN on both sides
+  uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0;   // inf_same: same position, same sign
+  bool nan_positions_match = true;
+  bool inf_positions_match = true;
+  uint64_t finite_pairs = 0;     // positions where both sides are finite (metrics below use these)
+  // error metrics over finite pairs
+  double max_abs_diff = 0, mean_abs_diff = 0, rmse = 0, max_rel_diff = 0;
+  double cosine = 1;             // both all-zero: 1; exactly one all-zero: 0
+  double sqnr_db = 0;            // 10 log10(sum ref^2 / sum (ref-cand)^2); +inf when equal
+  double nmse = 0;               // sum (ref-cand)^2 / sum ref^2
+  double rel_l2 = 0;             // ||cand-ref|| / ||ref||
+  double norm_ref = 0, norm_cand = 0;
+  double sum_ref = 0, sum_cand = 0, sumsq_ref = 0, sumsq_cand = 0, dot = 0, sumsq_diff = 0;
+  double min_ref = 0, max_ref = 0, min_cand = 0, max_cand = 0;
+  uint64_t zero_ref = 0, zero_cand = 0;
+  bool const_ref = false, const_cand = false;   // every finite value equal
+  // allclose
+  uint64_t mismatch_count = 0;   // includes NaN/Inf disagreements
+  double mismatch_fraction = 0;
+  int64_t first_mismatch = -1;   // flat index (reference order), -1 when none
+  double first_mismatch_ref = 0, first_mismatch_cand = 0;
+  int64_t max_abs_index = -1;    // where the largest |ref-cand| sits
+  // ULP distance, when both sides have the same float dtype (else -1)
+  int64_t max_ulp = -1;
+  // classification agreement along the last axis (classes > 0)
+  uint64_t rows = 0;
+  double argmax_agreement = -1;  // fraction of rows whose argmax agrees; -1 when not computed
+  double topk_overlap = -1;      // mean |topk(ref) ∩ topk(cand)| / k
+};
+
+// Computes every metric of a pair. The tensors may have different dtypes and encodings; both are
+// decoded (and dequantized) to float64. Element counts must match (after cand_index mapping).
+Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byte> ref_payload,
+                                 const TensorInfo& cand, std::span<const std::byte> cand_payload,
+                                 const PairOptions& options);
+
+// The SIMD targets compiled in, and a way to force one for tests ("scalar", "SSE4", "AVX2",
+// "AVX3", ...). Returns false when the target is not available on this CPU.
+std::vector<std::string> available_targets();
+bool force_target(const std::string& name);  // "" restores automatic dispatch
+
+}  // namespace driftscope::numerics
