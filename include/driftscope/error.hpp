@@ -118,8 +118,11 @@ class [[nodiscard]] Result<void> {
 }  // namespace driftscope
 
 // Propagates an error from an expression returning Result<...>.
-#define DRIFTSCOPE_TRY(expr)                          \
-  do {                                                \
-    auto&& ds_try_r_ = (expr);                        \
-    if (!ds_try_r_.ok()) return std::move(ds_try_r_).error(); \
+#define DRIFTSCOPE_TRY_CAT2_(a, b) a##b
+#define DRIFTSCOPE_TRY_CAT_(a, b) DRIFTSCOPE_TRY_CAT2_(a, b)
+#define DRIFTSCOPE_TRY(expr) DRIFTSCOPE_TRY_IMPL_(expr, DRIFTSCOPE_TRY_CAT_(ds_try_r_, __LINE__))
+#define DRIFTSCOPE_TRY_IMPL_(expr, var)                  \
+  do {                                                  \
+    auto&& var = (expr);                                \
+    if (!var.ok()) return std::move(var).error();       \
   } while (0)

@@ -53,6 +53,7 @@ struct Integrity {
   FileState state = FileState::clean;
   uint64_t file_size = 0;
   uint64_t valid_end = 0;          // offset just past the last valid record
+  uint64_t data_end = 0;           // offset just past the last valid record that is not INDEX/END
   uint64_t cut_offset = kNoOffset; // where the torn tail starts (cut) — equals valid_end
   uint64_t discarded_bytes = 0;    // bytes from cut_offset to the end of the file
   std::optional<Error> corruption; // first failure (corrupt only): code, message, offset

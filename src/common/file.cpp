@@ -67,7 +67,11 @@ MappedFile::~MappedFile() {
 }
 
 Result<OutFile> OutFile::create(const std::string& path, bool overwrite) {
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (overwrite ? O_TRUNC : O_EXCL);
+  // Replace by unlink + create rather than O_TRUNC: a reader that still maps the old file keeps
+  // its (now anonymous) inode instead of crashing with SIGBUS.
+  if (overwrite && ::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return io_error("cannot replace", path, errno);
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return io_error("cannot create", path, errno);
   OutFile f;
