@@ -1,0 +1,374 @@
+"""TDUMP v1 reference reader, written from docs/format.md alone and in its section order.
+
+Standard library + numpy; copy this one file to use it.  ``read(path)`` returns a ``Dump``: the
+header, run metadata, every valid TENSOR/SUMMARY record with its numpy array, and the file's
+integrity (clean, unfinished, cut, corrupt).  A file whose header is invalid raises ``TdumpError``.
+
+    python tdump_reader.py FILE            print a summary
+    python tdump_reader.py --example OUT   write the worked example of §8, then read it
+"""
+import math, mmap, struct, sys, zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class TdumpError(Exception):
+    """A check of the spec failed: ``code`` is the error name of docs/format.md."""
+    def __init__(self, code, offset, message, name=None):
+        super().__init__(f"{code} at offset {offset}: {message}")
+        self.code, self.offset, self.name = code, offset, name
+
+
+def check(ok, code, offset, message):
+    if not ok:
+        raise TdumpError(code, offset, message)
+
+
+# §1 Conventions: little-endian, align64, strict UTF-8, CRC-32 as in zlib.
+def align64(x):
+    return (x + 63) & ~63
+
+
+def utf8(b, offset, what):
+    try:
+        return bytes(b).decode("utf-8")  # Python's strict codec rejects overlongs and surrogates
+    except UnicodeDecodeError as e:
+        raise TdumpError("bad_utf8", offset, f"{what} is not valid UTF-8 ({e.reason})")
+
+
+def zero(b):
+    return not any(b)
+
+
+# §2.1 File header and §2.3 metadata block.
+MAGIC, REC_MAGIC, BYTE_ORDER = b"\x89TDUMP\r\n", b"\x8aREC", 0x01020304
+
+
+def read_header(buf):
+    check(len(buf) >= 64, "truncated_header", 0, f"file has {len(buf)} bytes, header needs 64")
+    check(buf[0:8] == MAGIC, "bad_magic", 0, "not a TDUMP file")
+    major, minor, order, salt, req, opt, hlen, mlen, mcount = struct.unpack_from("<HHIQIIIII", buf, 8)
+    check(major == 1, "unsupported_version", 8, f"version {major}.{minor}, this reader knows 1.x")
+    check(order == BYTE_ORDER, "bad_byte_order", 12, f"byte_order 0x{order:08x}, expected 0x01020304")
+    check(hlen <= 1 << 20, "limit_exceeded", 32, f"header_length {hlen} > 1 MiB")
+    check(hlen == align64(64 + mlen), "length_mismatch", 32, f"header_length {hlen} != align64(64 + {mlen})")
+    check(len(buf) >= hlen, "truncated_header", 0, f"file has {len(buf)} bytes, header needs {hlen}")
+    stored, = struct.unpack_from("<I", buf, 60)
+    check(zlib.crc32(buf[64:64 + mlen], zlib.crc32(buf[0:60])) == stored, "bad_header_checksum", 60,
+          "header_crc does not match")
+    check(req == 0, "unsupported_feature", 24, f"required_features 0x{req:08x} has unknown bits")
+    check(zero(buf[44:60]), "reserved_nonzero", 44, "header reserved bytes are not zero")
+    check(zero(buf[64 + mlen:hlen]), "nonzero_padding", 64 + mlen, "header padding is not zero")
+    check(mcount <= 1024, "limit_exceeded", 40, f"metadata_count {mcount} > 1024")
+    meta, pos, end = {}, 64, 64 + mlen
+    for _ in range(mcount):
+        key, pos = lp_string(buf, pos, end, 4, 1, 256, "metadata key")
+        check(key not in meta, "duplicate_key", pos, f"metadata key {key!r} repeated")
+        meta[key], pos = lp_string(buf, pos, end, 4, 0, 65536, "metadata value")
+    check(pos == end, "length_mismatch", pos, "metadata entries do not fill metadata_length")
+    return dict(version=(major, minor), salt=salt, optional_features=opt, header_length=hlen, metadata=meta)
+
+
+def lp_string(buf, pos, end, width, lo, hi, what):
+    """A length-prefixed string with its length checked against the limits and the block."""
+    check(pos + width <= end, "length_mismatch", pos, f"{what} runs past its block")
+    n = int.from_bytes(buf[pos:pos + width], "little")
+    check(lo <= n <= hi, "empty_name" if what == "name" and n == 0 else "limit_exceeded", pos,
+          f"{what} length {n} not in {lo}..{hi}")
+    check(pos + width + n <= end, "length_mismatch", pos, f"{what} runs past its block")
+    return utf8(buf[pos + width:pos + width + n], pos, what), pos + width + n
+
+
+# §3.3 TENSOR meta (also the SUMMARY meta), §3.3.1 dtypes, §3.3.2 encodings.
+DTYPES = {1: ("f64", "<f8"), 2: ("f32", "<f4"), 3: ("f16", "<f2"), 4: ("bf16", "<u2"), 5: ("f8e4m3fn", "u1"),
+          6: ("f8e5m2", "u1"), 7: ("i64", "<i8"), 8: ("i32", "<i4"), 9: ("i16", "<i2"), 10: ("i8", "i1"),
+          11: ("u8", "u1"), 12: ("bool", "u1"), 13: ("u16", "<u2"), 14: ("u32", "<u4"), 15: ("u64", "<u8")}
+INTEGER = {"i64", "i32", "i16", "i8", "u8", "u16", "u32", "u64"}
+ROLES, ENCODINGS = ("output", "input", "parameter", "other"), ("raw", "affine_tensor", "affine_channel")
+
+
+def fp8_table(exp_bits, bias, fn):
+    """All 256 values of an OCP FP8 format as float32 (fn: no infinities, S.1111.111 is NaN)."""
+    man_bits, out = 7 - exp_bits, []
+    for b in range(256):
+        s, e, m = -1.0 if b & 0x80 else 1.0, (b >> man_bits) & ((1 << exp_bits) - 1), b & ((1 << man_bits) - 1)
+        if fn and e == 15 and m == 7 or not fn and e == 31 and m:
+            out.append(math.nan)
+        elif not fn and e == 31:
+            out.append(s * math.inf)
+        elif e == 0:
+            out.append(s * m / (1 << man_bits) * 2.0 ** (1 - bias))
+        else:
+            out.append(s * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias))
+    return np.array(out, dtype=np.float32)
+
+
+FP8 = {"f8e4m3fn": fp8_table(4, 7, True), "f8e5m2": fp8_table(5, 15, False)}
+
+
+def parse_tensor_meta(buf, at, n):
+    end = at + n
+    check(n >= 32, "length_mismatch", at, f"meta_length {n} < 32")
+    (exec_index, occ, code, rank, role, role_index, enc, res, flags, name_n, op_n, axes_n,
+     attr_n) = struct.unpack_from("<QIHBBHBBIHHHH", buf, at)
+    check(code in DTYPES, "bad_dtype", at + 12, f"dtype code {code} is not defined")
+    check(rank <= 16, "limit_exceeded", at + 14, f"rank {rank} > 16")
+    check(role < 4, "bad_enum", at + 15, f"role {role} not in 0..3")
+    check(enc < 3, "bad_enum", at + 18, f"encoding {enc} not in 0..2")
+    check(res == 0 and flags == 0, "reserved_nonzero", at + 19, "reserved meta bytes are not zero")
+    check(attr_n <= 256, "limit_exceeded", at + 30, f"attr_count {attr_n} > 256")
+    check(at + 32 + 8 * rank <= end, "length_mismatch", at + 32, "dims run past meta_length")
+    shape, pos = struct.unpack_from(f"<{rank}Q", buf, at + 32), at + 32 + 8 * rank
+    r = dict(exec_index=exec_index, occurrence=occ, dtype=DTYPES[code][0], shape=shape,
+             role=ROLES[role], role_index=role_index)
+    for key, width, lo, hi, n_ in (("name", 0, 1, 4096, name_n), ("op_type", 0, 0, 256, op_n),
+                                   ("axes", 0, 0, 1024, axes_n)):
+        check(lo <= n_ <= hi, "empty_name" if n_ == 0 else "limit_exceeded", at + 24,
+              f"{key} length {n_} not in {lo}..{hi}")
+        check(pos + n_ <= end, "length_mismatch", pos, f"{key} runs past meta_length")
+        r[key], pos = utf8(buf[pos:pos + n_], pos, key), pos + n_
+    r["axes"] = r["axes"].split(",") if r["axes"] else []
+    check(not r["axes"] or len(r["axes"]) == rank and all(r["axes"]), "bad_axes", at,
+          f"axes {','.join(r['axes'])!r} are not {rank} non-empty names")
+    r["attrs"] = {}
+    for _ in range(attr_n):
+        check(pos + 6 <= end, "length_mismatch", pos, "attribute runs past meta_length")
+        kn, vn = struct.unpack_from("<HI", buf, pos)
+        check(1 <= kn <= 256 and vn <= 65536, "limit_exceeded", pos, f"attribute lengths {kn}, {vn}")
+        check(pos + 6 + kn + vn <= end, "length_mismatch", pos, "attribute runs past meta_length")
+        k, v = utf8(buf[pos + 6:pos + 6 + kn], pos, "attribute key"), utf8(buf[pos + 6 + kn:pos + 6 + kn + vn], pos, "attribute value")
+        check(k not in r["attrs"], "duplicate_key", pos, f"attribute {k!r} repeated")
+        r["attrs"][k], pos = v, pos + 6 + kn + vn
+    r["encoding"] = {"kind": ENCODINGS[enc]}
+    if enc:
+        check(r["dtype"] in INTEGER, "bad_encoding", at + 18, f"affine encoding of a {r['dtype']} tensor")
+        axis, count = (struct.unpack_from("<II", buf, pos) if enc == 2 and pos + 8 <= end else (0, 1))
+        pos += 8 if enc == 2 else 0
+        if enc == 2:
+            check(axis < rank and count == shape[axis], "bad_encoding", pos - 8,
+                  f"per-channel axis {axis}, count {count} do not fit shape {list(shape)}")
+            r["encoding"]["axis"] = axis
+        check(pos + 16 * count <= end, "length_mismatch", pos, "encoding parameters run past meta_length")
+        scales, zps = struct.unpack_from(f"<{count}d", buf, pos), struct.unpack_from(f"<{count}q", buf, pos + 8 * count)
+        check(all(map(math.isfinite, scales)), "bad_value", pos, "a scale is not finite")
+        r["encoding"].update(scales=list(scales), zero_points=list(zps))
+        pos += 16 * count
+    check(pos == end, "length_mismatch", pos, "meta fields do not fill meta_length")
+    return r
+
+
+def decode(buf, r, off, dequantize):
+    dt = DTYPES_BY_NAME[r["dtype"]]
+    raw = np.frombuffer(buf, dtype=dt, count=math.prod(r["shape"]), offset=off).reshape(r["shape"])
+    if r["dtype"] == "bool":
+        check(not (raw > 1).any(), "bad_value", off, "bool element other than 0 or 1")
+        return raw.astype(bool), None
+    arr = (raw.astype(np.uint32) << 16).view(np.float32) if r["dtype"] == "bf16" else \
+        FP8[r["dtype"]][raw] if r["dtype"] in FP8 else raw
+    enc = r["encoding"]
+    if not dequantize or enc["kind"] == "raw":
+        return arr, None
+    shape = [1] * len(r["shape"])
+    if enc["kind"] == "affine_channel":
+        shape[enc["axis"]] = -1
+    scale, zp = np.reshape(enc["scales"], shape), np.reshape(np.array(enc["zero_points"], np.float64), shape)
+    return arr, scale * (arr.astype(np.float64) - zp)
+
+
+DTYPES_BY_NAME = {name: np.dtype(dt) for name, dt in DTYPES.values()}
+
+# §3.6 SUMMARY payload.
+SUMMARY_FIELDS = ("count", "nan_count", "posinf_count", "neginf_count", "zero_count", "min", "max",
+                  "mean", "std", "l2_norm", "projection_seed", "projection_dim", "projection_kind")
+
+
+def parse_summary(buf, off, n, numel):
+    check(n >= 112, "length_mismatch", off, f"summary payload of {n} bytes < 112")
+    s = dict(zip(SUMMARY_FIELDS, struct.unpack_from("<5Q5dQII", buf, off)))
+    check(s["projection_dim"] <= 4096, "limit_exceeded", off + 88, f"projection_dim {s['projection_dim']} > 4096")
+    check(n == 112 + 4 * s["projection_dim"], "length_mismatch", off, "payload_length != 112 + 4 x projection_dim")
+    check(zero(buf[off + 96:off + 112]), "reserved_nonzero", off + 96, "summary reserved bytes are not zero")
+    check(s["count"] == numel, "bad_value", off, f"summary counts {s['count']} elements, shape has {numel}")
+    s["projection"] = np.frombuffer(buf, "<f4", s["projection_dim"], off + 112)
+    return s
+
+
+@dataclass
+class Record:
+    kind: str; name: str; occurrence: int; exec_index: int; op_type: str; role: str; role_index: int
+    dtype: str; shape: tuple; axes: list; attrs: dict; encoding: dict; offset: int; size: int
+    payload_offset: int; array: object = None; dequantized: object = None; summary: dict = None
+
+
+@dataclass
+class Dump:
+    version: tuple; salt: int; optional_features: int; header_length: int; metadata: dict
+    file_size: int; records: list = field(default_factory=list); state: str = "unfinished"
+    valid_end: int = 0; cut_offset: int = None; discarded_bytes: int = 0; corruption: TdumpError = None
+    warnings: list = field(default_factory=list)
+
+
+# §3.1 record frame, §3.2 kinds, §3.4 INDEX, §3.5 END, checked in the order of §3.1 and §4.
+def read_record(buf, pos, salt):
+    """Returns (kind, flags, meta_off, meta_len, payload_off, payload_len, length), or 'cut'."""
+    size = len(buf)
+    if size - pos < 48:
+        return "cut"                                                          # step 1
+    kind, flags, length, plen, mlen, res, rsalt, fcrc, rcrc = struct.unpack_from("<HHQQIIQII", buf, pos + 4)
+    if buf[pos:pos + 4] != REC_MAGIC or zlib.crc32(buf[pos:pos + 40]) != fcrc:  # step 2
+        if zero(buf[pos:]):
+            return "cut"  # a file system extended the file with zeros before the writer died
+        check(buf[pos:pos + 4] == REC_MAGIC, "bad_record_magic", pos, "record magic is not 8A 52 45 43")
+        check(False, "bad_frame_checksum", pos, f"frame_crc 0x{fcrc:08x} does not match")
+    check(rsalt == salt, "salt_mismatch", pos + 32, f"record salt 0x{rsalt:016x} is not the file's (spliced record)")
+    check(res == 0, "reserved_nonzero", pos + 28, "frame reserved field is not zero")
+    check(flags & ~1 == 0, "reserved_nonzero", pos + 6, f"flags 0x{flags:04x} use reserved bits")
+    check(mlen <= 1 << 20, "limit_exceeded", pos + 24, f"meta_length {mlen} > 1 MiB")
+    check(plen <= 1 << 48, "limit_exceeded", pos + 16, f"payload_length {plen} > 2^48")
+    p = align64(48 + mlen)
+    check(length == align64(p + plen), "length_mismatch", pos + 8, f"record_length {length} != align64({p} + {plen})")
+    if pos + length > size:
+        return "cut"                                                          # step 3
+    crc = zlib.crc32(buf[pos + p:pos + p + plen], zlib.crc32(buf[pos + 48:pos + 48 + mlen], zlib.crc32(buf[pos:pos + 44])))
+    if crc != rcrc:                                                           # step 4
+        if pos + length == size:
+            return "cut"  # the frame reached the disk, the rest of the record did not
+        check(False, "bad_record_checksum", pos + 44, f"record_crc 0x{rcrc:08x}, computed 0x{crc:08x}")
+    check(zero(buf[pos + 48 + mlen:pos + p]), "nonzero_padding", pos + 48 + mlen, "padding after the meta is not zero")
+    check(zero(buf[pos + p + plen:pos + length]), "nonzero_padding", pos + p + plen, "padding after the payload is not zero")
+    return kind, flags, pos + 48, mlen, pos + p, plen, length
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def check_index(buf, meta_off, mlen, poff, plen, at, records):
+    check(mlen == 24, "length_mismatch", at, f"INDEX meta_length {mlen} != 24")
+    n, slots, hash_kind, res = struct.unpack_from("<QQII", buf, meta_off)
+    check(hash_kind == 1 and res == 0, "bad_index", at, f"index hash {hash_kind} is not FNV-1a 64")
+    want_slots = 1
+    while want_slots < 2 * n:
+        want_slots *= 2
+    check(n == len(records) and slots == want_slots and plen == 24 * n + 4 * slots, "bad_index", at,
+          f"index of {n} entries / {slots} slots for {len(records)} records")
+    table = [0] * slots
+    for e, r in enumerate(records):
+        h = fnv1a64(r.name.encode())
+        want = struct.pack("<QQII", r.offset, h, r.occurrence, 1 if r.kind == "tensor" else 2)
+        check(buf[poff + 24 * e:poff + 24 * e + 24] == want, "bad_index", poff + 24 * e, f"index entry {e} disagrees with the scan")
+        s = h % slots
+        while table[s]:
+            s = (s + 1) % slots
+        table[s] = e + 1
+    check(buf[poff + 24 * n:poff + plen] == struct.pack(f"<{slots}I", *table), "bad_index", poff + 24 * n,
+          "index hash table disagrees with its entries")
+
+
+# §4 Reading: validation, recovery and corruption.
+def read(path, dequantize=False):
+    with open(path, "rb") as f:
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.seek(0, 2) else b""
+    dump = Dump(file_size=len(buf), **read_header(buf))
+    pos = dump.valid_end = dump.header_length
+    index_at, seen = None, set()
+    while pos < len(buf):
+        name = None
+        try:
+            check(dump.state != "clean", "record_after_end", pos, f"{len(buf) - pos} bytes follow the END record")
+            rec = read_record(buf, pos, dump.salt)
+            if rec == "cut":
+                dump.state, dump.cut_offset, dump.discarded_bytes = "cut", pos, len(buf) - pos
+                break
+            kind, flags, moff, mlen, poff, plen, length = rec
+            if kind in (1, 2):
+                m = parse_tensor_meta(buf, moff, mlen)
+                name, numel = m["name"], math.prod(m["shape"])
+                r = Record(kind="tensor" if kind == 1 else "summary", offset=pos, size=length, payload_offset=poff, **m)
+                if kind == 1:
+                    check(numel * DTYPES_BY_NAME[r.dtype].itemsize < 1 << 64, "shape_overflow", moff + 32, "shape overflows u64")
+                    check(plen == numel * DTYPES_BY_NAME[r.dtype].itemsize, "length_mismatch", pos + 16,
+                          f"payload_length {plen} != numel {numel} x dtype size")
+                    r.array, r.dequantized = decode(buf, m, poff, dequantize)
+                else:
+                    r.summary = parse_summary(buf, poff, plen, numel)
+                key = (r.name, r.role, r.role_index, r.occurrence)
+                if key in seen:
+                    dump.warnings.append(TdumpError("duplicate_tensor", pos, f"{key} repeated; lookups use the first"))
+                seen.add(key)
+                dump.records.append(r)
+                index_at = None
+            elif kind == 3:
+                check_index(buf, moff, mlen, poff, plen, pos, dump.records)
+                index_at = pos
+            elif kind == 4:
+                check(mlen == 16 and plen == 0, "length_mismatch", pos, "END needs a 16-byte meta and no payload")
+                check(struct.unpack_from("<QQ", buf, moff) == (index_at, len(dump.records)), "bad_index", pos,
+                      "END does not name the INDEX just before it and the record count")
+                dump.state = "clean"
+            else:
+                check(flags & 1, "unknown_record_kind", pos + 4, f"record kind {kind} is unknown and not skippable")
+        except TdumpError as e:
+            e.name = name
+            dump.state, dump.corruption = "corrupt", e
+            break
+        pos = dump.valid_end = pos + length
+    return dump
+
+
+# §8 Worked example: the smallest complete file, written without any other driftscope code.
+EXAMPLE_SALT = 0x0123456789ABCDEF
+
+
+def example_bytes():
+    def record(kind, meta, payload):
+        p = align64(48 + len(meta))
+        frame = REC_MAGIC + struct.pack("<HHQQIIQ", kind, 0, align64(p + len(payload)), len(payload), len(meta), 0, EXAMPLE_SALT)
+        frame += struct.pack("<I", zlib.crc32(frame))
+        frame += struct.pack("<I", zlib.crc32(meta + payload, zlib.crc32(frame)))
+        return (frame + meta).ljust(p, b"\0") + payload.ljust(align64(p + len(payload)) - p, b"\0")
+    kv = [(b"framework", b"demo"), (b"writer", b"driftscope example")]
+    block = b"".join(struct.pack("<I", len(k)) + k + struct.pack("<I", len(v)) + v for k, v in kv)
+    head = MAGIC + struct.pack("<HHIQIIIII16x", 1, 0, BYTE_ORDER, EXAMPLE_SALT, 0, 0, align64(64 + len(block)), len(block), len(kv))
+    out = (head + struct.pack("<I", zlib.crc32(block, zlib.crc32(head))) + block).ljust(align64(64 + len(block)), b"\0")
+    meta = struct.pack("<QIHBBHBBIHHHHQ", 0, 0, 2, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2) + b"x"
+    tensor_at, out = len(out), out + record(1, meta, struct.pack("<2f", 1.0, -2.0))
+    index_at, table = len(out), struct.pack("<2I", *([1, 0] if fnv1a64(b"x") % 2 == 0 else [0, 1]))
+    out += record(3, struct.pack("<QQII", 1, 2, 1, 0), struct.pack("<QQII", tensor_at, fnv1a64(b"x"), 0, 1) + table)
+    return out + record(4, struct.pack("<QQ", index_at, 1), b"")
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--example":
+        with open(argv[2], "wb") as f:
+            f.write(example_bytes())
+        argv = argv[:1] + argv[2:]
+    if len(argv) != 2:
+        sys.exit("usage: tdump_reader.py FILE | --example OUT")
+    try:
+        d = read(argv[1])
+    except (TdumpError, OSError) as e:
+        sys.exit(f"{argv[1]}: {e}")
+    print(f"TDUMP {d.version[0]}.{d.version[1]}  salt 0x{d.salt:016x}  {d.file_size} bytes  {len(d.records)} records  {d.state}")
+    for k, v in d.metadata.items():
+        print(f"  {k} = {v}")
+    if d.state == "cut":
+        print(f"  cut at offset {d.cut_offset}: {d.discarded_bytes} bytes discarded")
+    if d.corruption:
+        print(f"  corrupt: {d.corruption}" + (f" (tensor {d.corruption.name})" if d.corruption.name else ""))
+    for w in d.warnings:
+        print(f"  warning: {w}")
+    for r in d.records:
+        a = r.array if r.array is not None and r.array.size and r.array.dtype != bool else None
+        stats = f"min {np.nanmin(a):.6g} max {np.nanmax(a):.6g}" if a is not None and np.isfinite(a.astype(np.float64)).any() else \
+            (f"summary mean {r.summary['mean']:.6g} std {r.summary['std']:.6g}" if r.summary else "")
+        print(f"{r.exec_index:6d} {r.name}#{r.occurrence} {r.op_type or '-'} {r.role}{r.role_index} {r.dtype}"
+              f"{list(r.shape)} {','.join(r.axes)} {r.encoding['kind']} {stats}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

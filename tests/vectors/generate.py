@@ -1,0 +1,405 @@
+"""Generates the golden TDUMP vectors and their JSON sidecars (tests/vectors/README.md).
+
+    python tests/vectors/generate.py [--out DIR]     (default: next to this script)
+
+Deterministic: running it again gives byte-identical files (tests/python/test_vectors.py checks
+that the committed files are exactly what this script writes). Files are written with the
+independent spec writer tests/support/tdump_write.py; damaged files are made from valid ones by
+the byte edits described in each sidecar. Expected values in the sidecars are computed here,
+independently of the reference reader (fp8 and bf16 by their formulas, not by a lookup table).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "driftscope"))
+import tdump_write as tw  # noqa: E402
+
+WRITER = ("writer", "driftscope-vectors")
+
+
+# ---- expected values, computed from the definitions of docs/format.md §3.3.1 ------------------
+def fp8_value(bits: int, exp_bits: int, bias: int, finite_only: bool) -> float:
+    man_bits = 7 - exp_bits
+    sign = -1.0 if bits >> 7 else 1.0
+    e = (bits >> man_bits) & ((1 << exp_bits) - 1)
+    m = bits & ((1 << man_bits) - 1)
+    top = (1 << exp_bits) - 1
+    if finite_only and e == top and m == (1 << man_bits) - 1:
+        return math.nan
+    if not finite_only and e == top:
+        return sign * math.inf if m == 0 else math.nan
+    if e == 0:
+        return sign * math.ldexp(m, 1 - bias - man_bits)
+    return sign * math.ldexp((1 << man_bits) + m, e - bias - man_bits)
+
+
+def bf16_value(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+
+
+def jnum(v):
+    """JSON has no NaN or infinities: they are the strings "nan", "inf", "-inf"."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+# ---- the tensors of the valid vectors ----------------------------------------------------------
+I = np.iinfo
+
+
+def dtype_tensors():
+    f16 = np.array([0.0, -0.0, 2.0 ** -24, 6.097555e-05, 1.0, 65504.0, np.inf, -np.inf, np.nan],
+                   dtype=np.float16)
+    bf16_bits = [0x3F80, 0xC000, 0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x4049, 0x0000]
+    codes = np.arange(256, dtype=np.uint8)
+    t = [
+        ("f64", [8], np.array([0.0, -0.0, 1.5, -1e308, 5e-324, np.inf, -np.inf, np.nan])),
+        ("f32", [2, 4], np.array([1.0, -2.5, 3.4028235e38, 1e-45, np.inf, np.nan, -0.0, 0.1],
+                                 np.float32).reshape(2, 4)),
+        ("f16", [9], f16),
+        ("bf16", [8], np.array(bf16_bits, np.uint16)),
+        ("f8e4m3fn", [16, 16], codes.reshape(16, 16)),
+        ("f8e5m2", [256], codes),
+        ("i64", [4], np.array([I(np.int64).min, -1, 0, I(np.int64).max], np.int64)),
+        ("i32", [4], np.array([I(np.int32).min, -1, 0, I(np.int32).max], np.int32)),
+        ("i16", [4], np.array([I(np.int16).min, -1, 0, I(np.int16).max], np.int16)),
+        ("i8", [4], np.array([-128, -1, 0, 127], np.int8)),
+        ("u8", [4], np.array([0, 1, 128, 255], np.uint8)),
+        ("bool", [3], np.array([True, False, True])),
+        ("u16", [3], np.array([0, 1, 65535], np.uint16)),
+        ("u32", [3], np.array([0, 1, 2 ** 32 - 1], np.uint32)),
+        ("u64", [3], np.array([0, 1, 2 ** 64 - 1], np.uint64)),
+    ]
+    out = []
+    for i, (dt, shape, arr) in enumerate(t):
+        d = {"name": f"dtypes.{dt}", "op_type": "Const", "dtype": dt, "shape": shape, "data": arr}
+        if dt == "f8e4m3fn":
+            d["axes"] = ["hi", "lo"]
+        out.append(d)
+    return out
+
+
+def expected_values(t):
+    """Decoded values as the spec defines them (before dequantisation)."""
+    arr, dt = t["data"], t["dtype"]
+    flat = np.asarray(arr).reshape(-1)
+    if dt == "bf16":
+        return [jnum(bf16_value(int(b))) for b in flat]
+    if dt == "f8e4m3fn":
+        return [jnum(fp8_value(int(b), 4, 7, True)) for b in flat]
+    if dt == "f8e5m2":
+        return [jnum(fp8_value(int(b), 5, 15, False)) for b in flat]
+    return [jnum(v.item()) for v in flat]
+
+
+def dequantized_values(t):
+    enc = t.get("encoding")
+    if not enc:
+        return None
+    q = np.asarray(t["data"]).astype(np.float64)
+    if enc["kind"] == "affine_tensor":
+        return [jnum(enc["scale"] * (v - enc["zero_point"])) for v in q.reshape(-1)]
+    idx = np.indices(q.shape)[enc["axis"]].reshape(-1)
+    return [jnum(enc["scales"][c] * (v - enc["zero_points"][c])) for v, c in zip(q.reshape(-1), idx)]
+
+
+def quantized_tensors():
+    return [
+        {"name": "q.per_tensor", "op_type": "QuantizeLinear", "dtype": "i8", "shape": [2, 3],
+         "axes": "row,col", "encoding": {"kind": "affine_tensor", "scale": 0.05, "zero_point": -3},
+         "data": np.array([[-128, -3, 0], [17, 100, 127]], np.int8)},
+        {"name": "q.per_channel", "op_type": "QuantizeLinear", "dtype": "u8", "shape": [2, 3],
+         "axes": "out,in", "attrs": [("scheme", "asymmetric")],
+         "encoding": {"kind": "affine_channel", "axis": 1, "scales": [0.5, 0.25, 0.125],
+                      "zero_points": [128, 0, 255]},
+         "data": np.array([[0, 1, 2], [128, 255, 255]], np.uint8)},
+        {"name": "q.per_channel_i32", "op_type": "Bias", "dtype": "i32", "shape": [3],
+         "role": "parameter", "encoding": {"kind": "affine_channel", "axis": 0,
+                                           "scales": [1e-3, 2e-3, 4e-3], "zero_points": [0, -5, 7]},
+         "data": np.array([1000, -5, 2 ** 31 - 1], np.int32)},
+    ]
+
+
+def structure_tensors():
+    f = np.float32
+    return [
+        {"name": "scalar.loss", "op_type": "CrossEntropy", "dtype": "f32", "shape": [],
+         "data": np.array(0.6931472, f)},
+        {"name": "empty.mask", "op_type": "Slice", "dtype": "f32", "shape": [3, 0, 2],
+         "axes": ["batch", "seq", "hidden"], "data": np.zeros((3, 0, 2), f)},
+        {"name": "encoder.layers.0.attn", "op_type": "MultiheadAttention", "dtype": "f32",
+         "shape": [1, 2, 2, 2], "axes": "batch,heads,seq,dim", "role": "output", "role_index": 0,
+         "attrs": [("num_heads", "2"), ("dropout", "0.0"), ("note", "naïve — ünïcödé ✓"),
+                   ("empty", "")],
+         "data": np.arange(8, dtype=f).reshape(1, 2, 2, 2) / 8},
+        {"name": "encoder.layers.0.attn", "op_type": "MultiheadAttention", "dtype": "f32",
+         "shape": [2], "role": "output", "role_index": 1, "data": np.array([0.25, 0.75], f)},
+        {"name": "encoder.layers.0.attn", "op_type": "MultiheadAttention", "dtype": "f32",
+         "shape": [1, 2], "role": "input", "role_index": 0, "data": np.array([[1, 2]], f)},
+        {"name": "encoder.layers.0.attn.in_proj_weight", "op_type": "Parameter", "dtype": "f16",
+         "shape": [2, 2], "role": "parameter", "data": np.array([[1, 0], [0, 1]], np.float16)},
+        {"name": "encoder.layers.0.act", "op_type": "GELU", "dtype": "f32", "shape": [2],
+         "data": np.array([0.1, 0.2], f)},                             # occurrence 0
+        {"name": "encoder.layers.0.act", "op_type": "GELU", "dtype": "f32", "shape": [2],
+         "data": np.array([0.3, 0.4], f)},                             # occurrence 1
+        {"name": "encoder.layers.0.act", "op_type": "GELU", "dtype": "f32", "shape": [2],
+         "exec_index": 20, "data": np.array([0.5, 0.6], f)},           # occurrence 2, index jump
+        {"name": "rank8", "op_type": "Reshape", "dtype": "u8", "shape": [1, 2, 1, 2, 1, 2, 1, 1],
+         "axes": "a,b,c,d,e,f,g,h", "role": "other", "role_index": 3,
+         "data": np.arange(8, dtype=np.uint8).reshape(1, 2, 1, 2, 1, 2, 1, 1)},
+        {"name": "módulo.ñame/with spaces", "dtype": "i16", "shape": [1],
+         "data": np.array([-7], np.int16)},
+    ]
+
+
+def summary_tensors():
+    x = np.array([1.0, -2.0, 0.0, np.nan, np.inf, 3.0], np.float64)
+    fin = x[np.isfinite(x)]
+    stats = {"count": 6, "nan_count": 1, "posinf_count": 1, "neginf_count": 0, "zero_count": 1,
+             "min": float(fin.min()), "max": float(fin.max()), "mean": float(fin.mean()),
+             "std": float(fin.std()), "l2_norm": float(np.sqrt((fin ** 2).sum())),
+             "projection_seed": 0x5DEECE66D, "projection_kind": 1,
+             "projection": [0.5, -1.25, 3.0, float(np.float32(0.1))]}
+    empty = {"count": 0, "nan_count": 0, "posinf_count": 0, "neginf_count": 0, "zero_count": 0,
+             "min": math.nan, "max": math.nan, "mean": math.nan, "std": math.nan, "l2_norm": 0.0,
+             "projection_seed": 7, "projection_kind": 1, "projection": []}
+    return [
+        {"name": "light.before", "op_type": "Linear", "dtype": "f32", "shape": [2],
+         "data": np.array([1.5, 2.5], np.float32)},
+        {"kind": "summary", "name": "light.hidden", "op_type": "Linear", "dtype": "f64",
+         "shape": [2, 3], "axes": "seq,hidden", "attrs": {"mode": "light"}, "summary": stats},
+        {"kind": "summary", "name": "light.empty", "dtype": "bf16", "shape": [0],
+         "summary": empty},
+    ]
+
+
+# ---- sidecars ----------------------------------------------------------------------------------
+def sha256(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def canonical_encoding(enc):
+    """As a reader reports it: the parameters of §3.3.2 as lists, axis only per channel."""
+    if not enc:
+        return {"kind": "raw"}
+    if enc["kind"] == "affine_tensor":
+        return {"kind": "affine_tensor", "scales": [enc["scale"]],
+                "zero_points": [enc["zero_point"]]}
+    return {"kind": "affine_channel", "axis": enc["axis"], "scales": list(enc["scales"]),
+            "zero_points": list(enc["zero_points"])}
+
+
+def record_entries(tensors, offsets, blob):
+    """Expected record fields, derived from the writer inputs and the offsets they landed at."""
+    out, next_index, occ = [], 0, {}
+    for t, off in zip(tensors, offsets):
+        role = t.get("role", "output")
+        key = (t["name"], role, t.get("role_index", 0))
+        exec_index = t.get("exec_index", next_index)
+        occurrence = t.get("occurrence", occ.get(key, 0))
+        next_index = max(next_index, exec_index + 1)
+        occ[key] = max(occ.get(key, 0), occurrence + 1)
+        _, _, length, plen, mlen = struct.unpack_from("<HHQQI", blob, off + 4)
+        pay = off + tw.align64(48 + mlen)
+        axes = t.get("axes") or []
+        e = {"kind": t.get("kind", "tensor"), "name": t["name"], "occurrence": occurrence,
+             "exec_index": exec_index, "op_type": t.get("op_type", ""), "role": role,
+             "role_index": t.get("role_index", 0), "dtype": t["dtype"], "shape": list(t["shape"]),
+             "axes": axes.split(",") if isinstance(axes, str) else list(axes),
+             "attrs": [list(kv) for kv in tw._attrs(t)],
+             "encoding": canonical_encoding(t.get("encoding")),
+             "offset": off, "size": length, "payload_offset": pay, "payload_length": plen,
+             "payload_sha256": sha256(blob[pay:pay + plen])}
+        if e["kind"] == "tensor":
+            e["values"] = expected_values(t)
+            if t.get("encoding"):
+                e["dequantized"] = dequantized_values(t)
+        else:
+            e["summary"] = {k: (jnum(v) if k != "projection" else [jnum(p) for p in v])
+                            for k, v in t["summary"].items()}
+            e["summary"]["projection_dim"] = len(t["summary"]["projection"])
+        out.append(e)
+    return out
+
+
+def sidecar(name, blob, description, metadata, salt, records, state, *, valid_end=None,
+            cut=None, corruption=None, sessions=None, reproducible=True, error=None):
+    j = {"file": name, "description": description, "size": len(blob), "sha256": sha256(blob)}
+    if error:
+        j["error"] = error
+        return j
+    j["header"] = {"version": [1, 0], "salt": salt, "metadata": [list(kv) for kv in metadata]}
+    j["integrity"] = {"state": state, "valid_end": valid_end if valid_end is not None else len(blob),
+                      "cut_offset": cut, "discarded_bytes": len(blob) - cut if cut is not None else 0,
+                      "corruption": corruption}
+    j["writer"] = {"reproducible": reproducible, "sessions": sessions or [len(records)],
+                   "closed": state == "clean"}
+    j["records"] = records
+    return j
+
+
+class Out:
+    def __init__(self, root):
+        self.root = root
+
+    def path(self, sub, name):
+        os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        return os.path.join(self.root, sub, name)
+
+    def save(self, sub, name, blob, meta):
+        with open(self.path(sub, name), "wb") as f:
+            f.write(blob)
+        with open(self.path(sub, name[:-len(".tdump")] + ".json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1, ensure_ascii=False, allow_nan=False)
+            f.write("\n")
+
+
+def write_valid(out, name, description, metadata, tensors, salt, close=True):
+    path = out.path("valid", name)
+    offsets = tw.write_tdump(path, metadata, tensors, salt, close=close)
+    blob = open(path, "rb").read()
+    recs = record_entries(tensors, offsets, blob)
+    out.save("valid", name, blob, sidecar(name, blob, description, metadata, salt, recs,
+                                          "clean" if close else "unfinished"))
+    return blob, recs, offsets
+
+
+def generate(root):
+    out = Out(root)
+    # §8 worked example (also what `tdump_reader.py --example` writes).
+    example = [{"name": "x", "dtype": "f32", "shape": [2], "exec_index": 0,
+                "data": np.array([1.0, -2.0], np.float32)}]
+    write_valid(out, "example.tdump", "docs/format.md §8 worked example",
+                [("framework", "demo"), ("writer", "driftscope example")], example,
+                0x0123456789ABCDEF)
+    write_valid(out, "dtypes.tdump", "one tensor per dtype of §3.3.1 with extreme values; fp8 "
+                "tensors hold all 256 codes", [WRITER, ("framework", "vectors")], dtype_tensors(),
+                0x1111111111111111)
+    write_valid(out, "quantized.tdump", "affine per-tensor and per-channel encodings (§3.3.2)",
+                [WRITER, ("precision", "int8")], quantized_tensors(), 0x2222222222222222)
+    structure = structure_tensors()
+    s_blob, s_recs, _ = write_valid(
+        out, "structure.tdump", "rank 0, a zero-size dim, rank 8, axis names, attributes, roles, "
+        "repeated occurrences, an exec_index jump, a UTF-8 name",
+        [WRITER, ("framework", "pytorch 2.13.0"), ("backend", "cpu"), ("device", "x86_64"),
+         ("model", "tiny-encoder"), ("seed", "0"), ("start_time", "2026-11-29T15:00:00Z"),
+         ("user.ünïcode", "välue"), ("empty", "")], structure, 0x3333333333333333)
+    write_valid(out, "summary.tdump", "SUMMARY records (§3.6) between TENSOR records, one of an "
+                "empty tensor with NaN statistics", [WRITER], summary_tensors(), 0x4444444444444444)
+    write_valid(out, "empty.tdump", "a closed file without records: INDEX of 0 entries, 1 slot",
+                [WRITER], [], 0x5555555555555555)
+    write_valid(out, "unfinished.tdump", "three records, no INDEX or END "
+                                    "(crashed or still running)", [WRITER], structure[6:9],
+                                    0x6666666666666666, close=False)
+
+    # Appended: written and closed, then continued as §5 Append says (numbering continues).
+    first = [{"name": "step", "op_type": "Add", "dtype": "f32", "shape": [1],
+              "data": np.array([1.0], np.float32)},
+             {"name": "other", "op_type": "Mul", "dtype": "i32", "shape": [2],
+              "data": np.array([1, 2], np.int32)}]
+    second = [{"name": "step", "op_type": "Add", "dtype": "f32", "shape": [1],
+               "data": np.array([2.0], np.float32)},
+              {"name": "late", "op_type": "Sub", "dtype": "f64", "shape": [1],
+               "data": np.array([-1.0])}]
+    path = out.path("valid", "appended.tdump")
+    meta = [WRITER, ("note", "appended")]
+    off1 = tw.write_tdump(path, meta, first, 0x7777777777777777)
+    off2 = tw.append_tdump(path, second)
+    blob = open(path, "rb").read()
+    recs = record_entries(first + second, off1 + off2, blob)
+    out.save("valid", "appended.tdump", blob, sidecar(
+        "appended.tdump", blob, "two records, closed, reopened for append (INDEX and END "
+        "removed), two more records, closed again", meta, 0x7777777777777777, recs, "clean",
+        sessions=[2, 2]))
+
+    # ---- damaged: recovered with a state other than clean (the C++ writer cannot make these) --
+    def damaged(name, blob, description, n_records, state, **kw):
+        out.save("damaged", name, blob, sidecar(name, blob, description, s_meta, salt3,
+                                                s_recs[:n_records], state, reproducible=False,
+                                                **kw))
+
+    s_meta, salt3 = [list(kv) for kv in json.load(open(out.path("valid", "structure.json")))
+                     ["header"]["metadata"]], 0x3333333333333333
+    r2, r3 = s_recs[2], s_recs[3]
+    cut = r2["payload_offset"] + 5
+    damaged("cut_mid_payload.tdump", s_blob[:cut], "structure.tdump cut 5 bytes into the payload "
+            "of record 2: records 0-1 recovered", 2, "cut", valid_end=r2["offset"],
+            cut=r2["offset"])
+    cut = r3["offset"] + 20
+    damaged("cut_in_frame.tdump", s_blob[:cut], "structure.tdump cut 20 bytes into the frame of "
+            "record 3", 3, "cut", valid_end=r3["offset"], cut=r3["offset"])
+    zeroed = s_blob[:r3["offset"]] + bytes(r3["size"] + 256)
+    damaged("cut_zero_tail.tdump", zeroed, "structure.tdump after record 2, then zeros (a file "
+            "system extended the file before the writer died): a cut, not corruption", 3, "cut",
+            valid_end=r3["offset"], cut=r3["offset"])
+    blob = bytearray(s_blob)
+    blob[r2["payload_offset"] + 1] ^= 0x01
+    damaged("corrupt_record_crc.tdump", bytes(blob), "structure.tdump with one bit flipped in the "
+            "payload of record 2; more records follow", 2, "corrupt", valid_end=r2["offset"],
+            corruption={"code": "bad_record_checksum", "offset": r2["offset"] + 44,
+                        "record_offset": r2["offset"], "name": None})
+    # A record from another file (different salt) of the same size, spliced over record 2.
+    alien = os.path.join(root, "alien.tmp")
+    (alien_off,) = tw.write_tdump(alien, [WRITER], [structure[2]], 0x0BADF00D0BADF00D,
+                                  close=False)
+    alien_rec = open(alien, "rb").read()[alien_off:]
+    os.remove(alien)
+    assert len(alien_rec) == r2["size"]
+    blob = s_blob[:r2["offset"]] + alien_rec + s_blob[r2["offset"] + r2["size"]:]
+    damaged("corrupt_spliced.tdump", blob, "structure.tdump with record 2 replaced by the same "
+            "tensor written to another file (other salt, all CRCs valid)", 2, "corrupt",
+            valid_end=r2["offset"],
+            corruption={"code": "salt_mismatch", "offset": r2["offset"] + 32,
+                        "record_offset": r2["offset"], "name": None})
+    blob = s_blob + bytes(64)
+    damaged("corrupt_after_end.tdump", blob, "structure.tdump followed by 64 zero bytes: data "
+            "after END", len(s_recs), "corrupt", valid_end=len(s_blob),
+            corruption={"code": "record_after_end", "offset": len(s_blob),
+                        "record_offset": len(s_blob), "name": None})
+
+    # ---- invalid: the header fails, nothing is returned --------------------------------------
+    ex = open(out.path("valid", "example.tdump"), "rb").read()
+    bad = bytearray(ex)
+    bad[0x54] ^= 0x20  # 'd' of "demo" -> 'D': metadata changed, header_crc no longer matches
+    out.save("invalid", "bad_header_crc.tdump", bytes(bad), sidecar(
+        "bad_header_crc.tdump", bytes(bad), "example.tdump with one metadata byte changed",
+        None, None, [], None, error={"code": "bad_header_checksum", "offset": 60}))
+    bad = bytearray(ex)
+    bad[8:10] = struct.pack("<H", 2)
+    out.save("invalid", "future_major.tdump", bytes(bad), sidecar(
+        "future_major.tdump", bytes(bad), "example.tdump claiming version 2.0", None, None, [],
+        None, error={"code": "unsupported_version", "offset": 8}))
+    bad = bytearray(ex)
+    bad[12:16] = bytes([1, 2, 3, 4])
+    out.save("invalid", "big_endian.tdump", bytes(bad), sidecar(
+        "big_endian.tdump", bytes(bad), "byte_order written big-endian", None, None, [], None,
+        error={"code": "bad_byte_order", "offset": 12}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=HERE)
+    generate(ap.parse_args().out)
+
+
+if __name__ == "__main__":
+    main()
