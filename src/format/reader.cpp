@@ -222,6 +222,12 @@ struct Reader::Impl {
         continue;
       }
       const Frame& f = ps.frame;
+      const bool damaged_before = integrity.corruption.has_value();
+      bool failed = false;
+      auto fail = [&](Error e) {
+        failed = true;
+        set_corrupt(std::move(e), {});
+      };
       switch (f.kind) {
         case kKindTensor:
         case kKindSummary:
@@ -235,15 +241,16 @@ struct Reader::Impl {
         case kKindEnd: {
           const std::byte* m = bytes.data() + ps.meta_off;
           if (f.meta_length != kEndMetaSize || f.payload_length != 0) {
-            set_corrupt(make_error(Errc::length_mismatch, "END record must have a 16-byte meta and no payload", pos), {});
+            fail(make_error(Errc::length_mismatch, "END record must have a 16-byte meta and no payload", pos));
             break;
           }
           uint64_t idx = load_le<uint64_t>(m), count = load_le<uint64_t>(m + 8);
-          if (idx != index_pos || count != records.size()) {
-            set_corrupt(make_error(Errc::bad_index,
+          // After a resynchronisation records are missing, so the counts cannot agree.
+          if (!damaged_before && (idx != index_pos || count != records.size())) {
+            fail(make_error(Errc::bad_index,
                 fmt::format("END names index at {} with {} records; the scan found {} and {} records",
                             idx, count, index_pos == kNoOffset ? std::string("none") : std::to_string(index_pos),
-                            records.size()), pos), {});
+                            records.size()), pos));
             break;
           }
           saw_end = true;
@@ -251,13 +258,13 @@ struct Reader::Impl {
         }
         default:
           if (!(f.flags & kFlagSkippable)) {
-            set_corrupt(make_error(Errc::unknown_record_kind,
-                fmt::format("record kind {} is unknown and not marked skippable", f.kind), pos + frm::kind), {});
+            fail(make_error(Errc::unknown_record_kind,
+                fmt::format("record kind {} is unknown and not marked skippable", f.kind), pos + frm::kind));
           } else {
             integrity.data_end = pos + f.record_length;
           }
       }
-      if (integrity.corruption) break;
+      if (failed) break;
       pos += f.record_length;
       integrity.valid_end = pos;
     }
