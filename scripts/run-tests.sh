@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds and runs every test suite (what `make test` and CI run):
+#   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest)
+#   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders)
+#   3. the C++ unit suite under ASan+UBSan                (asan preset, clang)
+#   4. a short libFuzzer smoke run of the reader          (asan preset)
+# Stages can be picked: scripts/run-tests.sh cpp python asan fuzz   (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+stages=${*:-cpp python asan fuzz}
+failed=()
+banner() { printf '\n==== %s ====\n' "$*"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has cpp || has python; then
+  banner "build (dev)"
+  cmake --preset dev >/dev/null
+  cmake --build build/dev -j "$JOBS"
+fi
+
+if has cpp; then
+  banner "C++ unit, C ABI and example tests"
+  ctest --test-dir build/dev --output-on-failure -j "$JOBS" || failed+=(cpp)
+fi
+
+if has python; then
+  banner "Python package and tests"
+  if [ -f pyproject.toml ]; then
+    .venv/bin/python -m pip install -q --no-build-isolation --no-deps . || failed+=(python-install)
+  fi
+  DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q tests/python || failed+=(python)
+fi
+
+if has asan; then
+  banner "C++ unit suite under ASan+UBSan"
+  cmake --preset asan >/dev/null
+  cmake --build build/asan -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build/asan --output-on-failure -j "$JOBS" -L unit || failed+=(asan)
+fi
+
+if has fuzz; then
+  banner "libFuzzer smoke run (reader)"
+  scripts/fuzz.sh "${FUZZ_SMOKE_SECONDS:-30}" || failed+=(fuzz)
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run-tests: FAILED stages: ${failed[*]}" >&2
+  exit 1
+fi
+echo "run-tests: all stages passed ($stages)"
