@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "driftscope/error.hpp"
@@ -54,6 +55,7 @@ struct PairMetrics {
   int64_t first_mismatch = -1;   // flat index (reference order), -1 when none
   double first_mismatch_ref = 0, first_mismatch_cand = 0;
   int64_t max_abs_index = -1;    // where the largest |ref-cand| sits
+  double max_abs_ref = 0, max_abs_cand = 0;   // the two values there
   // ULP distance, when both sides have the same float dtype (else -1)
   int64_t max_ulp = -1;
   // classification agreement along the last axis (classes > 0)

@@ -1,0 +1,374 @@
+// The per-chunk metric kernel, compiled once per SIMD target by Highway (foreach_target) and
+// dispatched at run time; the scalar reference lives at the end. Contract: pair_kernel.hpp.
+
+// Bitwise-identical results across targets require that no target fuses r*r + acc into one FMA
+// (one rounding instead of two) while another does not; GCC contracts even vector intrinsics
+// under its default -ffp-contract=fast, so contraction is switched off for this file.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+// Every attainable target (EMU128 included) is compiled so tests can compare each against the
+// scalar reference. Scalable-vector targets are left out: the kernel keeps its kLanes virtual
+// lanes in arrays of vectors, which sizeless SVE/RVV types cannot form; NEON serves ARM.
+#ifndef HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_COMPILE_ALL_ATTAINABLE
+#endif
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "numerics/pair_kernel.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "numerics/pair_kernel.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace driftscope::numerics::kernel {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::CappedTag<double, kLanes>;
+using V = hn::Vec<D>;
+using M = hn::Mask<D>;
+inline constexpr size_t kN = hn::MaxLanes(D());
+// Vectors per group of kLanes elements. Each sum has kG independent accumulators, and the seven
+// sums are independent chains as well: with a 4-cycle FP-add latency and two adds per cycle, at
+// least 8 adds must be in flight to keep the adders busy, which 7 x kG (>= 14) chains give.
+inline constexpr size_t kG = kLanes / kN;
+static_assert(kLanes % kN == 0, "a vector must hold a whole number of virtual lanes");
+
+struct State {
+  V sum[kNumSums][kG];
+  V max_abs, max_rel, min_ref, max_ref, min_cand, max_cand, zero_ref, zero_cand;
+  V atol, rtol, eps, pinf, ninf, one, zero;
+  uint64_t nonfinite = 0, nan_ref = 0, nan_cand = 0, nan_both = 0;
+  uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0, mismatch = 0;
+  int64_t first = -1;
+  bool nan_equal = false;
+
+  // One vector: elements [i, i + kN) of the chunk, virtual lanes [j*kN, (j+1)*kN).
+  template <bool kTail>
+  HWY_INLINE void step(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t i,
+                       size_t j, M valid) {
+    const D d;
+    const V r = hn::Load(d, ref + i);
+    const V c = hn::Load(d, cand + i);
+    M fin = hn::And(hn::IsFinite(r), hn::IsFinite(c));
+    if constexpr (kTail) fin = hn::And(fin, valid);
+    M nonfin_mismatch = hn::FirstN(d, 0);
+    // Non-finite values are rare; their bookkeeping stays off the common path.
+    if (kTail || !hn::AllTrue(d, fin)) {
+      const M nonfin = hn::AndNot(fin, valid);
+      const M nr = hn::And(hn::IsNaN(r), valid), nc = hn::And(hn::IsNaN(c), valid);
+      const M ir = hn::And(hn::IsInf(r), valid), ic = hn::And(hn::IsInf(c), valid);
+      const M both_nan = hn::And(nr, nc);
+      const M same_inf = hn::And(hn::And(ir, ic), hn::Eq(r, c));
+      nonfinite += hn::CountTrue(d, nonfin);
+      nan_ref += hn::CountTrue(d, nr);
+      nan_cand += hn::CountTrue(d, nc);
+      nan_both += hn::CountTrue(d, both_nan);
+      inf_ref += hn::CountTrue(d, ir);
+      inf_cand += hn::CountTrue(d, ic);
+      inf_same += hn::CountTrue(d, same_inf);
+      const M equal = nan_equal ? hn::Or(same_inf, both_nan) : same_inf;
+      nonfin_mismatch = hn::AndNot(equal, nonfin);
+    }
+    // Excluded positions contribute +0 to every sum, which leaves a sum's bits unchanged.
+    const V rz = hn::IfThenElseZero(fin, r);
+    const V cz = hn::IfThenElseZero(fin, c);
+    const V diff = hn::Sub(rz, cz);
+    const V ad = hn::Abs(diff);
+    sum[kSumAbs][j] = hn::Add(sum[kSumAbs][j], ad);
+    sum[kSumSqDiff][j] = hn::Add(sum[kSumSqDiff][j], hn::Mul(diff, diff));
+    sum[kSumRef][j] = hn::Add(sum[kSumRef][j], rz);
+    sum[kSumCand][j] = hn::Add(sum[kSumCand][j], cz);
+    sum[kSumSqRef][j] = hn::Add(sum[kSumSqRef][j], hn::Mul(rz, rz));
+    sum[kSumSqCand][j] = hn::Add(sum[kSumSqCand][j], hn::Mul(cz, cz));
+    sum[kSumDot][j] = hn::Add(sum[kSumDot][j], hn::Mul(rz, cz));
+    max_abs = hn::Max(max_abs, ad);
+    const V ar = hn::Abs(rz);
+    max_rel = hn::Max(max_rel, hn::Div(ad, hn::Max(ar, eps)));
+    min_ref = hn::Min(min_ref, hn::IfThenElse(fin, r, pinf));
+    max_ref = hn::Max(max_ref, hn::IfThenElse(fin, r, ninf));
+    min_cand = hn::Min(min_cand, hn::IfThenElse(fin, c, pinf));
+    max_cand = hn::Max(max_cand, hn::IfThenElse(fin, c, ninf));
+    // Counting in float64 lanes is exact: a lane counts at most kChunk / kN elements.
+    zero_ref = hn::Add(zero_ref, hn::IfThenElseZero(hn::And(fin, hn::Eq(r, zero)), one));
+    zero_cand = hn::Add(zero_cand, hn::IfThenElseZero(hn::And(fin, hn::Eq(c, zero)), one));
+    // allclose: |r - c| > atol + rtol * |r| (r is the reference), docs/metrics.md.
+    const M fin_mismatch = hn::And(fin, hn::Gt(ad, hn::Add(atol, hn::Mul(rtol, ar))));
+    const M mis = hn::Or(fin_mismatch, nonfin_mismatch);
+    if (!hn::AllFalse(d, mis)) {
+      mismatch += hn::CountTrue(d, mis);
+      if (first < 0) first = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis);
+    }
+  }
+};
+
+template <class F>
+HWY_INLINE double reduce_with(V v, F f) {
+  HWY_ALIGN double tmp[kN];
+  hn::Store(v, D(), tmp);
+  double r = tmp[0];
+  for (size_t l = 1; l < kN; ++l) r = f(r, tmp[l]);
+  return r;
+}
+
+void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
+                 const Params& p, ChunkPartial* out) {
+  const D d;
+  State s;
+  for (size_t k = 0; k < kNumSums; ++k) {
+    for (size_t j = 0; j < kG; ++j) s.sum[k][j] = hn::Zero(d);
+  }
+  s.zero = hn::Zero(d);
+  s.one = hn::Set(d, 1.0);
+  s.pinf = hn::Set(d, std::numeric_limits<double>::infinity());
+  s.ninf = hn::Set(d, -std::numeric_limits<double>::infinity());
+  s.atol = hn::Set(d, p.atol);
+  s.rtol = hn::Set(d, p.rtol);
+  s.eps = hn::Set(d, p.rel_eps);
+  s.max_abs = s.zero;
+  s.max_rel = s.zero;
+  s.min_ref = s.pinf;
+  s.min_cand = s.pinf;
+  s.max_ref = s.ninf;
+  s.max_cand = s.ninf;
+  s.zero_ref = s.zero;
+  s.zero_cand = s.zero;
+  s.nan_equal = p.nan_equal;
+
+  const M all = hn::FirstN(d, kN);
+  const size_t full = n / kLanes;
+  for (size_t g = 0; g < full; ++g) {
+    for (size_t j = 0; j < kG; ++j) s.step<false>(ref, cand, g * kLanes + j * kN, j, all);
+  }
+  if (full * kLanes < n) {
+    for (size_t j = 0; j < kG; ++j) {
+      const size_t i = full * kLanes + j * kN;
+      s.step<true>(ref, cand, i, j, hn::FirstN(d, i < n ? n - i : 0));
+    }
+  }
+
+  for (size_t k = 0; k < kNumSums; ++k) {
+    for (size_t j = 0; j < kG; ++j) hn::Store(s.sum[k][j], d, out->lanes[k] + j * kN);
+  }
+  const auto fmax = [](double a, double b) { return a < b ? b : a; };
+  const auto fmin = [](double a, double b) { return b < a ? b : a; };
+  const auto fadd = [](double a, double b) { return a + b; };
+  out->max_abs = reduce_with(s.max_abs, fmax);
+  out->max_rel = reduce_with(s.max_rel, fmax);
+  out->min_ref = reduce_with(s.min_ref, fmin);
+  out->max_ref = reduce_with(s.max_ref, fmax);
+  out->min_cand = reduce_with(s.min_cand, fmin);
+  out->max_cand = reduce_with(s.max_cand, fmax);
+  out->zero_ref = static_cast<uint64_t>(reduce_with(s.zero_ref, fadd));
+  out->zero_cand = static_cast<uint64_t>(reduce_with(s.zero_cand, fadd));
+  out->nonfinite = s.nonfinite;
+  out->nan_ref = s.nan_ref;
+  out->nan_cand = s.nan_cand;
+  out->nan_both = s.nan_both;
+  out->inf_ref = s.inf_ref;
+  out->inf_cand = s.inf_cand;
+  out->inf_same = s.inf_same;
+  out->mismatch = s.mismatch;
+  out->first_mismatch = s.first;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace driftscope::numerics::kernel
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+
+#include <atomic>
+#include <cmath>
+
+namespace driftscope::numerics::kernel {
+
+void chunk_scalar(const double* ref, const double* cand, size_t n, const Params& p,
+                  ChunkPartial* out) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double sum[kNumSums][kLanes] = {};
+  double max_abs = 0, max_rel = 0, min_ref = inf, max_ref = -inf, min_cand = inf, max_cand = -inf;
+  uint64_t nonfinite = 0, nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0;
+  uint64_t inf_same = 0, zero_ref = 0, zero_cand = 0, mismatch = 0;
+  int64_t first = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t l = i % kLanes;
+    const double r = ref[i], c = cand[i];
+    const bool fin = std::isfinite(r) && std::isfinite(c);
+    bool mis = false;
+    if (!fin) {
+      ++nonfinite;
+      const bool nr = std::isnan(r), nc = std::isnan(c);
+      const bool same_inf = std::isinf(r) && std::isinf(c) && r == c;
+      nan_ref += nr;
+      nan_cand += nc;
+      nan_both += nr && nc;
+      inf_ref += std::isinf(r);
+      inf_cand += std::isinf(c);
+      inf_same += same_inf;
+      mis = !(same_inf || (p.nan_equal && nr && nc));
+    }
+    const double rz = fin ? r : 0.0, cz = fin ? c : 0.0;
+    const double diff = rz - cz;
+    const double ad = std::fabs(diff);
+    sum[kSumAbs][l] = sum[kSumAbs][l] + ad;
+    sum[kSumSqDiff][l] = sum[kSumSqDiff][l] + diff * diff;
+    sum[kSumRef][l] = sum[kSumRef][l] + rz;
+    sum[kSumCand][l] = sum[kSumCand][l] + cz;
+    sum[kSumSqRef][l] = sum[kSumSqRef][l] + rz * rz;
+    sum[kSumSqCand][l] = sum[kSumSqCand][l] + cz * cz;
+    sum[kSumDot][l] = sum[kSumDot][l] + rz * cz;
+    const double ar = std::fabs(rz);
+    if (ad > max_abs) max_abs = ad;
+    const double rel = ad / (ar < p.rel_eps ? p.rel_eps : ar);
+    if (rel > max_rel) max_rel = rel;
+    if (fin) {
+      if (r < min_ref) min_ref = r;
+      if (r > max_ref) max_ref = r;
+      if (c < min_cand) min_cand = c;
+      if (c > max_cand) max_cand = c;
+      zero_ref += r == 0.0;
+      zero_cand += c == 0.0;
+      mis = ad > p.atol + p.rtol * ar;
+    }
+    if (mis) {
+      ++mismatch;
+      if (first < 0) first = static_cast<int64_t>(i);
+    }
+  }
+  for (size_t k = 0; k < kNumSums; ++k) {
+    for (size_t l = 0; l < kLanes; ++l) out->lanes[k][l] = sum[k][l];
+  }
+  out->max_abs = max_abs;
+  out->max_rel = max_rel;
+  out->min_ref = min_ref;
+  out->max_ref = max_ref;
+  out->min_cand = min_cand;
+  out->max_cand = max_cand;
+  out->nonfinite = nonfinite;
+  out->nan_ref = nan_ref;
+  out->nan_cand = nan_cand;
+  out->nan_both = nan_both;
+  out->inf_ref = inf_ref;
+  out->inf_cand = inf_cand;
+  out->inf_same = inf_same;
+  out->zero_ref = zero_ref;
+  out->zero_cand = zero_cand;
+  out->mismatch = mismatch;
+  out->first_mismatch = first;
+}
+
+double reduce_lanes(const double* lanes) noexcept {
+  // Pairwise: ((l0+l1)+(l2+l3)) + ... ; also halves the rounding error of a linear sum.
+  double t[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) t[l] = lanes[l];
+  for (size_t width = kLanes / 2; width >= 1; width /= 2) {
+    for (size_t l = 0; l < width; ++l) t[l] = t[2 * l] + t[2 * l + 1];
+  }
+  return t[0];
+}
+
+namespace {
+
+struct Entry {
+  int64_t target;  // Highway target bit; 0 for the scalar reference
+  ChunkFn fn;
+};
+
+// Best first. Only targets this translation unit compiled appear.
+constexpr Entry kEntries[] = {
+#if HWY_TARGETS & HWY_AVX3_DL
+    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_AVX3
+    {HWY_AVX3, &N_AVX3::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    {HWY_AVX2, &N_AVX2::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_SSE4
+    {HWY_SSE4, &N_SSE4::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_SSSE3
+    {HWY_SSSE3, &N_SSSE3::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_NEON
+    {HWY_NEON, &N_NEON::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_PPC8
+    {HWY_PPC8, &N_PPC8::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_WASM
+    {HWY_WASM, &N_WASM::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_EMU128
+    {HWY_EMU128, &N_EMU128::ChunkKernel},
+#endif
+#if HWY_TARGETS & HWY_SCALAR
+    {HWY_SCALAR, &N_SCALAR::ChunkKernel},
+#endif
+    {0, &chunk_scalar},
+};
+
+std::string entry_name(const Entry& e) { return e.target == 0 ? "scalar" : hwy::TargetName(e.target); }
+
+bool supported(const Entry& e) { return e.target == 0 || (hwy::SupportedTargets() & e.target) != 0; }
+
+std::atomic<ChunkFn> g_forced{nullptr};
+
+ChunkFn best() {
+  for (const Entry& e : kEntries) {
+    if (supported(e)) return e.fn;
+  }
+  return &chunk_scalar;
+}
+
+}  // namespace
+
+std::vector<std::string> targets() {
+  std::vector<std::string> out;
+  for (const Entry& e : kEntries) {
+    if (supported(e)) out.push_back(entry_name(e));
+  }
+  return out;
+}
+
+ChunkFn by_name(const std::string& name) {
+  for (const Entry& e : kEntries) {
+    if (supported(e) && entry_name(e) == name) return e.fn;
+  }
+  return nullptr;
+}
+
+ChunkFn selected() {
+  if (ChunkFn f = g_forced.load(std::memory_order_acquire)) return f;
+  static const ChunkFn kBest = best();  // the CPU does not change: choose once
+  return kBest;
+}
+
+bool force(const std::string& name) {
+  if (name.empty()) {
+    g_forced.store(nullptr, std::memory_order_release);
+    return true;
+  }
+  ChunkFn f = by_name(name);
+  if (f == nullptr) return false;
+  g_forced.store(f, std::memory_order_release);
+  return true;
+}
+
+}  // namespace driftscope::numerics::kernel
+
+#endif  // HWY_ONCE

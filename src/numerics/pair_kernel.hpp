@@ -1,0 +1,76 @@
+// The per-chunk SIMD kernel behind compare_pair (pair_metrics.cpp) and its scalar reference.
+//
+// A chunk is at most kChunk decoded float64 elements of each side, in reference order. The kernel
+// keeps kLanes "virtual lanes": element i of the chunk always lands in lane i % kLanes, whatever
+// the vector width of the target (one AVX-512 vector holds 8 of them, an AVX2 vector 4, an SSE4
+// vector 2, the scalar reference 1). Each lane is summed in element order and the lanes are
+// reduced by one fixed tree (reduce_lanes), so every target — and the scalar reference — performs
+// the same float64 additions in the same order and returns the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace driftscope::numerics::kernel {
+
+inline constexpr size_t kChunk = 4096;  // elements per chunk (32 KiB per side: stays in L1/L2)
+inline constexpr size_t kLanes = 16;    // virtual lanes: see above
+
+// Sums kept per lane.
+enum Sum : size_t {
+  kSumAbs = 0,   // |r - c|
+  kSumSqDiff,    // (r - c)^2
+  kSumRef,       // r
+  kSumCand,      // c
+  kSumSqRef,     // r^2
+  kSumSqCand,    // c^2
+  kSumDot,       // r * c
+  kNumSums
+};
+
+struct Params {
+  double atol = 0;
+  double rtol = 0;
+  double rel_eps = 1e-12;
+  bool nan_equal = false;
+};
+
+// What one chunk contributes. Sums are per lane (reduced later by reduce_lanes); everything else
+// is exact (counts, minima, maxima), so its combination order does not matter.
+struct ChunkPartial {
+  alignas(64) double lanes[kNumSums][kLanes];
+  double max_abs = 0;        // max |r - c| over finite pairs (0 when none)
+  double max_rel = 0;        // max |r - c| / max(|r|, rel_eps) over finite pairs
+  double min_ref = 0, max_ref = 0, min_cand = 0, max_cand = 0;  // finite pairs; ±inf when none
+  uint64_t nonfinite = 0;    // positions where r or c is NaN or ±Inf
+  uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0;
+  uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0;
+  uint64_t zero_ref = 0, zero_cand = 0;  // finite pairs only
+  uint64_t mismatch = 0;                 // allclose failures, non-finite ones included
+  int64_t first_mismatch = -1;           // chunk-local index
+};
+
+// ref and cand hold n <= kChunk values, are 64-byte aligned and are readable (zero-filled) up to
+// the next multiple of kLanes.
+using ChunkFn = void (*)(const double* ref, const double* cand, size_t n, const Params& p,
+                         ChunkPartial* out);
+
+// The scalar reference: the same arithmetic, one element at a time.
+void chunk_scalar(const double* ref, const double* cand, size_t n, const Params& p,
+                  ChunkPartial* out);
+
+// Sum of the kLanes lane values by a fixed pairwise tree.
+double reduce_lanes(const double* lanes) noexcept;
+
+// Targets compiled in and supported by this CPU, best first; "scalar" (the reference) is last.
+std::vector<std::string> targets();
+// The kernel in use: the forced one, else the best supported target.
+ChunkFn selected();
+// The kernel of a named target, nullptr when not available on this CPU.
+ChunkFn by_name(const std::string& name);
+// Forces a target for every later call (tests and benchmarks); "" restores automatic choice.
+bool force(const std::string& name);
+
+}  // namespace driftscope::numerics::kernel
