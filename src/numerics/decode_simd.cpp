@@ -1,0 +1,168 @@
+// Bulk widening kernels, compiled once per SIMD target (hwy/foreach_target.h) and dispatched at
+// run time. Used only on little-endian hosts: the payload bytes are then the lane values.
+#include "numerics/decode_simd.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "driftscope/decode.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "numerics/decode_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace driftscope::numerics {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// binary16 -> binary32 without relying on F16C, so every target (SSE4, scalar) gives the same
+// exact result, Inf and NaN included. With e = exponent field, m = mantissa field:
+//   e == 0      subnormal or zero: value = m * 2^-24, and int->float of m < 2^10 is exact;
+//   e == 31     Inf/NaN: exponent field all ones, mantissa kept (NaN payload preserved);
+//   otherwise   rebias: f32 exponent = e - 15 + 127, i.e. add (127-15) << 23 to (e,m) << 13.
+template <class DU32>
+HWY_INLINE hn::Vec<hn::Rebind<float, DU32>> HalfBitsToFloat(DU32 du32, hn::Vec<DU32> h) {
+  const hn::Rebind<float, DU32> df32;
+  const hn::Rebind<int32_t, DU32> di32;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u)));
+  const auto em = hn::And(h, hn::Set(du32, 0x7FFFu));
+  const auto exp = hn::ShiftRight<10>(em);
+  const auto shifted = hn::ShiftLeft<13>(em);
+  const auto normal = hn::Add(shifted, hn::Set(du32, uint32_t{127 - 15} << 23));
+  const auto infnan = hn::Or(shifted, hn::Set(du32, 0x7F800000u));
+  const auto sub = hn::BitCast(
+      du32, hn::Mul(hn::ConvertTo(df32, hn::BitCast(di32, em)), hn::Set(df32, 0x1p-24f)));
+  const auto mag = hn::IfThenElse(hn::Eq(exp, hn::Zero(du32)), sub,
+                                  hn::IfThenElse(hn::Eq(exp, hn::Set(du32, 31u)), infnan, normal));
+  return hn::BitCast(df32, hn::Or(mag, sign));
+}
+
+void F16ToF64(const std::byte* src, size_t n, double* dst) {
+  // One double vector per step; the u16 and f32 stages use the same lane count (a fraction of a
+  // register), which keeps the code target-independent. The loop is bound by the 8-byte stores.
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<uint16_t, decltype(d64)> du16;
+  const hn::Rebind<uint32_t, decltype(d64)> du32;
+  const size_t N = hn::Lanes(d64);
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, s + i));
+    hn::StoreU(hn::PromoteTo(d64, HalfBitsToFloat(du32, h)), d64, dst + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    dst[i] = f16_to_double(b);
+  }
+}
+
+void F16ToF32(const std::byte* src, size_t n, float* dst) {
+  const hn::ScalableTag<float> df32;
+  const hn::Rebind<uint16_t, decltype(df32)> du16;
+  const hn::Rebind<uint32_t, decltype(df32)> du32;
+  const size_t N = hn::Lanes(df32);
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, s + i));
+    hn::StoreU(HalfBitsToFloat(du32, h), df32, dst + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    dst[i] = static_cast<float>(f16_to_double(b));
+  }
+}
+
+// bfloat16 is the upper half of a binary32: widening is a 16-bit shift, exact for every pattern.
+void BF16ToF64(const std::byte* src, size_t n, double* dst) {
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<uint16_t, decltype(d64)> du16;
+  const hn::Rebind<uint32_t, decltype(d64)> du32;
+  const hn::Rebind<float, decltype(d64)> df32;
+  const size_t N = hn::Lanes(d64);
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto f = hn::BitCast(df32, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, s + i))));
+    hn::StoreU(hn::PromoteTo(d64, f), d64, dst + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    dst[i] = bf16_to_double(b);
+  }
+}
+
+void BF16ToF32(const std::byte* src, size_t n, float* dst) {
+  const hn::ScalableTag<float> df32;
+  const hn::Rebind<uint16_t, decltype(df32)> du16;
+  const hn::Rebind<uint32_t, decltype(df32)> du32;
+  const size_t N = hn::Lanes(df32);
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, s + i)));
+    hn::StoreU(hn::BitCast(df32, u), df32, dst + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    dst[i] = static_cast<float>(bf16_to_double(b));
+  }
+}
+
+void F32ToF64(const std::byte* src, size_t n, double* dst) {
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<float, decltype(d64)> df32;
+  const size_t N = hn::Lanes(d64);
+  const auto* s = reinterpret_cast<const float*>(src);
+  size_t i = 0;
+  // Two independent vectors per step so the load->convert->store chains overlap.
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto a = hn::PromoteTo(d64, hn::LoadU(df32, s + i));
+    const auto b = hn::PromoteTo(d64, hn::LoadU(df32, s + i + N));
+    hn::StoreU(a, d64, dst + i);
+    hn::StoreU(b, d64, dst + i + N);
+  }
+  for (; i < n; ++i) {
+    float f;
+    std::memcpy(&f, src + 4 * i, 4);
+    dst[i] = static_cast<double>(f);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace driftscope::numerics
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace driftscope::numerics {
+
+HWY_EXPORT(F16ToF64);
+HWY_EXPORT(F16ToF32);
+HWY_EXPORT(BF16ToF64);
+HWY_EXPORT(BF16ToF32);
+HWY_EXPORT(F32ToF64);
+
+void widen_f16_to_f64(const std::byte* src, size_t n, double* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(F16ToF64)(src, n, dst);
+}
+void widen_f16_to_f32(const std::byte* src, size_t n, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(F16ToF32)(src, n, dst);
+}
+void widen_bf16_to_f64(const std::byte* src, size_t n, double* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(BF16ToF64)(src, n, dst);
+}
+void widen_bf16_to_f32(const std::byte* src, size_t n, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(BF16ToF32)(src, n, dst);
+}
+void widen_f32_to_f64(const std::byte* src, size_t n, double* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(F32ToF64)(src, n, dst);
+}
+
+}  // namespace driftscope::numerics
+#endif  // HWY_ONCE
