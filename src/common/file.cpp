@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -116,6 +117,32 @@ Result<void> OutFile::pwrite_all(const void* data, size_t size, uint64_t offset)
     p += n;
     size -= static_cast<size_t>(n);
     offset += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+Result<void> OutFile::pwritev_all(std::span<const Piece> pieces, uint64_t offset) {
+  constexpr size_t kMax = 8;
+  if (pieces.size() > kMax) return make_error(Errc::invalid_argument, "pwritev_all: too many pieces");
+  iovec iov[kMax];
+  int n = 0;
+  for (const Piece& p : pieces)
+    if (p.size) iov[n++] = {const_cast<void*>(p.data), p.size};
+  int first = 0;
+  while (first < n) {
+    ssize_t w = ::pwritev(fd_, iov + first, n - first, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot write", path_, errno);
+    }
+    offset += static_cast<uint64_t>(w);
+    // Advance past what was written (short writes are legal).
+    size_t done = static_cast<size_t>(w);
+    while (first < n && done >= iov[first].iov_len) done -= iov[first++].iov_len;
+    if (first < n) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + done;
+      iov[first].iov_len -= done;
+    }
   }
   return {};
 }

@@ -40,6 +40,12 @@ class OutFile {
   ~OutFile();
 
   Result<void> pwrite_all(const void* data, size_t size, uint64_t offset);
+  // Gathers up to three buffers in one system call (record head, payload, padding).
+  struct Piece {
+    const void* data;
+    size_t size;
+  };
+  Result<void> pwritev_all(std::span<const Piece> pieces, uint64_t offset);
   Result<void> sync();
   Result<void> truncate(uint64_t size);
   Result<uint64_t> size() const;

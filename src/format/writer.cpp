@@ -26,10 +26,6 @@ using namespace detail;
 
 namespace {
 
-// Small payloads are copied next to their header so a record is one pwrite; large ones are
-// written in place from the caller's buffer (no copy of the run is ever held).
-constexpr size_t kCoalesceLimit = 256 * 1024;
-
 uint64_t random_salt() {
   std::random_device rd;
   uint64_t s = (uint64_t{rd()} << 32) ^ rd();
@@ -112,20 +108,11 @@ struct Writer::Impl {
   std::optional<Error> io_failure;
 
   Result<void> write_now(const EncodedRecord& rec, std::span<const std::byte> payload, uint64_t offset) {
-    if (payload.size() <= kCoalesceLimit) {
-      std::string buf;
-      buf.reserve(static_cast<size_t>(rec.record_length));
-      buf += rec.head;
-      buf.append(reinterpret_cast<const char*>(payload.data()), payload.size());
-      buf.append(static_cast<size_t>(rec.tail_padding), '\0');
-      DRIFTSCOPE_TRY(file.pwrite_all(buf.data(), buf.size(), offset));
-    } else {
-      DRIFTSCOPE_TRY(file.pwrite_all(rec.head.data(), rec.head.size(), offset));
-      DRIFTSCOPE_TRY(file.pwrite_all(payload.data(), payload.size(), offset + rec.head.size()));
-      if (rec.tail_padding)
-        DRIFTSCOPE_TRY(file.pwrite_all(kZeros, static_cast<size_t>(rec.tail_padding),
-                                       offset + rec.head.size() + payload.size()));
-    }
+    // One gathered write per record: header, the caller's payload in place, zero padding.
+    const OutFile::Piece pieces[] = {{rec.head.data(), rec.head.size()},
+                                     {payload.data(), payload.size()},
+                                     {kZeros, static_cast<size_t>(rec.tail_padding)}};
+    DRIFTSCOPE_TRY(file.pwritev_all(pieces, offset));
     return after_write(rec.record_length);
   }
 
