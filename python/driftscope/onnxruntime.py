@@ -1,0 +1,581 @@
+"""Record the intermediate tensors of an ONNX Runtime run into a TDUMP file.
+
+    import driftscope.onnxruntime as dort
+    dort.record("model.onnx", {"input_ids": ids, "attention_mask": mask}, "ort.tdump")
+
+How it works: every node output of the main graph is added to the graph's outputs (ONNX Runtime
+only hands back graph outputs), the session runs once, and the values are written in topological
+order with op type = node op type. Names follow ``driftscope._naming``: the last output inside each
+module scope of a ``torch.onnx.export``-ed graph is written under the module path, so
+``driftscope compare torch.tdump ort.tdump`` lines up module by module without a name map.
+
+Observer effect: extra graph outputs stop ONNX Runtime from fusing the nodes that produce them, so
+the captured run can compute something else than the plain model. The plain model runs too, and the
+run metadata key ``observer_effect`` says whether the final outputs agree bit for bit ("none") or
+how they differ; ``driftscope compare`` warns about the latter.
+
+Nodes inside control-flow subgraphs (If, Loop, Scan bodies) are not graph values of the main graph
+and are not recorded; the node that owns the subgraph is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._naming import NodeInfo, PlannedName, plan_names
+from .errors import Error
+
+__all__ = [
+    "Recording",
+    "ModelLoadError",
+    "ModelRunError",
+    "InputMismatchError",
+    "record",
+    "to_float16",
+    "TensorSink",
+    "cli_main",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# ONNX Runtime's "tensor(float)" type strings -> numpy dtypes (the ones a caller can feed).
+_ORT_TO_NUMPY = {
+    "tensor(float)": np.dtype(np.float32),
+    "tensor(float16)": np.dtype(np.float16),
+    "tensor(double)": np.dtype(np.float64),
+    "tensor(int64)": np.dtype(np.int64),
+    "tensor(int32)": np.dtype(np.int32),
+    "tensor(int16)": np.dtype(np.int16),
+    "tensor(int8)": np.dtype(np.int8),
+    "tensor(uint64)": np.dtype(np.uint64),
+    "tensor(uint32)": np.dtype(np.uint32),
+    "tensor(uint16)": np.dtype(np.uint16),
+    "tensor(uint8)": np.dtype(np.uint8),
+    "tensor(bool)": np.dtype(np.bool_),
+}
+
+# numpy kinds a TDUMP record can hold (format.md §3.3.1); strings and objects cannot.
+_RECORDABLE_KINDS = frozenset("fiub")
+
+# ORT config key that lets a model held in memory find its external-data files
+# (onnxruntime_session_options_config_keys.h).
+_EXTERNAL_DATA_FOLDER_KEY = "session.model_external_initializers_file_folder_path"
+
+
+class ModelLoadError(Error, RuntimeError):
+    """The model file could not be read, or the runtime refused to load it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0, "model_load_failed")
+
+
+class ModelRunError(Error, RuntimeError):
+    """The runtime failed while running the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0, "model_run_failed")
+
+
+class InputMismatchError(Error, ValueError):
+    """An input is missing, unknown, or has the wrong dtype or shape (the message names it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0, "input_mismatch")
+
+
+@dataclass
+class Recording:
+    """What `record` did."""
+
+    path: str
+    records: int                      # TENSOR/SUMMARY records offered to the writer
+    observer_effect: str              # "none", or how the captured run's outputs differ
+    outputs: Dict[str, np.ndarray]    # the model's final outputs (from the captured run)
+    skipped: List[str] = field(default_factory=list)  # values that are not tensors (sequences, maps, strings)
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _load_model(model: Any):
+    """Returns (ModelProto without external data loaded, folder holding its external data or None,
+    display name)."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, None, model.graph.name or "model"
+    path = Path(os.fspath(model))
+    if not path.is_file():
+        raise ModelLoadError(f"cannot load ONNX model '{path}': no such file")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf raises DecodeError, or RuntimeWarning-derived errors
+        raise ModelLoadError(f"cannot load ONNX model '{path}': not a valid ONNX file "
+                             f"({_first_line(err)})") from err
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelLoadError(f"cannot load ONNX model '{path}': the file parses but holds no graph")
+    from onnx.external_data_helper import uses_external_data
+
+    has_external = any(uses_external_data(t) for t in proto.graph.initializer)
+    return proto, (str(path.resolve().parent) if has_external else None), path.name
+
+
+def _topological_nodes(graph) -> List[Any]:
+    """The graph's nodes in a topological order that keeps file order where the file is already
+    sorted (the ONNX spec requires it, but hand-edited graphs are not always)."""
+    produced_by = {}
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            if out:
+                produced_by[out] = i
+    deps: List[set] = []
+    for node in graph.node:
+        deps.append({produced_by[x] for x in node.input if x in produced_by})
+    # Fast path: already sorted.
+    if all(all(d < i for d in ds) for i, ds in enumerate(deps)):
+        return list(graph.node)
+    import heapq
+
+    users: Dict[int, List[int]] = {}
+    missing = [len(ds) for ds in deps]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users.setdefault(d, []).append(i)
+    ready = [i for i, n in enumerate(missing) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, []):
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(graph.node):
+        stuck = next(graph.node[i] for i, n in enumerate(missing) if n > 0)
+        raise ModelLoadError(f"the graph has a cycle through node '{stuck.name or stuck.op_type}'")
+    return [graph.node[i] for i in order]
+
+
+def _plan(proto) -> List[PlannedName]:
+    nodes = _topological_nodes(proto.graph)
+    infos = []
+    skip = set()
+    for node in nodes:
+        infos.append(NodeInfo(node.name, node.op_type, tuple(node.output)))
+        # Constant nodes hold weights, not activations: nothing is computed, nothing to compare.
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            skip.update(node.output)
+    plan = plan_names(infos, skip=skip, graph_outputs=[o.name for o in proto.graph.output])
+    domains = {o: n.domain for n in nodes for o in n.output}
+    for entry in plan:
+        d = domains.get(entry.tensor, "")
+        if d not in ("", "ai.onnx"):
+            entry.op_type = f"{d}.{entry.op_type}"
+    return plan
+
+
+def _with_outputs(proto, names: Sequence[str]):
+    """A copy of the model whose graph also outputs `names`.
+
+    The added outputs carry no type: ONNX Runtime infers their types itself, whereas value_info
+    from onnx.shape_inference can disagree with ORT for contrib ops and make session creation
+    fail, and would cost a full inference pass over large models."""
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    existing = {o.name for o in out.graph.output}
+    for name in names:
+        if name not in existing:
+            out.graph.output.append(onnx.ValueInfoProto(name=name))
+            existing.add(name)
+    return out
+
+
+def _isolate_graph_outputs(proto):
+    """Make every graph output the sole product of its own Identity node.
+
+    onnxconverter-common's float16 pass casts a graph output back to float32 under its original
+    name, but leaves other consumers of that name believing it is float16 (ORT then rejects the
+    model with 'Type Error ... does not match expected type'). A graph output that nothing else
+    reads avoids that."""
+    import onnx
+
+    consumed = {x for n in proto.graph.node for x in n.input}
+    produced = {o for n in proto.graph.node for o in n.output}
+    for out in proto.graph.output:
+        name = out.name
+        if name not in consumed or name not in produced:
+            continue
+        inner = f"{name}__driftscope_inner"
+        for node in proto.graph.node:
+            for k, o in enumerate(node.output):
+                if o == name:
+                    node.output[k] = inner
+            for k, x in enumerate(node.input):
+                if x == name:
+                    node.input[k] = inner
+        proto.graph.node.append(
+            onnx.helper.make_node("Identity", [inner], [name], name=f"driftscope_output/{name}"))
+    return proto
+
+
+def to_float16(model: Any):
+    """The model converted to float16 (weights and activations), graph inputs and outputs keeping
+    their types — what `record(..., fp16=True)` runs. Needs ``onnxconverter-common``."""
+    import onnx
+
+    try:
+        from onnxconverter_common import float16 as _f16
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ModelLoadError("fp16 conversion needs the 'onnxconverter-common' package: "
+                             "pip install onnxconverter-common") from err
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+    else:
+        path = Path(os.fspath(model))
+        try:
+            proto = onnx.load(str(path))  # with external data: the converter rewrites weights
+        except Exception as err:
+            raise ModelLoadError(f"cannot load ONNX model '{path}': {_first_line(err)}") from err
+    # Stale value_info (from the exporter) keeps float32 types the converter does not revisit.
+    del proto.graph.value_info[:]
+    _isolate_graph_outputs(proto)
+    with warnings.catch_warnings():
+        # The converter warns once per weight it clamps into float16 range; that is the point.
+        warnings.simplefilter("ignore")
+        return _f16.convert_float_to_float16(proto, keep_io_types=True)
+
+
+def _describe_type(arg) -> str:
+    shape = ", ".join(str(d) if d is not None else "?" for d in (arg.shape or []))
+    return f"{arg.type.replace('tensor(', '').rstrip(')')} [{shape}]"
+
+
+def _check_inputs(session, inputs: Any) -> Dict[str, np.ndarray]:
+    """Checks `inputs` against the session's declared inputs; errors name the input and what
+    the model expects."""
+    declared = session.get_inputs()
+    if isinstance(inputs, Mapping):
+        feeds = dict(inputs)
+    elif isinstance(inputs, (list, tuple)):
+        if len(inputs) != len(declared):
+            raise InputMismatchError(
+                f"the model takes {len(declared)} input(s) "
+                f"({', '.join(a.name for a in declared)}), got {len(inputs)}")
+        feeds = {a.name: v for a, v in zip(declared, inputs)}
+    elif len(declared) == 1:
+        feeds = {declared[0].name: inputs}
+    else:
+        raise InputMismatchError("inputs must be a dict of name -> array for a model with "
+                                 f"{len(declared)} inputs ({', '.join(a.name for a in declared)})")
+    names = {a.name for a in declared}
+    unknown = [k for k in feeds if k not in names]
+    if unknown:
+        raise InputMismatchError(
+            f"unknown input '{unknown[0]}'; the model's inputs are: "
+            + ", ".join(f"{a.name} ({_describe_type(a)})" for a in declared))
+    checked: Dict[str, np.ndarray] = {}
+    for arg in declared:
+        if arg.name not in feeds:
+            raise InputMismatchError(f"missing input '{arg.name}': expected {_describe_type(arg)}")
+        value = np.asarray(feeds[arg.name])
+        want = _ORT_TO_NUMPY.get(arg.type)
+        if want is not None and value.dtype != want:
+            raise InputMismatchError(
+                f"input '{arg.name}' has dtype {value.dtype}, the model expects "
+                f"{_describe_type(arg)}")
+        dims = list(arg.shape or [])
+        bad = len(dims) != value.ndim or any(
+            isinstance(d, int) and d >= 0 and d != s for d, s in zip(dims, value.shape))
+        if bad:
+            raise InputMismatchError(
+                f"input '{arg.name}' has shape {tuple(value.shape)}, the model expects "
+                f"{_describe_type(arg)}")
+        checked[arg.name] = value
+    return checked
+
+
+def _observer_effect(plain: Dict[str, Any], captured: Dict[str, Any]) -> str:
+    """"none" when every final output is bit-identical with and without capture, else the first
+    differences (output name and max |a-b|)."""
+    diffs = []
+    for name, a in plain.items():
+        b = captured.get(name)
+        if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype:
+            diffs.append(f"{name}: shape/dtype {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}")
+            continue
+        if a.tobytes() == b.tobytes():
+            continue
+        if a.dtype.kind == "f":
+            x = a.astype(np.float64)
+            y = b.astype(np.float64)
+            both_nan = np.isnan(x) & np.isnan(y)
+            with np.errstate(invalid="ignore"):
+                d = np.where(both_nan, 0.0, np.abs(x - y))
+            if not np.any(d) and np.array_equal(np.isnan(x), np.isnan(y)):
+                continue  # only NaN payload bits differ
+            diffs.append(f"{name}: max_abs_diff={float(np.nanmax(d)):.3g}")
+        else:
+            diffs.append(f"{name}: {int(np.count_nonzero(a != b))} elements differ")
+    if not diffs:
+        return "none"
+    return "outputs differ with capture: " + "; ".join(diffs[:4])
+
+
+def _precision(proto, fp16: bool) -> Optional[str]:
+    if fp16:
+        return "float16"
+    import onnx
+
+    names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+             onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
+    found = sorted({names[t.data_type] for t in proto.graph.initializer if t.data_type in names})
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else "mixed(" + ",".join(found) + ")"
+
+
+def _make_session(model_bytes: bytes, providers, session_options, external_dir, what: str):
+    import onnxruntime as ort
+
+    options = session_options if session_options is not None else ort.SessionOptions()
+    if external_dir is not None:
+        options.add_session_config_entry(_EXTERNAL_DATA_FOLDER_KEY, external_dir)
+    try:
+        return ort.InferenceSession(model_bytes, sess_options=options, providers=providers)
+    except Exception as err:
+        raise ModelLoadError(f"ONNX Runtime cannot load {what}: {_first_line(err)}") from err
+
+
+def _run(session, feeds, what: str) -> List[Any]:
+    try:
+        return session.run(None, feeds)
+    except Exception as err:
+        raise ModelRunError(f"ONNX Runtime failed to run {what}: {_first_line(err)}") from err
+
+
+def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Sequence[Any]] = None,
+           session_options: Any = None, filter: Optional[str] = None,
+           summary: Optional[str] = None, meta: Optional[Mapping[str, Any]] = None,
+           fp16: bool = False) -> Recording:
+    """Runs `model_path` (a path or an onnx.ModelProto) on `inputs` with ONNX Runtime and records
+    every node output of the main graph into the TDUMP file `path`.
+
+    inputs: a dict input name -> array, a list in the model's input order, or one array for a
+        one-input model. Dtypes and static dims must match the model (errors name the input).
+    providers: ONNX Runtime execution providers (default: CPU). The first one names the backend
+        in the run metadata.
+    filter / summary: driftscope filter syntax (docs/filters.md): which tensors to record, and
+        which of those to record as summaries (light mode) instead of values.
+    meta: extra run metadata (string values); overrides the keys filled in automatically.
+    fp16: record the model converted to float16 (inputs and outputs keep their types).
+    """
+    import onnxruntime as ort
+
+    import driftscope
+
+    # Parse the filters before any expensive work, so a typo fails in milliseconds.
+    name_filter = driftscope.Filter(filter) if filter else None
+    if summary:
+        driftscope.Filter(summary)
+    proto, external_dir, model_name = _load_model(model_path)
+    if fp16:
+        # From the path, so that external weights are loaded and converted too.
+        proto = to_float16(proto if external_dir is None else model_path)
+        external_dir = None  # the converted weights live in the proto now
+    providers = list(providers) if providers else ["CPUExecutionProvider"]
+    what = f"'{model_name}'" + (" (converted to float16)" if fp16 else "")
+
+    plain = _make_session(proto.SerializeToString(), providers, session_options, external_dir, what)
+    feeds = _check_inputs(plain, inputs)
+    output_names = [o.name for o in plain.get_outputs()]
+    plain_values = dict(zip(output_names, _run(plain, feeds, what)))
+    del plain
+
+    plan = _plan(proto)
+    if name_filter is not None:
+        # Exposing a value blocks fusions around it; values no name of which can pass the
+        # filter are left inside the graph (smaller observer effect, less memory).
+        plan = [e for e in plan if any(name_filter.may_accept_name(n) for n, _ in e.records())]
+    capture_proto = _with_outputs(proto, [e.tensor for e in plan])
+    capture = _make_session(capture_proto.SerializeToString(), providers, session_options,
+                            external_dir, what + " with intermediate outputs")
+    del capture_proto
+    returned = [o.name for o in capture.get_outputs()]
+    values = dict(zip(returned, _run(capture, feeds, what + " with intermediate outputs")))
+    del capture
+
+    final = {k: values.get(k) for k in output_names}
+    effect = _observer_effect(plain_values, final)
+    provider_name = providers[0][0] if isinstance(providers[0], tuple) else str(providers[0])
+    metadata: Dict[str, str] = {
+        "framework": f"onnxruntime {ort.__version__}",
+        "backend": f"onnxruntime:{provider_name}",
+        "device": "cpu" if provider_name == "CPUExecutionProvider" else provider_name,
+        "model": model_name,
+        "start_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "observer_effect": effect,
+        "recorder": "driftscope.onnxruntime",
+    }
+    precision = _precision(proto, fp16)
+    if precision:
+        metadata["precision"] = precision
+    if meta:
+        metadata.update({str(k): str(v) for k, v in meta.items()})
+
+    skipped: List[str] = []
+    with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
+        sink = TensorSink(writer, summary)
+        for entry in plan:
+            # Popping drops each array once written, so memory falls as the file grows.
+            value = values.pop(entry.tensor, None)
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in _RECORDABLE_KINDS:
+                skipped.append(entry.tensor)
+                continue
+            attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor}
+            for name, role_index in entry.records():
+                sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
+                           attrs=attrs)
+    return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
+                     outputs=final, skipped=skipped, metadata=metadata)
+
+
+class TensorSink:
+    """Offers tensors to a :class:`driftscope.Writer`, as values or, for names the `summary`
+    filter accepts, as summaries (light mode, docs/format.md §3.6). Shared by the recorders."""
+
+    def __init__(self, writer: Any, summary: Optional[str]) -> None:
+        import driftscope
+
+        self.writer = writer
+        self.summary = driftscope.Filter(summary) if summary else None
+        self.offered = 0
+        self.written = 0
+        self.summarised = 0
+
+    def offer(self, name: str, value: np.ndarray, *, op_type: str, role_index: int = 0,
+              attrs: Optional[Mapping[str, str]] = None, axes: Optional[str] = None,
+              encoding: Optional[Mapping[str, Any]] = None) -> None:
+        from ._writer import numpy_to_tdump_dtype
+
+        index = self.offered
+        self.offered += 1
+        as_summary = self.summary is not None and self.summary.accepts(
+            name, op_type, "output", numpy_to_tdump_dtype(value.dtype),
+            [int(d) for d in value.shape], index)
+        write = self.writer.write_summary if as_summary else self.writer.write
+        result = write(name, value, op_type=op_type, role="output", role_index=role_index,
+                       attrs=attrs, axes=axes, encoding=encoding)
+        if result.written:
+            self.written += 1
+            self.summarised += int(as_summary)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: driftscope record onnx MODEL.onnx --input NAME=FILE.npy ... -o run.tdump
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Run an ONNX model with ONNX Runtime and record every intermediate tensor.",
+        epilog="Example: driftscope record onnx model.onnx --input input_ids=ids.npy "
+               "--input attention_mask=mask.npy -o ort.tdump")
+    p.add_argument("model", help="the .onnx file")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeat per input); FILE.npz alone feeds every "
+                        "array of the archive by its name")
+    p.add_argument("-o", "--output", required=True, metavar="RUN.tdump", help="the dump to write")
+    p.add_argument("--provider", action="append", default=[], metavar="P",
+                   help="execution provider, e.g. CPUExecutionProvider (repeat for a fallback list)")
+    p.add_argument("--fp16", action="store_true",
+                   help="record the model converted to float16 (inputs/outputs keep their types)")
+    p.add_argument("--filter", default=None, help="which tensors to record (docs/filters.md)")
+    p.add_argument("--summary", default=None,
+                   help="which tensors to record as summaries instead of values (filter syntax)")
+    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra run metadata (repeatable)")
+    return p
+
+
+def load_cli_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
+    """Parses ``NAME=FILE.npy`` and ``FILE.npz`` arguments (shared with driftscope.litert)."""
+    feeds: Dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep:
+            file, name = spec, ""
+        if not file:
+            raise InputMismatchError(f"--input '{spec}': expected NAME=FILE.npy or FILE.npz")
+        try:
+            loaded = np.load(file, allow_pickle=False)
+        except FileNotFoundError as err:
+            raise InputMismatchError(f"--input '{spec}': no such file '{file}'") from err
+        except Exception as err:
+            raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npy/.npz "
+                                     f"({_first_line(err)})") from err
+        if isinstance(loaded, np.ndarray):
+            if not name:
+                raise InputMismatchError(f"--input '{spec}': a .npy file needs a name: NAME={file}")
+            feeds[name] = loaded
+        else:
+            with loaded:
+                if name:
+                    if name not in loaded.files:
+                        raise InputMismatchError(
+                            f"--input '{spec}': '{file}' holds no array named '{name}' "
+                            f"(it holds: {', '.join(loaded.files)})")
+                    feeds[name] = loaded[name]
+                else:
+                    for key in loaded.files:
+                        feeds[key] = loaded[key]
+    return feeds
+
+
+def parse_meta(specs: Sequence[str]) -> Dict[str, str]:
+    meta: Dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key:
+            raise InputMismatchError(f"--meta '{spec}': expected KEY=VALUE")
+        meta[key] = value
+    return meta
+
+
+def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record onnx") -> int:
+    """Entry point of ``driftscope record onnx``. Returns the exit code: 0 recorded, 2 bad usage
+    or input, model that fails to load or run."""
+    parser = _parser(prog)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        feeds = load_cli_inputs(args.input)
+        result = record(args.model, feeds, args.output, providers=args.provider or None,
+                        filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
+                        fp16=args.fp16)
+    except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    note = "" if result.observer_effect == "none" else f"; warning: {result.observer_effect}"
+    print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(cli_main())
