@@ -1,0 +1,58 @@
+"""driftscope: record the named intermediate tensors of a model run into a ``.tdump`` file, then
+compare two runs and name the first tensor that diverges.
+
+    import driftscope
+    with driftscope.Writer("run.tdump", meta={"framework": "numpy"}) as w:
+        w.write("encoder.layers.0.norm", array, op_type="LayerNorm", axes="batch,seq,hidden")
+    dump = driftscope.open("run.tdump")
+    x = dump["encoder.layers.0.norm"]          # numpy, zero-copy over the mapped file
+
+Framework recorders are submodules imported on first use, so ``import driftscope`` loads no
+framework: ``driftscope.torch``, ``driftscope.onnxruntime``, ``driftscope.litert``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import _core
+from ._dump import Dump, Integrity, Record, open
+from ._writer import Writer, WriteResult
+from .errors import (
+    ClosedError,
+    DumpIOError,
+    Error,
+    FilterSyntaxError,
+    FormatError,
+    ImportFormatError,
+    IncomparableError,
+    InvalidArgumentError,
+    NotFoundError,
+    PolicyError,
+    UnsupportedError,
+)
+
+Filter = _core.Filter
+glob_match = _core.glob_match
+__version__: str = _core.__version__
+
+__all__ = [
+    "open", "Dump", "Record", "Integrity", "Writer", "WriteResult", "Filter", "glob_match",
+    "Error", "InvalidArgumentError", "DumpIOError", "NotFoundError", "FilterSyntaxError",
+    "UnsupportedError", "ClosedError", "FormatError", "ImportFormatError", "IncomparableError",
+    "PolicyError", "__version__",
+]
+
+_LAZY_SUBMODULES = ("torch", "onnxruntime", "litert")
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: `driftscope.torch` imports the adapter (and its framework) only when touched.
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))

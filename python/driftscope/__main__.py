@@ -1,0 +1,86 @@
+"""``python -m driftscope``: the Python side of the ``driftscope`` command.
+
+    python -m driftscope record torch  --model MODULE:FUNCTION -o run.tdump [...]
+    python -m driftscope record onnx   MODEL.onnx --input NAME=FILE.npy -o run.tdump [...]
+    python -m driftscope record tflite MODEL.tflite --input NAME=FILE.npy -o run.tdump [...]
+
+The C++ ``driftscope record ...`` executes ``python3 -m driftscope record ...`` with the same
+arguments, so every recorder has one entry point: ``driftscope.<adapter>.cli_main(argv)``,
+which returns the exit status (0 success, 2 error). Exit codes follow the driftscope command:
+2 for usage errors and for a recorder whose framework is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import List, Optional, Sequence
+
+# framework name on the command line -> (adapter module, what to pip install when missing)
+RECORDERS = {
+    "torch": ("driftscope.torch", "torch", "pip install torch"),
+    "onnx": ("driftscope.onnxruntime", "onnxruntime", "pip install onnx onnxruntime"),
+    "tflite": ("driftscope.litert", "ai_edge_litert", "pip install ai-edge-litert"),
+}
+
+USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
+       python -m driftscope --version
+
+Record the intermediate tensors of one run of a model into a .tdump file.
+  torch   a PyTorch model from a Python entry point (--model MODULE:FUNCTION)
+  onnx    an ONNX model run with ONNX Runtime
+  tflite  a LiteRT (TensorFlow Lite) model
+'python -m driftscope record FRAMEWORK --help' lists the options of each recorder.
+Compare two dumps with the driftscope command: driftscope compare REF.tdump CAND.tdump"""
+
+
+def _missing_framework(framework: str, package: str, hint: str, err: ImportError) -> int:
+    print(f"driftscope record {framework}: error: the {package} package is not installed "
+          f"({err}); install it with: {hint}", file=sys.stderr)
+    return 2
+
+
+def record_main(argv: Sequence[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    framework, rest = argv[0], list(argv[1:])
+    if framework not in RECORDERS:
+        print(f"driftscope record: error: unknown framework {framework!r} (choose from "
+              f"{', '.join(RECORDERS)})", file=sys.stderr)
+        return 2
+    module_name, package, hint = RECORDERS[framework]
+    try:
+        importlib.import_module(package)
+    except ImportError as e:
+        return _missing_framework(framework, package, hint, e)
+    adapter = importlib.import_module(module_name)
+    cli = getattr(adapter, "cli_main", None)
+    if cli is None:
+        print(f"driftscope record {framework}: error: {module_name} has no cli_main",
+              file=sys.stderr)
+        return 2
+    try:
+        return int(cli(rest) or 0)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    if args[0] == "--version":
+        from . import __version__
+        print(f"driftscope {__version__} (python)")
+        return 0
+    if args[0] == "record":
+        return record_main(args[1:])
+    print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
+          f"'record' (other commands are in the driftscope executable)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,612 @@
+"""PyTorch recorder: write a model's intermediate tensors to a TDUMP file while it runs.
+
+    import driftscope.torch
+    with driftscope.torch.record(model, "run.tdump", filter="encoder.layer.*") as rec:
+        model(x)
+    print(rec.records_written, rec.skipped)
+
+Module granularity (default) registers forward hooks on every module, named by module path
+(``encoder.layer.0.attention``), op type = module class, occurrence = how many times that module
+was called before, execution order = call order. ``granularity="op"`` records every operator
+call through a TorchDispatchMode, named ``<module path>.<op>``. Hooks only read tensors: model
+outputs are bit-identical with and without recording (tests/python/test_torch_recorder.py).
+
+See docs/howto/pytorch.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib
+import importlib.util
+import os
+import platform
+import sys
+import warnings
+from collections import Counter
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+import torch
+
+from . import _core
+from ._writer import Writer
+from .errors import InvalidArgumentError, UnsupportedError
+
+__all__ = ["record", "Recorder", "RecordEvent", "tensor_payload", "TORCH_TO_TDUMP", "cli_main"]
+
+# Every torch dtype that has a TDUMP dtype (docs/format.md §3.3.1). The unsigned 16/32/64-bit
+# dtypes exist since torch 2.3; quantized dtypes are stored as their integers plus an affine
+# encoding (see _quantized).
+TORCH_TO_TDUMP: Dict[torch.dtype, str] = {
+    torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+    torch.uint8: "u8", torch.bool: "bool",
+}
+for _name, _tdump in (("float8_e4m3fn", "f8e4m3fn"), ("float8_e5m2", "f8e5m2"),
+                      ("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
+    if hasattr(torch, _name):
+        TORCH_TO_TDUMP[getattr(torch, _name)] = _tdump
+
+_QUANTIZED: Dict[torch.dtype, str] = {torch.qint8: "i8", torch.quint8: "u8", torch.qint32: "i32"}
+
+_MAX_ROLE_INDEX = 0xFFFF  # role_index is a u16 (docs/format.md §3.3)
+
+
+class RecordEvent(NamedTuple):
+    """Passed to ``on_record`` after each tensor offered to the writer."""
+
+    name: str
+    op_type: str
+    role: str
+    role_index: int
+    occurrence: int
+    exec_index: int
+    status: str            # "written", "filtered", "over_budget"
+    offset: Optional[int]  # record offset when written
+    summary: bool          # light mode record
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def tensor_payload(t: "torch.Tensor") -> Tuple[Any, str, Tuple[int, ...]]:
+    """(flat uint8 numpy view of the bytes, TDUMP dtype, shape) of a tensor.
+
+    A contiguous CPU tensor is not copied: the view is over its storage. A CUDA/MPS tensor is
+    copied to host synchronously, so records are written in execution order. bf16 and fp8 go
+    as their raw bytes. Raises UnsupportedError for dtypes TDUMP does not have.
+    """
+    try:
+        payload, dtype, shape, _ = _prepare(t)
+    except _Unsupported as e:
+        raise UnsupportedError(str(e), 5, "unsupported") from None
+    return payload, dtype, shape
+
+
+def _prepare(t: "torch.Tensor") -> Tuple[Any, str, Tuple[int, ...], Optional[dict]]:
+    encoding = None
+    if t.layout != torch.strided:
+        raise _Unsupported(f"layout {t.layout} (only dense tensors are recorded)")
+    if t.is_quantized:
+        t, encoding = _quantized(t)
+    dtype = TORCH_TO_TDUMP.get(t.dtype)
+    if dtype is None:
+        raise _Unsupported(f"torch dtype {t.dtype} has no TDUMP dtype (supported: "
+                           + ", ".join(str(d).replace("torch.", "") for d in TORCH_TO_TDUMP)
+                           + ")")
+    t = t.detach()
+    if _dim_names(t) is not None:
+        t = t.rename(None)  # names are read by the caller; views below refuse named tensors
+    if t.device.type != "cpu":
+        t = t.to("cpu")  # synchronous: the record order stays the execution order
+    if not t.is_contiguous():
+        t = t.contiguous()
+    shape = tuple(int(d) for d in t.shape)
+    # reshape(-1) is a view for a contiguous tensor; the uint8 view reinterprets bf16/fp8 bits.
+    return t.reshape(-1).view(torch.uint8).numpy(), dtype, shape, encoding
+
+
+def _dim_names(t: "torch.Tensor") -> Optional[Tuple[Optional[str], ...]]:
+    # Named tensors (a prototype API that recent torch releases dropped): read only when present.
+    names = getattr(t, "names", None)
+    return tuple(names) if names and any(n is not None for n in names) else None
+
+
+def _quantized(t: "torch.Tensor") -> Tuple["torch.Tensor", dict]:
+    if t.dtype not in _QUANTIZED:
+        raise _Unsupported(f"quantized dtype {t.dtype} has no TDUMP dtype")
+    scheme = t.qscheme()
+    if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        enc = {"kind": "affine_tensor", "scale": float(t.q_scale()),
+               "zero_point": int(t.q_zero_point())}
+    elif scheme in (torch.per_channel_affine, torch.per_channel_symmetric):
+        enc = {"kind": "affine_channel", "axis": int(t.q_per_channel_axis()),
+               "scales": t.q_per_channel_scales().double().tolist(),
+               "zero_points": t.q_per_channel_zero_points().long().tolist()}
+    else:
+        raise _Unsupported(f"quantization scheme {scheme} is not affine")
+    return t.int_repr(), enc
+
+
+# -- flattening outputs of any structure --------------------------------------------------------
+
+def _flatten(obj: Any, path: str, out: List[Tuple[str, "torch.Tensor"]], skipped: List[str],
+             seen: set) -> None:
+    """Appends (path, tensor) leaves in a stable order: tuples/lists by position (``[0]``),
+    mappings (dict, HF ModelOutput) by key (``['last_hidden_state']``), dataclasses and named
+    tuples by field (``.logits``). Anything else is skipped and its type name collected."""
+    if isinstance(obj, torch.Tensor):
+        out.append((path, obj))
+        return
+    if obj is None or isinstance(obj, (str, bytes, int, float, bool, complex)):
+        skipped.append(type(obj).__name__)
+        return
+    if id(obj) in seen:  # a structure that contains itself
+        skipped.append(type(obj).__name__)
+        return
+    seen.add(id(obj))
+    try:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                _flatten(v, f"{path}[{k!r}]", out, skipped, seen)
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            for k in obj._fields:
+                _flatten(getattr(obj, k), f"{path}.{k}", out, skipped, seen)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj):
+                _flatten(v, f"{path}[{i}]", out, skipped, seen)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                _flatten(getattr(obj, f.name), f"{path}.{f.name}", out, skipped, seen)
+        else:
+            skipped.append(type(obj).__name__)
+    finally:
+        seen.discard(id(obj))
+
+
+def _flat(obj: Any) -> Tuple[List[Tuple[str, "torch.Tensor"]], List[str]]:
+    out: List[Tuple[str, torch.Tensor]] = []
+    skipped: List[str] = []
+    _flatten(obj, "", out, skipped, set())
+    return out, skipped
+
+
+# -- run metadata -------------------------------------------------------------------------------
+
+def _model_device_dtype(model: "torch.nn.Module") -> Tuple[Optional[torch.device],
+                                                           Optional[torch.dtype]]:
+    device = dtype = None
+    for p in model.parameters():
+        device = device or p.device
+        if p.is_floating_point():
+            return device, p.dtype
+    for b in model.buffers():
+        device = device or b.device
+        if b.is_floating_point():
+            return device, b.dtype
+    return device, dtype
+
+
+def _device_description(device: torch.device) -> str:
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({platform.machine()}{', ' + platform.processor() if platform.processor() else ''})"
+    return str(device)
+
+
+def default_metadata(model: "torch.nn.Module", granularity: str) -> Dict[str, str]:
+    """The run metadata a recording gets without asking (user keys override these)."""
+    device, dtype = _model_device_dtype(model)
+    device = device or torch.device("cpu")
+    default_dtype = str(torch.get_default_dtype()).replace("torch.", "")
+    cls = type(model)
+    return {
+        "framework": f"pytorch {torch.__version__}",
+        "backend": device.type,
+        "device": _device_description(device),
+        "precision": str(dtype).replace("torch.", "") if dtype is not None else default_dtype,
+        "default_dtype": default_dtype,
+        "model": f"{cls.__module__}.{cls.__qualname__}",
+        "start_time": datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ"),
+        "host": platform.node(),
+        "granularity": granularity,
+        "writer": f"driftscope {_core.__version__} (python, torch)",
+    }
+
+
+# -- the recorder -------------------------------------------------------------------------------
+
+AxesSpec = Union[None, Mapping[str, Union[str, Sequence[str]]],
+                 Callable[[str, "torch.Tensor"], Optional[Sequence[str]]]]
+
+
+class Recorder:
+    """Records a model's tensors while active; use through :func:`record`.
+
+    After the ``with`` block: ``records_written``, ``tensors_offered``, ``non_tensors`` (outputs
+    skipped because they are not tensors), ``skipped`` (a Counter of reasons), ``path``.
+    """
+
+    def __init__(self, model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *,
+                 filter: str = "", inputs: bool = False, summary: Optional[str] = None,
+                 axes: AxesSpec = None, granularity: str = "module",
+                 meta: Optional[Mapping[str, Any]] = None, sync: Union[str, bool, int] = "close",
+                 background: bool = False, queue_bytes: int = 256 << 20,
+                 root_name: str = "<root>", strict: bool = False,
+                 on_record: Optional[Callable[[RecordEvent], None]] = None,
+                 projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
+                 salt: Optional[int] = None) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise InvalidArgumentError(
+                f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
+                "invalid_argument")
+        if granularity not in ("module", "op"):
+            raise InvalidArgumentError(
+                f"granularity={granularity!r} is not 'module' or 'op'", 1, "invalid_argument")
+        if not root_name:
+            raise InvalidArgumentError("root_name must not be empty", 1, "invalid_argument")
+        self.model = model
+        self.path = os.fspath(path)
+        self.granularity = granularity
+        self.inputs = inputs
+        self.root_name = root_name
+        self.strict = strict
+        self.on_record = on_record
+        self.projection_dim = projection_dim
+        self._axes = axes
+        self._summary = _core.Filter(summary) if summary else None
+        # Parse the filter before creating the file, so a typo does not leave an empty dump.
+        _core.Filter(filter or "")
+        metadata = default_metadata(model, granularity)
+        metadata.update({str(k): str(v) for k, v in (meta or {}).items()})
+        self._writer_args = dict(meta=metadata, filter=filter or "", sync=sync,
+                                 background=background, queue_bytes=queue_bytes, salt=salt)
+        self.writer: Optional[Writer] = None
+        self.records_written = 0
+        self.tensors_offered = 0
+        self.non_tensors = 0
+        self.skipped: Counter = Counter()
+        self._handles: List[Any] = []
+        self._calls: Counter = Counter()
+        self._open_calls: Dict[str, List[int]] = {}
+        self._module_stack: List[str] = []
+        self._mode: Optional[Any] = None
+        self._warned: set = set()
+
+    # -- lifetime --------------------------------------------------------------------------
+    def start(self) -> "Recorder":
+        if self.writer is not None:
+            raise InvalidArgumentError("this recorder was already started", 1, "invalid_argument")
+        self.writer = Writer(self.path, **self._writer_args)
+        try:
+            for name, module in self.model.named_modules():
+                self._hook(name or self.root_name, module)
+            if self.granularity == "op":
+                self._mode = _op_mode_class()(self)
+                self._mode.__enter__()
+        except BaseException:
+            self._remove_hooks()
+            self.writer.close()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Removes every hook, leaves the dispatch mode and closes the file. Idempotent."""
+        try:
+            if self._mode is not None:
+                mode, self._mode = self._mode, None
+                mode.__exit__(None, None, None)
+        finally:
+            self._remove_hooks()
+            if self.writer is not None:
+                self.writer.close()
+
+    def __enter__(self) -> "Recorder":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _remove_hooks(self) -> None:
+        handles, self._handles = self._handles, []
+        for h in handles:
+            h.remove()
+
+    def _hook(self, name: str, module: "torch.nn.Module") -> None:
+        op_type = type(module).__name__
+
+        def pre(mod: Any, args: Any, kwargs: Any) -> None:
+            occurrence = self._calls[name]
+            self._calls[name] = occurrence + 1
+            self._open_calls.setdefault(name, []).append(occurrence)
+            self._module_stack.append(name)
+            if self.inputs and self.granularity == "module":
+                self._emit_structure(name, op_type, "input", (args, kwargs), occurrence,
+                                     inputs=True)
+
+        def post(mod: Any, args: Any, output: Any) -> None:
+            # always_call=True: runs even when forward raised (output is None then), so the
+            # call stacks stay balanced for the rest of the recording.
+            stack = self._open_calls.get(name)
+            occurrence = stack.pop() if stack else 0
+            if self._module_stack and self._module_stack[-1] == name:
+                self._module_stack.pop()
+            if self.granularity == "module" and output is not None:
+                self._emit_structure(name, op_type, "output", output, occurrence)
+
+        self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        self._handles.append(module.register_forward_hook(post, always_call=True))
+
+    # -- writing ---------------------------------------------------------------------------
+    def _emit_structure(self, name: str, op_type: str, role: str, obj: Any,
+                        occurrence: Optional[int], inputs: bool = False) -> None:
+        assert self.writer is not None
+        if not self.writer.wants(name):
+            return  # filtered by name: no flatten, no device copy, no bytes
+        if inputs:
+            args, kwargs = obj
+            leaves, skipped = _flat(list(args))
+            kw_leaves, kw_skipped = _flat(dict(kwargs or {}))
+            leaves += kw_leaves
+            skipped += kw_skipped
+        else:
+            leaves, skipped = _flat(obj)
+        if skipped:
+            self.non_tensors += len(skipped)
+            for s in skipped:
+                self.skipped[f"non-tensor {s}"] += 1
+        for role_index, (path, t) in enumerate(leaves):
+            if role_index > _MAX_ROLE_INDEX:
+                self.skipped["more than 65536 tensors in one output"] += len(leaves) - role_index
+                break
+            self._write(name, op_type, role, role_index, occurrence, path, t)
+
+    def _write(self, name: str, op_type: str, role: str, role_index: int,
+               occurrence: Optional[int], path: str, t: "torch.Tensor") -> None:
+        assert self.writer is not None
+        names = _dim_names(t)
+        try:
+            payload, dtype, shape, encoding = _prepare(t)
+        except _Unsupported as e:
+            where = f"{role} {path or role_index} of {name!r} ({op_type})"
+            self.skipped[str(e).split(" (")[0]] += 1
+            if self.strict:
+                raise UnsupportedError(f"{where}: {e}", 5, "unsupported") from None
+            if (name, str(e)) not in self._warned:
+                self._warned.add((name, str(e)))
+                warnings.warn(f"driftscope: not recorded: {where}: {e}", RuntimeWarning,
+                              stacklevel=3)
+            return
+        axes = self._axes_for(name, t, names, len(shape))
+        attrs = {"path": path} if path else None
+        summarise = self._summary is not None and self._summary.accepts(
+            name, op_type, role, dtype, list(shape), self.tensors_offered)
+        self.tensors_offered += 1
+        kwargs = dict(op_type=op_type, axes=axes, role=role, role_index=role_index, attrs=attrs,
+                      occurrence=occurrence, encoding=encoding, dtype=dtype, shape=shape)
+        if summarise:
+            r = self.writer.write_summary(name, payload, projection_dim=self.projection_dim,
+                                          **kwargs)
+        else:
+            r = self.writer.write(name, payload, **kwargs)
+        if r.written:
+            self.records_written += 1
+        else:
+            self.skipped[r.status] += 1
+        if self.on_record is not None:
+            self.on_record(RecordEvent(name, op_type, role, role_index, r.occurrence,
+                                       r.exec_index, r.status, r.offset, summarise))
+
+    def _axes_for(self, name: str, t: "torch.Tensor", names: Optional[Sequence[Optional[str]]],
+                  rank: int) -> Optional[List[str]]:
+        if names is not None:
+            return [n if n is not None else f"dim{i}" for i, n in enumerate(names)]
+        spec = self._axes
+        if spec is None or rank == 0:
+            return None
+        if callable(spec):
+            got = spec(name, t)
+            return list(got) if got else None
+        for pattern, axes in spec.items():
+            if _core.glob_match(pattern, name):
+                axes = axes.split(",") if isinstance(axes, str) else list(axes)
+                if len(axes) == rank:
+                    return axes
+        return None
+
+    # -- op granularity --------------------------------------------------------------------
+    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        if getattr(func, "is_view", False):
+            return  # views compute nothing; their values are their input's
+        scope = self._module_stack[-1] if self._module_stack else self.root_name
+        scope = "" if scope == self.root_name else scope
+        op = func.overloadpacket.__name__
+        name = f"{scope}.{op}" if scope else op
+        op_type = str(func)
+        if self.inputs:
+            self._emit_structure(name, op_type, "input", (args, kwargs), None, inputs=True)
+        self._emit_structure(name, op_type, "output", out, None)
+
+    @property
+    def hooks_active(self) -> int:
+        """Number of hooks currently registered (0 after the recording ended)."""
+        return len(self._handles)
+
+
+def _op_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _OpRecorder(TorchDispatchMode):
+        def __init__(self, recorder: Recorder) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            out = func(*args, **(kwargs or {}))
+            # The mode is disabled while this runs, so the copies below are not recorded.
+            self.recorder._on_op(func, args, kwargs, out)
+            return out
+
+    return _OpRecorder
+
+
+def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, filter: str = "",
+           inputs: bool = False, summary: Optional[str] = None, axes: AxesSpec = None,
+           granularity: str = "module", meta: Optional[Mapping[str, Any]] = None,
+           sync: Union[str, bool, int] = "close", background: bool = False,
+           queue_bytes: int = 256 << 20, root_name: str = "<root>", strict: bool = False,
+           on_record: Optional[Callable[[RecordEvent], None]] = None,
+           projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
+           salt: Optional[int] = None) -> Recorder:
+    """Records ``model``'s tensors into ``path`` while the returned context is active.
+
+    filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
+    inputs: also record each module's inputs (role "input"; positional then keyword).
+    summary: a filter choosing tensors stored as SUMMARY records (stats + projection).
+    axes: {"glob": "batch,seq,hidden"} (first pattern whose axis count equals the rank wins),
+        or a callable (name, tensor) -> names. Named tensors use their own names.
+    granularity: "module" (forward hooks) or "op" (every aten operator, ``<module>.<op>``).
+    meta: extra run metadata; overrides the automatic keys.
+    sync / background / queue_bytes: see :class:`driftscope.Writer`.
+    root_name: the name of the model's own output (module path "").
+    strict: raise UnsupportedError on a tensor TDUMP cannot hold instead of warning.
+    on_record: called with a :class:`RecordEvent` after every tensor offered to the writer.
+    """
+    return Recorder(model, path, filter=filter, inputs=inputs, summary=summary, axes=axes,
+                    granularity=granularity, meta=meta, sync=sync, background=background,
+                    queue_bytes=queue_bytes, root_name=root_name, strict=strict,
+                    on_record=on_record, projection_dim=projection_dim, salt=salt)
+
+
+# -- python -m driftscope record torch -----------------------------------------------------------
+
+def _load_entry_point(spec: str) -> Callable[..., Any]:
+    module_part, sep, func_name = spec.rpartition(":")
+    if not sep or not module_part or not func_name:
+        raise InvalidArgumentError(
+            f"--model {spec!r}: expected MODULE:FUNCTION or path/to/file.py:FUNCTION", 1,
+            "invalid_argument")
+    if module_part.endswith(".py") or os.sep in module_part:
+        if not os.path.isfile(module_part):
+            raise InvalidArgumentError(f"--model: no such file {module_part!r}", 1,
+                                       "invalid_argument")
+        mod_name = "_driftscope_model_" + os.path.splitext(os.path.basename(module_part))[0]
+        loader_spec = importlib.util.spec_from_file_location(mod_name, module_part)
+        assert loader_spec is not None and loader_spec.loader is not None
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[mod_name] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_part)
+    try:
+        return getattr(module, func_name)
+    except AttributeError:
+        raise InvalidArgumentError(f"--model: {module_part} has no function {func_name!r}", 1,
+                                   "invalid_argument") from None
+
+
+def _convert_inputs(obj: Any, dtype: Optional[torch.dtype], device: Optional[str]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if dtype is not None and obj.is_floating_point():
+            obj = obj.to(dtype)
+        return obj.to(device) if device else obj
+    if isinstance(obj, Mapping):
+        return {k: _convert_inputs(v, dtype, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_convert_inputs(v, dtype, device) for v in obj)
+    return obj
+
+
+def _call(model: "torch.nn.Module", inputs: Any) -> Any:
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m driftscope record torch --model MODULE:FUNCTION -o run.tdump [...]``.
+
+    FUNCTION(**model_args) returns (model, inputs): inputs is a tensor, a tuple of positional
+    arguments, or a dict of keyword arguments. Exit 0 on success, 2 on any error.
+    """
+    p = argparse.ArgumentParser(
+        prog="driftscope record torch",
+        description="Run a PyTorch model once and record its intermediate tensors.")
+    p.add_argument("--model", required=True, metavar="MODULE:FUNCTION",
+                   help="function returning (model, inputs); MODULE may be a dotted module "
+                        "name or a path to a .py file")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword argument (a string) passed to FUNCTION; repeatable")
+    p.add_argument("-o", "--output", required=True, help="the .tdump file to write")
+    p.add_argument("--filter", default="", help="which tensors to keep (docs/filters.md)")
+    p.add_argument("--inputs", action="store_true", help="also record module inputs")
+    p.add_argument("--summary", default=None, metavar="FILTER",
+                   help="tensors matching FILTER are stored as summaries (light mode)")
+    p.add_argument("--granularity", choices=("module", "op"), default="module")
+    p.add_argument("--dtype", default=None, metavar="DTYPE",
+                   help="cast the model and floating inputs first (float32, float16, bfloat16)")
+    p.add_argument("--device", default=None, help="move model and inputs first (cpu, cuda, mps)")
+    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                   help="run metadata entry; repeatable")
+    p.add_argument("--axes", action="append", default=[], metavar="GLOB=AXES",
+                   help="axis names for tensors whose name matches GLOB, e.g. "
+                        "'encoder.*=batch,seq,hidden'; repeatable")
+    p.add_argument("--sync", choices=("close", "record"), default="close",
+                   help="fdatasync on close (default) or after every record")
+    p.add_argument("--seed", type=int, default=None, help="torch.manual_seed before loading")
+    args = p.parse_args(argv)
+
+    def pairs(items: Sequence[str], flag: str) -> Dict[str, str]:
+        out = {}
+        for item in items:
+            k, sep, v = item.partition("=")
+            if not sep or not k:
+                raise InvalidArgumentError(f"{flag} {item!r}: expected KEY=VALUE", 1,
+                                           "invalid_argument")
+            out[k] = v
+        return out
+
+    try:
+        dtype = None
+        if args.dtype:
+            dtype = getattr(torch, args.dtype, None)
+            if not isinstance(dtype, torch.dtype):
+                raise InvalidArgumentError(f"--dtype {args.dtype!r} is not a torch dtype", 1,
+                                           "invalid_argument")
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+        made = _load_entry_point(args.model)(**pairs(args.model_arg, "--model-arg"))
+        if not (isinstance(made, tuple) and len(made) == 2):
+            raise InvalidArgumentError(
+                f"--model {args.model}: the function must return (model, inputs), got "
+                f"{type(made).__name__}", 1, "invalid_argument")
+        model, inputs = made
+        if dtype is not None:
+            model = model.to(dtype)
+        if args.device:
+            model = model.to(args.device)
+        inputs = _convert_inputs(inputs, dtype, args.device)
+        meta = pairs(args.meta, "--meta")
+        if args.seed is not None:
+            meta.setdefault("seed", str(args.seed))
+        axes = {k: v for k, v in pairs(args.axes, "--axes").items()} or None
+        model.eval()
+        with torch.no_grad():
+            with record(model, args.output, filter=args.filter, inputs=args.inputs,
+                        summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
+                        sync=args.sync) as rec:
+                _call(model, inputs)
+    except Exception as e:  # noqa: BLE001 - the CLI reports any failure as one line, exit 2
+        print(f"driftscope record torch: error: {e}", file=sys.stderr)
+        return 2
+    extra = f", {rec.non_tensors} non-tensor outputs skipped" if rec.non_tensors else ""
+    print(f"{args.output}: {rec.records_written} tensors recorded{extra}", file=sys.stderr)
+    return 0
