@@ -1,5 +1,5 @@
 // driftscope — light mode: a tensor's statistics and a fixed-seed random projection, stored
-// instead of its values (docs/format.md §3.6, estimator in docs/metrics.md).
+// instead of its values (docs/format.md §3.6, sketch and estimator in docs/light-mode.md).
 #pragma once
 
 #include <cmath>
@@ -25,7 +25,7 @@ struct TensorStats {
 struct Summary {
   TensorStats stats;
   uint64_t projection_seed = 0;
-  uint32_t projection_kind = 1;     // 1: Rademacher from SplitMix64
+  uint32_t projection_kind = 1;     // 1: CountSketch hashed with SplitMix64 (docs/light-mode.md)
   std::vector<float> projection;    // projection_dim values
 };
 
