@@ -271,8 +271,12 @@ def check_index(buf, meta_off, mlen, poff, plen, at, records):
 
 # §4 Reading: validation, recovery and corruption.
 def read(path, dequantize=False):
-    with open(path, "rb") as f:
-        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.seek(0, 2) else b""
+    """`path` is a file name (mapped, not copied) or the file's bytes."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        buf = bytes(path)
+    else:
+        with open(path, "rb") as f:
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.seek(0, 2) else b""
     dump = Dump(file_size=len(buf), **read_header(buf))
     pos = dump.valid_end = dump.header_length
     index_at, seen = None, set()

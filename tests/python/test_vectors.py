@@ -13,8 +13,10 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VECTORS = os.path.join(ROOT, "tests", "vectors")
-sys.path.insert(0, os.path.join(ROOT, "python", "driftscope"))
-import tdump_reader  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import tdump_write  # noqa: E402
+
+tdump_reader = tdump_write.load_reader()
 
 SIDECARS = sorted(glob.glob(os.path.join(VECTORS, "*", "*.json")))
 

@@ -216,13 +216,28 @@ def write_tdump(path, metadata: Sequence[tuple[str, str]], tensors: Iterable[dic
     return offsets
 
 
+def load_reader():
+    """The reference reader python/driftscope/tdump_reader.py, loaded by path: putting
+    python/driftscope on sys.path would shadow `torch` with driftscope's torch.py."""
+    import importlib.util
+    import os
+    import sys
+
+    if "tdump_reader" not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
+                            "driftscope", "tdump_reader.py")
+        spec = importlib.util.spec_from_file_location("tdump_reader", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["tdump_reader"] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules["tdump_reader"]
+
+
 def append_tdump(path, tensors: Iterable[dict], close: bool = True) -> list[int]:
     """§5 Append: validates the file with the reference reader, truncates it after the last valid
     TENSOR/SUMMARY record (dropping a torn tail, INDEX and END), keeps the header and salt, and
     continues numbering where the file left off."""
-    import tdump_reader  # python/driftscope/tdump_reader.py, on sys.path in the tests
-
-    dump = tdump_reader.read(path)
+    dump = load_reader().read(path)
     if dump.state == "corrupt":
         raise ValueError(f"{path}: cannot append to a corrupt file ({dump.corruption})")
     end = max([r.offset + r.size for r in dump.records], default=dump.header_length)

@@ -22,7 +22,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "driftscope"))
 import tdump_write as tw  # noqa: E402
 
 WRITER = ("writer", "driftscope-vectors")
