@@ -9,6 +9,7 @@
 
 #include "driftscope/decode.hpp"
 #include "numerics/decode_plan.hpp"
+#include "numerics/decode_simd.hpp"
 #include "numerics/decode_stats.hpp"
 #include "numerics/sketch.hpp"
 
@@ -30,111 +31,73 @@ double rescale(double v, int from, int to, int power) noexcept {
   return from == to ? v : std::ldexp(v, power * (from - to));
 }
 
-// Four running values, combined in a fixed order.
-struct Lanes4 {
-  double v[4];
-  explicit Lanes4(double init) noexcept : v{init, init, init, init} {}
-  double total() const noexcept { return (v[0] + v[1]) + (v[2] + v[3]); }
-  double min() const noexcept { return std::min(std::min(v[0], v[1]), std::min(v[2], v[3])); }
-  double max() const noexcept { return std::max(std::max(v[0], v[1]), std::max(v[2], v[3])); }
-};
-
-// Calls f(j, x[i]) with j = i % 4 for every element, in blocks of four.
-template <class F>
-inline void for_each4(const double* x, size_t n, F&& f) noexcept {
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    f(0, x[i]);
-    f(1, x[i + 1]);
-    f(2, x[i + 2]);
-    f(3, x[i + 3]);
-  }
-  for (int j = 0; i < n; ++i, ++j) f(j, x[i]);
-}
-
 }  // namespace
 
 void StatsAccumulator::add(std::span<const double> values, double* scratch) noexcept {
   count_ += values.size();
-  // Pass 1, integer only: how many values are NaN/Inf (exponent all ones) and how many are ±0.
-  // Most chunks have no non-finite value and are then used in place.
-  uint64_t nonfinite = 0, zeros = 0;
-  for (double x : values) {
-    const uint64_t b = std::bit_cast<uint64_t>(x);
-    nonfinite += ((b >> 52) & 0x7FF) == 0x7FF;
-    zeros += (b << 1) == 0;
-  }
-  zero_ += zeros;
+  // The passes below are SIMD kernels (decode_stats_simd.cpp) whose sums use a fixed grouping,
+  // so the result is the same on every target and machine.
+  //
+  // Pass 1: zeros (±0), non-finite values (exponent all ones), and min/max/max|x|. Most chunks
+  // have no NaN/Inf; the rare ones that do are compacted into scratch and scanned again.
   const double* f = values.data();
   size_t nf = values.size();
-  if (nonfinite) {
+  if (nf == 0) return;
+  ChunkScan scan = scan_chunk(f, nf);
+  zero_ += scan.zeros;
+  if (scan.nonfinite) {
     nf = 0;
     for (double x : values) {
       if (std::isnan(x)) ++nan_;
       else if (std::isinf(x)) ++(x > 0 ? posinf_ : neginf_);
       else scratch[nf++] = x;
     }
+    if (nf == 0) return;
     f = scratch;
+    scan = scan_chunk(f, nf);
   }
-  if (nf == 0) return;
   const double n = static_cast<double>(nf);
 
-  // Four independent accumulators per quantity in every loop below: they break the add latency
-  // chain (about 4x faster), and their fixed combine order keeps the result machine-independent.
-  Lanes4 lo(f[0]), hi(f[0]), amax(0.0);
-  for_each4(f, nf, [&](int j, double x) {
-    lo.v[j] = std::min(lo.v[j], x);
-    hi.v[j] = std::max(hi.v[j], x);
-    amax.v[j] = std::max(amax.v[j], std::fabs(x));
-  });
-  const double chunk_min = lo.min(), chunk_max = hi.max(), chunk_amax = amax.max();
-
-  // Sum of squares for the L2 norm, on x scaled by 2^-ex into [0.5, 1) (exact scaling).
-  const int ex = scale_exponent(chunk_amax);
+  // Scale factors: x * 2^-ex lies in [-1, 1) for the sum of squares (exact scaling).
+  const int ex = scale_exponent(scan.amax);
   const double sx = std::ldexp(1.0, -ex);
-  Lanes4 ss(0.0), sum(0.0);
-  for_each4(f, nf, [&](int j, double x) {
-    const double y = x * sx;
-    ss.v[j] += y * y;
-    sum.v[j] += y;
-  });
   if (finite_ == 0) {
     // The pivot: the first chunk's mean. Variance is shift-invariant, and with the pivot near
     // the data's centre the chunk means below are small numbers whose differences (the δ of the
     // merge) carry no cancellation error: 1e9 + noise keeps all digits of its std.
-    pivot_ = std::ldexp(sum.total() / n, ex);
-    ss_exp_ = ex;
-    ss_ = ss.total();
-  } else {
-    const int to = std::max(ss_exp_, ex);
-    ss_ = rescale(ss_, ss_exp_, to, 2) + rescale(ss.total(), ex, to, 2);
-    ss_exp_ = to;
+    pivot_ = std::ldexp(sum_scaled(f, nf, sx) / n, ex);
   }
-
-  // Shifted, scaled values y = (x - pivot) * 2^-e with 2^e >= max(|x|, |pivot|), so |y| <= 2.
+  // Shifted, scaled values y = (x - pivot) * 2^-e with 2^e >= max(|x|, |pivot|), so |y| < 2.
   // Near the top of the double range x - pivot itself can overflow, so such chunks shift
   // quarter-sized values (exact for normals) and add 2 to e. A deviation far below 2^-e only
   // occurs next to ones that dominate M2, so the scaling loses nothing that matters.
-  const double bound = std::max(chunk_amax, std::fabs(pivot_));
+  const double bound = std::max(scan.amax, std::fabs(pivot_));
   const bool quarter = bound >= 0x1p1022;
   const double pre = quarter ? 0.25 : 1.0;
   const int ew = scale_exponent(bound * pre);
   const double sw = std::ldexp(1.0, -ew);
   const int e = ew + (quarter ? 2 : 0);
   const double p = pivot_ * pre;
-  Lanes4 wsum(0.0);
-  for_each4(f, nf, [&](int j, double x) { wsum.v[j] += (x * pre - p) * sw; });
-  // Corrected two-pass variance within the chunk (Chan, Golub, LeVeque 1983):
+
+  // Pass 2: sum of squares (for the L2 norm) and the sum of y.
+  double sums[2];
+  sum_squares_and_shifted(f, nf, sx, pre, p, sw, sums);
+  if (finite_ == 0) {
+    ss_exp_ = ex;
+    ss_ = sums[0];
+  } else {
+    const int to = std::max(ss_exp_, ex);
+    ss_ = rescale(ss_, ss_exp_, to, 2) + rescale(sums[0], ex, to, 2);
+    ss_exp_ = to;
+  }
+
+  // Pass 3, corrected two-pass variance within the chunk (Chan, Golub, LeVeque 1983):
   // M2 = Σ (y - m)² - (Σ (y - m))² / n, which cancels the rounding error of m itself.
-  const double m = wsum.total() / n;
-  Lanes4 dev(0.0), dev2(0.0);
-  for_each4(f, nf, [&](int j, double x) {
-    const double d = (x * pre - p) * sw - m;
-    dev.v[j] += d;
-    dev2.v[j] += d * d;
-  });
-  const double dsum = dev.total();
-  const double m2 = std::max(0.0, dev2.total() - dsum * dsum / n);
+  const double m = sums[1] / n;
+  double dev[2];
+  sum_deviations(f, nf, pre, p, sw, m, dev);
+  const double m2 = std::max(0.0, dev[1] - dev[0] * dev[0] / n);
+  const double chunk_min = scan.lo, chunk_max = scan.hi;
 
   if (finite_ == 0) {
     min_ = chunk_min;
@@ -244,12 +207,15 @@ Result<Summary> summarize(const TensorInfo& info, std::span<const std::byte> pay
   const numerics::FastMod32 mod(dim == 0 ? 1 : dim);
   auto stats = numerics::chunked_pass(info, payload, [&](uint64_t first, std::span<const double> v) {
     if (dim == 0) return;
+    double* p = acc.data();
     for (size_t j = 0; j < v.size(); ++j) {
-      const double x = v[j];
-      if (!std::isfinite(x)) continue;
+      // Branch-free on the data: a random sign or a rare NaN would mispredict every other
+      // element. The sign is a flip of the sign bit (exactly -x); a non-finite value becomes
+      // -0.0, the one addend that leaves every sum, ±0 included, unchanged.
       const uint64_t h = numerics::splitmix64(seed + first + j);
-      const double sx = (h & 1) ? -x : x;
-      acc[mod(static_cast<uint32_t>(h >> 32))] += sx;
+      uint64_t bits = std::bit_cast<uint64_t>(v[j]) ^ ((h & 1) << 63);
+      bits = ((bits >> 52) & 0x7FF) == 0x7FF ? 0x8000000000000000ull : bits;
+      p[mod(static_cast<uint32_t>(h >> 32))] += std::bit_cast<double>(bits);
     }
   });
   if (!stats) return std::move(stats).error();

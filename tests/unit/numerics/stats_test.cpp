@@ -188,6 +188,27 @@ TEST(Stats, RandomMixedInputsAgreeWithLongDouble) {
   }
 }
 
+TEST(Stats, BitIdenticalOnEverySimdTarget) {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> g;
+  std::vector<double> v(20011);
+  for (auto& x : v) x = g(rng) * 1e3 + 5e4;
+  v[5] = kNan;
+  v[4097] = kInf;
+  std::vector<uint64_t> first;
+  int targets = 0;
+  test::for_each_target([&] {
+    const auto s = stats_of(v);
+    const std::vector<uint64_t> bits = {test::bits_of(s.mean), test::bits_of(s.std),
+                                        test::bits_of(s.l2_norm), test::bits_of(s.min),
+                                        test::bits_of(s.max), s.nan_count, s.posinf_count};
+    if (first.empty()) first = bits;
+    EXPECT_EQ(bits, first);
+    ++targets;
+  });
+  EXPECT_GE(targets, 1);
+}
+
 TEST(Stats, NarrowAndQuantisedDtypesUseDecodedValues) {
   std::vector<uint16_t> h;
   std::vector<double> ref;
