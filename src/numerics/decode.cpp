@@ -176,6 +176,15 @@ Result<void> decode_range_impl(const DecodePlan& p, uint64_t first, size_t n, Ou
       dequantize<Q>(src, n, p.scales[0], p.zero_points[0], out);
       return;
     }
+    if (p.inner == 1) {
+      // Channels on the last axis: the channel advances with every element.
+      uint64_t c = first % p.channels;
+      for (size_t k = 0; k < n; ++k) {
+        dequantize<Q>(src + k * sizeof(Q), 1, p.scales[c], p.zero_points[c], out + k);
+        if (++c == p.channels) c = 0;
+      }
+      return;
+    }
     // Per channel: walk runs of consecutive elements that share a channel (length `inner`,
     // the product of the dims after the axis), so the inner loop has fixed parameters.
     uint64_t i = first;

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -217,6 +219,53 @@ TEST(DecodeErrors, EncodingParametersAreChecked) {
   auto odd = make_info(DType::i8, {6});
   odd.encoding.kind = static_cast<EncodingKind>(7);
   EXPECT_EQ(decode(odd, payload, 0, std::span<double>(out)).error().code, Errc::bad_encoding);
+}
+
+// Random, mostly inconsistent descriptions and payloads: every call returns a value or one of the
+// documented error codes, and never reads outside the payload (run under ASan in CI).
+TEST(DecodeErrors, RandomDescriptionsNeverCrash) {
+  std::mt19937_64 rng(42);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng); };
+  const std::set<Errc> allowed = {Errc::invalid_argument, Errc::bad_dtype, Errc::shape_overflow,
+                                  Errc::bad_encoding, Errc::bad_value};
+  int ok = 0;
+  for (int iter = 0; iter < 4000; ++iter) {
+    TensorInfo info;
+    info.name = "r";
+    info.dtype = static_cast<DType>(pick(18));
+    const size_t rank = pick(5);
+    for (size_t k = 0; k < rank; ++k)
+      info.shape.push_back(pick(10) == 0 ? (pick(2) ? 0 : uint64_t{1} << (30 + pick(34))) : 1 + pick(5));
+    info.encoding.kind = static_cast<EncodingKind>(pick(4));
+    info.encoding.axis = static_cast<uint32_t>(pick(5));
+    const size_t channels = pick(7);
+    for (size_t k = 0; k < channels; ++k) {
+      info.encoding.scales.push_back(pick(20) == 0 ? std::numeric_limits<double>::infinity() : 0.5);
+      info.encoding.zero_points.push_back(static_cast<int64_t>(pick(7)) - 3);
+    }
+    if (pick(3) == 0) info.encoding.zero_points.resize(pick(4));
+    if (pick(2) == 0) info.encoding = Encoding{};  // raw half of the time
+    const uint64_t numel = info.numel();
+    const size_t size = dtype_size(info.dtype);
+    uint64_t bytes = numel < 4096 && size ? numel * size : pick(64);
+    if (pick(4) == 0) bytes = bytes + pick(3) - 1;  // off by one either way (wraps to big: capped)
+    if (bytes > 1 << 16) bytes = pick(64);
+    std::vector<std::byte> payload(bytes);
+    for (auto& b : payload) b = static_cast<std::byte>(pick(pick(2) ? 2 : 256));
+    std::vector<double> out(pick(40));
+    const uint64_t first = pick(8) == 0 ? ~uint64_t{0} - pick(3) : pick(8);
+    auto r = decode(info, payload, first, std::span<double>(out));
+    if (r.ok()) {
+      ++ok;
+    } else {
+      EXPECT_TRUE(allowed.count(r.error().code)) << r.error().to_string();
+      EXPECT_FALSE(r.error().message.empty());
+      EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
+    }
+    auto s = summarize(info, payload, static_cast<uint32_t>(pick(40)), rng());
+    if (!s.ok()) EXPECT_TRUE(allowed.count(s.error().code)) << s.error().to_string();
+  }
+  EXPECT_GT(ok, 50);  // the generator also produces valid cases
 }
 
 }  // namespace
