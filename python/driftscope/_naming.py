@@ -25,6 +25,9 @@ class NodeInfo:
     name: str
     op_type: str
     outputs: Tuple[str, ...]
+    # A node the recorder itself inserted (a float16 conversion's casts): it belongs to no module
+    # and its outputs are recorded only as the model's outputs (`<root>`), if they are that.
+    inserted: bool = False
 
 
 @dataclass
@@ -74,7 +77,7 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
         scope, local = split_scope(node.name)
         scopes.append(scope)
         locals_.append(local)
-        if not any(o and o not in skipped for o in node.outputs):
+        if node.inserted or not any(o and o not in skipped for o in node.outputs):
             continue
         # Every enclosing module (not the root: it has no name) sees this node as its latest.
         for depth in range(1, len(scope) + 1):
@@ -92,7 +95,9 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
             if not out or out in skipped:
                 continue
             entry = PlannedName(tensor=out, node=node.name, op_type=node.op_type, role_index=j)
-            if prefixes:
+            if node.inserted:
+                pass  # named only by a `<root>` alias below, else dropped
+            elif prefixes:
                 entry.module_output = True
                 entry.names = [".".join(p) for p in prefixes]
             else:
@@ -104,13 +109,14 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
         for k, out in enumerate(graph_outputs):
             if out in by_tensor:
                 by_tensor[out].aliases.append((root_name, k))
+    plan = [e for e in plan if e.names or e.aliases]
     # Module names are claimed first so that a node-derived name never steals a module's name.
     for entry in plan:
         if entry.module_output:
             for n in entry.names:
                 taken[(n, entry.role_index)] = taken.get((n, entry.role_index), 0) + 1
     for entry in plan:
-        if entry.module_output:
+        if entry.module_output or not entry.names:
             continue
         base = entry.names[0]
         key = (base, entry.role_index)

@@ -66,6 +66,9 @@ _ORT_TO_NUMPY = {
 # numpy kinds a TDUMP record can hold (format.md §3.3.1); strings and objects cannot.
 _RECORDABLE_KINDS = frozenset("fiub")
 
+# doc_string of the nodes to_float16 inserts (casts, identities): recorded only as model outputs.
+_INSERTED = "driftscope: inserted by the float16 conversion"
+
 # ORT config key that lets a model held in memory find its external-data files
 # (onnxruntime_session_options_config_keys.h).
 _EXTERNAL_DATA_FOLDER_KEY = "session.model_external_initializers_file_folder_path"
@@ -97,10 +100,11 @@ class Recording:
     """What `record` did."""
 
     path: str
-    records: int                      # TENSOR/SUMMARY records offered to the writer
+    records: int                      # TENSOR/SUMMARY records written (after the filter)
     observer_effect: str              # "none", or how the captured run's outputs differ
     outputs: Dict[str, np.ndarray]    # the model's final outputs (from the captured run)
-    skipped: List[str] = field(default_factory=list)  # values that are not tensors (sequences, maps, strings)
+    # Values that are not tensors TDUMP can hold (sequences, maps, strings), by value name.
+    skipped: List[str] = field(default_factory=list)
     metadata: Dict[str, str] = field(default_factory=dict)
 
 
@@ -174,7 +178,8 @@ def _plan(proto) -> List[PlannedName]:
     infos = []
     skip = set()
     for node in nodes:
-        infos.append(NodeInfo(node.name, node.op_type, tuple(node.output)))
+        infos.append(NodeInfo(node.name, node.op_type, tuple(node.output),
+                              inserted=node.doc_string == _INSERTED))
         # Constant nodes hold weights, not activations: nothing is computed, nothing to compare.
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             skip.update(node.output)
@@ -254,11 +259,22 @@ def to_float16(model: Any):
             raise ModelLoadError(f"cannot load ONNX model '{path}': {_first_line(err)}") from err
     # Stale value_info (from the exporter) keeps float32 types the converter does not revisit.
     del proto.graph.value_info[:]
+    original = {n.name for n in proto.graph.node}
     _isolate_graph_outputs(proto)
     with warnings.catch_warnings():
         # The converter warns once per weight it clamps into float16 range; that is the point.
         warnings.simplefilter("ignore")
-        return _f16.convert_float_to_float16(proto, keep_io_types=True)
+        converted = _f16.convert_float_to_float16(proto, keep_io_types=True)
+    # The converter names its Cast nodes after the node they serve ("/pooler/Tanh" gets
+    # "/pooler/Tanh_cast_to_pooler_output"), which would make a cast the last node of the
+    # module scope and shift the module's name onto it. Tagged as inserted, they (and the
+    # Identity nodes above) stay out of every scope and the float16 dump keeps the float32
+    # dump's names; only the final casts are recorded, as the model's outputs.
+    for node in converted.graph.node:
+        if node.name not in original:
+            node.name = ""
+            node.doc_string = _INSERTED
+    return converted
 
 
 def _describe_type(arg) -> str:
@@ -472,16 +488,16 @@ class TensorSink:
 
     def offer(self, name: str, value: np.ndarray, *, op_type: str, role_index: int = 0,
               attrs: Optional[Mapping[str, str]] = None, axes: Optional[str] = None,
-              encoding: Optional[Mapping[str, Any]] = None) -> None:
+              encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> None:
         from ._writer import numpy_to_tdump_dtype
 
         index = self.offered
         self.offered += 1
         as_summary = self.summary is not None and self.summary.accepts(
-            name, op_type, "output", numpy_to_tdump_dtype(value.dtype),
+            name, op_type, role, numpy_to_tdump_dtype(value.dtype),
             [int(d) for d in value.shape], index)
         write = self.writer.write_summary if as_summary else self.writer.write
-        result = write(name, value, op_type=op_type, role="output", role_index=role_index,
+        result = write(name, value, op_type=op_type, role=role, role_index=role_index,
                        attrs=attrs, axes=axes, encoding=encoding)
         if result.written:
             self.written += 1

@@ -1,0 +1,429 @@
+"""Record the intermediate tensors of a LiteRT (TensorFlow Lite) run into a TDUMP file.
+
+    import driftscope.litert as dlite
+    dlite.record("model.tflite", {"input": x}, "device.tdump")                       # optimized
+    dlite.record("model.tflite", {"input": x}, "ref.tdump", kernels="reference")      # reference
+
+The interpreter runs with ``experimental_preserve_all_tensors=True``, so every intermediate tensor
+keeps its value after ``invoke()``; the recorder then walks the operators in execution order and
+writes each op's outputs, op type = the op's builtin name (``CONV_2D``). Quantized tensors are
+written as their integer values with the affine encoding LiteRT uses (``value = scale * (q -
+zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
+dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
+(``batch,height,width,channels``), so a comparison against an NCHW dump can permute them.
+
+Kernel choices (all on the CPU):
+  "optimized"  the interpreter's default: optimized builtin kernels plus the XNNPACK delegate,
+               i.e. what an app gets by default;
+  "builtin"    optimized builtin kernels without the default delegate;
+  "reference"  the reference kernels (BuiltinRefOpResolver), straightforward loops that are the
+               usual yardstick for the optimized ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from .errors import Error
+from .onnxruntime import (
+    InputMismatchError,
+    ModelLoadError,
+    ModelRunError,
+    Recording,
+    TensorSink,
+    _first_line,
+    load_cli_inputs,
+    parse_meta,
+)
+
+__all__ = ["record", "KERNELS", "NHWC_AXES", "cli_main"]
+
+KERNELS = ("optimized", "builtin", "reference")
+NHWC_AXES = "batch,height,width,channels"
+
+# Ops whose 4-D data input and output are NHWC by definition (TFLite's image ops).
+_IMAGE_OPS = frozenset({
+    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+    "L2_POOL_2D", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPACE_TO_DEPTH",
+    "DEPTH_TO_SPACE", "LOCAL_RESPONSE_NORMALIZATION", "L2_NORMALIZATION",
+})
+# Ops whose output keeps the layout of their first input (elementwise, activations, requantize).
+_LAYOUT_PRESERVING = frozenset({
+    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "RELU", "RELU6", "RELU_N1_TO_1",
+    "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "LOGISTIC", "TANH", "HARD_SWISH", "GELU", "ABS", "NEG",
+    "QUANTIZE", "DEQUANTIZE", "CAST", "PAD", "PADV2", "MIRROR_PAD", "SQUARED_DIFFERENCE",
+    "EXP", "SQRT", "RSQRT", "SQUARE", "POW", "FLOOR", "CEIL", "ROUND", "ELU",
+})
+
+_TFL_TO_NUMPY_OK = frozenset("fiub")
+
+
+def _kernel_resolver(kernels: str):
+    from ai_edge_litert.interpreter import OpResolverType
+
+    table = {
+        "optimized": OpResolverType.BUILTIN,
+        "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        "reference": OpResolverType.BUILTIN_REF,
+    }
+    if kernels not in table:
+        raise InputMismatchError(
+            f"kernels={kernels!r} is not one of {', '.join(repr(k) for k in KERNELS)}")
+    return table[kernels]
+
+
+def _read_model(model: Any) -> Tuple[bytes, str]:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model), "model.tflite"
+    path = Path(os.fspath(model))
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ModelLoadError(f"cannot load LiteRT model '{path}': no such file") from None
+    except OSError as err:
+        raise ModelLoadError(f"cannot load LiteRT model '{path}': {_first_line(err)}") from err
+    return data, path.name
+
+
+def _check_flatbuffer(data: bytes, name: str) -> Set[int]:
+    """A .tflite file is a flatbuffer with file identifier "TFL3" at bytes 4..8. The interpreter
+    trusts offsets inside the buffer, so anything else is refused before it gets there.
+    Returns the indices of the main subgraph's constant tensors (those with buffer data)."""
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise ModelLoadError(
+            f"cannot load LiteRT model '{name}': not a TFLite flatbuffer (file identifier "
+            f"{data[4:8]!r} at offset 4, expected b'TFL3')")
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+
+        model = schema.Model.GetRootAs(data, 0)
+        if model.SubgraphsLength() < 1:
+            raise ModelLoadError(f"cannot load LiteRT model '{name}': the model has no subgraph")
+        sg = model.Subgraphs(0)
+        constant: Set[int] = set()
+        for i in range(sg.TensorsLength()):
+            b = sg.Tensors(i).Buffer()
+            if 0 < b < model.BuffersLength():
+                buf = model.Buffers(b)
+                # Data inline, or (models over 2 GiB) at an offset after the flatbuffer.
+                if buf.DataLength() > 0 or buf.Size() > 0:
+                    constant.add(i)
+        return constant
+    except ModelLoadError:
+        raise
+    except Exception as err:
+        raise ModelLoadError(
+            f"cannot load LiteRT model '{name}': malformed flatbuffer ({_first_line(err)})") from err
+
+
+def _interpreter(data: bytes, name: str, kernels: str, num_threads: Optional[int], preserve: bool):
+    from ai_edge_litert.interpreter import Interpreter
+
+    with warnings.catch_warnings():
+        # It warns that preserving every tensor costs memory: that is what recording means.
+        warnings.simplefilter("ignore")
+        try:
+            it = Interpreter(model_content=data, num_threads=num_threads,
+                             experimental_op_resolver_type=_kernel_resolver(kernels),
+                             experimental_preserve_all_tensors=preserve)
+        except (ValueError, RuntimeError) as err:
+            raise ModelLoadError(f"LiteRT cannot load '{name}': {_first_line(err)}") from err
+    return it
+
+
+def _shape_text(d: Mapping[str, Any]) -> str:
+    sig = d.get("shape_signature")
+    dims = sig if sig is not None and len(sig) else d["shape"]
+    return "[" + ", ".join("?" if int(x) < 0 else str(int(x)) for x in dims) + "]"
+
+
+def _feed(it, inputs: Any, name: str) -> None:
+    """Sets the inputs; resizes dynamic dims; errors name the input and the expected shape."""
+    declared = it.get_input_details()
+    if isinstance(inputs, Mapping):
+        feeds = dict(inputs)
+    elif isinstance(inputs, (list, tuple)):
+        if len(inputs) != len(declared):
+            raise InputMismatchError(
+                f"the model takes {len(declared)} input(s) "
+                f"({', '.join(d['name'] for d in declared)}), got {len(inputs)}")
+        feeds = {d["name"]: v for d, v in zip(declared, inputs)}
+    elif len(declared) == 1:
+        feeds = {declared[0]["name"]: inputs}
+    else:
+        raise InputMismatchError("inputs must be a dict of name -> array for a model with "
+                                 f"{len(declared)} inputs")
+    by_name = {d["name"]: d for d in declared}
+    for key in feeds:
+        if key not in by_name:
+            raise InputMismatchError(
+                f"unknown input '{key}'; the model's inputs are: " + ", ".join(
+                    f"{d['name']} ({np.dtype(d['dtype']).name} {_shape_text(d)})" for d in declared))
+    resized = False
+    values = {}
+    for d in declared:
+        if d["name"] not in feeds:
+            raise InputMismatchError(
+                f"missing input '{d['name']}': expected {np.dtype(d['dtype']).name} {_shape_text(d)}")
+        v = np.asarray(feeds[d["name"]])
+        if v.dtype != np.dtype(d["dtype"]):
+            raise InputMismatchError(
+                f"input '{d['name']}' has dtype {v.dtype}, the model expects "
+                f"{np.dtype(d['dtype']).name} {_shape_text(d)}")
+        sig = d.get("shape_signature")
+        sig = list(sig) if sig is not None and len(sig) else list(d["shape"])
+        if len(sig) != v.ndim or any(s >= 0 and s != x for s, x in zip(sig, v.shape)):
+            raise InputMismatchError(
+                f"input '{d['name']}' has shape {tuple(v.shape)}, the model expects "
+                f"{np.dtype(d['dtype']).name} {_shape_text(d)}")
+        if tuple(d["shape"]) != v.shape:
+            it.resize_tensor_input(d["index"], list(v.shape), strict=True)
+            resized = True
+        values[d["index"]] = v
+    try:
+        it.allocate_tensors()
+    except (ValueError, RuntimeError) as err:
+        raise ModelLoadError(f"LiteRT cannot prepare '{name}'"
+                             f"{' for these input shapes' if resized else ''}: "
+                             f"{_first_line(err)}") from err
+    for index, v in values.items():
+        it.set_tensor(index, v)
+
+
+def _invoke(it, name: str) -> None:
+    try:
+        it.invoke()
+    except (ValueError, RuntimeError) as err:
+        raise ModelRunError(f"LiteRT failed to run '{name}': {_first_line(err)}") from err
+
+
+def _encoding(details: Mapping[str, Any], value: np.ndarray) -> Optional[Dict[str, Any]]:
+    """The TDUMP affine encoding of a quantized LiteRT tensor, or None for a raw one."""
+    if value.dtype.kind not in "iu":
+        return None
+    q = details.get("quantization_parameters") or {}
+    scales = np.asarray(q.get("scales", []), dtype=np.float64).ravel()
+    zps = np.asarray(q.get("zero_points", []), dtype=np.int64).ravel()
+    if scales.size == 0 or not np.all(np.isfinite(scales)) or np.all(scales == 0):
+        return None  # an integer tensor that holds integers (indices, shapes)
+    if zps.size == 0:
+        zps = np.zeros_like(scales, dtype=np.int64)
+    if scales.size == 1:
+        return {"kind": "affine_tensor", "scale": float(scales[0]), "zero_point": int(zps[0])}
+    axis = int(q.get("quantized_dimension", 0))
+    if zps.size == 1:
+        zps = np.full(scales.size, zps[0], dtype=np.int64)
+    if not (0 <= axis < value.ndim) or value.shape[axis] != scales.size or zps.size != scales.size:
+        raise ModelRunError(
+            f"tensor '{details.get('name')}' has {scales.size} quantization scales along axis "
+            f"{axis}, but its shape is {tuple(value.shape)}")
+    return {"kind": "affine_channel", "axis": axis, "scales": scales, "zero_points": zps}
+
+
+def _display_name(raw: str, op_index: int, op_name: str, out_index: int) -> str:
+    # Converter-fused tensors are named "a/b/Relu;a/b/BiasAdd;a/b/Conv2D": the first name is the
+    # op that produced the value. Unnamed tensors get a name from their op.
+    first = raw.split(";", 1)[0].strip()
+    return first or f"{op_name.lower()}_{op_index}" + (f":{out_index}" if out_index else "")
+
+
+def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
+           filter: Optional[str] = None, summary: Optional[str] = None,
+           meta: Optional[Mapping[str, Any]] = None, num_threads: Optional[int] = None,
+           check_observer: bool = True, parameters: bool = False) -> Recording:
+    """Runs a .tflite model (path or bytes) on `inputs` with the LiteRT interpreter and records
+    every op's outputs into the TDUMP file `path`.
+
+    inputs: dict input tensor name -> array, a list in input order, or one array.
+    kernels: "optimized" (default interpreter: builtin kernels + XNNPACK), "builtin" (without the
+        default delegate) or "reference" (reference kernels).
+    filter / summary: driftscope filter syntax: which tensors to record, which as summaries.
+    meta: extra run metadata; overrides the keys filled in automatically.
+    check_observer: also run without preserving tensors and record in ``observer_effect``
+        whether the final outputs agree.
+    parameters: also record each op's constant inputs (weights, biases) before its outputs,
+        role "parameter", role_index = input position; quantized weights keep their per-channel
+        encoding.
+    """
+    import driftscope
+
+    from .onnxruntime import _observer_effect
+
+    _kernel_resolver(kernels)  # reject a bad choice, and bad filters, before any work
+    for text in (filter, summary):
+        if text:
+            driftscope.Filter(text)
+    data, name = _read_model(model_path)
+    constant = _check_flatbuffer(data, name)
+
+    plain_values: Dict[str, np.ndarray] = {}
+    if check_observer:
+        plain = _interpreter(data, name, kernels, num_threads, preserve=False)
+        _feed(plain, inputs, name)
+        _invoke(plain, name)
+        plain_values = {d["name"]: plain.get_tensor(d["index"]).copy()
+                        for d in plain.get_output_details()}
+        del plain
+
+    it = _interpreter(data, name, kernels, num_threads, preserve=True)
+    _feed(it, inputs, name)
+    _invoke(it, name)
+    ops_all = it._get_ops_details()
+    delegated = any(op["op_name"] == "DELEGATE" for op in ops_all)
+    ops = [op for op in ops_all if op["op_name"] != "DELEGATE"]
+    final = {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+    effect = _observer_effect(plain_values, final) if check_observer else "not checked"
+
+    from importlib import metadata as _md
+
+    try:
+        version = _md.version("ai-edge-litert")
+    except _md.PackageNotFoundError:  # pragma: no cover - other LiteRT distributions
+        version = "unknown"
+    backend = {"optimized": "xnnpack" if delegated else "builtin", "builtin": "builtin",
+               "reference": "reference"}[kernels]
+    metadata: Dict[str, str] = {
+        "framework": f"litert {version}",
+        "backend": f"litert:{backend}",
+        "device": "cpu",
+        "model": name,
+        "kernels": kernels,
+        "start_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "observer_effect": effect,
+        "recorder": "driftscope.litert",
+    }
+
+    # Which tensors are NHWC: outputs of image ops, and of layout-preserving ops fed by one.
+    # A 4-D model input that feeds an image op's data input is NHWC too.
+    nhwc: Set[int] = set()
+    for op in ops:
+        ins = [int(t) for t in op["inputs"] if int(t) >= 0]
+        if op["op_name"] in _IMAGE_OPS and ins:
+            nhwc.add(ins[0])
+    for op in ops:
+        ins = [int(t) for t in op["inputs"] if int(t) >= 0]
+        if op["op_name"] in _IMAGE_OPS or (op["op_name"] in _LAYOUT_PRESERVING and ins
+                                           and ins[0] in nhwc):
+            nhwc.update(int(t) for t in op["outputs"] if int(t) >= 0)
+
+    used: Dict[str, int] = {}
+    skipped: List[str] = []
+    with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
+                           filter=filter or "") as writer:
+        sink = TensorSink(writer, summary)
+        params_done: Set[int] = set()
+        for op in ops:
+            if parameters:
+                for j, t in enumerate(int(x) for x in op["inputs"]):
+                    if t < 0 or t not in constant or t in params_done:
+                        continue
+                    params_done.add(t)
+                    details = it._get_tensor_details(t, 0)
+                    pname = _display_name(details["name"], op["index"], op["op_name"], j)
+                    if not writer.wants(pname):
+                        continue
+                    value = it.get_tensor(t)
+                    if value.dtype.kind not in _TFL_TO_NUMPY_OK:
+                        skipped.append(pname)
+                        continue
+                    sink.offer(pname, value, op_type=op["op_name"], role_index=j, role="parameter",
+                               attrs={"tflite_tensor": details["name"],
+                                      "tflite_tensor_index": str(t),
+                                      "tflite_op_index": str(op["index"])},
+                               encoding=_encoding(details, value))
+            for j, t in enumerate(int(x) for x in op["outputs"]):
+                if t < 0:
+                    continue
+                details = it._get_tensor_details(t, 0)
+                tname = _display_name(details["name"], op["index"], op["op_name"], j)
+                if tname in used:
+                    used[tname] += 1
+                    tname = f"{tname}#{used[tname] - 1}"
+                else:
+                    used[tname] = 1
+                if not writer.wants(tname):
+                    continue
+                value = it.get_tensor(t)
+                if value.dtype.kind not in _TFL_TO_NUMPY_OK:
+                    skipped.append(tname)
+                    continue
+                encoding = _encoding(details, value)
+                attrs = {"tflite_tensor": details["name"], "tflite_tensor_index": str(t),
+                         "tflite_op_index": str(op["index"])}
+                axes = NHWC_AXES if (t in nhwc and value.ndim == 4) else None
+                sink.offer(tname, value, op_type=op["op_name"], role_index=j, attrs=attrs,
+                           axes=axes, encoding=encoding)
+    return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
+                     outputs=final, skipped=skipped, metadata=metadata)
+
+
+def _with_precision(metadata: Dict[str, str], it, ops, meta) -> Dict[str, str]:
+    """Adds "precision" (the activations' dtype: int8 for a full-integer model) and user keys."""
+    kinds = []
+    for op in ops:
+        for t in op["outputs"]:
+            if int(t) >= 0:
+                d = it._get_tensor_details(int(t), 0)
+                kinds.append(np.dtype(d["dtype"]).name)
+    if kinds:
+        floats = [k for k in kinds if k.startswith("float")]
+        quant = [k for k in kinds if k in ("int8", "uint8", "int16")]
+        if quant and len(quant) >= len(floats):
+            metadata["precision"] = quant[0]
+        elif floats:
+            metadata["precision"] = max(set(floats), key=floats.count)
+    if meta:
+        metadata.update({str(k): str(v) for k, v in meta.items()})
+    return metadata
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Run a .tflite model with the LiteRT interpreter and record every op's outputs.",
+        epilog="Example: driftscope record tflite model.tflite --input input=x.npy -o device.tdump")
+    p.add_argument("model", help="the .tflite file")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeat per input); FILE.npz alone feeds every "
+                        "array of the archive by its name")
+    p.add_argument("-o", "--output", required=True, metavar="RUN.tdump", help="the dump to write")
+    p.add_argument("--kernels", choices=KERNELS, default="optimized",
+                   help="optimized (default interpreter, XNNPACK), builtin (no default delegate) "
+                        "or reference kernels")
+    p.add_argument("--threads", type=int, default=None, help="interpreter threads")
+    p.add_argument("--parameters", action="store_true",
+                   help="also record each op's constant inputs (weights), role 'parameter'")
+    p.add_argument("--filter", default=None, help="which tensors to record (docs/filters.md)")
+    p.add_argument("--summary", default=None,
+                   help="which tensors to record as summaries instead of values (filter syntax)")
+    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra run metadata (repeatable)")
+    return p
+
+
+def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record tflite") -> int:
+    """Entry point of ``driftscope record tflite``: 0 recorded, 2 bad usage/input/model."""
+    args = _parser(prog).parse_args(list(argv) if argv is not None else None)
+    try:
+        feeds = load_cli_inputs(args.input)
+        result = record(args.model, feeds, args.output, kernels=args.kernels,
+                        filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
+                        num_threads=args.threads, parameters=args.parameters)
+    except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    note = "" if result.observer_effect == "none" else f"; warning: {result.observer_effect}"
+    print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(cli_main())

@@ -1,0 +1,231 @@
+"""driftscope.litert: recording LiteRT interpreter runs (issue 4 §4, §6).
+
+The models are written by tests/python/models/tflite_models.py as flatbuffers: a float32 CNN and
+its full-integer int8 twin (per-channel conv weights)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+
+import driftscope  # noqa: E402
+import driftscope.litert as dl  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+import tflite_models as tm  # noqa: E402
+
+ACTIVATIONS = ["conv1", "dwconv", "pool", "flatten", "logits", "probs"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tflite")
+    (d / "float.tflite").write_bytes(tm.build_float())
+    (d / "int8.tflite").write_bytes(tm.build_int8())
+    return d
+
+
+@pytest.fixture(scope="module")
+def x():
+    return tm.sample_input(seed=42)
+
+
+def interpreter_quantization(model_path, name):
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(model_path))
+    d = next(t for t in it.get_tensor_details() if t["name"] == name)
+    q = d["quantization_parameters"]
+    return q["scales"], q["zero_points"], q["quantized_dimension"]
+
+
+def test_float_model_every_op_in_order_matches_numpy(models, x, tmp_path):
+    rec = dl.record(models / "float.tflite", {"input": x}, tmp_path / "f.tdump",
+                    kernels="reference")
+    assert rec.observer_effect == "none"
+    dump = driftscope.open(tmp_path / "f.tdump")
+    assert dump.finished
+    assert [r.name for r in dump] == ACTIVATIONS
+    assert [r.op_type for r in dump] == ["CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D",
+                                         "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"]
+    ref = tm.reference_forward(x)
+    for name in ACTIVATIONS:
+        np.testing.assert_allclose(dump[name], ref[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    # NHWC names on the image activations only.
+    assert dump.record("conv1").axes == ("batch", "height", "width", "channels")
+    assert dump.record("pool").axes == ("batch", "height", "width", "channels")
+    assert dump.record("logits").axes == ()
+    meta = dump.metadata
+    assert meta["backend"] == "litert:reference" and meta["kernels"] == "reference"
+    assert meta["precision"] == "float32" and meta["framework"].startswith("litert ")
+    np.testing.assert_array_equal(rec.outputs["probs"], dump["probs"])
+
+
+def test_int8_tensors_keep_their_affine_encoding(models, x, tmp_path):
+    dl.record(models / "int8.tflite", {"input": x}, tmp_path / "q.tdump", kernels="reference",
+              parameters=True)
+    dump = driftscope.open(tmp_path / "q.tdump")
+    assert dump.metadata["precision"] == "int8"
+    conv = dump.record("conv1")
+    assert conv.dtype == "i8"
+    scales, zps, _ = interpreter_quantization(models / "int8.tflite", "conv1")
+    assert conv.encoding["kind"] == "affine_tensor"
+    assert conv.encoding["scales"] == [pytest.approx(float(scales[0]), rel=0, abs=0)]
+    assert conv.encoding["zero_points"] == [int(zps[0])]
+    # Dequantized by the reader exactly as LiteRT defines it: scale * (q - zero_point).
+    q = dump["conv1"].astype(np.float64)
+    np.testing.assert_array_equal(dump.get("conv1", dtype="float64"),
+                                  float(scales[0]) * (q - int(zps[0])))
+    # ... and within a couple of quantization steps of the float network.
+    ref = tm.reference_forward(x)
+    for name in ("conv1", "dwconv", "logits"):
+        step = dump.record(name).encoding["scales"][0]
+        err = np.abs(dump.get(name, dtype="float64") - ref[name]).max()
+        assert err <= 4 * step, (name, err, step)
+    # Per-channel weights: one scale per output channel along the quantized dimension.
+    w = dump.record("conv1/weights", role="parameter", role_index=1)
+    wscales, _, wdim = interpreter_quantization(models / "int8.tflite", "conv1/weights")
+    assert w.encoding["kind"] == "affine_channel" and w.encoding["axis"] == wdim == 0
+    np.testing.assert_array_equal(w.encoding["scales"], wscales)
+    dw = dump.record("dwconv/weights", role="parameter", role_index=1)
+    assert dw.encoding["axis"] == 3 and len(dw.encoding["scales"]) == tm.C1
+    np.testing.assert_allclose(dump.get("conv1/weights", role="parameter", role_index=1,
+                                        dtype="float64"),
+                               tm.weights()["conv1.w"], atol=float(np.max(wscales)) / 2 + 1e-12)
+    # Raw integer tensors (a reshape's shape) stay raw.
+    assert not dump.record("flatten/shape", role="parameter", role_index=1).encoding
+
+
+@pytest.mark.parametrize("model", ["float", "int8"])
+def test_optimized_vs_reference_kernels_compare(models, x, tmp_path, model):
+    path = models / f"{model}.tflite"
+    dl.record(path, {"input": x}, tmp_path / "ref.tdump", kernels="reference")
+    dl.record(path, {"input": x}, tmp_path / "opt.tdump", kernels="optimized")
+    dl.record(path, {"input": x}, tmp_path / "builtin.tdump", kernels="builtin")
+    opt = driftscope.open(tmp_path / "opt.tdump")
+    assert opt.metadata["backend"] == "litert:xnnpack"
+    assert driftscope.open(tmp_path / "builtin.tdump").metadata["backend"] == "litert:builtin"
+    for cand in ("opt", "builtin"):
+        report = driftscope.compare(tmp_path / "ref.tdump", tmp_path / f"{cand}.tdump")
+        assert report.verdict == "pass", report.to_text()
+        names = [t.name for t in report.tensors]
+        assert [n for n in names if n in ACTIVATIONS] == ACTIVATIONS
+        assert not report.only_in_reference and not report.only_in_candidate
+    # The kernels really are different code: somewhere the float results differ in the last bits
+    # (XNNPACK's GEMM accumulates in another order than the reference loops).
+    if model == "float":
+        ref = driftscope.open(tmp_path / "ref.tdump")
+        assert any(not np.array_equal(ref[n], opt[n]) for n in ACTIVATIONS)
+
+
+def test_int8_against_float_localises_the_first_quantized_op(models, x, tmp_path):
+    dl.record(models / "float.tflite", {"input": x}, tmp_path / "f.tdump", kernels="reference")
+    dl.record(models / "int8.tflite", {"input": x}, tmp_path / "q.tdump", kernels="reference")
+    # Judged by what int8 can deliver (the default for quantized pairs), the model is healthy.
+    default = driftscope.compare(tmp_path / "f.tdump", tmp_path / "q.tdump", allow_unpaired=True)
+    assert default.verdict == "pass", default.to_text()
+    assert {t["name"] for t in default.only_in_candidate} == {"input_q", "probs_float"}
+    assert all("quantized" in t.criteria["source"] for t in default.tensors)
+    # Judged by a float32 standard, the first op that fails is the first quantized one, and the
+    # engine's error there is the error of the dequantized values.
+    strict = driftscope.compare(tmp_path / "f.tdump", tmp_path / "q.tdump", allow_unpaired=True,
+                                max_rel_l2=1e-3)
+    assert strict.verdict == "diverged"
+    assert strict.first_divergence.name == "conv1"
+    f, q = driftscope.open(tmp_path / "f.tdump"), driftscope.open(tmp_path / "q.tdump")
+    a, b = f.get("conv1", dtype="float64"), q.get("conv1", dtype="float64")
+    assert strict.first_divergence.rel_l2 == pytest.approx(
+        np.linalg.norm(b - a) / np.linalg.norm(a), rel=1e-9)
+
+
+def test_filter_and_summary(models, x, tmp_path):
+    rec = dl.record(models / "float.tflite", [x], tmp_path / "s.tdump", filter="-pool",
+                    summary="conv1")
+    dump = driftscope.open(tmp_path / "s.tdump")
+    assert [r.name for r in dump] == [n for n in ACTIVATIONS if n != "pool"]
+    assert dump.record("conv1").kind == "summary" and dump.record("dwconv").kind == "tensor"
+    assert rec.records == 5
+
+
+def test_bad_models_and_inputs(models, tmp_path):
+    out = tmp_path / "x.tdump"
+    with pytest.raises(dl.ModelLoadError, match="no such file"):
+        dl.record(tmp_path / "missing.tflite", {}, out)
+    (tmp_path / "junk.tflite").write_bytes(b"PK\x03\x04 definitely not a flatbuffer" * 4)
+    with pytest.raises(dl.ModelLoadError, match="not a TFLite flatbuffer"):
+        dl.record(tmp_path / "junk.tflite", {}, out)
+    data = (models / "int8.tflite").read_bytes()
+    for cut in (64, len(data) // 3, len(data) - 200):
+        (tmp_path / "cut.tflite").write_bytes(data[:cut])
+        with pytest.raises(dl.ModelLoadError, match="cut.tflite"):
+            dl.record(tmp_path / "cut.tflite", {"input": tm.sample_input()}, out)
+    with pytest.raises(dl.InputMismatchError,
+                       match=r"input 'input' has shape \(1, 8, 8, 3\), the model expects "
+                             r"float32 \[1, 16, 16, 3\]"):
+        dl.record(models / "float.tflite", {"input": np.zeros((1, 8, 8, 3), np.float32)}, out)
+    with pytest.raises(dl.InputMismatchError, match=r"input 'input' has dtype float64"):
+        dl.record(models / "float.tflite", {"input": np.zeros((1, 16, 16, 3))}, out)
+    with pytest.raises(dl.InputMismatchError, match=r"unknown input 'image'"):
+        dl.record(models / "float.tflite", {"image": tm.sample_input()}, out)
+    with pytest.raises(dl.InputMismatchError, match="kernels='gpu'"):
+        dl.record(models / "float.tflite", {"input": tm.sample_input()}, out, kernels="gpu")
+    assert not out.exists()
+
+
+def test_corrupted_models_never_crash_the_process(models, tmp_path):
+    # The interpreter trusts flatbuffer offsets; corrupt files must end in an exception, not a
+    # segfault, so this runs in a child process and checks its exit status.
+    script = f"""
+import sys, numpy as np
+sys.path.insert(0, {str(Path(__file__).resolve().parent / 'models')!r})
+import driftscope.litert as dl
+data = bytearray(open({str(models / 'int8.tflite')!r}, 'rb').read())
+rng = np.random.default_rng(5)
+outcomes = set()
+for trial in range(25):
+    bad = bytearray(data)
+    for _ in range(4):
+        bad[int(rng.integers(8, len(bad)))] = int(rng.integers(0, 256))
+    p = {str(tmp_path / 'fz.tflite')!r}
+    open(p, 'wb').write(bytes(bad))
+    try:
+        dl.record(p, {{'input': np.zeros((1, 16, 16, 3), np.float32)}}, p + '.tdump',
+                  check_observer=False)
+        outcomes.add('ok')
+    except dl.Error as e:
+        outcomes.add(type(e).__name__)
+print(sorted(outcomes))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ModelLoadError" in proc.stdout
+
+
+def test_cli(models, x, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "cli.tdump"
+    rc = dl.cli_main([str(models / "int8.tflite"), "--input", f"input={tmp_path / 'x.npy'}",
+                      "-o", str(out), "--kernels", "reference", "--meta", "device=pixel"])
+    assert rc == 0, capsys.readouterr().err
+    dump = driftscope.open(out)
+    assert dump.metadata["device"] == "pixel" and dump.metadata["kernels"] == "reference"
+    assert dump.record("conv1").dtype == "i8"
+    capsys.readouterr()
+    np.save(tmp_path / "bad.npy", np.zeros((2, 2), np.float32))
+    rc = dl.cli_main([str(models / "int8.tflite"), "--input", f"input={tmp_path / 'bad.npy'}",
+                      "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "[1, 16, 16, 3]" in err
+    proc = subprocess.run(
+        [sys.executable, "-m", "driftscope", "record", "tflite", str(models / "float.tflite"),
+         "--input", f"input={tmp_path / 'x.npy'}", "-o", str(tmp_path / "m.tdump")],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert driftscope.open(tmp_path / "m.tdump").names() == ACTIVATIONS
