@@ -390,6 +390,23 @@ int ds_record_stats(const ds_record* record, ds_tensor_stats* out);
  * TENSOR record. */
 int ds_record_summary(const ds_record* record, ds_summary* out);
 
+/* ---- compare (docs/compare.md) ------------------------------------------------------------ */
+
+enum { DS_VERDICT_PASS = 0, DS_VERDICT_DIVERGED = 1, DS_VERDICT_SILENT_FAILURE = 2 };
+
+/* Compares a candidate run against a reference run with the engine of `driftscope compare`.
+ * options_json: NULL, "" or a JSON object whose keys mirror the command's options
+ * (docs/c-api.md: "min_sqnr", "atol", "policy", "map_a", "stop_at_first", "format", ...); an
+ * unknown key or a mistyped value is DS_E_INVALID_ARGUMENT naming it.
+ * Returns the verdict (DS_VERDICT_*, >= 0) or a negative status when the request failed (a file
+ * that cannot be read, a bad policy). When `report` is not NULL it receives the report (JSON per
+ * docs/report-schema.json unless options say "format": "text" or "markdown"), a NUL-terminated
+ * string the caller releases with ds_string_free; report_length (may be NULL) its length. */
+int ds_compare(const char* reference_path, const char* candidate_path, const char* options_json,
+               char** report, size_t* report_length);
+/* Releases a string the library allocated for the caller (ds_compare's report). NULL is a no-op. */
+void ds_string_free(char* s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -747,6 +747,92 @@ static void test_free_closes(void) {
   ds_reader_free(r);
 }
 
+/* ---- compare ------------------------------------------------------------------------------ */
+
+/* Three tensors; the candidate's second one is scaled by `scale` at element 5 and, with
+ * `nan`, holds a NaN there. */
+static void write_compare_run(const char* path, float scale, int nan) {
+  ds_writer* w = NULL;
+  OK(ds_writer_open(path, NULL, &w));
+  uint64_t shape[2] = {4, 16};
+  ds_tensor_desc d;
+  ds_tensor_desc_init(&d);
+  d.shape = shape;
+  d.rank = 2;
+  d.axes = "seq,hidden";
+  const char* names[3] = {"block.0", "block.1", "block.2"};
+  float x[64];
+  for (int t = 0; t < 3; ++t) {
+    fill_activation(x, 64, (float)(t + 1));
+    if (t == 1) x[5] *= scale;
+    if (t >= 1 && nan) x[5] = NAN;
+    d.name = names[t];
+    d.op_type = t == 1 ? "LayerNorm" : "Linear";
+    CHECK(ds_writer_write(w, &d, x, sizeof x, NULL) == DS_WRITTEN);
+  }
+  OK(ds_writer_close(w));
+  ds_writer_free(w);
+}
+
+static void test_compare(void) {
+  char ref[4096], same[4096], scaled[4096], nan[4096], missing[4096];
+  path_in_dir(ref, sizeof ref, "cmp_ref.tdump");
+  path_in_dir(same, sizeof same, "cmp_same.tdump");
+  path_in_dir(scaled, sizeof scaled, "cmp_scaled.tdump");
+  path_in_dir(nan, sizeof nan, "cmp_nan.tdump");
+  path_in_dir(missing, sizeof missing, "cmp_missing.tdump");
+  remove(missing);
+  write_compare_run(ref, 1.0f, 0);
+  write_compare_run(same, 1.0f, 0);
+  write_compare_run(scaled, 3.0f, 0);
+  write_compare_run(nan, 1.0f, 1);
+
+  char* report = NULL;
+  size_t length = 0;
+  CHECK(ds_compare(ref, same, NULL, &report, &length) == DS_VERDICT_PASS);
+  CHECK(report != NULL && length == strlen(report) && report[0] == '{');
+  CHECK(strstr(report, "\"verdict\": \"pass\"") != NULL);
+  ds_string_free(report);
+
+  /* A NaN where the reference is healthy: silent failure at block.1, named in the report. */
+  CHECK(ds_compare(ref, nan, "", &report, NULL) == DS_VERDICT_SILENT_FAILURE);
+  CHECK(strstr(report, "\"silent_failure\"") != NULL);
+  const char* first = strstr(report, "\"first_divergence\"");
+  CHECK(first != NULL);
+  const char* name = strstr(first, "\"name\"");
+  CHECK(name != NULL && strncmp(strchr(name + 6, '"'), "\"block.1\"", 9) == 0);
+  ds_string_free(report);
+
+  /* A finite error: diverged by default; a loose criterion given as JSON lets it pass. */
+  CHECK(ds_compare(ref, scaled, NULL, NULL, NULL) == DS_VERDICT_DIVERGED);
+  CHECK(ds_compare(ref, scaled, "{\"min_cosine\": 0.5}", NULL, NULL) == DS_VERDICT_PASS);
+  /* A policy given inline (JSON inside the JSON options) that skips the damaged tensor. */
+  CHECK(ds_compare(ref, scaled, "{\"policy_text\": \"{\\\"version\\\": 1, \\\"rules\\\": [{\\\"match\\\": "
+                                "\\\"block.1\\\", \\\"skip\\\": true}]}\"}", NULL, NULL) == DS_VERDICT_PASS);
+  CHECK(ds_compare(ref, scaled, "{\"format\": \"markdown\", \"stop_at_first\": true}", &report,
+                   NULL) == DS_VERDICT_DIVERGED);
+  CHECK(report != NULL && report[0] != '{' && strstr(report, "block.1") != NULL);
+  ds_string_free(report);
+  CHECK(ds_compare(ref, scaled, "{\"format\": \"text\"}", &report, NULL) == DS_VERDICT_DIVERGED);
+  CHECK(strstr(report, "block.1") != NULL);
+  ds_string_free(report);
+  ds_string_free(NULL);
+
+  /* Errors: the request, not the comparison. */
+  report = (char*)ref;
+  FAILS_WITH(DS_E_IO, ds_compare(ref, missing, NULL, &report, NULL));
+  CHECK(report == NULL);
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(NULL, ref, NULL, NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"min_cosin\": 0.9}", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"min_cosine\": 2}", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"atol\": \"1e-3\"}", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"threads\": -1}", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"min_sqnr\": 40", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "[1, 2]", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"max_mismatch_fraction\": 0.1}", NULL, NULL));
+  FAILS_WITH(DS_E_BAD_POLICY, ds_compare(ref, same, "{\"policy_text\": \"[[[\"}", NULL, NULL));
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_dir = argv[1];
   char path[4096];
@@ -760,6 +846,7 @@ int main(int argc, char** argv) {
   test_append_and_background(path);
   test_writer_errors();
   test_free_closes();
+  test_compare();
   printf("test_c_api: %d checks passed\n", g_checks);
   return 0;
 }
