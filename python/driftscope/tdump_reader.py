@@ -41,43 +41,53 @@ def zero(b):
     return not any(b)
 
 
+def nonzero_at(buf, start, end):
+    """Offset of the first non-zero byte of buf[start:end], None if all are zero."""
+    for i in range(start, end):
+        if buf[i]:
+            return i
+    return None
+
+
 # §2.1 File header and §2.3 metadata block.
 MAGIC, REC_MAGIC, BYTE_ORDER = b"\x89TDUMP\r\n", b"\x8aREC", 0x01020304
 
 
 def read_header(buf):
-    check(len(buf) >= 64, "truncated_header", 0, f"file has {len(buf)} bytes, header needs 64")
+    check(len(buf) >= 64, "truncated_header", len(buf), f"file has {len(buf)} bytes, header needs 64")
     check(buf[0:8] == MAGIC, "bad_magic", 0, "not a TDUMP file")
     major, minor, order, salt, req, opt, hlen, mlen, mcount = struct.unpack_from("<HHIQIIIII", buf, 8)
     check(major == 1, "unsupported_version", 8, f"version {major}.{minor}, this reader knows 1.x")
     check(order == BYTE_ORDER, "bad_byte_order", 12, f"byte_order 0x{order:08x}, expected 0x01020304")
     check(hlen <= 1 << 20, "limit_exceeded", 32, f"header_length {hlen} > 1 MiB")
     check(hlen == align64(64 + mlen), "length_mismatch", 32, f"header_length {hlen} != align64(64 + {mlen})")
-    check(len(buf) >= hlen, "truncated_header", 0, f"file has {len(buf)} bytes, header needs {hlen}")
+    check(len(buf) >= hlen, "truncated_header", len(buf), f"file has {len(buf)} bytes, header needs {hlen}")
     stored, = struct.unpack_from("<I", buf, 60)
     check(zlib.crc32(buf[64:64 + mlen], zlib.crc32(buf[0:60])) == stored, "bad_header_checksum", 60,
           "header_crc does not match")
     check(req == 0, "unsupported_feature", 24, f"required_features 0x{req:08x} has unknown bits")
-    check(zero(buf[44:60]), "reserved_nonzero", 44, "header reserved bytes are not zero")
-    check(zero(buf[64 + mlen:hlen]), "nonzero_padding", 64 + mlen, "header padding is not zero")
+    bad = nonzero_at(buf, 44, 60)
+    check(bad is None, "reserved_nonzero", bad, "header reserved bytes are not zero")
+    bad = nonzero_at(buf, 64 + mlen, hlen)
+    check(bad is None, "nonzero_padding", bad, "header padding is not zero")
     check(mcount <= 1024, "limit_exceeded", 40, f"metadata_count {mcount} > 1024")
     meta, pos, end = {}, 64, 64 + mlen
-    for _ in range(mcount):
-        key, pos = lp_string(buf, pos, end, 4, 1, 256, "metadata key")
-        check(key not in meta, "duplicate_key", pos, f"metadata key {key!r} repeated")
-        meta[key], pos = lp_string(buf, pos, end, 4, 0, 65536, "metadata value")
+    for _ in range(mcount):  # errors in an entry point at the entry's start
+        entry = pos
+        key, pos = lp_string(buf, pos, end, 4, 1, 256, "metadata key", entry)
+        check(key not in meta, "duplicate_key", entry, f"metadata key {key!r} repeated")
+        meta[key], pos = lp_string(buf, pos, end, 4, 0, 65536, "metadata value", entry)
     check(pos == end, "length_mismatch", pos, "metadata entries do not fill metadata_length")
     return dict(version=(major, minor), salt=salt, optional_features=opt, header_length=hlen, metadata=meta)
 
 
-def lp_string(buf, pos, end, width, lo, hi, what):
+def lp_string(buf, pos, end, width, lo, hi, what, entry):
     """A length-prefixed string with its length checked against the limits and the block."""
-    check(pos + width <= end, "length_mismatch", pos, f"{what} runs past its block")
+    check(pos + width <= end, "length_mismatch", entry, f"{what} runs past its block")
     n = int.from_bytes(buf[pos:pos + width], "little")
-    check(lo <= n <= hi, "empty_name" if what == "name" and n == 0 else "limit_exceeded", pos,
-          f"{what} length {n} not in {lo}..{hi}")
-    check(pos + width + n <= end, "length_mismatch", pos, f"{what} runs past its block")
-    return utf8(buf[pos + width:pos + width + n], pos, what), pos + width + n
+    check(lo <= n <= hi, "limit_exceeded", entry, f"{what} length {n} not in {lo}..{hi}")
+    check(pos + width + n <= end, "length_mismatch", entry, f"{what} runs past its block")
+    return utf8(buf[pos + width:pos + width + n], entry, what), pos + width + n
 
 
 # §3.3 TENSOR meta (also the SUMMARY meta), §3.3.1 dtypes, §3.3.2 encodings.
@@ -107,7 +117,8 @@ def fp8_table(exp_bits, bias, fn):
 FP8 = {"f8e4m3fn": fp8_table(4, 7, True), "f8e5m2": fp8_table(5, 15, False)}
 
 
-def parse_tensor_meta(buf, at, n):
+def parse_tensor_meta(buf, at, n, r):
+    """Fills `r` field by field, so that after an error the caller still knows the name."""
     end = at + n
     check(n >= 32, "length_mismatch", at, f"meta_length {n} < 32")
     (exec_index, occ, code, rank, role, role_index, enc, res, flags, name_n, op_n, axes_n,
@@ -116,11 +127,12 @@ def parse_tensor_meta(buf, at, n):
     check(rank <= 16, "limit_exceeded", at + 14, f"rank {rank} > 16")
     check(role < 4, "bad_enum", at + 15, f"role {role} not in 0..3")
     check(enc < 3, "bad_enum", at + 18, f"encoding {enc} not in 0..2")
-    check(res == 0 and flags == 0, "reserved_nonzero", at + 19, "reserved meta bytes are not zero")
+    check(res == 0, "reserved_nonzero", at + 19, "reserved meta byte is not zero")
+    check(flags == 0, "reserved_nonzero", at + 20, f"meta flags 0x{flags:08x} are reserved")
     check(attr_n <= 256, "limit_exceeded", at + 30, f"attr_count {attr_n} > 256")
     check(at + 32 + 8 * rank <= end, "length_mismatch", at + 32, "dims run past meta_length")
     shape, pos = struct.unpack_from(f"<{rank}Q", buf, at + 32), at + 32 + 8 * rank
-    r = dict(exec_index=exec_index, occurrence=occ, dtype=DTYPES[code][0], shape=shape,
+    r.update(exec_index=exec_index, occurrence=occ, dtype=DTYPES[code][0], shape=shape,
              role=ROLES[role], role_index=role_index)
     for key, width, lo, hi, n_ in (("name", 0, 1, 4096, name_n), ("op_type", 0, 0, 256, op_n),
                                    ("axes", 0, 0, 1024, axes_n)):
@@ -162,7 +174,8 @@ def decode(buf, r, off, dequantize):
     dt = DTYPES_BY_NAME[r["dtype"]]
     raw = np.frombuffer(buf, dtype=dt, count=math.prod(r["shape"]), offset=off).reshape(r["shape"])
     if r["dtype"] == "bool":
-        check(not (raw > 1).any(), "bad_value", off, "bool element other than 0 or 1")
+        bad = np.flatnonzero(raw.reshape(-1) > 1)
+        check(bad.size == 0, "bad_value", off + int(bad[0]) if bad.size else off, "bool element other than 0 or 1")
         return raw.astype(bool), None
     arr = (raw.astype(np.uint32) << 16).view(np.float32) if r["dtype"] == "bf16" else \
         FP8[r["dtype"]][raw] if r["dtype"] in FP8 else raw
@@ -235,8 +248,9 @@ def read_record(buf, pos, salt):
         if pos + length == size:
             return "cut"  # the frame reached the disk, the rest of the record did not
         check(False, "bad_record_checksum", pos + 44, f"record_crc 0x{rcrc:08x}, computed 0x{crc:08x}")
-    check(zero(buf[pos + 48 + mlen:pos + p]), "nonzero_padding", pos + 48 + mlen, "padding after the meta is not zero")
-    check(zero(buf[pos + p + plen:pos + length]), "nonzero_padding", pos + p + plen, "padding after the payload is not zero")
+    for start, end in ((pos + 48 + mlen, pos + p), (pos + p + plen, pos + length)):
+        bad = nonzero_at(buf, start, end)
+        check(bad is None, "nonzero_padding", bad, "record padding is not zero")
     return kind, flags, pos + 48, mlen, pos + p, plen, length
 
 
@@ -281,7 +295,7 @@ def read(path, dequantize=False):
     pos = dump.valid_end = dump.header_length
     index_at, seen = None, set()
     while pos < len(buf):
-        name = None
+        m = {}
         try:
             check(dump.state != "clean", "record_after_end", pos, f"{len(buf) - pos} bytes follow the END record")
             rec = read_record(buf, pos, dump.salt)
@@ -290,8 +304,8 @@ def read(path, dequantize=False):
                 break
             kind, flags, moff, mlen, poff, plen, length = rec
             if kind in (1, 2):
-                m = parse_tensor_meta(buf, moff, mlen)
-                name, numel = m["name"], math.prod(m["shape"])
+                parse_tensor_meta(buf, moff, mlen, m)
+                numel = math.prod(m["shape"])
                 r = Record(kind="tensor" if kind == 1 else "summary", offset=pos, size=length, payload_offset=poff, **m)
                 if kind == 1:
                     check(numel * DTYPES_BY_NAME[r.dtype].itemsize < 1 << 64, "shape_overflow", moff + 32, "shape overflows u64")
@@ -317,7 +331,7 @@ def read(path, dequantize=False):
             else:
                 check(flags & 1, "unknown_record_kind", pos + 4, f"record kind {kind} is unknown and not skippable")
         except TdumpError as e:
-            e.name = name
+            e.name = m.get("name")
             dump.state, dump.corruption = "corrupt", e
             break
         pos = dump.valid_end = pos + length

@@ -350,6 +350,11 @@ def generate(root):
     damaged("cut_zero_tail.tdump", zeroed, "structure.tdump after record 2, then zeros (a file "
             "system extended the file before the writer died): a cut, not corruption", 3, "cut",
             valid_end=r3["offset"], cut=r3["offset"])
+    torn = bytearray(s_blob[:r3["offset"] + r3["size"]])
+    torn[r3["payload_offset"] + 2] ^= 0x40
+    damaged("cut_bad_last_record.tdump", bytes(torn), "structure.tdump up to the end of record 3, "
+            "whose payload has a flipped bit and nothing follows it: a torn write, not corruption",
+            3, "cut", valid_end=r3["offset"], cut=r3["offset"])
     blob = bytearray(s_blob)
     blob[r2["payload_offset"] + 1] ^= 0x01
     damaged("corrupt_record_crc.tdump", bytes(blob), "structure.tdump with one bit flipped in the "
@@ -392,6 +397,139 @@ def generate(root):
     out.save("invalid", "big_endian.tdump", bytes(bad), sidecar(
         "big_endian.tdump", bytes(bad), "byte_order written big-endian", None, None, [], None,
         error={"code": "bad_byte_order", "offset": 12}))
+    write_rejected(out)
+
+
+# ---- rejected: one bad field per file, each named by its error code and offset ---------------
+GOOD = {"name": "ok", "dtype": "f32", "shape": [2], "data": np.array([1, 2], "<f4")}
+RSALT = 0x5EED5EED5EED5EED
+RMETA = [("writer", "t")]
+REC = 128            # the bad record follows the 128-byte header
+META = REC + 48      # its meta
+NAME = META + 32 + 8  # the name "ok" after the fixed part and one dim
+ATTRS = NAME + 2     # attributes and encoding parameters follow the name (no op type, no axes)
+
+
+def with_field(meta: bytes, at: int, fmt: str, value) -> bytes:
+    m = bytearray(meta)
+    struct.pack_into(fmt, m, at, value)
+    return bytes(m)
+
+
+def meta_of(**kw) -> bytes:
+    return tw.encode_tensor_meta(dict(GOOD, **kw), 0, 0)
+
+
+def rejected_cases():
+    """(file stem, description, meta, payload, code, offset): a bad TENSOR record followed by a
+    good one, so that each failure is corruption, not a torn tail."""
+    m, p = meta_of(), tw.tensor_payload(GOOD)
+    q = dict(GOOD, dtype="i8")
+    qp = bytes([1, 2])
+    per_channel = {"kind": "affine_channel", "scales": [1.0], "zero_points": [0]}
+    bool_meta = meta_of(dtype="bool")
+    return [
+        ("dtype_reserved", "dtype 16 (i4, reserved)", with_field(m, 12, "<H", 16), p,
+         "bad_dtype", META + 12),
+        ("rank_17", "rank 17 > 16", with_field(m, 14, "<B", 17), p, "limit_exceeded", META + 14),
+        ("role_4", "role 4", with_field(m, 15, "<B", 4), p, "bad_enum", META + 15),
+        ("encoding_3", "encoding 3", with_field(m, 18, "<B", 3), p, "bad_enum", META + 18),
+        ("meta_reserved", "reserved meta byte 1", with_field(m, 19, "<B", 1), p,
+         "reserved_nonzero", META + 19),
+        ("meta_flags", "meta flags bit 31", with_field(m, 20, "<I", 1 << 31), p,
+         "reserved_nonzero", META + 20),
+        ("empty_name", "name_length 0", meta_of(name=""), p, "empty_name", META + 24),
+        ("name_overlong_utf8", "name bytes C0 AF (overlong '/')",
+         m[:NAME - META] + b"\xc0\xaf" + m[NAME - META + 2:], p, "bad_utf8", NAME),
+        ("name_surrogate", "name bytes ED A0 (UTF-16 surrogate half)",
+         m[:NAME - META] + b"\xed\xa0" + m[NAME - META + 2:], p, "bad_utf8", NAME),
+        ("axes_count", "two axis names for rank 1", meta_of(axes="a,b"), p, "bad_axes", META),
+        ("axes_empty_name", "axes 'a,' (an empty axis name)", meta_of(shape=[2, 1], axes="a,"),
+         p, "bad_axes", META),
+        ("attr_duplicate", "attribute key 'k' twice", meta_of(attrs=[("k", "1"), ("k", "2")]), p,
+         "duplicate_key", ATTRS + 8),
+        ("attr_empty_key", "attribute key of length 0", meta_of(attrs=[("", "1")]), p,
+         "limit_exceeded", ATTRS),
+        ("affine_float", "affine encoding of an f32 tensor",
+         meta_of(encoding={"kind": "affine_tensor", "scale": 1.0, "zero_point": 0}), p,
+         "bad_encoding", META + 18),
+        ("scale_inf", "affine scale +inf",
+         tw.encode_tensor_meta(dict(q, encoding={"kind": "affine_tensor", "scale": math.inf,
+                                                 "zero_point": 0}), 0, 0), qp, "bad_value", ATTRS),
+        ("channel_axis", "per-channel axis 1 of a rank-1 tensor",
+         tw.encode_tensor_meta(dict(q, encoding=dict(per_channel, axis=1)), 0, 0), qp,
+         "bad_encoding", ATTRS),
+        ("channel_count", "per-channel count 1 for dims[0] = 2",
+         tw.encode_tensor_meta(dict(q, encoding=dict(per_channel, axis=0)), 0, 0), qp,
+         "bad_encoding", ATTRS),
+        ("bool_2", "bool element 1 is 2", bool_meta, bytes([1, 2]), "bad_value",
+         REC + tw.align64(48 + len(bool_meta)) + 1),
+        ("payload_short", "payload_length 4 for 2 f32 elements", m, p[:4], "length_mismatch",
+         REC + 16),
+        ("meta_long", "one byte after the last meta field", m + b"\0", p, "length_mismatch",
+         META + len(m)),
+        ("shape_overflow", "dims 2^62 x 8 elements of 4 bytes", meta_of(shape=[1 << 62, 8]), b"",
+         "shape_overflow", META + 32),
+    ]
+
+
+def header_with_crc(h: bytearray) -> bytes:
+    """Recomputes header_crc so that only the field under test is wrong."""
+    mlen = struct.unpack_from("<I", h, 36)[0]
+    struct.pack_into("<I", h, 60, tw.crc32(bytes(h[:60]), bytes(h[64:64 + mlen])))
+    return bytes(h)
+
+
+def header_cases():
+    """(file stem, description, bytes, code, offset) for headers that make a file unreadable."""
+    def h(**kw):
+        return bytearray(tw.encode_header(RMETA, RSALT, **kw))
+    magic, reserved, padding, count = h(), h(), h(), h()
+    magic[1] = ord("X")
+    reserved[50] = 1
+    padding[100] = 1
+    struct.pack_into("<I", count, 40, 2)
+    utf = bytearray(tw.encode_header([("k", "ab")], RSALT))
+    utf[73:75] = b"\xff\xfe"
+    return [
+        ("bad_magic", "magic with 'X' for 'T'", bytes(magic), "bad_magic", 0),
+        ("required_feature", "required_features bit 2", header_with_crc(h(required=4)),
+         "unsupported_feature", 24),
+        ("header_reserved", "reserved header byte 50 is 1", header_with_crc(reserved),
+         "reserved_nonzero", 50),
+        ("header_padding", "header padding byte 100 is 1", header_with_crc(padding),
+         "nonzero_padding", 100),
+        ("metadata_duplicate", "metadata key 'k' twice",
+         tw.encode_header([("k", "1"), ("k", "2")], RSALT), "duplicate_key", 74),
+        ("metadata_utf8", "metadata value bytes FF FE", header_with_crc(utf), "bad_utf8", 64),
+        ("metadata_count", "metadata_count 2, one entry", header_with_crc(count),
+         "length_mismatch", 79),
+        ("truncated_header", "the first 100 bytes of a 128-byte header", bytes(h())[:100],
+         "truncated_header", 100),
+    ]
+
+
+def write_rejected(out):
+    good = tw.encode_record(1, RSALT, tw.encode_tensor_meta(GOOD, 1, 0), tw.tensor_payload(GOOD))
+    head = tw.encode_header(RMETA, RSALT)
+    assert len(head) == REC
+    for stem, what, meta, payload, code, offset in rejected_cases():
+        blob = head + tw.encode_record(1, RSALT, meta, payload) + good
+        name = stem + ".tdump"
+        # The name is reported when the meta was read that far: the fixed fields of §3.3 are
+        # checked before the name is decoded, everything else after.
+        readable = stem not in ("dtype_reserved", "rank_17", "role_4", "encoding_3",
+                                "meta_reserved", "meta_flags", "empty_name",
+                                "name_overlong_utf8", "name_surrogate")
+        out.save("rejected", name, blob, sidecar(
+            name, blob, what + "; a valid record follows", RMETA, RSALT, [], "corrupt",
+            valid_end=REC, reproducible=False,
+            corruption={"code": code, "offset": offset, "record_offset": REC,
+                        "name": "ok" if readable else None}))
+    for stem, what, blob, code, offset in header_cases():
+        name = stem + ".tdump"
+        out.save("invalid", name, blob, sidecar(name, blob, what, None, None, [], None,
+                                                error={"code": code, "offset": offset}))
 
 
 def main():
