@@ -5,8 +5,11 @@
     dlite.record("model.tflite", {"input": x}, "ref.tdump", kernels="reference")      # reference
 
 The interpreter runs with ``experimental_preserve_all_tensors=True``, so every intermediate tensor
-keeps its value after ``invoke()``; the recorder then walks the operators in execution order and
-writes each op's outputs, op type = the op's builtin name (``CONV_2D``). Quantized tensors are
+keeps its value after ``invoke()``; the recorder then walks the operators of the main subgraph in
+execution order and writes each op's outputs, op type = the op's builtin name (``CONV_2D``).
+Without a delegate the interpreter executes ops in model order; with XNNPACK, delegate nodes
+replace them but, all tensors being preserved, every original op output stays readable, so the
+model order is recorded either way. Ops inside control-flow subgraphs (WHILE, IF bodies) are not. Quantized tensors are
 written as their integer values with the affine encoding LiteRT uses (``value = scale * (q -
 zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
 dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
@@ -330,8 +333,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
                     pname = _display_name(details["name"], op["index"], op["op_name"], j)
                     if not writer.wants(pname):
                         continue
-                    value = it.get_tensor(t)
-                    if value.dtype.kind not in _TFL_TO_NUMPY_OK:
+                    value = _value(it, t)
+                    if value is None or value.dtype.kind not in _TFL_TO_NUMPY_OK:
                         skipped.append(pname)
                         continue
                     sink.offer(pname, value, op_type=op["op_name"], role_index=j, role="parameter",
@@ -351,8 +354,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
                     used[tname] = 1
                 if not writer.wants(tname):
                     continue
-                value = it.get_tensor(t)
-                if value.dtype.kind not in _TFL_TO_NUMPY_OK:
+                value = _value(it, t)
+                if value is None or value.dtype.kind not in _TFL_TO_NUMPY_OK:
                     skipped.append(tname)
                     continue
                 encoding = _encoding(details, value)
@@ -363,6 +366,15 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
                            axes=axes, encoding=encoding)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
                      outputs=final, skipped=skipped, metadata=metadata)
+
+
+def _value(it, index: int) -> Optional[np.ndarray]:
+    """The tensor's value, or None when the interpreter holds no data for it (a dynamic tensor a
+    failed branch never produced, a string tensor)."""
+    try:
+        return it.get_tensor(index)
+    except ValueError:
+        return None
 
 
 def _with_precision(metadata: Dict[str, str], it, ops, meta) -> Dict[str, str]:

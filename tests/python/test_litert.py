@@ -229,3 +229,19 @@ def test_cli(models, x, tmp_path, capsys):
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert driftscope.open(tmp_path / "m.tdump").names() == ACTIVATIONS
+
+
+def test_nhwc_activations_meet_an_nchw_reference(models, x, tmp_path):
+    # A PyTorch-style NCHW reference with axis names: compare permutes the LiteRT NHWC tensors
+    # by name instead of reporting garbage.
+    dl.record(models / "float.tflite", {"input": x}, tmp_path / "lite.tdump", kernels="reference")
+    ref = tm.reference_forward(x)
+    with driftscope.Writer(tmp_path / "nchw.tdump", meta={"framework": "numpy"}) as w:
+        for name in ("conv1", "dwconv"):
+            w.write(name, np.ascontiguousarray(ref[name].astype(np.float32).transpose(0, 3, 1, 2)),
+                    axes="batch,channels,height,width")
+    report = driftscope.compare(tmp_path / "nchw.tdump", tmp_path / "lite.tdump",
+                                allow_unpaired=True)
+    assert report.verdict == "pass", report.to_text()
+    conv = report.tensor("conv1")
+    assert conv.permutation and conv.cosine > 0.999999
