@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "numerics/pair_kernel.hpp"
@@ -40,76 +41,96 @@ using D = hn::CappedTag<double, kLanes>;
 using V = hn::Vec<D>;
 using M = hn::Mask<D>;
 inline constexpr size_t kN = hn::MaxLanes(D());
-// Vectors per group of kLanes elements. Each sum has kG independent accumulators, and the seven
-// sums are independent chains as well: with a 4-cycle FP-add latency and two adds per cycle, at
-// least 8 adds must be in flight to keep the adders busy, which 7 x kG (>= 14) chains give.
+// Vectors per group of kLanes elements (AVX-512: 2, AVX2: 4, SSE4: 8).
 inline constexpr size_t kG = kLanes / kN;
 static_assert(kLanes % kN == 0, "a vector must hold a whole number of virtual lanes");
 
+// The seven running sums of one vector position j of the group. They are seven independent
+// dependency chains: with a 4-cycle FP-add latency and two adds per cycle, about eight adds must
+// be in flight to keep the adders busy, and the seven chains plus the min/max/compare work of
+// each step give that without splitting a sum further (which would change the summation order).
+struct Sums {
+  V abs, sqd, r, c, rr, cc, rc;
+};
+
 struct State {
-  V sum[kNumSums][kG];
   V max_abs, max_rel, min_ref, max_ref, min_cand, max_cand, zero_ref, zero_cand;
-  V atol, rtol, eps, pinf, ninf, one, zero;
+  V atol, rtol, eps, tiny, pinf, ninf, one, zero;
   uint64_t nonfinite = 0, nan_ref = 0, nan_cand = 0, nan_both = 0;
   uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0, mismatch = 0;
   int64_t first = -1;
   bool nan_equal = false;
 
-  // One vector: elements [i, i + kN) of the chunk, virtual lanes [j*kN, (j+1)*kN).
+  // One vector: elements [i, i + kN) of the chunk.
   template <bool kTail>
   HWY_INLINE void step(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t i,
-                       size_t j, M valid) {
+                       Sums& s, M valid) {
     const D d;
     const V r = hn::Load(d, ref + i);
     const V c = hn::Load(d, cand + i);
     M fin = hn::And(hn::IsFinite(r), hn::IsFinite(c));
     if constexpr (kTail) fin = hn::And(fin, valid);
-    M nonfin_mismatch = hn::FirstN(d, 0);
-    // Non-finite values are rare; their bookkeeping stays off the common path.
-    if (kTail || !hn::AllTrue(d, fin)) {
-      const M nonfin = hn::AndNot(fin, valid);
-      const M nr = hn::And(hn::IsNaN(r), valid), nc = hn::And(hn::IsNaN(c), valid);
-      const M ir = hn::And(hn::IsInf(r), valid), ic = hn::And(hn::IsInf(c), valid);
-      const M both_nan = hn::And(nr, nc);
-      const M same_inf = hn::And(hn::And(ir, ic), hn::Eq(r, c));
-      nonfinite += hn::CountTrue(d, nonfin);
-      nan_ref += hn::CountTrue(d, nr);
-      nan_cand += hn::CountTrue(d, nc);
-      nan_both += hn::CountTrue(d, both_nan);
-      inf_ref += hn::CountTrue(d, ir);
-      inf_cand += hn::CountTrue(d, ic);
-      inf_same += hn::CountTrue(d, same_inf);
-      const M equal = nan_equal ? hn::Or(same_inf, both_nan) : same_inf;
-      nonfin_mismatch = hn::AndNot(equal, nonfin);
-    }
-    // Excluded positions contribute +0 to every sum, which leaves a sum's bits unchanged.
-    const V rz = hn::IfThenElseZero(fin, r);
-    const V cz = hn::IfThenElseZero(fin, c);
+    // All finite is the common case: it needs no masking at all.
+    if (!kTail && hn::AllTrue(d, fin)) return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+    const M nonfin = hn::AndNot(fin, valid);
+    const M nr = hn::And(hn::IsNaN(r), valid), nc = hn::And(hn::IsNaN(c), valid);
+    const M ir = hn::And(hn::IsInf(r), valid), ic = hn::And(hn::IsInf(c), valid);
+    const M both_nan = hn::And(nr, nc);
+    const M same_inf = hn::And(hn::And(ir, ic), hn::Eq(r, c));
+    nonfinite += hn::CountTrue(d, nonfin);
+    nan_ref += hn::CountTrue(d, nr);
+    nan_cand += hn::CountTrue(d, nc);
+    nan_both += hn::CountTrue(d, both_nan);
+    inf_ref += hn::CountTrue(d, ir);
+    inf_cand += hn::CountTrue(d, ic);
+    inf_same += hn::CountTrue(d, same_inf);
+    const M equal = nan_equal ? hn::Or(same_inf, both_nan) : same_inf;
+    accumulate<true>(r, c, fin, hn::AndNot(equal, nonfin), i, s);
+  }
+
+  // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
+  // leaves a sum's bits unchanged) and nothing to minima, maxima and counts.
+  template <bool kMasked>
+  HWY_INLINE void accumulate(V r, V c, M fin, M nonfin_mismatch, size_t i, Sums& s) {
+    const D d;
+    const V rz = kMasked ? hn::IfThenElseZero(fin, r) : r;
+    const V cz = kMasked ? hn::IfThenElseZero(fin, c) : c;
     const V diff = hn::Sub(rz, cz);
     const V ad = hn::Abs(diff);
-    sum[kSumAbs][j] = hn::Add(sum[kSumAbs][j], ad);
-    sum[kSumSqDiff][j] = hn::Add(sum[kSumSqDiff][j], hn::Mul(diff, diff));
-    sum[kSumRef][j] = hn::Add(sum[kSumRef][j], rz);
-    sum[kSumCand][j] = hn::Add(sum[kSumCand][j], cz);
-    sum[kSumSqRef][j] = hn::Add(sum[kSumSqRef][j], hn::Mul(rz, rz));
-    sum[kSumSqCand][j] = hn::Add(sum[kSumSqCand][j], hn::Mul(cz, cz));
-    sum[kSumDot][j] = hn::Add(sum[kSumDot][j], hn::Mul(rz, cz));
+    s.abs = hn::Add(s.abs, ad);
+    s.sqd = hn::Add(s.sqd, hn::Mul(diff, diff));
+    s.r = hn::Add(s.r, rz);
+    s.c = hn::Add(s.c, cz);
+    s.rr = hn::Add(s.rr, hn::Mul(rz, rz));
+    s.cc = hn::Add(s.cc, hn::Mul(cz, cz));
+    s.rc = hn::Add(s.rc, hn::Mul(rz, cz));
     max_abs = hn::Max(max_abs, ad);
     const V ar = hn::Abs(rz);
-    max_rel = hn::Max(max_rel, hn::Div(ad, hn::Max(ar, eps)));
-    min_ref = hn::Min(min_ref, hn::IfThenElse(fin, r, pinf));
-    max_ref = hn::Max(max_ref, hn::IfThenElse(fin, r, ninf));
-    min_cand = hn::Min(min_cand, hn::IfThenElse(fin, c, pinf));
-    max_cand = hn::Max(max_cand, hn::IfThenElse(fin, c, ninf));
+    const V den = hn::Max(ar, eps);
+    // max |d|/den without a division per element (a 512-bit divide costs ~16 cycles): a lane
+    // can raise its maximum q only if |d| > q*den, so divide only vectors where some lane passes
+    // a conservative version of that test: q*den*(1 - 2^-40) is below the exact q*den despite
+    // two roundings, unless q*den is near the subnormal range, where we always divide. The
+    // maximum is exact either way, so every target still returns the scalar reference's bits.
+    const V bound = hn::Mul(hn::Mul(max_rel, den), hn::Set(d, 1.0 - 0x1p-40));
+    const M maybe = hn::Or(hn::Gt(ad, bound), hn::And(hn::Lt(bound, tiny), hn::Gt(ad, zero)));
+    if (!hn::AllFalse(d, maybe)) max_rel = hn::Max(max_rel, hn::Div(ad, den));
+    min_ref = hn::Min(min_ref, kMasked ? hn::IfThenElse(fin, r, pinf) : r);
+    max_ref = hn::Max(max_ref, kMasked ? hn::IfThenElse(fin, r, ninf) : r);
+    min_cand = hn::Min(min_cand, kMasked ? hn::IfThenElse(fin, c, pinf) : c);
+    max_cand = hn::Max(max_cand, kMasked ? hn::IfThenElse(fin, c, ninf) : c);
     // Counting in float64 lanes is exact: a lane counts at most kChunk / kN elements.
-    zero_ref = hn::Add(zero_ref, hn::IfThenElseZero(hn::And(fin, hn::Eq(r, zero)), one));
-    zero_cand = hn::Add(zero_cand, hn::IfThenElseZero(hn::And(fin, hn::Eq(c, zero)), one));
+    const M zr = kMasked ? hn::And(fin, hn::Eq(r, zero)) : hn::Eq(r, zero);
+    const M zc = kMasked ? hn::And(fin, hn::Eq(c, zero)) : hn::Eq(c, zero);
+    zero_ref = hn::Add(zero_ref, hn::IfThenElseZero(zr, one));
+    zero_cand = hn::Add(zero_cand, hn::IfThenElseZero(zc, one));
     // allclose: |r - c| > atol + rtol * |r| (r is the reference), docs/metrics.md.
-    const M fin_mismatch = hn::And(fin, hn::Gt(ad, hn::Add(atol, hn::Mul(rtol, ar))));
-    const M mis = hn::Or(fin_mismatch, nonfin_mismatch);
+    const M over = hn::Gt(ad, hn::Add(atol, hn::Mul(rtol, ar)));
+    const M mis = kMasked ? hn::Or(hn::And(fin, over), nonfin_mismatch) : over;
     if (!hn::AllFalse(d, mis)) {
       mismatch += hn::CountTrue(d, mis);
-      if (first < 0) first = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis);
+      const int64_t at = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis);
+      if (first < 0 || at < first) first = at;
     }
   }
 };
@@ -127,11 +148,9 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
                  const Params& p, ChunkPartial* out) {
   const D d;
   State s;
-  for (size_t k = 0; k < kNumSums; ++k) {
-    for (size_t j = 0; j < kG; ++j) s.sum[k][j] = hn::Zero(d);
-  }
   s.zero = hn::Zero(d);
   s.one = hn::Set(d, 1.0);
+  s.tiny = hn::Set(d, 0x1p-1000);
   s.pinf = hn::Set(d, std::numeric_limits<double>::infinity());
   s.ninf = hn::Set(d, -std::numeric_limits<double>::infinity());
   s.atol = hn::Set(d, p.atol);
@@ -147,21 +166,27 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   s.zero_cand = s.zero;
   s.nan_equal = p.nan_equal;
 
+  // One sweep per vector position j of the group: each sweep's sums stay in registers, and a
+  // lane still adds its elements in element order. (Looping over j inside the group instead
+  // makes the compiler keep the kG sets of sums in memory.)
   const M all = hn::FirstN(d, kN);
   const size_t full = n / kLanes;
-  for (size_t g = 0; g < full; ++g) {
-    for (size_t j = 0; j < kG; ++j) s.step<false>(ref, cand, g * kLanes + j * kN, j, all);
-  }
-  if (full * kLanes < n) {
-    for (size_t j = 0; j < kG; ++j) {
+  for (size_t j = 0; j < kG; ++j) {
+    Sums sums{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
+    for (size_t g = 0; g < full; ++g) s.step<false>(ref, cand, g * kLanes + j * kN, sums, all);
+    if (full * kLanes < n) {
       const size_t i = full * kLanes + j * kN;
-      s.step<true>(ref, cand, i, j, hn::FirstN(d, i < n ? n - i : 0));
+      s.step<true>(ref, cand, i, sums, hn::FirstN(d, i < n ? n - i : 0));
     }
+    hn::Store(sums.abs, d, out->lanes[kSumAbs] + j * kN);
+    hn::Store(sums.sqd, d, out->lanes[kSumSqDiff] + j * kN);
+    hn::Store(sums.r, d, out->lanes[kSumRef] + j * kN);
+    hn::Store(sums.c, d, out->lanes[kSumCand] + j * kN);
+    hn::Store(sums.rr, d, out->lanes[kSumSqRef] + j * kN);
+    hn::Store(sums.cc, d, out->lanes[kSumSqCand] + j * kN);
+    hn::Store(sums.rc, d, out->lanes[kSumDot] + j * kN);
   }
 
-  for (size_t k = 0; k < kNumSums; ++k) {
-    for (size_t j = 0; j < kG; ++j) hn::Store(s.sum[k][j], d, out->lanes[k] + j * kN);
-  }
   const auto fmax = [](double a, double b) { return a < b ? b : a; };
   const auto fmin = [](double a, double b) { return b < a ? b : a; };
   const auto fadd = [](double a, double b) { return a + b; };
@@ -182,6 +207,67 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   out->inf_same = s.inf_same;
   out->mismatch = s.mismatch;
   out->first_mismatch = s.first;
+}
+
+// ULP distance on raw bits of one float width (docs/metrics.md §5): ord(b) = sign ? -mag : mag,
+// distance |ord(a) - ord(b)| over pairs where neither matches the non-finite pattern
+// ((bits & mask) == mask). The true distance is below 2^W, so the unsigned difference of the
+// larger minus the smaller is exact in W-bit wrapping arithmetic. Integer and order-free: every
+// target gives the same result.
+template <typename T>
+HWY_INLINE uint64_t MaxUlpImpl(const uint8_t* HWY_RESTRICT a_bytes,
+                               const uint8_t* HWY_RESTRICT b_bytes, size_t n, uint64_t mask64) {
+  const hn::ScalableTag<T> du;
+  const hn::RebindToSigned<decltype(du)> di;
+  using VU = hn::Vec<decltype(du)>;
+  const T mask = static_cast<T>(mask64);
+  const T magnitude = static_cast<T>(static_cast<T>(~T{0}) >> 1);
+  const VU vmask = hn::Set(du, mask);
+  const VU vmag = hn::Set(du, magnitude);
+  const auto izero = hn::Zero(di);
+  VU best = hn::Zero(du);
+  const size_t lanes = hn::Lanes(du);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VU x = hn::LoadU(du, reinterpret_cast<const T*>(a_bytes) + i);
+    const VU y = hn::LoadU(du, reinterpret_cast<const T*>(b_bytes) + i);
+    const auto fin = hn::And(hn::Not(hn::Eq(hn::And(x, vmask), vmask)),
+                             hn::Not(hn::Eq(hn::And(y, vmask), vmask)));
+    const auto mx = hn::BitCast(di, hn::And(x, vmag));
+    const auto my = hn::BitCast(di, hn::And(y, vmag));
+    const auto ox = hn::IfThenElse(hn::Lt(hn::BitCast(di, x), izero), hn::Sub(izero, mx), mx);
+    const auto oy = hn::IfThenElse(hn::Lt(hn::BitCast(di, y), izero), hn::Sub(izero, my), my);
+    const VU ux = hn::BitCast(du, ox), uy = hn::BitCast(du, oy);
+    const VU dist = hn::IfThenElse(hn::RebindMask(du, hn::Lt(ox, oy)), hn::Sub(uy, ux),
+                                   hn::Sub(ux, uy));
+    best = hn::Max(best, hn::IfThenElseZero(fin, dist));
+  }
+  HWY_ALIGN T tmp[hn::MaxLanes(du)];
+  hn::Store(best, du, tmp);
+  uint64_t result = 0;
+  for (size_t l = 0; l < lanes; ++l) result = result < tmp[l] ? tmp[l] : result;
+  using S = hwy::MakeSigned<T>;
+  for (; i < n; ++i) {
+    T x, y;
+    std::memcpy(&x, a_bytes + i * sizeof(T), sizeof(T));
+    std::memcpy(&y, b_bytes + i * sizeof(T), sizeof(T));
+    if ((x & mask) == mask || (y & mask) == mask) continue;
+    const int64_t ox = static_cast<S>(x) < 0 ? -static_cast<int64_t>(x & magnitude) : (x & magnitude);
+    const int64_t oy = static_cast<S>(y) < 0 ? -static_cast<int64_t>(y & magnitude) : (y & magnitude);
+    const auto dist = static_cast<uint64_t>(ox > oy ? ox - oy : oy - ox);
+    result = result < dist ? dist : result;
+  }
+  return result;
+}
+
+uint64_t MaxUlp8(const uint8_t* a, const uint8_t* b, size_t n, uint64_t mask) {
+  return MaxUlpImpl<uint8_t>(a, b, n, mask);
+}
+uint64_t MaxUlp16(const uint8_t* a, const uint8_t* b, size_t n, uint64_t mask) {
+  return MaxUlpImpl<uint16_t>(a, b, n, mask);
+}
+uint64_t MaxUlp32(const uint8_t* a, const uint8_t* b, size_t n, uint64_t mask) {
+  return MaxUlpImpl<uint32_t>(a, b, n, mask);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -268,6 +354,21 @@ void chunk_scalar(const double* ref, const double* cand, size_t n, const Params&
   out->zero_cand = zero_cand;
   out->mismatch = mismatch;
   out->first_mismatch = first;
+}
+
+HWY_EXPORT(MaxUlp8);
+HWY_EXPORT(MaxUlp16);
+HWY_EXPORT(MaxUlp32);
+
+uint64_t max_ulp_bits(const std::byte* ref, const std::byte* cand, size_t n, unsigned bytes,
+                      uint64_t nonfinite_mask) {
+  const auto* a = reinterpret_cast<const uint8_t*>(ref);
+  const auto* b = reinterpret_cast<const uint8_t*>(cand);
+  switch (bytes) {
+    case 1: return HWY_DYNAMIC_DISPATCH(MaxUlp8)(a, b, n, nonfinite_mask);
+    case 2: return HWY_DYNAMIC_DISPATCH(MaxUlp16)(a, b, n, nonfinite_mask);
+    default: return HWY_DYNAMIC_DISPATCH(MaxUlp32)(a, b, n, nonfinite_mask);
+  }
 }
 
 double reduce_lanes(const double* lanes) noexcept {

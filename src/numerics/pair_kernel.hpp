@@ -61,6 +61,13 @@ using ChunkFn = void (*)(const double* ref, const double* cand, size_t n, const 
 void chunk_scalar(const double* ref, const double* cand, size_t n, const Params& p,
                   ChunkPartial* out);
 
+// Max ULP distance (docs/metrics.md §5) of n little-endian floats of 1, 2 or 4 bytes, for a
+// format whose Inf/NaN patterns are exactly those with (bits & nonfinite_mask) == nonfinite_mask
+// (f32, f16, bf16, f8e5m2: the exponent field; f8e4m3fn: 0x7F). Such pairs are skipped.
+// Little-endian hosts only (the caller falls back to a scalar loop elsewhere).
+uint64_t max_ulp_bits(const std::byte* ref, const std::byte* cand, size_t n, unsigned bytes,
+                      uint64_t nonfinite_mask);
+
 // Sum of the kLanes lane values by a fixed pairwise tree.
 double reduce_lanes(const double* lanes) noexcept;
 

@@ -8,6 +8,7 @@
 #include "numerics/pair_metrics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -204,6 +205,11 @@ uint64_t max_ulp_chunk(const UlpFormat& f, const std::byte* ref, const std::byte
 
 uint64_t max_ulp_range(const UlpFormat& f, const std::byte* ref, const std::byte* cand,
                        const uint64_t* cand_index, uint64_t first, size_t n) {
+  if (cand_index == nullptr && f.bytes <= 4 && f.nonfinite == f.nonfinite_mask &&
+      std::endian::native == std::endian::little) {
+    return kernel::max_ulp_bits(ref + first * f.bytes, cand + first * f.bytes, n, f.bytes,
+                                f.nonfinite_mask);
+  }
   switch (f.bytes) {
     case 8: return max_ulp_chunk<8>(f, ref, cand, cand_index, first, n);
     case 4: return max_ulp_chunk<4>(f, ref, cand, cand_index, first, n);

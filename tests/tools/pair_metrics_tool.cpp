@@ -3,6 +3,7 @@
 // implementation. A test helper, not a user tool: `driftscope compare` is the user's command.
 //
 //   ds_pair_metrics REF.tdump CAND.tdump [--threads N] [--target NAME]
+//   ds_pair_metrics --list-targets          (the SIMD targets this CPU runs, one a line)
 //
 // Each tensor of REF pairs with the tensor of the same name in CAND. Per-pair options come from
 // string attributes of the REF tensor: atol, rtol, rel_eps, nan_equal (0/1), classes, top_k, and
@@ -106,6 +107,10 @@ int main(int argc, char** argv) {
   std::string target;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--list-targets") {
+      for (const auto& t : driftscope::numerics::available_targets()) std::printf("%s\n", t.c_str());
+      return 0;
+    }
     if (a == "--threads" && i + 1 < argc) {
       threads = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
     } else if (a == "--target" && i + 1 < argc) {
