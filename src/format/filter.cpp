@@ -143,10 +143,53 @@ size_t glob_problem(std::string_view p, std::string& why) {
   return std::string_view::npos;
 }
 
-bool any_glob(const std::vector<std::string>& globs, std::string_view text) noexcept {
+// A glob compiled once at parse time. Most filter globs are a literal name, a literal prefix
+// and a trailing '*' ("encoder.layers.3*") or a '*' and a literal suffix ("*.dropout"); those
+// become one compare, and any other glob is rejected by its literal prefix before the general
+// matcher runs.
+struct Glob {
+  enum class Kind : uint8_t { exact, prefix, suffix, general };
+  std::string text;     // as written, escapes included (to_string prints it back)
+  std::string literal;  // exact: the name; prefix/general: the literal head; suffix: the tail
+  Kind kind = Kind::general;
+
+  explicit Glob(std::string_view g) : text(g) {
+    static constexpr std::string_view kMeta = "*?[\\";
+    size_t i = g.find_first_of(kMeta);
+    literal = std::string(g.substr(0, i));
+    if (i == std::string_view::npos) {
+      kind = Kind::exact;
+    } else if (i + 1 == g.size() && g[i] == '*') {
+      kind = Kind::prefix;
+    } else if (i == 0 && g[0] == '*' && g.find_first_of(kMeta, 1) == std::string_view::npos) {
+      kind = Kind::suffix;
+      literal = std::string(g.substr(1));
+    }
+  }
+  bool match(std::string_view s) const noexcept {
+    switch (kind) {
+      case Kind::exact: return s == literal;
+      case Kind::prefix: return s.starts_with(literal);
+      case Kind::suffix: return s.ends_with(literal);
+      case Kind::general: return s.starts_with(literal) && glob_match(text, s);
+    }
+    return false;
+  }
+};
+
+bool any_glob(const std::vector<Glob>& globs, std::string_view text) noexcept {
   for (const auto& g : globs)
-    if (glob_match(g, text)) return true;
+    if (g.match(text)) return true;
   return false;
+}
+
+std::string join_globs(const std::vector<Glob>& globs, std::string_view sep) {
+  std::string out;
+  for (const auto& g : globs) {
+    if (!out.empty()) out += sep;
+    out += g.text;
+  }
+  return out;
 }
 
 }  // namespace
@@ -164,14 +207,14 @@ bool glob_match(std::string_view pattern, std::string_view text) noexcept {
         star_t = t;
         continue;
       }
-      size_t t_next = t;
-      uint32_t c = next_cp(text, t_next);
       if (pc == '?') {
         ++p;
-        t = t_next;
+        next_cp(text, t);
         continue;
       }
       if (pc == '[') {
+        size_t t_next = t;
+        uint32_t c = next_cp(text, t_next);
         size_t end = 0;
         bool ok = class_match(pattern, p + 1, c, end);
         if (end != std::string_view::npos) {
@@ -210,9 +253,9 @@ constexpr uint8_t kRolePresent = 0x80;
 constexpr uint32_t kDTypePresent = 1;  // bit 0: no dtype has code 0
 
 struct FilterData {
-  std::vector<std::string> includes;
-  std::vector<std::string> excludes;
-  std::vector<std::vector<std::string>> ops;  // each clause: one of its globs must match
+  std::vector<Glob> includes;
+  std::vector<Glob> excludes;
+  std::vector<std::vector<Glob>> ops;  // each clause: one of its globs must match
   uint8_t role_mask = 0;                       // bit per Role, plus kRolePresent; 0: no clause
   uint32_t dtype_mask = 0;                     // bit per dtype code; 0: no dtype clause
   std::vector<Predicate> rank;
@@ -379,7 +422,7 @@ class Parser {
     return {};
   }
 
-  Result<void> pattern(const Clause& c, size_t at, std::vector<std::string>& into) {
+  Result<void> pattern(const Clause& c, size_t at, std::vector<Glob>& into) {
     std::string_view glob = c.text.substr(at);
     DRIFTSCOPE_TRY(check_glob(c, at, glob));
     into.emplace_back(glob);
@@ -402,7 +445,7 @@ class Parser {
   }
 
   Result<void> op_list(const Clause& c, size_t v) {
-    std::vector<std::string> globs;
+    std::vector<Glob> globs;
     DRIFTSCOPE_TRY(items(c, v, [&](std::string_view item, size_t at) -> Result<void> {
       DRIFTSCOPE_TRY(check_glob(c, at, item));
       globs.emplace_back(item);
@@ -621,9 +664,9 @@ std::string Filter::to_string() const {
   if (!impl_) return {};
   const Impl& f = *impl_;
   std::vector<std::string> parts;
-  for (const auto& p : f.includes) parts.push_back(needs_plus(p) ? "+" + p : p);
-  for (const auto& p : f.excludes) parts.push_back("-" + p);
-  for (const auto& globs : f.ops) parts.push_back(fmt::format("op={}", fmt::join(globs, ",")));
+  for (const auto& g : f.includes) parts.push_back(needs_plus(g.text) ? "+" + g.text : g.text);
+  for (const auto& g : f.excludes) parts.push_back("-" + g.text);
+  for (const auto& globs : f.ops) parts.push_back("op=" + join_globs(globs, ","));
   if (f.role_mask) {
     std::vector<std::string_view> names;
     for (uint8_t r = 0; r < 4; ++r)

@@ -310,6 +310,24 @@ TEST(Filter, CombinationAllClausesMustHold) {
   EXPECT_EQ(*f.byte_budget(), 64ull << 20);
 }
 
+// Filters compile exact names, "prefix*" and "*suffix" to plain compares; whatever the path,
+// a name clause must mean exactly what glob_match says.
+TEST(Filter, CompiledGlobsAgreeWithGlobMatch) {
+  const char* patterns[] = {"*", "**", "norm", "encoder.*", "*.dropout", "*.drop*", "a\\*",
+                            "*a\\*", "*\\?", "x?z", "[ab]*", "*[0-9]", "\xC3\xA9*", "*\xC3\xA9"};
+  const char* names[] = {"", "norm", "norm.x", "encoder.layers.1", "encoder", "l.dropout",
+                         "l.dropout.x", "a*", "ab", "za*", "q?", "xyz", "bq", "layer7",
+                         "\xC3\xA9t\xC3\xA9", "t\xC3\xA9"};
+  for (const char* p : patterns) {
+    Filter inc = parse_ok(std::string("+") + p);
+    Filter exc = parse_ok(std::string("-") + p);
+    for (const char* n : names) {
+      EXPECT_EQ(inc.may_accept_name(n), glob_match(p, n)) << p << " vs " << n;
+      EXPECT_EQ(exc.may_accept_name(n), !glob_match(p, n)) << p << " vs " << n;
+    }
+  }
+}
+
 // ---- canonical text ---------------------------------------------------------------------------
 
 TEST(Filter, CanonicalToStringRoundTrips) {
