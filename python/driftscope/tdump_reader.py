@@ -134,9 +134,9 @@ def parse_tensor_meta(buf, at, n, r):
     shape, pos = struct.unpack_from(f"<{rank}Q", buf, at + 32), at + 32 + 8 * rank
     r.update(exec_index=exec_index, occurrence=occ, dtype=DTYPES[code][0], shape=shape,
              role=ROLES[role], role_index=role_index)
-    for key, width, lo, hi, n_ in (("name", 0, 1, 4096, name_n), ("op_type", 0, 0, 256, op_n),
-                                   ("axes", 0, 0, 1024, axes_n)):
-        check(lo <= n_ <= hi, "empty_name" if n_ == 0 else "limit_exceeded", at + 24,
+    for key, field_at, lo, hi, n_ in (("name", 24, 1, 4096, name_n), ("op_type", 26, 0, 256, op_n),
+                                      ("axes", 28, 0, 1024, axes_n)):
+        check(lo <= n_ <= hi, "empty_name" if n_ == 0 else "limit_exceeded", at + field_at,
               f"{key} length {n_} not in {lo}..{hi}")
         check(pos + n_ <= end, "length_mismatch", pos, f"{key} runs past meta_length")
         r[key], pos = utf8(buf[pos:pos + n_], pos, key), pos + n_
@@ -149,20 +149,23 @@ def parse_tensor_meta(buf, at, n, r):
         kn, vn = struct.unpack_from("<HI", buf, pos)
         check(1 <= kn <= 256 and vn <= 65536, "limit_exceeded", pos, f"attribute lengths {kn}, {vn}")
         check(pos + 6 + kn + vn <= end, "length_mismatch", pos, "attribute runs past meta_length")
-        k, v = utf8(buf[pos + 6:pos + 6 + kn], pos, "attribute key"), utf8(buf[pos + 6 + kn:pos + 6 + kn + vn], pos, "attribute value")
+        k = utf8(buf[pos + 6:pos + 6 + kn], pos, "attribute key")
+        v = utf8(buf[pos + 6 + kn:pos + 6 + kn + vn], pos, "attribute value")
         check(k not in r["attrs"], "duplicate_key", pos, f"attribute {k!r} repeated")
         r["attrs"][k], pos = v, pos + 6 + kn + vn
     r["encoding"] = {"kind": ENCODINGS[enc]}
     if enc:
         check(r["dtype"] in INTEGER, "bad_encoding", at + 18, f"affine encoding of a {r['dtype']} tensor")
-        axis, count = (struct.unpack_from("<II", buf, pos) if enc == 2 and pos + 8 <= end else (0, 1))
-        pos += 8 if enc == 2 else 0
+        count = 1
         if enc == 2:
-            check(axis < rank and count == shape[axis], "bad_encoding", pos - 8,
+            check(pos + 8 <= end, "length_mismatch", pos, "encoding parameters run past meta_length")
+            axis, count = struct.unpack_from("<II", buf, pos)
+            check(axis < rank and count == shape[axis], "bad_encoding", pos,
                   f"per-channel axis {axis}, count {count} do not fit shape {list(shape)}")
-            r["encoding"]["axis"] = axis
+            r["encoding"]["axis"], pos = axis, pos + 8
         check(pos + 16 * count <= end, "length_mismatch", pos, "encoding parameters run past meta_length")
-        scales, zps = struct.unpack_from(f"<{count}d", buf, pos), struct.unpack_from(f"<{count}q", buf, pos + 8 * count)
+        scales = struct.unpack_from(f"<{count}d", buf, pos)
+        zps = struct.unpack_from(f"<{count}q", buf, pos + 8 * count)
         check(all(map(math.isfinite, scales)), "bad_value", pos, "a scale is not finite")
         r["encoding"].update(scales=list(scales), zero_points=list(zps))
         pos += 16 * count
@@ -243,7 +246,8 @@ def read_record(buf, pos, salt):
     check(length == align64(p + plen), "length_mismatch", pos + 8, f"record_length {length} != align64({p} + {plen})")
     if pos + length > size:
         return "cut"                                                          # step 3
-    crc = zlib.crc32(buf[pos + p:pos + p + plen], zlib.crc32(buf[pos + 48:pos + 48 + mlen], zlib.crc32(buf[pos:pos + 44])))
+    crc = zlib.crc32(buf[pos:pos + 44])
+    crc = zlib.crc32(buf[pos + p:pos + p + plen], zlib.crc32(buf[pos + 48:pos + 48 + mlen], crc))
     if crc != rcrc:                                                           # step 4
         if pos + length == size:
             return "cut"  # the frame reached the disk, the rest of the record did not
@@ -274,7 +278,8 @@ def check_index(buf, meta_off, mlen, poff, plen, at, records):
     for e, r in enumerate(records):
         h = fnv1a64(r.name.encode())
         want = struct.pack("<QQII", r.offset, h, r.occurrence, 1 if r.kind == "tensor" else 2)
-        check(buf[poff + 24 * e:poff + 24 * e + 24] == want, "bad_index", poff + 24 * e, f"index entry {e} disagrees with the scan")
+        at_e = poff + 24 * e
+        check(buf[at_e:at_e + 24] == want, "bad_index", at_e, f"index entry {e} disagrees with the scan")
         s = h % slots
         while table[s]:
             s = (s + 1) % slots
@@ -306,17 +311,18 @@ def read(path, dequantize=False):
             if kind in (1, 2):
                 parse_tensor_meta(buf, moff, mlen, m)
                 numel = math.prod(m["shape"])
-                r = Record(kind="tensor" if kind == 1 else "summary", offset=pos, size=length, payload_offset=poff, **m)
+                r = Record(kind="tensor" if kind == 1 else "summary", offset=pos, size=length,
+                           payload_offset=poff, **m)
                 if kind == 1:
-                    check(numel * DTYPES_BY_NAME[r.dtype].itemsize < 1 << 64, "shape_overflow", moff + 32, "shape overflows u64")
-                    check(plen == numel * DTYPES_BY_NAME[r.dtype].itemsize, "length_mismatch", pos + 16,
-                          f"payload_length {plen} != numel {numel} x dtype size")
+                    nbytes = numel * DTYPES_BY_NAME[r.dtype].itemsize
+                    check(nbytes < 1 << 64, "shape_overflow", moff + 32, "shape overflows u64")
+                    check(plen == nbytes, "length_mismatch", pos + 16, f"payload_length {plen}, shape needs {nbytes}")
                     r.array, r.dequantized = decode(buf, m, poff, dequantize)
                 else:
                     r.summary = parse_summary(buf, poff, plen, numel)
                 key = (r.name, r.role, r.role_index, r.occurrence)
                 if key in seen:
-                    dump.warnings.append(TdumpError("duplicate_tensor", pos, f"{key} repeated; lookups use the first"))
+                    dump.warnings.append(TdumpError("duplicate_tensor", pos, f"{key} repeated; lookup uses the first"))
                 seen.add(key)
                 dump.records.append(r)
                 index_at = None
@@ -345,14 +351,16 @@ EXAMPLE_SALT = 0x0123456789ABCDEF
 def example_bytes():
     def record(kind, meta, payload):
         p = align64(48 + len(meta))
-        frame = REC_MAGIC + struct.pack("<HHQQIIQ", kind, 0, align64(p + len(payload)), len(payload), len(meta), 0, EXAMPLE_SALT)
+        length = align64(p + len(payload))
+        frame = REC_MAGIC + struct.pack("<HHQQIIQ", kind, 0, length, len(payload), len(meta), 0, EXAMPLE_SALT)
         frame += struct.pack("<I", zlib.crc32(frame))
         frame += struct.pack("<I", zlib.crc32(meta + payload, zlib.crc32(frame)))
-        return (frame + meta).ljust(p, b"\0") + payload.ljust(align64(p + len(payload)) - p, b"\0")
+        return (frame + meta).ljust(p, b"\0") + payload.ljust(length - p, b"\0")
     kv = [(b"framework", b"demo"), (b"writer", b"driftscope example")]
     block = b"".join(struct.pack("<I", len(k)) + k + struct.pack("<I", len(v)) + v for k, v in kv)
-    head = MAGIC + struct.pack("<HHIQIIIII16x", 1, 0, BYTE_ORDER, EXAMPLE_SALT, 0, 0, align64(64 + len(block)), len(block), len(kv))
-    out = (head + struct.pack("<I", zlib.crc32(block, zlib.crc32(head))) + block).ljust(align64(64 + len(block)), b"\0")
+    hlen = align64(64 + len(block))
+    head = MAGIC + struct.pack("<HHIQIIIII16x", 1, 0, BYTE_ORDER, EXAMPLE_SALT, 0, 0, hlen, len(block), len(kv))
+    out = (head + struct.pack("<I", zlib.crc32(block, zlib.crc32(head))) + block).ljust(hlen, b"\0")
     meta = struct.pack("<QIHBBHBBIHHHHQ", 0, 0, 2, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2) + b"x"
     tensor_at, out = len(out), out + record(1, meta, struct.pack("<2f", 1.0, -2.0))
     index_at, table = len(out), struct.pack("<2I", *([1, 0] if fnv1a64(b"x") % 2 == 0 else [0, 1]))
@@ -371,7 +379,8 @@ def main(argv):
         d = read(argv[1])
     except (TdumpError, OSError) as e:
         sys.exit(f"{argv[1]}: {e}")
-    print(f"TDUMP {d.version[0]}.{d.version[1]}  salt 0x{d.salt:016x}  {d.file_size} bytes  {len(d.records)} records  {d.state}")
+    print(f"TDUMP {d.version[0]}.{d.version[1]}  salt 0x{d.salt:016x}  {d.file_size} bytes  "
+          f"{len(d.records)} records  {d.state}")
     for k, v in d.metadata.items():
         print(f"  {k} = {v}")
     if d.state == "cut":
@@ -381,12 +390,22 @@ def main(argv):
     for w in d.warnings:
         print(f"  warning: {w}")
     for r in d.records:
-        a = r.array if r.array is not None and r.array.size and r.array.dtype != bool else None
-        stats = f"min {np.nanmin(a):.6g} max {np.nanmax(a):.6g}" if a is not None and np.isfinite(a.astype(np.float64)).any() else \
-            (f"summary mean {r.summary['mean']:.6g} std {r.summary['std']:.6g}" if r.summary else "")
         print(f"{r.exec_index:6d} {r.name}#{r.occurrence} {r.op_type or '-'} {r.role}{r.role_index} {r.dtype}"
-              f"{list(r.shape)} {','.join(r.axes)} {r.encoding['kind']} {stats}")
+              f"{list(r.shape)} {','.join(r.axes)} {r.encoding['kind']} {describe(r)}")
 
+
+def describe(r):
+    """Finite min/max/mean and NaN/Inf counts of a tensor; the stored statistics of a summary."""
+    if r.summary:
+        s = r.summary
+        return f"summary of {s['count']}: mean {s['mean']:.6g} std {s['std']:.6g} nan {s['nan_count']}"
+    if r.array.size == 0:
+        return "empty"
+    x = r.array.astype(np.float64).reshape(-1)
+    fin = x[np.isfinite(x)]
+    out = f"min {fin.min():.6g} max {fin.max():.6g} mean {fin.mean():.6g}" if fin.size else "no finite values"
+    nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+    return out + (f" nan {nan}" if nan else "") + (f" inf {inf}" if inf else "")
 
 if __name__ == "__main__":
     main(sys.argv)
