@@ -48,8 +48,20 @@ def test_cli_reports_cut_and_corruption():
     assert run.returncode != 0 and "bad_header_checksum at offset 60" in run.stderr
 
 
+def import_torch():
+    """The real torch even if another test put python/driftscope (which has a torch.py) on
+    sys.path."""
+    shadow = os.path.join(ROOT, "python", "driftscope")
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != shadow]
+    try:
+        return pytest.importorskip("torch")
+    finally:
+        sys.path[:] = saved
+
+
 def test_fp8_and_bf16_against_torch():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     for name, tdt in (("f8e4m3fn", torch.float8_e4m3fn), ("f8e5m2", torch.float8_e5m2)):
         want = codes.view(tdt).float().numpy()
