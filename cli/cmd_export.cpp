@@ -1,0 +1,148 @@
+// driftscope export FILE OUT.npz: the tensors of a dump as a numpy archive (issue 2 §5).
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "driftscope/decode.hpp"
+#include "driftscope/filter.hpp"
+#include "driftscope/reader.hpp"
+#include "npz.hpp"
+#include "util.hpp"
+
+namespace driftscope::cli {
+namespace {
+
+struct ExportArgs {
+  std::string in;
+  std::string out;
+  std::string filter;
+  bool compress = false;
+  bool raw_quantized = false;
+  bool quiet = false;
+};
+
+// The archive key of a record: its name, plus "[role:index]" unless it is output 0, plus
+// "@occurrence" unless it is the first call (so repeated modules keep distinct keys).
+std::string key_of(const TensorInfo& t) {
+  std::string k = t.name;
+  if (t.role != Role::output || t.role_index != 0) k += fmt::format("[{}]", fmt_role(t.role, t.role_index, true));
+  if (t.occurrence != 0) k += fmt::format("@{}", t.occurrence);
+  return k;
+}
+
+int run_export(const ExportArgs& a) {
+  auto filter = Filter::parse(a.filter);
+  if (!filter) return fail(fmt::format("--filter: {}", filter.error().to_string()));
+  auto same = refuse_same_file(a.in, a.out);
+  if (!same) return fail(same.error().message);
+  auto opened = Reader::open(a.in);
+  if (!opened) return fail(a.in, opened.error());
+  const Reader& r = *opened;
+  warn_damage(a.in, r);
+
+  AtomicOutput out(a.out);
+  auto zw = ZipWriter::create(out.temp_path(), a.compress);
+  if (!zw) return fail(a.out, zw.error());
+
+  std::set<std::string> keys;
+  std::map<std::string, uint64_t> widened;  // dtype -> tensors exported as float32
+  uint64_t written = 0, summaries = 0, dequantized = 0;
+  std::vector<float> buf;
+  for (const Record& rec : r.records()) {
+    const TensorInfo& t = rec.info;
+    if (!filter->accepts(t, t.exec_index)) continue;
+    if (rec.kind == RecordKind::summary) {
+      ++summaries;
+      continue;
+    }
+    std::string key = key_of(t);
+    if (!keys.insert(key).second) {
+      warn(fmt::format("{}: skipping a second record with key {} (offset {})", a.in, quote(key),
+                       rec.offset));
+      continue;
+    }
+    bool quantized = t.encoding.kind != EncodingKind::raw;
+    std::string_view descr = npy_descr(t.dtype);
+    // numpy has no bfloat16 or fp8: those widen exactly to float32. Quantized tensors export
+    // their real values (scale * (q - zero_point)) unless --raw-quantized keeps the codes.
+    bool to_f32 = descr.empty() || (quantized && !a.raw_quantized);
+    if (descr.empty()) widened[std::string(dtype_name(t.dtype))]++;
+    if (quantized && !a.raw_quantized) ++dequantized;
+    if (to_f32) descr = "<f4";
+    std::string header = npy_header(descr, t.shape);
+    uint64_t numel = t.numel();
+    uint64_t data = to_f32 ? numel * 4 : rec.payload.size();
+    auto step = [&]() -> Result<void> {
+      DRIFTSCOPE_TRY((*zw)->begin(key + ".npy", header.size() + data));
+      DRIFTSCOPE_TRY((*zw)->write(std::as_bytes(std::span<const char>(header))));
+      if (!to_f32) {
+        DRIFTSCOPE_TRY((*zw)->write(rec.payload));
+      } else {
+        constexpr uint64_t kChunk = 1 << 16;
+        buf.resize(static_cast<size_t>(std::min(numel, kChunk)));
+        for (uint64_t first = 0; first < numel; first += kChunk) {
+          uint64_t n = std::min(kChunk, numel - first);
+          std::span<float> part(buf.data(), static_cast<size_t>(n));
+          DRIFTSCOPE_TRY(decode(t, rec.payload, first, part));
+          DRIFTSCOPE_TRY((*zw)->write(std::as_bytes(std::span<const float>(part))));
+        }
+      }
+      return (*zw)->end();
+    };
+    if (auto s = step(); !s) return fail(a.out, s.error());
+    ++written;
+  }
+  if (auto f = (*zw)->finish(); !f) return fail(a.out, f.error());
+  if (auto c = out.commit(); !c) return fail(c.error().message);
+  if (!a.quiet) {
+    for (const auto& [dt, n] : widened)
+      note(fmt::format("{} {} tensor{} exported as float32 (numpy has no {}; the conversion is "
+                       "exact)", n, dt, n == 1 ? "" : "s", dt));
+    if (dequantized)
+      note(fmt::format("{} quantized tensor{} exported dequantized as float32 (--raw-quantized "
+                       "keeps the integer codes)", dequantized, dequantized == 1 ? "" : "s"));
+    if (summaries)
+      note(fmt::format("{} summary record{} skipped (light mode stores no values)", summaries,
+                       summaries == 1 ? "" : "s"));
+    fmt::print(stderr, "driftscope: wrote {}: {} arrays\n", a.out, written);
+  }
+  return kExitOk;
+}
+
+std::function<int()> setup_export(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  auto* sub = app.add_subcommand("export", "Write the tensors of a dump to a numpy .npz archive");
+  sub->add_option("FILE", a->in, "the .tdump file to read")->required();
+  sub->add_option("OUT", a->out, "the .npz file to write (replaced if it exists)")->required();
+  sub->add_option("-f,--filter", a->filter, "only tensors matching this filter (docs/filters.md)");
+  sub->add_flag("-z,--compress", a->compress, "deflate the members (like numpy.savez_compressed)");
+  sub->add_flag("--raw-quantized", a->raw_quantized,
+                "export quantized tensors as their stored integer codes, not dequantized");
+  sub->add_flag("-q,--quiet", a->quiet, "do not print notes and the summary on stderr");
+  sub->footer(R"HELP(
+Writes one array per tensor, in execution order, loadable with numpy.load (no pickle). The
+key is the tensor's name; a record that is not output 0 of its module gets "[role:index]"
+appended (e.g. "encoder[input:0]"), one that is not the first call gets "@occurrence" (e.g.
+"encoder.layers.0@1").
+
+dtypes: f64 f32 f16 i8..i64 u8..u64 bool keep their dtype. numpy has no bfloat16 or fp8, so
+bf16, f8e4m3fn and f8e5m2 tensors are exported as float32 (exactly: every value of those
+types is a float32). Quantized tensors are exported dequantized as float32 unless
+--raw-quantized. Summary records (light mode) hold no values and are skipped. A note on
+stderr says when any of this happened.
+
+Examples:
+  driftscope export run.tdump run.npz
+  driftscope export run.tdump layers.npz --filter 'encoder.layers.*' --compress
+  python3 -c "import numpy as np; print(np.load('run.npz')['encoder.layers.0'])")HELP");
+  return [a] { return run_export(*a); };
+}
+
+}  // namespace
+
+DRIFTSCOPE_COMMAND(export, 60, setup_export);
+
+}  // namespace driftscope::cli

@@ -1,0 +1,295 @@
+#include "util.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "driftscope/decode.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "the CLI's archive codecs read little-endian fields with memcpy");
+
+namespace driftscope::cli {
+
+int fail(std::string_view message) {
+  std::fprintf(stderr, "driftscope: error: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  return kExitTrouble;
+}
+
+int fail(std::string_view path, const Error& error) {
+  // The reader already names the file in its messages; say it once.
+  std::string_view msg = error.message;
+  if (msg.size() > path.size() + 2 && msg.substr(0, path.size()) == path &&
+      msg.substr(path.size(), 2) == ": ")
+    msg.remove_prefix(path.size() + 2);
+  return fail(fmt::format("{}: {}: {}", path, errc_name(error.code), msg));
+}
+
+void warn(std::string_view message) {
+  std::fprintf(stderr, "driftscope: warning: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+}
+
+void note(std::string_view message) {
+  std::fprintf(stderr, "driftscope: note: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+}
+
+// ---- InputFile ----------------------------------------------------------------------------------
+
+Result<InputFile> InputFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error(Errc::io_error, fmt::format("cannot open: {}", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return make_error(Errc::io_error, fmt::format("cannot stat: {}", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error(Errc::io_error, "not a regular file");
+  }
+  InputFile f;
+  f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0) {
+    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return make_error(Errc::io_error, fmt::format("cannot map: {}", std::strerror(err)));
+    }
+    f.data_ = static_cast<const std::byte*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+InputFile::InputFile(InputFile&& o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+InputFile& InputFile::operator=(InputFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) noexcept {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept {
+  uint64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+// ---- output -------------------------------------------------------------------------------------
+
+Result<void> refuse_same_file(const std::string& in, const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec))
+    return make_error(Errc::invalid_argument,
+                      fmt::format("output {} is the input file; choose another name (driftscope "
+                                  "never modifies its inputs)",
+                                  out));
+  return {};
+}
+
+AtomicOutput::AtomicOutput(std::string target) : target_(std::move(target)) {
+  std::random_device rd;
+  temp_ = fmt::format("{}.tmp-{:08x}", target_, rd());
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+Result<void> AtomicOutput::commit() {
+  if (::rename(temp_.c_str(), target_.c_str()) != 0)
+    return make_error(Errc::io_error,
+                      fmt::format("cannot rename {} to {}: {}", temp_, target_, std::strerror(errno)));
+  committed_ = true;
+  return {};
+}
+
+// ---- formatting ---------------------------------------------------------------------------------
+
+std::string fmt_num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == 0) return std::signbit(v) ? "-0" : "0";
+  return fmt::format("{:.6g}", v);
+}
+
+std::string fmt_count(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string fmt_bytes(uint64_t v) {
+  std::string s = fmt::format("{} bytes", fmt_count(v));
+  if (v >= 1024) {
+    static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    double x = static_cast<double>(v) / 1024.0;
+    size_t u = 0;
+    while (x >= 1024.0 && u + 1 < std::size(kUnits)) {
+      x /= 1024.0;
+      ++u;
+    }
+    s += fmt::format(" ({:.1f} {})", x, kUnits[u]);
+  }
+  return s;
+}
+
+std::string fmt_shape(const std::vector<uint64_t>& shape, bool compact) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += compact ? "," : ", ";
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
+}
+
+std::string fmt_role(Role role, uint16_t index, bool always_index) {
+  std::string s(role_name(role));
+  if (index != 0 || always_index) s += fmt::format(":{}", index);
+  return s;
+}
+
+std::string fmt_hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
+
+std::string quote(std::string_view s) {
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else if (c == '\'' || c == '\\')
+      out += fmt::format("\\{}", static_cast<char>(c));
+    else
+      out += static_cast<char>(c);
+  }
+  out += '\'';
+  return out;
+}
+
+size_t terminal_width() {
+  if (const char* c = std::getenv("COLUMNS"); c && *c) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(c, &end, 10);
+    if (end && *end == '\0' && v > 0 && v < 100000) return v;
+  }
+  struct winsize ws {};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  return 0;
+}
+
+size_t display_width(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+namespace {
+// Byte offset of the `cp`-th code point of s (s.size() when past the end).
+size_t cp_offset(std::string_view s, size_t cp) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (n == cp) return i;
+      ++n;
+    }
+  }
+  return s.size();
+}
+}  // namespace
+
+std::string elide_middle(std::string_view s, size_t width) {
+  size_t w = display_width(s);
+  if (w <= width) return std::string(s);
+  if (width == 0) return {};
+  if (width == 1) return "…";
+  // Keep more of the tail: the last components of a module path say which layer it is.
+  size_t keep = width - 1;
+  size_t head = keep / 3;
+  size_t tail = keep - head;
+  std::string out(s.substr(0, cp_offset(s, head)));
+  out += "…";
+  out += s.substr(cp_offset(s, w - tail));
+  return out;
+}
+
+// ---- records ------------------------------------------------------------------------------------
+
+Result<TensorStats> record_stats(const Record& r) {
+  if (r.kind == RecordKind::summary) {
+    if (!r.summary) return make_error(Errc::bad_value, "summary record without decoded summary");
+    return r.summary->stats;
+  }
+  return compute_stats(r.info, r.payload);
+}
+
+std::string_view kind_name(RecordKind k) {
+  switch (k) {
+    case RecordKind::tensor: return "tensor";
+    case RecordKind::summary: return "summary";
+    case RecordKind::index: return "index";
+    case RecordKind::end: return "end";
+  }
+  return "unknown";
+}
+
+// Says on stderr what a damaged file lost, so listings of it are not mistaken for complete.
+void warn_damage(const std::string& file, const Reader& r) {
+  const Integrity& in = r.integrity();
+  if (in.state == FileState::cut)
+    warn(fmt::format("{} is cut at offset {} ({} bytes discarded); using the {} complete records "
+                     "before it", file, in.cut_offset, in.discarded_bytes, r.records().size()));
+  else if (in.state == FileState::corrupt)
+    warn(fmt::format("{} is corrupt ({}); using its {} valid records", file,
+                     corruption_text(in), r.records().size()));
+}
+
+std::string corruption_text(const Integrity& in) {
+  if (!in.corruption) return "no corruption";
+  std::string s(errc_name(in.corruption->code));
+  if (!in.corrupt_name.empty()) s += fmt::format(" in tensor {}", quote(in.corrupt_name));
+  return s + ": " + in.corruption->message;
+}
+
+}  // namespace driftscope::cli
