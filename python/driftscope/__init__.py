@@ -6,6 +6,8 @@ compare two runs and name the first tensor that diverges.
         w.write("encoder.layers.0.norm", array, op_type="LayerNorm", axes="batch,seq,hidden")
     dump = driftscope.open("run.tdump")
     x = dump["encoder.layers.0.norm"]          # numpy, zero-copy over the mapped file
+    report = driftscope.compare("fp32.tdump", "fp16.tdump")
+    print(report.summary, report.first_divergence)
 
 Framework recorders are submodules imported on first use, so ``import driftscope`` loads no
 framework: ``driftscope.torch``, ``driftscope.onnxruntime``, ``driftscope.litert``.
@@ -17,6 +19,7 @@ import importlib
 from typing import Any
 
 from . import _core
+from ._compare import Report, TensorResult, compare
 from ._dump import Dump, Integrity, Record, open
 from ._writer import Writer, WriteResult
 from .errors import (
@@ -39,6 +42,7 @@ __version__: str = _core.__version__
 
 __all__ = [
     "open", "Dump", "Record", "Integrity", "Writer", "WriteResult", "Filter", "glob_match",
+    "compare", "Report", "TensorResult",
     "Error", "InvalidArgumentError", "DumpIOError", "NotFoundError", "FilterSyntaxError",
     "UnsupportedError", "ClosedError", "FormatError", "ImportFormatError", "IncomparableError",
     "PolicyError", "__version__",

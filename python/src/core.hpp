@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <nanobind/nanobind.h>
 
 #include "driftscope/error.hpp"
+#include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
 
 // Payloads are little-endian (docs/format.md §1) and arrays are handed to numpy in place.
@@ -22,6 +24,12 @@ static_assert(std::endian::native == std::endian::little,
 namespace driftscope::py {
 
 namespace nb = nanobind;
+
+// An open dump as the extension holds it: shared by Record objects and by arrays over the map.
+struct PyReader {
+  std::shared_ptr<const Reader> reader;
+  std::string path;
+};
 
 // Builds the Python exception for `e` through driftscope.errors (the one mapping table,
 // docs/python.md) without raising it.
@@ -47,5 +55,6 @@ DType parse_dtype_or_raise(std::string_view text);
 void bind_errors(nb::module_& m);
 void bind_reader(nb::module_& m);
 void bind_writer(nb::module_& m);
+void bind_compare(nb::module_& m);
 
 }  // namespace driftscope::py

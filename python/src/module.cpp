@@ -140,4 +140,5 @@ NB_MODULE(_core, m) {
   py::bind_filter(m);
   py::bind_reader(m);
   py::bind_writer(m);
+  py::bind_compare(m);
 }

@@ -29,11 +29,6 @@ namespace {
 
 using ReaderPtr = std::shared_ptr<const Reader>;
 
-struct PyReader {
-  ReaderPtr reader;
-  std::string path;
-};
-
 struct PyRecord {
   ReaderPtr reader;
   size_t index = 0;

@@ -53,6 +53,22 @@ def test_package_ships_types_and_private_core():
     assert driftscope.__version__ == _core.__version__
 
 
+def test_core_stub_declares_every_native_name():
+    import ast
+
+    tree = ast.parse((Path(driftscope.__file__).parent / "_core.pyi").read_text())
+    declared = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    declared |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign)
+                 for t in [n.target] if isinstance(t, ast.Name)}
+    native = {n for n in dir(_core) if not n.startswith("__")}
+    assert native <= declared, f"missing from _core.pyi: {sorted(native - declared)}"
+    for cls in ("Record", "Reader", "Writer", "Filter", "Report"):
+        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        stubbed = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+        public = {n for n in dir(getattr(_core, cls)) if not n.startswith("_")}
+        assert public <= stubbed, f"{cls}: missing from _core.pyi: {sorted(public - stubbed)}"
+
+
 @pytest.mark.skipif("site-packages" not in driftscope.__file__,
                     reason="the command is installed by pip install, not by a developer build")
 def test_pip_install_puts_the_command_next_to_python():
@@ -532,3 +548,98 @@ def test_errors_pickle_round_trip():
     e = driftscope.FormatError("bad_magic: x", 21, "bad_magic", 0)
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is driftscope.FormatError and back.offset == 0 and str(back) == str(e)
+
+
+# -- compare: the C++ engine of `driftscope compare` -------------------------------------------
+
+def two_runs(tmp_path, scale_from=2, zero_at=None):
+    rng = np.random.default_rng(1)
+    base = [rng.standard_normal((4, 16)).astype(np.float32) for _ in range(5)]
+    ref, cand = tmp_path / "ref.tdump", tmp_path / "cand.tdump"
+    with driftscope.Writer(ref) as w:
+        for i, a in enumerate(base):
+            w.write(f"layer{i}", a, op_type="Linear")
+    with driftscope.Writer(cand) as w:
+        for i, a in enumerate(base):
+            if i == zero_at:
+                a = np.zeros_like(a)
+            elif i >= scale_from:
+                a = a * np.float32(1.05)
+            w.write(f"layer{i}", a, op_type="Linear")
+    return ref, cand
+
+
+def test_compare_names_the_first_divergence(tmp_path):
+    ref, cand = two_runs(tmp_path)
+    report = driftscope.compare(ref, cand)
+    assert report.verdict == "diverged" and report.exit_code == 1 and not report.passed
+    first = report.first_divergence
+    assert first.name == "layer2" and first.status == "fail" and first["index_ref"] == 2
+    assert "layer2" in report.summary
+    assert [t.status for t in report.tensors] == ["pass", "pass", "fail", "fail", "fail"]
+    t = report.tensor("layer3")
+    assert t.rel_l2 == pytest.approx(0.05, rel=1e-5) and t.cosine == pytest.approx(1.0)
+    assert report.counts["pairs"] == 5 and report.only_in_reference == []
+    doc = __import__("json").loads(report.to_json())
+    assert doc["verdict"] == "diverged" and doc["first_divergence"]["name"] == "layer2"
+    assert "layer2" in report.to_markdown() and "layer2" in report.to_text(width=80)
+    with pytest.raises(driftscope.NotFoundError):
+        report.tensor("layer9")
+
+
+def test_compare_criteria_replace_defaults_and_accept_dumps(tmp_path):
+    ref, cand = two_runs(tmp_path)
+    with driftscope.open(ref) as a, driftscope.open(cand) as b:
+        assert driftscope.compare(a, b, min_cosine=0.999).verdict == "pass"
+        assert driftscope.compare(a, b, max_rel_l2=0.01).verdict == "diverged"
+        stopped = driftscope.compare(a, b, atol=1e-6, stop_at_first=True)
+    assert stopped.first_divergence.name == "layer2"
+    assert stopped.tensors[-1].status == "not_compared"
+    same = driftscope.compare(ref, ref)
+    assert same.verdict == "pass" and same.exit_code == 0 and same.first_divergence is None
+
+
+def test_compare_silent_failure_and_progress(tmp_path):
+    ref, cand = two_runs(tmp_path, scale_from=99, zero_at=3)
+    seen = []
+    report = driftscope.compare(ref, cand, progress=lambda done, total: seen.append((done, total)))
+    assert report.verdict == "silent_failure" and report.exit_code == 3
+    assert report.first_silent_zero.name == "layer3"
+    assert seen and seen[-1][0] == seen[-1][1] == 5
+
+
+def test_compare_renames_and_policies(tmp_path):
+    ref, cand = two_runs(tmp_path)
+    renamed = tmp_path / "renamed.tdump"
+    src = driftscope.open(cand)
+    with driftscope.Writer(renamed) as w:
+        for r in src:
+            w.write(r.name.replace("layer", "/model/L"), r.numpy(), op_type=r.op_type)
+    unpaired = driftscope.compare(ref, renamed)
+    assert unpaired.verdict == "diverged" and len(unpaired.only_in_reference) == 5
+    mapped = driftscope.compare(ref, renamed, map_b=[r"^/model/L(\d+)$=>layer$1"])
+    assert mapped.first_divergence.name == "layer2"
+    assert mapped.first_divergence.candidate_name == "/model/L2"
+    loose = {"rule": [{"match": "layer*", "min_cosine": 0.99}]}
+    assert driftscope.compare(ref, cand, policy=loose).verdict == "pass"
+
+
+def test_row_policy_error(tmp_path):
+    ref, cand = two_runs(tmp_path)
+    with pytest.raises(driftscope.PolicyError) as e:
+        driftscope.compare(ref, cand, policy={"no_such_key": 1})
+    assert e.value.code_name == "bad_policy" and isinstance(e.value, ValueError)
+    with pytest.raises(driftscope.InvalidArgumentError):
+        driftscope.compare(ref, cand, pairs="diagonal")
+    with pytest.raises(driftscope.InvalidArgumentError):
+        driftscope.compare(ref, cand, map_a=["no arrow here"])
+
+
+def test_compare_positional_pairing_of_unrelated_names(tmp_path):
+    ref, cand = two_runs(tmp_path)
+    other = tmp_path / "other.tdump"
+    with driftscope.Writer(other) as w:
+        for i, r in enumerate(driftscope.open(cand)):
+            w.write(f"node_{i}", r.numpy())
+    report = driftscope.compare(ref, other, pairs="positional")
+    assert report.first_divergence.name == "layer2"

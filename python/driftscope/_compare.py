@@ -1,0 +1,202 @@
+"""Comparing two dumps: ``driftscope.compare(reference, candidate, **policy)``.
+
+The engine is the C++ one the ``driftscope compare`` command runs (docs/compare.md); the report's
+fields are those of its JSON rendering (docs/report-schema.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._dump import Dump, open as _open
+from .errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["compare", "Report", "TensorResult"]
+
+PathOrDump = Union[str, "os.PathLike[str]", Dump]
+
+
+class TensorResult(dict):
+    """One tensor pair of a report: a dict of the JSON fields, also readable as attributes
+    (``t.cosine``, ``t.status``, ``t.max_abs_diff``, ``t.first_mismatch_index``, ...)."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __repr__(self) -> str:
+        return (f"<TensorResult {self.get('name')!r} occurrence={self.get('occurrence')} "
+                f"status={self.get('status')} cosine={self.get('cosine')}>")
+
+
+class Report:
+    """The result of :func:`compare`.
+
+    verdict: "pass", "diverged" or "silent_failure"; exit_code: 0, 1 or 3 as the command.
+    first_divergence / first_nonfinite / first_silent_zero: a TensorResult or None.
+    tensors: every pair in reference execution order. to_json() / to_markdown() / to_text().
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._data: Optional[Dict[str, Any]] = None
+
+    @property
+    def data(self) -> Dict[str, Any]:
+        """The whole report as the JSON schema's dict (parsed once, on first use)."""
+        if self._data is None:
+            self._data = json.loads(self._native.to_json(0))
+        return self._data
+
+    @property
+    def verdict(self) -> str:
+        return self._native.verdict
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return self._native.exit_code
+
+    @property
+    def summary(self) -> str:
+        """The one line a CI log shows first."""
+        return self._native.summary
+
+    def _pair(self, key: str) -> Optional[TensorResult]:
+        v = self.data.get(key)
+        return TensorResult(v) if v is not None else None
+
+    @property
+    def first_divergence(self) -> Optional[TensorResult]:
+        return self._pair("first_divergence")
+
+    @property
+    def first_nonfinite(self) -> Optional[TensorResult]:
+        return self._pair("first_nonfinite")
+
+    @property
+    def first_silent_zero(self) -> Optional[TensorResult]:
+        return self._pair("first_silent_zero")
+
+    @property
+    def tensors(self) -> List[TensorResult]:
+        return [TensorResult(t) for t in self.data["tensors"]]
+
+    @property
+    def counts(self) -> Dict[str, int]:
+        return dict(self.data["counts"])
+
+    @property
+    def only_in_reference(self) -> List[Dict[str, Any]]:
+        return list(self.data["only_in_reference"])
+
+    @property
+    def only_in_candidate(self) -> List[Dict[str, Any]]:
+        return list(self.data["only_in_candidate"])
+
+    @property
+    def incomparable(self) -> List[Dict[str, Any]]:
+        return list(self.data["incomparable"])
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self.data["warnings"])
+
+    def tensor(self, name: str, occurrence: int = 0, role: str = "output",
+               role_index: int = 0) -> TensorResult:
+        """The pair of this reference tensor; NotFoundError when it was not paired."""
+        for t in self.data["tensors"]:
+            if (t["name"], t["occurrence"], t["role"], t["role_index"]) == (
+                    name, occurrence, role, role_index):
+                return TensorResult(t)
+        raise NotFoundError(f"no pair for {name!r} (occurrence {occurrence}, {role}"
+                            f"[{role_index}]) in this report", 3, "not_found", None)
+
+    def to_json(self, indent: int = 2) -> str:
+        return self._native.to_json(indent)
+
+    def to_markdown(self) -> str:
+        return self._native.to_markdown()
+
+    def to_text(self, color: bool = False, width: int = 100, all: bool = False) -> str:
+        return self._native.to_text(color, width, all)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<driftscope.Report verdict={self.verdict} {self.summary!r}>"
+
+
+def _reader(x: PathOrDump) -> Any:
+    if isinstance(x, Dump):
+        return x._live()
+    return _open(x)._live()
+
+
+def _policy(policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]]):
+    """(text, path) for the engine: a mapping becomes JSON text, anything else is a file."""
+    if policy is None:
+        return None, None
+    if isinstance(policy, Mapping):
+        return json.dumps(policy), None
+    return None, os.fspath(policy)
+
+
+def compare(reference: PathOrDump, candidate: PathOrDump, *,
+            atol: Optional[float] = None, rtol: Optional[float] = None,
+            min_cosine: Optional[float] = None, min_sqnr: Optional[float] = None,
+            max_ulp: Optional[int] = None, max_rel_l2: Optional[float] = None,
+            max_mismatch_fraction: Optional[float] = None,
+            min_argmax_agreement: Optional[float] = None,
+            min_topk_overlap: Optional[float] = None,
+            policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]] = None,
+            map_a: Sequence[str] = (), map_b: Sequence[str] = (),
+            names: Optional[Mapping[str, str]] = None,
+            mapping: Optional[Union[str, "os.PathLike[str]"]] = None, pairs: str = "name",
+            filter: str = "", reshape: bool = False, nan_equal: bool = False,
+            stop_at_first: bool = False, allow_unpaired: bool = False,
+            allow_incomparable: bool = False, threads: int = 0,
+            reference64: Optional[Union[str, "os.PathLike[str]"]] = None,
+            amplification_threshold: float = 10.0, max_amplifiers: int = 5,
+            progress: Optional[Callable[[int, int], None]] = None) -> Report:
+    """Compares a candidate run against a reference run and names the first divergence.
+
+    reference, candidate: paths or open Dumps. The reference's execution order defines "first"
+    and relative errors are relative to it.
+    Criteria (any combination; given ones replace the per-dtype defaults as a whole, like the
+    command's flags): atol/rtol (allclose), min_cosine, min_sqnr (dB), max_ulp, max_rel_l2,
+    max_mismatch_fraction, min_argmax_agreement, min_topk_overlap.
+    policy: a policy file (TOML or JSON) or a dict in the JSON policy format (docs/compare.md).
+    map_a / map_b: rename rules "REGEX=>REPLACEMENT" for reference / candidate names;
+    names: exact {reference name: candidate name} pairs; mapping: a mapping file.
+    pairs: "name" (default) or "positional" (i-th with i-th in execution order).
+    reference64: a float64 run of the reference for the float64 ordering rule.
+    The GIL is released while the engine runs; ``progress(done, total)`` is called as pairs
+    complete.
+    """
+    criteria = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine, "min_sqnr_db": min_sqnr,
+                "max_ulp": max_ulp, "max_rel_l2": max_rel_l2,
+                "max_mismatch_fraction": max_mismatch_fraction,
+                "min_argmax_agreement": min_argmax_agreement, "min_topk_overlap": min_topk_overlap}
+    criteria = {k: v for k, v in criteria.items() if v is not None}
+    if threads < 0:
+        raise InvalidArgumentError(f"threads={threads} must be >= 0", 1, "invalid_argument")
+    policy_text, policy_path = _policy(policy)
+    exact: Iterable = (names or {}).items()
+    native = _core.compare(
+        _reader(reference), _reader(candidate), criteria or None, policy_text, policy_path,
+        list(map_a), list(map_b), [(str(a), str(b)) for a, b in exact],
+        os.fspath(mapping) if mapping is not None else None, pairs, filter or "", reshape,
+        nan_equal, stop_at_first, allow_unpaired, allow_incomparable, int(threads),
+        os.fspath(reference64) if reference64 is not None else "", float(amplification_threshold),
+        int(max_amplifiers), progress)
+    return Report(native)
