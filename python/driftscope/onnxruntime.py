@@ -373,7 +373,12 @@ def _make_session(model_bytes: bytes, providers, session_options, external_dir, 
 
     options = session_options if session_options is not None else ort.SessionOptions()
     if external_dir is not None:
-        options.add_session_config_entry(_EXTERNAL_DATA_FOLDER_KEY, external_dir)
+        try:
+            current = options.get_session_config_entry(_EXTERNAL_DATA_FOLDER_KEY)
+        except Exception:  # absent: ORT raises rather than returning a default
+            current = None
+        if current != external_dir:  # re-adding a key makes ORT print a warning
+            options.add_session_config_entry(_EXTERNAL_DATA_FOLDER_KEY, external_dir)
     try:
         return ort.InferenceSession(model_bytes, sess_options=options, providers=providers)
     except Exception as err:

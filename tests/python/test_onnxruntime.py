@@ -237,7 +237,9 @@ def test_external_data_model(tmp_path):
                     all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
     assert (folder / "weights.bin").is_file()
     x = RNG.standard_normal((2, 4)).astype(np.float32)
-    dort.record(folder / "m.onnx", {"X": x}, tmp_path / "e.tdump")
+    # With the caller's SessionOptions too (both sessions share them).
+    dort.record(folder / "m.onnx", {"X": x}, tmp_path / "e.tdump",
+                session_options=ort.SessionOptions())
     np.testing.assert_allclose(driftscope.open(tmp_path / "e.tdump")["block.fc"],
                                numpy_forward(x)["block.fc"], rtol=1e-6, atol=1e-6)
 
