@@ -428,6 +428,9 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     feeds = _check_inputs(plain, inputs)
     output_names = [o.name for o in plain.get_outputs()]
     plain_values = dict(zip(output_names, _run(plain, feeds, what)))
+    # ONNX Runtime silently falls back to the CPU when a requested provider is unavailable:
+    # the metadata names the provider that actually ran.
+    active = plain.get_providers()
     del plain
 
     plan = _plan(proto)
@@ -445,7 +448,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
 
     final = {k: values.get(k) for k in output_names}
     effect = _observer_effect(plain_values, final)
-    provider_name = providers[0][0] if isinstance(providers[0], tuple) else str(providers[0])
+    provider_name = active[0] if active else str(providers[0])
     metadata: Dict[str, str] = {
         "framework": f"onnxruntime {ort.__version__}",
         "backend": f"onnxruntime:{provider_name}",
@@ -454,6 +457,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         "start_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "observer_effect": effect,
         "recorder": "driftscope.onnxruntime",
+        "providers": ",".join(active),
     }
     precision = _precision(proto, fp16)
     if precision:

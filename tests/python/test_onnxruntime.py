@@ -156,6 +156,17 @@ def test_record_names_values_order_and_metadata(model_file, tmp_path):
     assert meta["model"] == "scoped.onnx"
 
 
+def test_metadata_names_the_provider_that_ran(model_file, tmp_path):
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA is available here: nothing falls back")
+    with pytest.warns(UserWarning, match="CUDAExecutionProvider"):
+        rec = dort.record(model_file, {"X": np.ones((1, 4), np.float32)}, tmp_path / "p.tdump",
+                          providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    meta = driftscope.open(tmp_path / "p.tdump").metadata
+    assert meta["backend"] == "onnxruntime:CPUExecutionProvider" == rec.metadata["backend"]
+    assert meta["providers"] == "CPUExecutionProvider"
+
+
 def test_unsorted_graph_is_recorded_in_topological_order(tmp_path):
     path = tmp_path / "shuffled.onnx"
     onnx.save(scoped_model(shuffle=True), str(path))
