@@ -34,6 +34,8 @@ using kernel::kLanes;
 
 constexpr size_t kTaskChunks = 64;  // 256 Ki elements per task: enough work to amortise a hand-off
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Bounds the per-row state of top-k agreement (two heaps of k entries per task in flight).
+constexpr uint32_t kMaxTopK = 65536;
 
 // Squares of magnitudes outside [2^-400, 2^400] leave the comfortable float64 range (a sum of
 // 2^48 squares of 2^400 is still finite; a square of 2^-400 is still normal). Chunks holding
@@ -64,11 +66,6 @@ struct ScaledSum {
   double value() const { return std::ldexp(m, e); }
 };
 
-struct RowState {
-  // Best-first (value, column); NaN ranks above every number, ties go to the lower column.
-  std::vector<std::pair<double, uint64_t>> top;
-};
-
 bool ranks_above(double a, uint64_t ia, double b, uint64_t ib) {
   const bool na = std::isnan(a), nb = std::isnan(b);
   if (na != nb) return na;
@@ -76,14 +73,28 @@ bool ranks_above(double a, uint64_t ia, double b, uint64_t ib) {
   return ia < ib;
 }
 
-void push_top(RowState& s, double v, uint64_t col, size_t k) {
-  auto& t = s.top;
-  if (t.size() == k && !ranks_above(v, col, t.back().first, t.back().second)) return;
-  auto pos = t.end();
-  while (pos != t.begin() && ranks_above(v, col, (pos - 1)->first, (pos - 1)->second)) --pos;
-  t.insert(pos, {v, col});
-  if (t.size() > k) t.pop_back();
-}
+// The k best (value, column) of a row so far, NaN ranking above every number and ties going to
+// the lower column: a heap whose front is the worst kept entry, so each element costs one
+// comparison and, when it enters, O(log k).
+struct RowState {
+  using Entry = std::pair<double, uint64_t>;
+  std::vector<Entry> heap;
+  Entry best{0.0, 0};
+  static bool worse_first(const Entry& x, const Entry& y) {
+    return ranks_above(x.first, x.second, y.first, y.second);
+  }
+  void push(double v, uint64_t col, size_t k) {
+    if (col == 0 || ranks_above(v, col, best.first, best.second)) best = {v, col};
+    if (heap.size() < k) {
+      heap.emplace_back(v, col);
+      std::push_heap(heap.begin(), heap.end(), worse_first);
+    } else if (ranks_above(v, col, heap.front().first, heap.front().second)) {
+      std::pop_heap(heap.begin(), heap.end(), worse_first);
+      heap.back() = {v, col};
+      std::push_heap(heap.begin(), heap.end(), worse_first);
+    }
+  }
+};
 
 // Everything one task (or the whole tensor) has accumulated.
 struct Acc {
@@ -222,14 +233,14 @@ uint64_t max_ulp_range(const UlpFormat& f, const std::byte* ref, const std::byte
 
 struct AlignedDoubles {
   struct Free {
-    void operator()(double* p) const { ::operator delete[](p, std::align_val_t{64}); }
+    void operator()(double* q) const { ::operator delete[](q, std::align_val_t{64}); }
   };
-  std::unique_ptr<double[], Free> p;
+  std::unique_ptr<double[], Free> mem;
   explicit AlignedDoubles(size_t n)
-      : p(static_cast<double*>(::operator new[](n * sizeof(double), std::align_val_t{64}))) {
-    std::fill(p.get(), p.get() + n, 0.0);
+      : mem(static_cast<double*>(::operator new[](n * sizeof(double), std::align_val_t{64}))) {
+    std::fill(mem.get(), mem.get() + n, 0.0);
   }
-  double* get() const { return p.get(); }
+  double* get() const { return mem.get(); }
 };
 
 struct Job {
@@ -311,8 +322,8 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
   RowState top_r, top_c;
   uint64_t col = 0;
   if (job.classes > 0) {
-    top_r.top.reserve(job.k + 1);
-    top_c.top.reserve(job.k + 1);
+    top_r.heap.reserve(job.k);
+    top_c.heap.reserve(job.k);
   }
   std::vector<uint64_t> set_r, set_c;
   for (uint64_t s = begin; s < end; s += kChunk) {
@@ -391,15 +402,15 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
     if (job.classes > 0) {
       // Tasks start on row boundaries, so a row never spans two tasks.
       for (size_t i = 0; i < len; ++i) {
-        push_top(top_r, r[i], col, job.k);
-        push_top(top_c, c[i], col, job.k);
+        top_r.push(r[i], col, job.k);
+        top_c.push(c[i], col, job.k);
         if (++col < job.classes) continue;
         ++acc.rows;
-        acc.argmax_agree += top_r.top.front().second == top_c.top.front().second;
+        acc.argmax_agree += top_r.best.second == top_c.best.second;
         set_r.clear();
         set_c.clear();
-        for (const auto& e : top_r.top) set_r.push_back(e.second);
-        for (const auto& e : top_c.top) set_c.push_back(e.second);
+        for (const auto& e : top_r.heap) set_r.push_back(e.second);
+        for (const auto& e : top_c.heap) set_c.push_back(e.second);
         std::sort(set_r.begin(), set_r.end());
         std::sort(set_c.begin(), set_c.end());
         size_t a = 0, b = 0;
@@ -414,8 +425,8 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
             ++b;
           }
         }
-        top_r.top.clear();
-        top_c.top.clear();
+        top_r.heap.clear();
+        top_c.heap.clear();
         col = 0;
       }
     }
@@ -457,8 +468,9 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
       return make_error(Errc::invalid_argument,
                         fmt::format("classes is {}, which does not divide the {} elements of '{}'",
                                     options.classes, n, ref.name));
-    if (options.top_k == 0)
-      return make_error(Errc::invalid_argument, "top_k is 0; it must be >= 1");
+    if (options.top_k == 0 || options.top_k > kMaxTopK)
+      return make_error(Errc::invalid_argument,
+                        fmt::format("top_k is {}; it must be 1..{}", options.top_k, kMaxTopK));
   }
 
   Job job;

@@ -447,6 +447,26 @@ TEST(PairMetrics, RowsLongerThanATask) {
   EXPECT_DOUBLE_EQ(r->argmax_agreement, 2.0 / 3.0);
 }
 
+TEST(PairMetrics, LargeTopKOnAscendingRows) {
+  // Ascending values make every element enter the top-k: the heap keeps this O(n log k).
+  const size_t C = 200000;
+  std::vector<float> a(2 * C), b(2 * C);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % C);
+    b[i] = a[i];
+  }
+  b[C - 1] = -1;  // row 0: the candidate loses its best column
+  PairOptions o;
+  o.classes = C;
+  o.top_k = 65536;
+  auto r = run(make_tensor(DType::f32, a, {2, C}), make_tensor(DType::f32, b, {2, C}), o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->rows, 2u);
+  EXPECT_DOUBLE_EQ(r->argmax_agreement, 0.5);
+  // Row 0 shares 65535 of its 65536 best columns, row 1 all of them.
+  EXPECT_DOUBLE_EQ(r->topk_overlap, (65535.0 + 65536.0) / (2 * 65536.0));
+}
+
 TEST(PairMetrics, RejectsBadInput) {
   auto n = run(f32({1, 2, 3}), f32({1, 2}));
   ASSERT_FALSE(n.ok());
@@ -474,6 +494,8 @@ TEST(PairMetrics, RejectsBadInput) {
   EXPECT_EQ(run(f32({1, 2, 3}), f32({1, 2, 3}), c).error().code, Errc::invalid_argument);
   c.classes = 3;
   c.top_k = 0;
+  EXPECT_EQ(run(f32({1, 2, 3}), f32({1, 2, 3}), c).error().code, Errc::invalid_argument);
+  c.top_k = 65537;  // bounded: the per-row state is two heaps of top_k entries
   EXPECT_EQ(run(f32({1, 2, 3}), f32({1, 2, 3}), c).error().code, Errc::invalid_argument);
 
   for (double bad_tol : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
