@@ -627,8 +627,10 @@ bool Filter::accepts(const TensorInfo& info, uint64_t exec_index) const {
   const Impl& f = *impl_;
   for (uint64_t n : f.every)
     if (exec_index % n != 0) return false;
-  if (f.role_mask && !(f.role_mask & ~kRolePresent & (1u << static_cast<uint8_t>(info.role))))
-    return false;
+  if (f.role_mask) {
+    auto role = static_cast<uint8_t>(info.role);  // a value outside the enum matches no role
+    if (role > 3 || !(f.role_mask & ~kRolePresent & (1u << role))) return false;
+  }
   if (f.dtype_mask) {
     auto code = static_cast<uint16_t>(info.dtype);
     if (code >= 32 || !(f.dtype_mask & ~kDTypePresent & (1u << code))) return false;

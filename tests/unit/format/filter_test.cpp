@@ -175,6 +175,10 @@ TEST(Filter, Roles) {
   EXPECT_TRUE(f.accepts(tensor("a", {1}, DType::f32, "", Role::parameter), 0));
   EXPECT_FALSE(f.accepts(tensor("a", {1}, DType::f32, "", Role::input), 0));
   EXPECT_FALSE(f.accepts(tensor("a", {1}, DType::f32, "", Role::other), 0));
+  TensorInfo bogus = tensor("a");
+  bogus.role = static_cast<Role>(200);  // not a role: no role clause can accept it
+  EXPECT_FALSE(f.accepts(bogus, 0));
+  EXPECT_TRUE(parse_ok("a").accepts(bogus, 0));
   Filter none = parse_ok("role=input role=output");
   EXPECT_FALSE(none.accepts(tensor("a", {1}, DType::f32, "", Role::input), 0));
   EXPECT_FALSE(none.accepts(tensor("a", {1}, DType::f32, "", Role::output), 0));
@@ -361,6 +365,48 @@ TEST(Filter, CanonicalToStringRoundTrips) {
   EXPECT_FALSE(parse_ok("+rank=2").accepts(tensor("x", {1, 1}), 0));
   EXPECT_TRUE(parse_ok("a\\ b").accepts(tensor("a b"), 0));
   EXPECT_TRUE(parse_ok("op=a\\,b").accepts(tensor("n", {1}, DType::f32, "a,b"), 0));
+}
+
+// Random strings over the syntax's alphabet: parse never crashes, and whatever parses has a
+// canonical text that parses back to itself and accepts exactly the same tensors.
+TEST(Filter, RandomTextsRoundTripOrFailCleanly) {
+  const std::string alphabet = "abdeklmnoprtuy0123456789=<>!+-*?[]^\\,;. _-\xC3\xA9";
+  const std::vector<std::string> words = {"op=", "role=", "dtype=", "rank", "numel", "dim",
+                                          "dim[-1]", "every=", "budget=", "output", "f16", "k",
+                                          "MiB", "layers.", "*", "[0-3]", "\\ "};
+  std::vector<TensorInfo> probes = {tensor("layers.3.fc", {1, 768}, DType::f16, "Linear"),
+                                    tensor("a", {}, DType::i8, "", Role::input),
+                                    tensor("layers.10", {3, 0}, DType::f32, "Norm", Role::parameter)};
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {  // SplitMix64: deterministic, so a failure reproduces
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  size_t parsed = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    const size_t len = next() % 24;
+    for (size_t k = 0; k < len; ++k)
+      text += next() % 3 == 0 ? words[next() % words.size()] : std::string(1, alphabet[next() % alphabet.size()]);
+    auto f = Filter::parse(text);
+    if (!f.ok()) {
+      EXPECT_EQ(f.error().code, Errc::filter_syntax) << text;
+      EXPECT_EQ(f.error().message.find('\n'), std::string::npos) << text;
+      continue;
+    }
+    ++parsed;
+    const std::string canon = f->to_string();
+    auto again = Filter::parse(canon);
+    ASSERT_TRUE(again.ok()) << text << " -> " << canon << ": " << again.error().to_string();
+    EXPECT_EQ(again->to_string(), canon) << text;
+    EXPECT_EQ(again->byte_budget(), f->byte_budget()) << text;
+    for (const auto& t : probes)
+      for (uint64_t idx : {0u, 1u, 6u})
+        EXPECT_EQ(again->accepts(t, idx), f->accepts(t, idx)) << text << " -> " << canon;
+  }
+  EXPECT_GT(parsed, 2000u);  // the generator must exercise the success path too
 }
 
 TEST(Filter, CopyAndMoveKeepTheClauses) {
