@@ -35,5 +35,11 @@ if [ "$first" != "$EXPECTED" ]; then
   exit 1
 fi
 echo "Why: block 1's MLP writes massive activations (~6000) into 4 hidden channels; float16 holds them (max 65504), but $EXPECTED"
-echo "computes its variance in half precision as E[x^2]-E[x]^2: x^2 ~ 3.6e7 and mean^2 ~ 1.4e5 overflow to Inf, Inf-Inf = NaN. Fix: keep LayerNorm statistics in float32."
-echo "(reports: $OUT/report.json; the fixed engine: $BUILD/examples/tiny_encoder --precision fp16-safe $OUT/fp16-safe.tdump)"
+echo "computes its variance in half precision as E[x^2]-E[x]^2: x^2 ~ 3.6e7 and mean^2 ~ 1.4e5 overflow to Inf, Inf-Inf = NaN. Fix: keep LayerNorm statistics in float32:"
+echo
+"$BUILD/examples/tiny_encoder" --precision fp16-safe "$OUT/fp16-safe.tdump" 2>/dev/null
+echo "\$ driftscope compare -q $OUT/fp32.tdump $OUT/fp16-safe.tdump"
+"$BUILD/driftscope" compare -q "$OUT/fp32.tdump" "$OUT/fp16-safe.tdump" || {
+  echo "demo: FAILED: the fixed float16 run does not pass" >&2
+  exit 1
+}

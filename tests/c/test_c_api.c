@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "driftscope.h"
 
@@ -747,6 +748,93 @@ static void test_free_closes(void) {
   ds_reader_free(r);
 }
 
+/* ---- threads: one writer shared by several threads; the last error is per thread ---------- */
+
+enum { kThreads = 4, kPerThread = 25 };
+
+typedef struct {
+  ds_writer* writer;
+  int id;
+} thread_arg;
+
+static int writer_thread(void* p) {
+  thread_arg* a = p;
+  /* A fresh thread has no last error, whatever other threads did. */
+  CHECK(ds_last_error_code() == DS_OK && ds_last_error_message()[0] == '\0');
+  float x[32];
+  uint64_t shape[1] = {32};
+  char name[64];
+  ds_tensor_desc d;
+  ds_tensor_desc_init(&d);
+  d.shape = shape;
+  d.rank = 1;
+  for (int i = 0; i < kPerThread; ++i) {
+    snprintf(name, sizeof name, "thread%d.op%d", a->id, i);
+    d.name = name;
+    fill_activation(x, 32, (float)(a->id * 100 + i));
+    CHECK(ds_writer_write(a->writer, &d, x, sizeof x, NULL) == DS_WRITTEN);
+    if (i == kPerThread / 2) {
+      /* A failure here is this thread's alone. */
+      d.rank = 17;
+      CHECK(ds_writer_write(a->writer, &d, x, sizeof x, NULL) == DS_E_LIMIT_EXCEEDED);
+      CHECK(ds_last_error_code() == DS_E_LIMIT_EXCEEDED);
+      d.rank = 1;
+    }
+  }
+  return 0;
+}
+
+static void test_threads(void) {
+  char path[4096];
+  path_in_dir(path, sizeof path, "threads.tdump");
+  /* The main thread's error must survive whatever the workers do. */
+  ds_filter* f = NULL;
+  FAILS_WITH(DS_E_FILTER_SYNTAX, ds_filter_parse("rank>>1", &f));
+
+  ds_writer* w = NULL;
+  ds_writer_options o;
+  ds_writer_options_init(&o);
+  o.background = 1;
+  OK(ds_writer_open(path, &o, &w));
+  CHECK(ds_last_error_code() == DS_OK);
+  FAILS_WITH(DS_E_FILTER_SYNTAX, ds_filter_parse("rank>>1", &f));
+  thrd_t threads[kThreads];
+  thread_arg args[kThreads];
+  for (int t = 0; t < kThreads; ++t) {
+    args[t].writer = w;
+    args[t].id = t;
+    CHECK(thrd_create(&threads[t], writer_thread, &args[t]) == thrd_success);
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    int rc = -1;
+    CHECK(thrd_join(threads[t], &rc) == thrd_success && rc == 0);
+  }
+  CHECK(ds_last_error_code() == DS_E_FILTER_SYNTAX);
+  OK(ds_writer_close(w));
+  ds_writer_free(w);
+
+  /* Every record is there, intact, each exec index used once. */
+  ds_reader* r = NULL;
+  OK(ds_reader_open(path, NULL, &r));
+  CHECK(ds_reader_record_count(r) == kThreads * kPerThread);
+  unsigned char seen[kThreads * kPerThread];
+  memset(seen, 0, sizeof seen);
+  for (size_t i = 0; i < ds_reader_record_count(r); ++i) {
+    ds_record_info info;
+    OK(ds_record_get_info(ds_reader_record(r, i), &info));
+    /* Indices 0 ... 99, each once: a refused write consumes none (a filtered one would). */
+    CHECK(info.exec_index < sizeof seen && !seen[info.exec_index]);
+    seen[info.exec_index] = 1;
+    int tid = -1, op = -1;
+    CHECK(sscanf(info.name, "thread%d.op%d", &tid, &op) == 2);
+    float x[32], back[32];
+    fill_activation(x, 32, (float)(tid * 100 + op));
+    OK(ds_record_decode_f32(ds_reader_record(r, i), 0, back, 32));
+    CHECK(memcmp(x, back, sizeof x) == 0);
+  }
+  ds_reader_free(r);
+}
+
 /* ---- compare ------------------------------------------------------------------------------ */
 
 /* Three tensors; the candidate's second one is scaled by `scale` at element 5 and, with
@@ -847,6 +935,7 @@ int main(int argc, char** argv) {
   test_writer_errors();
   test_free_closes();
   test_compare();
+  test_threads();
   printf("test_c_api: %d checks passed\n", g_checks);
   return 0;
 }
