@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -177,11 +178,17 @@ class Engine {
     };
     rr(w.tok_emb);
     rr(w.pos_emb);
-    auto rl = [&](Linear& l) { rr(l.w), rr(l.b); };
-    auto rn = [&](Norm& n) { rr(n.gamma), rr(n.beta); };
+    auto rl = [&](Linear& l) {
+      rr(l.w);
+      rr(l.b);
+    };
+    auto rn = [&](Norm& n) {
+      rr(n.gamma);
+      rr(n.beta);
+    };
     for (Block& b : w.blocks) {
-      rn(b.norm1), rn(b.norm2);
-      rl(b.q), rl(b.k), rl(b.v), rl(b.o), rl(b.fc1), rl(b.fc2);
+      for (Norm* n : {&b.norm1, &b.norm2}) rn(*n);
+      for (Linear* l : {&b.q, &b.k, &b.v, &b.o, &b.fc1, &b.fc2}) rl(*l);
     }
     rn(w.norm_f);
     rl(w.head);
@@ -189,8 +196,9 @@ class Engine {
 
   // Records a module's output the way an engine does: float32 bytes, or binary16 bytes in the
   // half-precision runs (the values are already binary16, so the conversion is exact).
-  bool record(const std::string& name, const char* op, const Tensor& t,
+  void record(const std::string& name, const char* op, const Tensor& t,
               ds::KeyValues attrs = {}) {
+    if (!ok_) return;  // the first error stops recording; run() reports it
     ds::TensorInfo info;
     info.name = name;
     info.op_type = op;
@@ -212,7 +220,6 @@ class Engine {
       std::fprintf(stderr, "tiny_encoder: error: %s\n", res.error().to_string().c_str());
       ok_ = false;
     }
-    return ok_;
   }
   bool ok() const { return ok_; }
 
@@ -378,18 +385,19 @@ int run(Precision p, const std::string& path) {
   return 0;
 }
 
-int usage() {
-  std::fprintf(stderr,
+int usage(FILE* to, int rc) {
+  std::fprintf(to,
                "usage: tiny_encoder OUT_DIR                      (writes fp32.tdump, fp16.tdump)\n"
                "       tiny_encoder --precision fp32|fp16|fp16-safe FILE\n");
-  return 2;
+  return rc;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
-  if (args.size() == 1 && args[0] != "--help" && args[0] != "-h") {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) return usage(stdout, 0);
+  if (args.size() == 1 && !args[0].starts_with("-")) {
     std::error_code ec;
     std::filesystem::create_directories(std::string(args[0]), ec);
     if (ec) {
@@ -406,5 +414,5 @@ int main(int argc, char** argv) {
     if (args[1] == "fp16") return run(Precision::fp16, std::string(args[2]));
     if (args[1] == "fp16-safe") return run(Precision::fp16_safe, std::string(args[2]));
   }
-  return usage();
+  return usage(stderr, 2);
 }

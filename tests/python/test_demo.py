@@ -96,6 +96,10 @@ def test_compare_names_the_block2_layernorm(dumps):
     assert report["verdict"] in ("silent_failure", "diverged")
     assert report["first_divergence"]["name"] == EXPECTED
     assert report["first_nonfinite"]["name"] == EXPECTED
+    first = report["first_divergence"]
+    assert first["op_type"] == "LayerNorm" and first["dtype_cand"] == "f16"
+    assert first["nan_ref"] == 0 and first["nan_cand"] > 0
+    assert first["origin"] == "introduced"  # born here, not carried in from block 1
     statuses = [(t["name"], t["status"]) for t in report["tensors"]]
     position = [n for n, _ in statuses].index(EXPECTED)
     assert all(s == "pass" for _, s in statuses[:position]), statuses[:position]
@@ -106,3 +110,10 @@ def test_compare_passes_the_fixed_engine(dumps):
     proc, report = compare(dumps, "fp16-safe")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["verdict"] == "pass" and report["first_divergence"] is None
+
+
+def test_fixture_is_byte_reproducible(dumps, tmp_path):
+    # Fixed weights, inputs and salts: the demo's files are the same bytes on every run.
+    subprocess.run([ENCODER, str(tmp_path)], check=True, capture_output=True)
+    for name in ("fp32.tdump", "fp16.tdump"):
+        assert (tmp_path / name).read_bytes() == (dumps / name).read_bytes()
