@@ -412,6 +412,7 @@ static void read_run(const char* path) {
   CHECK(dd[31] == (double)expected[31]);
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_record_decode_f32(rec, 30, f, 5)); /* past numel */
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_record_decode_f32(rec, 0, NULL, 5));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_record_decode_f64(rec, UINT64_MAX - 1, dd, 4)); /* wraps */
 
   ds_tensor_stats st;
   OK(ds_record_stats(rec, &st));
