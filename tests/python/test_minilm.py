@@ -26,6 +26,12 @@ import driftscope  # noqa: E402
 import driftscope.onnxruntime as dort  # noqa: E402
 import driftscope.torch as dt  # noqa: E402
 
+# The TorchScript exporter is deprecated (it is the one that keeps module scopes) and warns
+# about every data-dependent branch it traces; neither concerns these tests.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
+              pytest.mark.filterwarnings("ignore:.*TorchScript.*")]
+
 SENTENCES = ["driftscope finds the first tensor where two runs of a model disagree.",
              "A second, shorter sentence."]
 # Dropout is the identity in eval mode and the exported graph has no node for it.
