@@ -165,11 +165,32 @@ def _feed(it, inputs: Any, name: str) -> None:
         raise InputMismatchError("inputs must be a dict of name -> array for a model with "
                                  f"{len(declared)} inputs")
     by_name = {d["name"]: d for d in declared}
+    # Converted models name input tensors "serving_default_image:0"; their SignatureDef keeps the
+    # names the user knows ("image"). Accept those too when they are unambiguous.
+    by_index = {int(d["index"]): d["name"] for d in declared}
+    aliases: Dict[str, str] = {}
+    try:
+        signatures = it._get_full_signature_list()
+    except Exception:  # older runtimes without signatures
+        signatures = {}
+    for sig in signatures.values():
+        if sig.get("subgraph_index", 0) != 0:
+            continue
+        for sig_name, index in sig.get("inputs", {}).items():
+            target = by_index.get(int(index))
+            if target is not None and sig_name not in by_name:
+                aliases[sig_name] = target if sig_name not in aliases else ""
+    for key in list(feeds):
+        if key not in by_name and aliases.get(key):
+            feeds[aliases[key]] = feeds.pop(key)
     for key in feeds:
         if key not in by_name:
+            known = {v: k for k, v in aliases.items() if v}
             raise InputMismatchError(
                 f"unknown input '{key}'; the model's inputs are: " + ", ".join(
-                    f"{d['name']} ({np.dtype(d['dtype']).name} {_shape_text(d)})" for d in declared))
+                    f"{d['name']} ({np.dtype(d['dtype']).name} {_shape_text(d)}"
+                    + (f", signature name '{known[d['name']]}'" if d["name"] in known else "")
+                    + ")" for d in declared))
     resized = False
     values = {}
     for d in declared:

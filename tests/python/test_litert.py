@@ -144,6 +144,15 @@ def test_int8_against_float_localises_the_first_quantized_op(models, x, tmp_path
         np.linalg.norm(b - a) / np.linalg.norm(a), rel=1e-9)
 
 
+def test_inputs_by_signature_name_or_position(models, x, tmp_path):
+    # Converters name input tensors "serving_default_image:0"; the SignatureDef keeps "image".
+    dl.record(models / "float.tflite", {"image": x}, tmp_path / "a.tdump")
+    dl.record((models / "float.tflite").read_bytes(), x, tmp_path / "b.tdump")
+    a, b = driftscope.open(tmp_path / "a.tdump"), driftscope.open(tmp_path / "b.tdump")
+    np.testing.assert_array_equal(a["probs"], b["probs"])
+    assert b.metadata["model"] == "model.tflite"
+
+
 def test_filter_and_summary(models, x, tmp_path):
     rec = dl.record(models / "float.tflite", [x], tmp_path / "s.tdump", filter="-pool",
                     summary="conv1")
@@ -171,8 +180,10 @@ def test_bad_models_and_inputs(models, tmp_path):
         dl.record(models / "float.tflite", {"input": np.zeros((1, 8, 8, 3), np.float32)}, out)
     with pytest.raises(dl.InputMismatchError, match=r"input 'input' has dtype float64"):
         dl.record(models / "float.tflite", {"input": np.zeros((1, 16, 16, 3))}, out)
-    with pytest.raises(dl.InputMismatchError, match=r"unknown input 'image'"):
-        dl.record(models / "float.tflite", {"image": tm.sample_input()}, out)
+    with pytest.raises(dl.InputMismatchError,
+                       match=r"unknown input 'pixels'; the model's inputs are: input \(float32 "
+                             r"\[1, 16, 16, 3\], signature name 'image'\)"):
+        dl.record(models / "float.tflite", {"pixels": tm.sample_input()}, out)
     with pytest.raises(dl.InputMismatchError, match="kernels='gpu'"):
         dl.record(models / "float.tflite", {"input": tm.sample_input()}, out, kernels="gpu")
     assert not out.exists()

@@ -105,7 +105,10 @@ class _Builder:
         o.builtinOptions = options
         self.operators.append(o)
 
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int], description: str) -> bytes:
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], description: str,
+               signature: Optional[Tuple[str, Sequence[str], Sequence[str]]] = None) -> bytes:
+        """`signature`: (key, input names, output names) for a SignatureDef, as the converter
+        writes one ("serving_default", names of the Keras inputs and outputs)."""
         import flatbuffers
 
         s = self.s
@@ -121,6 +124,21 @@ class _Builder:
         m.subgraphs = [sg]
         m.description = description
         m.buffers = self.buffers
+        if signature is not None:
+            key, in_names, out_names = signature
+
+            def tensor_map(name: str, index: int):
+                t = s.TensorMapT()
+                t.name = name
+                t.tensorIndex = index
+                return t
+
+            sd = s.SignatureDefT()
+            sd.signatureKey = key
+            sd.subgraphIndex = 0
+            sd.inputs = [tensor_map(n, i) for n, i in zip(in_names, inputs)]
+            sd.outputs = [tensor_map(n, i) for n, i in zip(out_names, outputs)]
+            m.signatureDefs = [sd]
         fb = flatbuffers.Builder(4096)
         fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
         return bytes(fb.Output())
@@ -195,7 +213,8 @@ def build_float(w: Optional[Dict[str, np.ndarray]] = None) -> bytes:
     b.op(Op.FULLY_CONNECTED, 1, [f, fw, fb], [lg], Opt.FullyConnectedOptions, _fc_opts())
     pr = b.tensor("probs", [1, CLASSES], T.FLOAT32)
     b.op(Op.SOFTMAX, 1, [lg], [pr], Opt.SoftmaxOptions, _softmax_opts())
-    return b.finish([x], [pr], "driftscope test model (float32)")
+    return b.finish([x], [pr], "driftscope test model (float32)",
+                    signature=("serving_default", ["image"], ["probabilities"]))
 
 
 def _activation_ranges(float_model: bytes, samples: Sequence[np.ndarray]) -> Dict[str, Tuple[float, float]]:
