@@ -321,9 +321,11 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
         "model": name,
         "kernels": kernels,
         "start_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "observer_effect": effect,
         "recorder": "driftscope.litert",
     }
+
+    if check_observer:  # unchecked: no key, rather than a value compare would warn about
+        metadata["observer_effect"] = effect
 
     # Which tensors are NHWC: outputs of image ops, and of layout-preserving ops fed by one.
     # A 4-D model input that feeds an image op's data input is NHWC too.
@@ -439,6 +441,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="which tensors to record as summaries instead of values (filter syntax)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run metadata (repeatable)")
+    p.add_argument("--no-observer-check", action="store_true",
+                   help="skip the second, plain run that checks the capture changed nothing")
     return p
 
 
@@ -449,11 +453,13 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
         feeds = load_cli_inputs(args.input)
         result = record(args.model, feeds, args.output, kernels=args.kernels,
                         filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
-                        num_threads=args.threads, parameters=args.parameters)
+                        num_threads=args.threads, parameters=args.parameters,
+                        check_observer=not args.no_observer_check)
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    note = "" if result.observer_effect == "none" else f"; warning: {result.observer_effect}"
+    note = ("" if result.observer_effect in ("none", "not checked")
+            else f"; warning: {result.observer_effect}")
     print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
     return 0
 

@@ -395,7 +395,7 @@ def _run(session, feeds, what: str) -> List[Any]:
 def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Sequence[Any]] = None,
            session_options: Any = None, filter: Optional[str] = None,
            summary: Optional[str] = None, meta: Optional[Mapping[str, Any]] = None,
-           fp16: bool = False) -> Recording:
+           fp16: bool = False, check_observer: bool = True) -> Recording:
     """Runs `model_path` (a path or an onnx.ModelProto) on `inputs` with ONNX Runtime and records
     every node output of the main graph into the TDUMP file `path`.
 
@@ -407,6 +407,8 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         which of those to record as summaries (light mode) instead of values.
     meta: extra run metadata (string values); overrides the keys filled in automatically.
     fp16: record the model converted to float16 (inputs and outputs keep their types).
+    check_observer: also run the plain model and record in ``observer_effect`` whether its final
+        outputs equal the captured run's (False saves that second run: "not checked").
     """
     import onnxruntime as ort
 
@@ -427,7 +429,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     plain = _make_session(proto.SerializeToString(), providers, session_options, external_dir, what)
     feeds = _check_inputs(plain, inputs)
     output_names = [o.name for o in plain.get_outputs()]
-    plain_values = dict(zip(output_names, _run(plain, feeds, what)))
+    plain_values = dict(zip(output_names, _run(plain, feeds, what))) if check_observer else {}
     # ONNX Runtime silently falls back to the CPU when a requested provider is unavailable:
     # the metadata names the provider that actually ran.
     active = plain.get_providers()
@@ -447,7 +449,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     del capture
 
     final = {k: values.get(k) for k in output_names}
-    effect = _observer_effect(plain_values, final)
+    effect = _observer_effect(plain_values, final) if check_observer else "not checked"
     provider_name = active[0] if active else str(providers[0])
     metadata: Dict[str, str] = {
         "framework": f"onnxruntime {ort.__version__}",
@@ -455,10 +457,11 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         "device": "cpu" if provider_name == "CPUExecutionProvider" else provider_name,
         "model": model_name,
         "start_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "observer_effect": effect,
         "recorder": "driftscope.onnxruntime",
         "providers": ",".join(active),
     }
+    if check_observer:  # unchecked: no key, rather than a value compare would warn about
+        metadata["observer_effect"] = effect
     precision = _precision(proto, fp16)
     if precision:
         metadata["precision"] = precision
@@ -537,6 +540,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="which tensors to record as summaries instead of values (filter syntax)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run metadata (repeatable)")
+    p.add_argument("--no-observer-check", action="store_true",
+                   help="skip the second, plain run that checks the capture changed nothing")
     return p
 
 
@@ -593,11 +598,12 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
         feeds = load_cli_inputs(args.input)
         result = record(args.model, feeds, args.output, providers=args.provider or None,
                         filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
-                        fp16=args.fp16)
+                        fp16=args.fp16, check_observer=not args.no_observer_check)
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    note = "" if result.observer_effect == "none" else f"; warning: {result.observer_effect}"
+    note = ("" if result.observer_effect in ("none", "not checked")
+            else f"; warning: {result.observer_effect}")
     print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
     return 0
 

@@ -271,6 +271,13 @@ def test_non_tensor_values_are_skipped_and_counted(tmp_path):
     assert "m.Relu" in names and "At" in names and "m" not in names
 
 
+def test_observer_check_can_be_skipped(model_file, tmp_path):
+    rec = dort.record(model_file, {"X": np.ones((1, 4), np.float32)}, tmp_path / "n.tdump",
+                      check_observer=False)
+    assert rec.observer_effect == "not checked"
+    assert "observer_effect" not in driftscope.open(tmp_path / "n.tdump").metadata
+
+
 def test_observer_effect_text():
     a = {"y": np.array([1.0, np.nan], np.float32), "i": np.array([1, 2])}
     assert dort._observer_effect(a, {k: v.copy() for k, v in a.items()}) == "none"
