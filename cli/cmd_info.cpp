@@ -121,7 +121,9 @@ int run_info(const InfoArgs& a) {
   row("dtypes", join_counts(by_dtype));
   row("roles", join_counts(by_role));
   row("finished", finished ? "yes (END record present)"
-                           : "no (no END record: the run crashed, was killed or is still running)");
+                  : in.state == FileState::corrupt
+                      ? "unknown (the scan stopped at the corruption)"
+                      : "no (no END record: the run crashed, was killed or is still running)");
   row("integrity", integrity_line(in, r));
   for (const Error& e : in.warnings)
     row("warning", fmt::format("{}: {}", errc_name(e.code), e.message));

@@ -103,12 +103,12 @@ int run_ls(const LsArgs& a) {
     any_summary |= rec->kind == RecordKind::summary;
   }
   std::vector<Column> cols = {
-      {"#", true, 0, {}},       {"name", false, 0, {}},   {"occ", true, 7, {}},
-      {"role", false, 0, {}},   {"kind", false, 0, {}},   {"op", false, 2, {}},
-      {"dtype", false, 0, {}},  {"shape", false, 0, {}},  {"axes", false, 1, {}},
-      {"bytes", true, 3, {}},   {"min", true, 0, {}},     {"max", true, 0, {}},
-      {"mean", true, 5, {}},    {"std", true, 4, {}},     {"nan", true, 0, {}},
-      {"inf", true, 0, {}},     {"zero", true, 6, {}},
+      {"#", true, 0, {}},       {"name", false, 0, {}},   {"occ", true, 1, {}},
+      {"role", false, 0, {}},   {"kind", false, 0, {}},   {"op", false, 3, {}},
+      {"dtype", false, 0, {}},  {"shape", false, 0, {}},  {"axes", false, 2, {}},
+      {"bytes", true, 4, {}},   {"min", true, 0, {}},     {"max", true, 0, {}},
+      {"mean", true, 6, {}},    {"std", true, 5, {}},     {"nan", true, 0, {}},
+      {"inf", true, 0, {}},     {"zero", true, 7, {}},
   };
   enum { kIdx, kName, kOcc, kRole, kKind, kOp, kDtype, kShape, kAxes, kBytes, kMin, kMax, kMean,
          kStd, kNan, kInf, kZero };
@@ -151,18 +151,24 @@ int run_ls(const LsArgs& a) {
   };
   size_t width = a.wide ? 0 : terminal_width();
   if (width && total() > width) {
-    // First shorten names (keeping both ends), down to 16 columns; then drop the columns a
-    // reader misses least, in the order of Column::drop.
-    Column& name = cols[kName];
-    size_t excess = total() - width;
-    size_t target = std::max<size_t>(16, name.width > excess ? name.width - excess : 0);
-    if (target < name.width) {
-      for (auto& v : name.cells) v = elide_middle(v, target);
-      name.width = std::max(display_width(name.title), target);
-    }
+    // Drop the columns a reader misses least (Column::drop order; occ only while every
+    // occurrence is 0, since otherwise repeated names become indistinguishable), then
+    // shorten names in the middle, down to 16 columns.
+    bool any_occ = false;
+    for (const Record* rec : rows) any_occ |= rec->info.occurrence != 0;
+    if (any_occ) cols[kOcc].drop = 0;
     for (int order = 1; order <= 7 && total() > width; ++order)
       for (auto& c : cols)
         if (c.drop == order) c.shown = false;
+    Column& name = cols[kName];
+    if (total() > width) {
+      size_t excess = total() - width;
+      size_t target = std::max<size_t>(16, name.width > excess ? name.width - excess : 0);
+      if (target < name.width) {
+        for (auto& v : name.cells) v = elide_middle(v, target);
+        name.width = std::max(display_width(name.title), target);
+      }
+    }
   }
   auto print_row = [&](auto cell) {
     std::string line;
@@ -202,7 +208,8 @@ tensors are module inputs or parameters, a kind column when some records are sum
 mode: statistics without values).
 
 On a terminal narrower than the table, long names are shortened in the middle and the least
-useful columns (axes, op, bytes, std, mean, zero, occ) are dropped; pipe the output or pass
+useful columns (occ when every occurrence is 0, axes, op, bytes, std, mean, zero) are
+dropped; pipe the output or pass
 --wide to get everything. $COLUMNS overrides the terminal width.
 
 --json prints every field, plus each record's offset and size in the file (so tools can

@@ -143,7 +143,8 @@ int run_show(const ShowArgs& a) {
   row("kind", std::string(kind_name(rec.kind)));
   row("op", t.op_type.empty() ? "-" : t.op_type);
   row("dtype", std::string(dtype_name(t.dtype)));
-  row("shape", fmt::format("{} ({} elements)", fmt_shape(t.shape, false), fmt_count(t.numel())));
+  row("shape", fmt::format("{} ({} element{})", fmt_shape(t.shape, false), fmt_count(t.numel()),
+                           t.numel() == 1 ? "" : "s"));
   row("axes", t.axes.empty() ? "-" : join_axes(t.axes));
   switch (t.encoding.kind) {
     case EncodingKind::raw: row("encoding", "raw"); break;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "command.hpp"
 
@@ -45,8 +46,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // One line on stderr and exit 2, like every other usage error.
-    std::fprintf(stderr, "driftscope: error: %s (try --help)\n", e.what());
+    // One line on stderr and exit 2, like every other usage error, naming the subcommand
+    // whose arguments were wrong.
+    std::string where = "driftscope";
+    for (const auto* sub : app.get_subcommands()) where += " " + sub->get_name();
+    std::string what = e.what();
+    if (where == "driftscope") {
+      std::fprintf(stderr, "driftscope: error: %s (try driftscope --help)\n", what.c_str());
+    } else {
+      std::fprintf(stderr, "driftscope: error: %s: %s (try %s --help)\n", where.c_str() + 11,
+                   what.c_str(), where.c_str());
+    }
     return kExitTrouble;
   }
   try {
