@@ -231,10 +231,16 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
     return err(Errc::limit_exceeded, at(base, 28), fmt::format("axes_length is {}, allowed 0..{}", axes_len, limits::kMaxAxesLength));
   if (attr_count > limits::kMaxAttributes)
     return err(Errc::limit_exceeded, at(base, 30), fmt::format("attr_count is {}, allowed 0..{}", attr_count, limits::kMaxAttributes));
+  const uint64_t dims_off = c.off();
   info.shape.resize(rank);
+  uint64_t bytes = dtype_size(info.dtype);
+  bool overflow = false;
   for (auto& d : info.shape) {
     DS_GET(dim, uint64_t, c, "dims");
     d = dim;
+    auto m = checked_mul(bytes, dim);
+    overflow |= !m;
+    bytes = m.value_or(0);
   }
   uint64_t name_off = c.off();
   auto name = c.bytes(name_len, "name");
@@ -242,6 +248,12 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   info.name.assign(*name);
   if (!valid_utf8(info.name)) return err(Errc::bad_utf8, name_off, "tensor name is not valid UTF-8");
   if (name_out) *name_out = info.name;
+  // Errors are reported at the failing field (docs/format.md §4), so these checks run here
+  // before the generic validation below.
+  if (overflow) return err(Errc::shape_overflow, dims_off, fmt::format("shape of '{}' overflows 64 bits", info.name));
+  if (encoding != 0 && !dtype_is_integer(info.dtype))
+    return err(Errc::bad_encoding, at(base, 18), fmt::format("affine encoding needs an integer dtype, '{}' is {}",
+                                                             info.name, dtype_name(info.dtype)));
   uint64_t op_off = c.off();
   auto op = c.bytes(op_len, "op_type");
   if (!op) return std::move(op).error();
@@ -253,6 +265,7 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   if (!valid_utf8(*axes)) return err(Errc::bad_utf8, axes_off, fmt::format("axes of '{}' are not valid UTF-8", info.name));
   info.axes = split_axes(*axes);
   info.attrs.reserve(attr_count);
+  std::unordered_set<std::string_view> attr_keys;
   for (uint16_t i = 0; i < attr_count; ++i) {
     uint64_t attr_off = c.off();
     DS_GET(klen, uint16_t, c, "attribute key_length");
@@ -265,11 +278,18 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
     if (!k) return std::move(k).error();
     auto v = c.bytes(vlen, "attribute value");
     if (!v) return std::move(v).error();
+    if (!valid_utf8(*k) || !valid_utf8(*v))
+      return err(Errc::bad_utf8, attr_off, fmt::format("attribute {} of '{}' is not valid UTF-8", i, info.name));
+    if (!attr_keys.insert(*k).second)
+      return err(Errc::duplicate_key, attr_off, fmt::format("attribute '{}' of '{}' appears twice", *k, info.name));
     info.attrs.emplace_back(std::string(*k), std::string(*v));
   }
   info.encoding.kind = static_cast<EncodingKind>(encoding);
   if (info.encoding.kind == EncodingKind::affine_tensor) {
+    const uint64_t scale_off = c.off();
     DS_GET(scale, double, c, "scale");
+    if (!std::isfinite(scale))
+      return err(Errc::bad_value, scale_off, fmt::format("quantisation scale {} of '{}' is not finite", scale, info.name));
     DS_GET(zp, int64_t, c, "zero_point");
     info.encoding.scales = {scale};
     info.encoding.zero_points = {zp};
@@ -287,7 +307,10 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
     info.encoding.scales.resize(count);
     info.encoding.zero_points.resize(count);
     for (auto& s : info.encoding.scales) {
+      const uint64_t scale_off = c.off();
       DS_GET(v, double, c, "scale");
+      if (!std::isfinite(v))
+        return err(Errc::bad_value, scale_off, fmt::format("quantisation scale {} of '{}' is not finite", v, info.name));
       s = v;
     }
     for (auto& z : info.encoding.zero_points) {

@@ -191,11 +191,6 @@ void expect_record(const Record& got, const json& w, const std::string& where) {
   }
 }
 
-// Vectors whose error offset the C++ reader reports differently from the spec (reported to the
-// format owner; the code is checked exactly, the offset against what the reader does today, so
-// a fix shows up as a failure here and this list shrinks).
-const std::set<std::string> kOffsetDisagreements = {"attr_duplicate", "affine_float", "scale_inf",
-                                                    "shape_overflow"};
 
 struct Mode {
   const char* name;
@@ -275,12 +270,7 @@ TEST_P(Vector, ReaderMatchesSidecar) {
       ASSERT_TRUE(in.corruption.has_value());
       const json& c = wi["corruption"];
       EXPECT_EQ(errc_name(in.corruption->code), c["code"].get<std::string>()) << in.corruption->to_string();
-      if (kOffsetDisagreements.count(GetParam().stem().string())) {
-        // Known: the reader reports the meta's start, docs/format.md §4 the failing field.
-        EXPECT_EQ(in.corruption->offset, c["record_offset"].get<uint64_t>() + 48);
-      } else {
-        EXPECT_EQ(in.corruption->offset, c["offset"].get<uint64_t>()) << in.corruption->to_string();
-      }
+      EXPECT_EQ(in.corruption->offset, c["offset"].get<uint64_t>()) << in.corruption->to_string();
       EXPECT_EQ(in.corrupt_name, c["name"].is_null() ? "" : c["name"].get<std::string>());
     }
 
