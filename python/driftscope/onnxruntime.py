@@ -173,16 +173,32 @@ def _topological_nodes(graph) -> List[Any]:
     return [graph.node[i] for i in order]
 
 
+def _static_values(graph, nodes) -> set:
+    """Values that do not depend on the run's inputs: Constant outputs and everything computed
+    from initializers and constants alone (the exporter's Identity copies of shared weights,
+    constant shape arithmetic). They are weights, not activations, the same in every run, so they
+    are not recorded (graph outputs excepted)."""
+    import onnx
+
+    initializers = {t.name for t in graph.initializer}
+    static = set(initializers)
+    for node in nodes:
+        ins = [x for x in node.input if x]
+        # Random* ops have no inputs yet differ per run; a subgraph may read outer values.
+        varying = node.op_type.startswith("Random") or any(
+            a.type == onnx.AttributeProto.GRAPH for a in node.attribute)
+        if not varying and all(x in static for x in ins):
+            static.update(o for o in node.output if o)
+    return static - initializers - {o.name for o in graph.output}
+
+
 def _plan(proto) -> List[PlannedName]:
     nodes = _topological_nodes(proto.graph)
     infos = []
-    skip = set()
+    skip = _static_values(proto.graph, nodes)
     for node in nodes:
         infos.append(NodeInfo(node.name, node.op_type, tuple(node.output),
                               inserted=node.doc_string == _INSERTED))
-        # Constant nodes hold weights, not activations: nothing is computed, nothing to compare.
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            skip.update(node.output)
     plan = plan_names(infos, skip=skip, graph_outputs=[o.name for o in proto.graph.output])
     domains = {o: n.domain for n in nodes for o in n.output}
     for entry in plan:

@@ -167,6 +167,24 @@ def test_metadata_names_the_provider_that_ran(model_file, tmp_path):
     assert meta["providers"] == "CPUExecutionProvider"
 
 
+def test_values_computed_from_weights_alone_are_not_recorded():
+    nodes = [
+        helper.make_node("Identity", ["W1"], ["w_copy"], name="Identity_0"),
+        helper.make_node("Constant", [], ["c"], name="/m/Constant",
+                         value=numpy_helper.from_array(np.array(2.0, np.float32))),
+        helper.make_node("Mul", ["w_copy", "c"], ["w2"], name="/m/Mul"),
+        helper.make_node("RandomNormal", [], ["noise"], name="/m/RandomNormal", shape=[4, 6]),
+        helper.make_node("MatMul", ["X", "w2"], ["y0"], name="/m/MatMul"),
+        helper.make_node("Add", ["y0", "noise"], ["Y"], name="/m/Add"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4, 6])],
+                              [numpy_helper.from_array(W1, "W1")])
+    plan = dort._plan(helper.make_model(graph))
+    assert [e.tensor for e in plan] == ["noise", "y0", "Y"]
+    assert plan[-1].records() == [("m", 0), ("<root>", 0)]
+
+
 def test_unsorted_graph_is_recorded_in_topological_order(tmp_path):
     path = tmp_path / "shuffled.onnx"
     onnx.save(scoped_model(shuffle=True), str(path))
@@ -389,3 +407,60 @@ def test_python_m_driftscope_record_onnx(model_file, tmp_path):
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "block.fc" in driftscope.open(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Alignment with driftscope.torch on a small exported model (the MiniLM test does it at scale)
+
+
+def test_exported_torch_model_lines_up_with_the_torch_dump(tmp_path):
+    torch = pytest.importorskip("torch")
+    import driftscope.torch as dt
+
+    class Block(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(d)
+            self.fc = torch.nn.Linear(d, d)
+            self.act = torch.nn.GELU()
+
+        def forward(self, x):
+            return x + self.act(self.fc(self.norm(x)))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(8), Block(8)])
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(4, 8)
+    with torch.no_grad(), dt.record(net, tmp_path / "torch.tdump"):
+        net(x)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(net, (x,), str(tmp_path / "net.onnx"), input_names=["x"],
+                          output_names=["y"], dynamo=False, opset_version=17)
+    dort.record(tmp_path / "net.onnx", {"x": x.numpy()}, tmp_path / "ort.tdump")
+    report = driftscope.compare(tmp_path / "torch.tdump", tmp_path / "ort.tdump",
+                                allow_unpaired=True)
+    # Same names, same tensors, no map: every module PyTorch recorded has its ONNX value.
+    assert report.verdict == "pass", report.to_text(all=True)
+    assert not report.only_in_reference
+    names = {t.name for t in report.tensors}
+    # Only ONNX has the inside of a module: opset 17 spells GELU as Div, Erf, Add, Mul, Mul, the
+    # last of which is the module's output.
+    extra = {t["name"] for t in report.only_in_candidate}
+    assert extra == {f"blocks.{i}.act.{op}" for i in (0, 1)
+                     for op in ("Div", "Erf", "Add", "Mul")}, extra
+    assert names == {"blocks.0.norm", "blocks.0.fc", "blocks.0.act", "blocks.0",
+                     "blocks.1.norm", "blocks.1.fc", "blocks.1.act", "blocks.1", "head", "<root>"}
+    assert max(t.rel_l2 for t in report.tensors) < 1e-5
