@@ -62,6 +62,23 @@ TEST(Sketch, GoldenValues) {
   for (int k = 0; k < 16; ++k) EXPECT_EQ(std::bit_cast<uint32_t>(s->projection[k]), golden[k]) << k;
 }
 
+TEST(Sketch, EachElementLandsInItsDocumentedBucketWithItsSign) {
+  // One-hot tensors: the sketch must hold exactly ±1 at bucket (h >> 32) % dim, sign from h & 1.
+  for (uint32_t dim : {1u, 3u, 37u, 256u, 4095u, 4096u}) {
+    for (uint64_t i : {0ull, 1ull, 2ull, 99ull, 150ull, 199ull}) {
+      std::vector<double> v(200, 0.0);
+      v[i] = 1.0;
+      const auto s = summary_of(v, dim, 0xABCDEF);
+      const auto slot = numerics::sketch_slot(0xABCDEF, i, dim);
+      const uint64_t h = numerics::splitmix64(0xABCDEF + i);
+      ASSERT_EQ(slot.bucket, (h >> 32) % dim);
+      for (uint32_t k = 0; k < dim; ++k)
+        ASSERT_EQ(s.projection[k], k == slot.bucket ? (slot.negative ? -1.0f : 1.0f) : 0.0f)
+            << "dim " << dim << " element " << i << " bucket " << k;
+    }
+  }
+}
+
 TEST(Sketch, SameValuesSameSketchWhateverTheDtype) {
   std::vector<float> f;
   std::vector<uint16_t> h;
