@@ -66,6 +66,10 @@ _ORT_TO_NUMPY = {
 # numpy kinds a TDUMP record can hold (format.md §3.3.1); strings and objects cannot.
 _RECORDABLE_KINDS = frozenset("fiub")
 
+# ONNX elem types numpy has no dtype for -> the ml_dtypes name TDUMP knows them by.
+_NUMPYLESS = {16: "bfloat16", 17: "float8_e4m3fn", 19: "float8_e5m2"}
+_F32_SUFFIX = "__driftscope_f32"
+
 # doc_string of the nodes to_float16 inserts (casts, identities): recorded only as model outputs.
 _INSERTED = "driftscope: inserted by the float16 conversion"
 
@@ -208,22 +212,64 @@ def _plan(proto) -> List[PlannedName]:
     return plan
 
 
-def _with_outputs(proto, names: Sequence[str]):
+def _with_outputs(proto, names: Sequence[str], numpyless: Mapping[str, int]):
     """A copy of the model whose graph also outputs `names`.
 
     The added outputs carry no type: ONNX Runtime infers their types itself, whereas value_info
     from onnx.shape_inference can disagree with ORT for contrib ops and make session creation
-    fail, and would cost a full inference pass over large models."""
+    fail, and would cost a full inference pass over large models. A value numpy cannot hold
+    (`numpyless`: bfloat16, float8) is exposed through a Cast to float32, which is exact."""
     import onnx
 
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     existing = {o.name for o in out.graph.output}
     for name in names:
-        if name not in existing:
-            out.graph.output.append(onnx.ValueInfoProto(name=name))
-            existing.add(name)
+        exposed = name
+        if name in numpyless:
+            exposed = name + _F32_SUFFIX
+            out.graph.node.append(onnx.helper.make_node(
+                "Cast", [name], [exposed], to=onnx.TensorProto.FLOAT, doc_string=_INSERTED))
+        if exposed not in existing:
+            out.graph.output.append(onnx.ValueInfoProto(name=exposed))
+            existing.add(exposed)
     return out
+
+
+def _numpyless_values(proto) -> Dict[str, int]:
+    """Values whose element type numpy has no dtype for (bfloat16, float8), by name -> ONNX
+    elem type. ONNX Runtime's Python API refuses to return such outputs at all, so they are
+    fetched through a Cast. Type inference runs only when the model mentions such a type."""
+    import onnx
+
+    special = set(_NUMPYLESS)
+    mentioned = any(t.data_type in special for t in proto.graph.initializer) or any(
+        vi.type.tensor_type.elem_type in special
+        for vi in list(proto.graph.input) + list(proto.graph.output) + list(proto.graph.value_info))
+    mentioned = mentioned or any(
+        a.name == "to" and a.i in special for n in proto.graph.node if n.op_type == "Cast"
+        for a in n.attribute)
+    if not mentioned:
+        return {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # custom ops: fall back to what the file declares
+        inferred = proto
+    found = {}
+    for vi in (list(inferred.graph.value_info) + list(inferred.graph.output)
+               + list(inferred.graph.input)):
+        elem = vi.type.tensor_type.elem_type
+        if elem in special:
+            found[vi.name] = elem
+    return found
+
+
+def _from_float32(value: np.ndarray, elem: int) -> np.ndarray:
+    """The float32 copy of a bfloat16/float8 value back in its own dtype (exact: every such value
+    is a float32). ml_dtypes comes with onnx."""
+    import ml_dtypes
+
+    return value.astype(getattr(ml_dtypes, _NUMPYLESS[elem]))
 
 
 def _isolate_graph_outputs(proto):
@@ -401,9 +447,9 @@ def _make_session(model_bytes: bytes, providers, session_options, external_dir, 
         raise ModelLoadError(f"ONNX Runtime cannot load {what}: {_first_line(err)}") from err
 
 
-def _run(session, feeds, what: str) -> List[Any]:
+def _run(session, feeds, what: str, outputs: Optional[List[str]] = None) -> List[Any]:
     try:
-        return session.run(None, feeds)
+        return session.run(outputs, feeds)
     except Exception as err:
         raise ModelRunError(f"ONNX Runtime failed to run {what}: {_first_line(err)}") from err
 
@@ -444,8 +490,12 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
 
     plain = _make_session(proto.SerializeToString(), providers, session_options, external_dir, what)
     feeds = _check_inputs(plain, inputs)
+    numpyless = _numpyless_values(proto)
     output_names = [o.name for o in plain.get_outputs()]
-    plain_values = dict(zip(output_names, _run(plain, feeds, what))) if check_observer else {}
+    # Outputs numpy cannot hold are left out of the plain run (ORT would refuse the whole run).
+    fetch = [n for n in output_names if n not in numpyless]
+    plain_values = (dict(zip(fetch, _run(plain, feeds, what, fetch))) if check_observer and fetch
+                    else {})
     # ONNX Runtime silently falls back to the CPU when a requested provider is unavailable:
     # the metadata names the provider that actually ran.
     active = plain.get_providers()
@@ -456,13 +506,17 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         # Exposing a value blocks fusions around it; values no name of which can pass the
         # filter are left inside the graph (smaller observer effect, less memory).
         plan = [e for e in plan if any(name_filter.may_accept_name(n) for n, _ in e.records())]
-    capture_proto = _with_outputs(proto, [e.tensor for e in plan])
+    capture_proto = _with_outputs(proto, [e.tensor for e in plan], numpyless)
     capture = _make_session(capture_proto.SerializeToString(), providers, session_options,
                             external_dir, what + " with intermediate outputs")
     del capture_proto
-    returned = [o.name for o in capture.get_outputs()]
-    values = dict(zip(returned, _run(capture, feeds, what + " with intermediate outputs")))
+    returned = [o.name for o in capture.get_outputs() if o.name not in numpyless]
+    values = dict(zip(returned, _run(capture, feeds, what + " with intermediate outputs",
+                                     returned)))
     del capture
+    for name, elem in numpyless.items():
+        if name + _F32_SUFFIX in values:
+            values[name] = _from_float32(values.pop(name + _F32_SUFFIX), elem)
 
     final = {k: values.get(k) for k in output_names}
     effect = _observer_effect(plain_values, final) if check_observer else "not checked"
@@ -490,7 +544,8 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         for entry in plan:
             # Popping drops each array once written, so memory falls as the file grows.
             value = values.pop(entry.tensor, None)
-            if not isinstance(value, np.ndarray) or value.dtype.kind not in _RECORDABLE_KINDS:
+            if not isinstance(value, np.ndarray) or (value.dtype.kind not in _RECORDABLE_KINDS
+                                                     and value.dtype.name not in _NUMPYLESS.values()):
                 skipped.append(entry.tensor)
                 continue
             attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor}
