@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["NodeInfo", "PlannedName", "split_scope", "plan_names", "module_path_of"]
+__all__ = ["NodeInfo", "PlannedName", "split_scope", "plan_names"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
                ) -> List[PlannedName]:
     """Names for every output of `nodes` (topologically ordered), in the same order.
 
-    `skip` holds value names that are not recorded (e.g. outputs of Constant nodes); such nodes
-    also cannot be a module's last node, since they compute nothing at run time.
+    `skip` holds value names that are not recorded (weights: values computed from constants
+    alone); a node with only such outputs cannot be a module's last node.
     `graph_outputs` (in graph order) are also recorded as outputs of `root_name` (None: not)."""
     skipped = set(skip)
     scopes: List[Tuple[str, ...]] = []
@@ -133,8 +133,3 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
             taken[key] = 1
     return plan
 
-
-def module_path_of(node_name: str) -> Optional[str]:
-    """The module path of a node's scope, or None for a node outside any module."""
-    scope, _ = split_scope(node_name)
-    return ".".join(scope) if scope else None
