@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
