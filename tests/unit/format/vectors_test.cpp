@@ -147,7 +147,9 @@ void expect_record(const Record& got, const json& w, const std::string& where) {
   EXPECT_EQ(got.info.axes, want.axes);
   EXPECT_EQ(got.info.attrs, want.attrs);
   EXPECT_EQ(got.info.encoding.kind, want.encoding.kind);
-  if (want.encoding.kind == EncodingKind::affine_channel) EXPECT_EQ(got.info.encoding.axis, want.encoding.axis);
+  if (want.encoding.kind == EncodingKind::affine_channel) {
+    EXPECT_EQ(got.info.encoding.axis, want.encoding.axis);
+  }
   EXPECT_EQ(got.info.encoding.scales, want.encoding.scales);
   EXPECT_EQ(got.info.encoding.zero_points, want.encoding.zero_points);
   EXPECT_EQ(got.offset, w["offset"].get<uint64_t>());
