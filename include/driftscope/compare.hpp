@@ -1,0 +1,264 @@
+// driftscope — comparing two runs: align the tensors of a reference and a candidate dump, measure
+// every pair, judge it against a tolerance policy and name the first tensor that diverges
+// (docs/compare.md; metric formulas in docs/metrics.md; JSON report in docs/report-schema.json).
+//
+// Contract: compare() is a pure function of the two dumps and the options. Pairs are ordered by
+// the reference's execution index, metrics come from one float64 pass per pair, and the report is
+// identical whatever `threads` is. Memory stays bounded: payloads are read through the readers'
+// maps, never copied whole (a permuted-axes pair needs an index of 8 bytes per element, capped by
+// CompareOptions::max_permuted_elements). The library never prints; reports are returned as text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "driftscope/dtype.hpp"
+#include "driftscope/error.hpp"
+#include "driftscope/reader.hpp"
+#include "driftscope/tensor.hpp"
+
+namespace driftscope {
+
+// ---- tolerance policy ---------------------------------------------------------------------------
+
+// Pass/fail criteria for one tensor pair. A pair passes when every criterion that is set holds.
+// An empty Criteria judges nothing beyond the health checks (NaN positions, Inf signs, silent
+// zeros), which always apply.
+struct Criteria {
+  std::optional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
+  std::optional<double> rtol;                   // (either one set enables allclose; the other is 0)
+  std::optional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
+  std::optional<double> min_cosine;
+  std::optional<double> min_sqnr_db;
+  std::optional<double> max_rel_l2;             // ||cand-ref|| / ||ref||
+  std::optional<int64_t> max_ulp;               // only when both sides share a float dtype
+  std::optional<double> min_argmax_agreement;   // need class metrics (PolicyRule::classes)
+  std::optional<double> min_topk_overlap;
+
+  bool empty() const noexcept;
+  bool uses_allclose() const noexcept { return atol.has_value() || rtol.has_value(); }
+  // "sqnr>=40dB", "atol=1e-05 rtol=0.001 cosine>=0.999", "(none)".
+  std::string to_string() const;
+};
+
+// The documented default for a pair whose coarser side has dtype `t` (docs/compare.md, table
+// "Default tolerances"); `quantized` when either side is affine-quantized.
+Criteria default_criteria(DType t, bool quantized);
+
+// A per-pattern override. The first rule whose patterns match a pair decides its criteria.
+struct PolicyRule {
+  std::string match = "*";   // glob (filter.hpp glob_match) on the reference tensor name
+  std::string op = "*";      // glob on the reference op type
+  std::optional<Criteria> criteria;  // replaces the criteria as a whole; nullopt keeps them
+  bool skip = false;         // do not compare matching tensors (reported as "skipped")
+  bool classes = false;      // last axis holds classes: compute argmax / top-k agreement
+  uint32_t top_k = 5;
+};
+
+struct Policy {
+  // Replaces the per-dtype defaults for every pair no rule decides (command-line criteria).
+  std::optional<Criteria> global;
+  std::vector<PolicyRule> rules;
+  // Reference64 multipliers per candidate dtype (docs/compare.md "The float64 ordering rule").
+  std::vector<std::pair<DType, double>> r64_k;
+  std::optional<double> r64_floor;  // relative floor, in units of RMS(reference64)
+
+  // Parses a policy file; the format is TOML (a documented subset) unless the text starts with
+  // '{' (JSON). Errors are Errc::bad_policy naming the line or key.
+  static Result<Policy> parse(std::string_view text, std::string_view origin = "policy");
+  static Result<Policy> load(const std::string& path);
+};
+
+// ---- alignment ----------------------------------------------------------------------------------
+
+// A rename rule "REGEX=>REPLACEMENT" (ECMAScript regex, $1.. in the replacement), applied to
+// every name of one side before pairing; rules apply in order, each to the previous result.
+struct RenameRule {
+  std::string pattern;
+  std::string replacement;
+  // Parses "REGEX=>REPL"; errors are Errc::invalid_argument naming the rule.
+  static Result<RenameRule> parse(std::string_view text);
+};
+
+struct NameMap {
+  std::vector<RenameRule> reference;   // --map-a
+  std::vector<RenameRule> candidate;   // --map-b
+  // Exact pairs (reference name, candidate name); they win over the regex rules.
+  std::vector<std::pair<std::string, std::string>> exact;
+  // Mapping file (TOML subset or JSON): a = [...], b = [...], [exact] "ref" = "cand".
+  static Result<NameMap> parse(std::string_view text, std::string_view origin = "mapping");
+  static Result<NameMap> load(const std::string& path);
+};
+
+enum class Pairing : uint8_t {
+  by_name,     // (name after renames, role + role_index, occurrence)
+  positional,  // i-th record of the reference with the i-th of the candidate, execution order
+};
+
+// ---- options ------------------------------------------------------------------------------------
+
+struct CompareOptions {
+  Policy policy;
+  NameMap names;
+  Pairing pairing = Pairing::by_name;
+  std::string filter;          // filter syntax (filter.hpp) applied to reference tensors
+  bool reshape = false;        // compare same-count tensors of different shapes element by element
+  bool nan_equal = false;      // NaN at the same position on both sides counts as equal
+  bool stop_at_first = false;  // stop after the first divergence (later pairs: "not_compared")
+  bool allow_unpaired = false;      // tensors only in one dump do not make the verdict "diverged"
+  bool allow_incomparable = false;  // neither do incomparable pairs
+  unsigned threads = 0;        // 0: hardware concurrency; never changes the result
+  std::string reference64;     // path of a float64 run of the reference (empty: none)
+  double amplification_threshold = 10.0;  // introduced when error grows by this factor or more
+  size_t max_amplifiers = 5;
+  uint64_t max_permuted_elements = uint64_t{1} << 27;
+  // Called by the calling thread as pairs complete (done, total). Must not throw.
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+// ---- report -------------------------------------------------------------------------------------
+
+enum class Verdict : uint8_t { pass, diverged, silent_failure };
+enum class PairStatus : uint8_t {
+  pass,
+  fail,            // over tolerance, or NaN/Inf disagreement where the reference is not healthy
+  silent_failure,  // candidate NaN/Inf, zero, vanished or constant where the reference is healthy
+  incomparable,    // could not be compared; reasons say why
+  skipped,         // a policy rule said skip
+  not_compared,    // after the first divergence with stop_at_first
+};
+enum class Origin : uint8_t { none, introduced, inherited };
+std::string_view verdict_name(Verdict v) noexcept;
+std::string_view status_name(PairStatus s) noexcept;
+std::string_view origin_name(Origin o) noexcept;
+
+// A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and one line.
+struct Reason {
+  std::string code;
+  std::string message;
+};
+
+// One side of a pair, as recorded.
+struct TensorDesc {
+  std::string name;       // as stored
+  std::string op_type;
+  Role role = Role::output;
+  uint16_t role_index = 0;
+  uint32_t occurrence = 0;
+  uint64_t exec_index = 0;
+  DType dtype = DType::f32;
+  std::vector<uint64_t> shape;
+  std::vector<std::string> axes;
+  bool summary = false;   // a light-mode SUMMARY record (metrics are estimates)
+  bool quantized = false;
+};
+
+// Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
+struct Metrics {
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  uint64_t count = 0, finite_pairs = 0;
+  uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0, inf_same = 0;
+  bool nan_positions_match = true, inf_positions_match = true;
+  double max_abs_diff = kNaN, mean_abs_diff = kNaN, rmse = kNaN, max_rel_diff = kNaN;
+  double cosine = kNaN, sqnr_db = kNaN, nmse = kNaN, rel_l2 = kNaN;
+  double norm_ref = kNaN, norm_cand = kNaN;
+  uint64_t zero_ref = 0, zero_cand = 0;
+  bool const_ref = false, const_cand = false;
+  uint64_t mismatch_count = 0;
+  double mismatch_fraction = kNaN;
+  int64_t first_mismatch = -1;             // flat index in reference order
+  std::vector<uint64_t> first_mismatch_coords;
+  double first_mismatch_ref = kNaN, first_mismatch_cand = kNaN;
+  int64_t max_abs_index = -1;
+  std::vector<uint64_t> max_abs_coords;
+  int64_t max_ulp = -1;
+  double argmax_agreement = kNaN, topk_overlap = kNaN;  // class metrics only
+  uint32_t top_k = 0;
+  double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
+};
+
+struct PairResult {
+  TensorDesc ref, cand;
+  PairStatus status = PairStatus::pass;
+  std::vector<Reason> reasons;   // why it failed / is incomparable / was skipped
+  std::vector<std::string> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
+  std::vector<uint32_t> permutation;  // candidate axis for each reference axis, when permuted
+  bool compared = false;         // metrics are valid
+  bool estimated = false;        // light mode: metrics are sketch estimates
+  Metrics metrics;
+  Criteria criteria;             // what it was judged by
+  std::string criteria_source;   // "default (f16)", "command line", "policy rule 2 (*.softmax)"
+  // reference64 rule (when a float64 run was given and held this tensor)
+  bool r64 = false;
+  double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
+  // localisation (docs/compare.md "Introduced or inherited")
+  double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
+  Origin origin = Origin::none;  // set for fail / silent_failure
+  std::string basis;             // "inputs", "predecessor" or "none"
+  std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
+  double input_error = 0;
+  double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
+};
+
+struct DumpInfo {
+  std::string path;
+  KeyValues metadata;
+  std::string state;             // file_state_name of the reader's integrity
+  uint64_t records = 0;
+};
+
+struct GrowthPoint {
+  size_t pair;                   // index into Report::pairs
+  double error;                  // relative L2 error (+inf: new NaN/Inf)
+};
+
+struct Report {
+  static constexpr std::string_view kSchema = "driftscope.compare.report/1";
+  Verdict verdict = Verdict::pass;
+  std::string summary;           // the one line a CI log shows first
+  DumpInfo reference, candidate, reference64;
+  std::vector<PairResult> pairs;                 // in reference execution order
+  std::optional<size_t> first_divergence;        // indexes into pairs
+  std::optional<size_t> first_nonfinite;
+  std::optional<size_t> first_silent_zero;
+  std::vector<TensorDesc> only_in_reference, only_in_candidate;
+  std::vector<size_t> incomparable;
+  std::vector<GrowthPoint> growth;               // outputs, in execution order
+  std::vector<size_t> amplifiers;                // biggest amplification first
+  std::vector<std::string> warnings;
+  bool stopped_early = false;
+  size_t count(PairStatus s) const noexcept;
+};
+
+// Compares two opened dumps. Errors (Errc::bad_policy, invalid_argument, io_error for the
+// reference64 file, ...) concern the request; problems of single pairs go into the report.
+Result<Report> compare(const Reader& reference, const Reader& candidate,
+                       const CompareOptions& options);
+// Opens both files (full verification) and compares them; paths are recorded in the report.
+Result<Report> compare_files(const std::string& reference, const std::string& candidate,
+                             const CompareOptions& options);
+
+// ---- rendering ----------------------------------------------------------------------------------
+
+// JSON text following docs/report-schema.json.
+std::string report_to_json(const Report& report, int indent = 2);
+// GitHub-flavoured Markdown for CI job summaries.
+std::string report_to_markdown(const Report& report);
+
+struct TextOptions {
+  bool color = false;   // ANSI colours (the caller decides: TTY and NO_COLOR)
+  unsigned width = 100; // terminal columns; tables shrink the name column to fit
+  bool all = false;     // every pair instead of the neighbourhood and the worst
+  size_t neighbourhood = 3;
+  size_t worst = 5;
+};
+std::string report_to_text(const Report& report, const TextOptions& options = {});
+
+}  // namespace driftscope

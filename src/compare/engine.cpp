@@ -1,0 +1,568 @@
+// The comparison engine: runs the planned pairs (in parallel across tensors, and within large
+// tensors), judges each against its criteria and the float64 rule, then localises.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "common/thread_pool.hpp"
+#include "compare/internal.hpp"
+#include "driftscope/decode.hpp"
+#include "numerics/pair_metrics.hpp"
+#include "numerics/sketch.hpp"
+
+namespace driftscope {
+namespace {
+
+using namespace compare_detail;
+
+// A pair this large runs alone with every thread inside the kernel; smaller pairs run side by side
+// with one thread each. Either way the kernel's fixed chunking gives the same bits.
+constexpr uint64_t kLargePair = uint64_t{1} << 20;
+// Elements per batch of small pairs between two progress reports / stop-at-first checks.
+constexpr uint64_t kBatchElements = uint64_t{8} << 20;
+constexpr size_t kBatchPairs = 256;
+
+// The per-dtype allclose used only to report mismatches when the criteria do not use allclose
+// (torch.testing.assert_close defaults).
+std::pair<double, double> reporting_allclose(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-7, 1e-7};
+    case DType::f32: return {1e-5, 1.3e-6};
+    case DType::f16: return {1e-5, 1e-3};
+    case DType::bf16: return {1e-5, 1.6e-2};
+    case DType::f8e4m3fn:
+    case DType::f8e5m2: return {1e-3, 1.25e-1};
+    default: return {0.0, 0.0};
+  }
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Does the last axis hold classes (logits)? A policy rule may say so; otherwise names that say it.
+bool looks_like_classes(const TensorDesc& d) {
+  if (d.shape.empty() || d.shape.back() < 2) return false;
+  std::string n = lower(d.name);
+  for (std::string_view w : {"logits", "lm_head", "classifier"})
+    if (n.find(w) != std::string::npos) return true;
+  if (!d.axes.empty()) {
+    std::string a = lower(d.axes.back());
+    for (std::string_view w : {"class", "classes", "vocab", "labels", "logits"})
+      if (a == w) return true;
+  }
+  return false;
+}
+
+// The run's declared precision ("float16", "int8", ...): a candidate recorded as f32 by a float16
+// run is judged as float16.
+struct RunPrecision {
+  std::optional<DType> dtype;
+  bool quantized = false;
+};
+RunPrecision run_precision(const Reader& r) {
+  RunPrecision p;
+  std::string_view v = r.header().get("precision");
+  if (v.empty()) return p;
+  auto t = parse_dtype(v);
+  if (!t) return p;
+  if (dtype_is_float(*t)) p.dtype = *t;
+  else if (*t == DType::i8 || *t == DType::u8 || *t == DType::i16 || *t == DType::u16) p.quantized = true;
+  return p;
+}
+
+Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
+  Metrics m;
+  m.count = k.count;
+  m.finite_pairs = k.finite_pairs;
+  m.nan_ref = k.nan_ref;
+  m.nan_cand = k.nan_cand;
+  m.nan_both = k.nan_both;
+  m.inf_ref = k.inf_ref;
+  m.inf_cand = k.inf_cand;
+  m.inf_same = k.inf_same;
+  m.nan_positions_match = k.nan_positions_match;
+  m.inf_positions_match = k.inf_positions_match;
+  m.max_abs_diff = k.max_abs_diff;
+  m.mean_abs_diff = k.mean_abs_diff;
+  m.rmse = k.rmse;
+  m.max_rel_diff = k.max_rel_diff;
+  m.cosine = k.cosine;
+  m.sqnr_db = k.sqnr_db;
+  m.nmse = k.nmse;
+  m.rel_l2 = k.rel_l2;
+  m.norm_ref = k.norm_ref;
+  m.norm_cand = k.norm_cand;
+  m.zero_ref = k.zero_ref;
+  m.zero_cand = k.zero_cand;
+  m.const_ref = k.const_ref;
+  m.const_cand = k.const_cand;
+  m.mismatch_count = k.mismatch_count;
+  m.mismatch_fraction = k.mismatch_fraction;
+  m.first_mismatch = k.first_mismatch;
+  if (k.first_mismatch >= 0) {
+    m.first_mismatch_coords = unravel(static_cast<uint64_t>(k.first_mismatch), ref.shape);
+    m.first_mismatch_ref = k.first_mismatch_ref;
+    m.first_mismatch_cand = k.first_mismatch_cand;
+  }
+  m.max_abs_index = k.max_abs_index;
+  if (k.max_abs_index >= 0) m.max_abs_coords = unravel(static_cast<uint64_t>(k.max_abs_index), ref.shape);
+  m.max_ulp = k.max_ulp;
+  if (k.argmax_agreement >= 0) m.argmax_agreement = k.argmax_agreement;
+  if (k.topk_overlap >= 0) m.topk_overlap = k.topk_overlap;
+  return m;
+}
+
+Metrics from_estimate(const Summary& a, const Summary& b, const numerics::SketchEstimate& e) {
+  Metrics m;
+  const TensorStats& s = a.stats;
+  const TensorStats& t = b.stats;
+  m.count = s.count;
+  m.nan_ref = s.nan_count;
+  m.nan_cand = t.nan_count;
+  // Positions are unknown in light mode: equal counts are taken as equal positions.
+  m.nan_positions_match = s.nan_count == t.nan_count;
+  m.nan_both = m.nan_positions_match ? s.nan_count : std::min(s.nan_count, t.nan_count);
+  m.inf_ref = s.posinf_count + s.neginf_count;
+  m.inf_cand = t.posinf_count + t.neginf_count;
+  m.inf_positions_match = s.posinf_count == t.posinf_count && s.neginf_count == t.neginf_count;
+  m.inf_same = m.inf_positions_match ? m.inf_ref : 0;
+  m.norm_ref = s.l2_norm;
+  m.norm_cand = t.l2_norm;
+  m.zero_ref = s.zero_count;
+  m.zero_cand = t.zero_count;
+  m.const_ref = s.count >= 2 && s.min == s.max;
+  m.const_cand = t.count >= 2 && t.min == t.max;
+  m.cosine = e.cosine;
+  m.rel_l2 = e.rel_l2;
+  m.nmse = e.rel_l2 * e.rel_l2;
+  m.sqnr_db = e.rel_l2 == 0 ? HUGE_VAL : -20.0 * std::log10(e.rel_l2);
+  m.cosine_stderr = e.cosine_stderr;
+  m.rel_l2_stderr = e.rel_l2_stderr;
+  return m;
+}
+
+class Engine {
+ public:
+  Engine(const Reader& ref, const Reader& cand, const Reader* r64, const CompareOptions& o)
+      : ref_(ref), cand_(cand), r64_(r64), o_(o), ref_prec_(run_precision(ref)),
+        cand_prec_(run_precision(cand)) {}
+
+  Result<Report> run() {
+    auto aligned = align(ref_, cand_, o_);
+    if (!aligned) return std::move(aligned).error();
+    plan_ = std::move(aligned->pairs);
+    Report& rep = report_;
+    fill_dump(rep.reference, ref_);
+    fill_dump(rep.candidate, cand_);
+    if (r64_) fill_dump(rep.reference64, *r64_);
+    for (const Record* r : aligned->only_ref) rep.only_in_reference.push_back(describe(*r));
+    for (const Record* r : aligned->only_cand) rep.only_in_candidate.push_back(describe(*r));
+    integrity_warnings("reference", ref_);
+    integrity_warnings("candidate", cand_);
+    if (r64_) integrity_warnings("reference64", *r64_);
+    observer_warnings("reference", ref_);
+    observer_warnings("candidate", cand_);
+
+    rep.pairs.resize(plan_.size());
+    judged_default_.assign(plan_.size(), false);
+    rules_.assign(plan_.size(), nullptr);
+    std::vector<size_t> work;
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      if (prepare(i)) work.push_back(i);
+    }
+    execute(work);
+    if (r64_missing_ > 0)
+      rep.warnings.push_back(fmt::format(
+          "reference64: {} compared tensor(s) have no float64 counterpart and were judged by the "
+          "tolerance policy", r64_missing_));
+    for (size_t i = 0; i < rep.pairs.size(); ++i)
+      if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
+    localize(rep, o_);
+    verdict();
+    rep.summary = summary_line(rep);
+    return std::move(report_);
+  }
+
+ private:
+  const Reader& ref_;
+  const Reader& cand_;
+  const Reader* r64_;
+  const CompareOptions& o_;
+  RunPrecision ref_prec_, cand_prec_;
+  std::vector<PlannedPair> plan_;
+  Report report_;
+  std::vector<numerics::PairOptions> kopts_;
+  std::vector<std::vector<uint64_t>> perm_index_;
+  size_t r64_missing_ = 0;
+
+  static void fill_dump(DumpInfo& d, const Reader& r) {
+    d.metadata = r.header().metadata;
+    d.state = std::string(file_state_name(r.integrity().state));
+    d.records = r.records().size();
+  }
+
+  void integrity_warnings(std::string_view side, const Reader& r) {
+    const Integrity& in = r.integrity();
+    switch (in.state) {
+      case FileState::clean: break;
+      case FileState::unfinished:
+        report_.warnings.push_back(fmt::format(
+            "{}: the run did not finish (no END record); {} records were read", side, r.records().size()));
+        break;
+      case FileState::cut:
+        report_.warnings.push_back(fmt::format(
+            "{}: the file is cut at offset {} ({} bytes discarded); {} complete records were read",
+            side, in.cut_offset, in.discarded_bytes, r.records().size()));
+        break;
+      case FileState::corrupt:
+        report_.warnings.push_back(fmt::format(
+            "{}: the file is corrupt ({}); {} records before the damage were read", side,
+            in.corruption ? in.corruption->to_string() : std::string("unknown damage"), r.records().size()));
+        break;
+    }
+    size_t dups = 0;
+    for (const auto& w : in.warnings) dups += w.code == Errc::duplicate_tensor;
+    if (dups)
+      report_.warnings.push_back(fmt::format(
+          "{}: {} duplicate tensor identities; the first record of each was used", side, dups));
+  }
+
+  void observer_warnings(std::string_view side, const Reader& r) {
+    std::string v = lower(r.header().get("observer_effect"));
+    if (v.empty()) return;
+    for (std::string_view ok : {"none", "no", "false", "0", "ok", "agree", "same", "identical"})
+      if (v == ok || v.rfind(std::string(ok) + ":", 0) == 0 || v.rfind(std::string(ok) + " ", 0) == 0)
+        return;
+    report_.warnings.push_back(fmt::format(
+        "{}: observer effect: recording intermediates changed the model's final outputs ({}); "
+        "the recorded run may not be the run you ship", side, r.header().get("observer_effect")));
+  }
+
+  DType effective(DType t, const RunPrecision& p) const {
+    if (!dtype_is_float(t) || !p.dtype) return t;
+    return coarser_dtype(t, *p.dtype);
+  }
+
+  // Fills the descriptive part of pair i; true when it needs computing.
+  bool prepare(size_t i) {
+    PlannedPair& plan = plan_[i];
+    PairResult& p = report_.pairs[i];
+    p.ref = describe(*plan.ref);
+    p.cand = describe(*plan.cand);
+    p.permutation = plan.permutation;
+    if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
+    if (!plan.permutation.empty())
+      p.notes.push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
+                                    join_axes(p.ref.axes), join_axes(p.cand.axes)));
+    else if (p.ref.shape != p.cand.shape && plan.incomparable.empty())
+      p.notes.push_back(fmt::format("{}: reference {} vs candidate {}",
+                                    plan.reshaped ? "reshaped" : "size-1 axes differ",
+                                    fmt_shape(p.ref.shape), fmt_shape(p.cand.shape)));
+    if (!plan.incomparable.empty()) {
+      p.status = PairStatus::incomparable;
+      p.reasons = plan.incomparable;
+      return false;
+    }
+    const PolicyRule* rule = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.skip; });
+    if (rule) {
+      p.status = PairStatus::skipped;
+      p.reasons.push_back({"skipped", fmt::format("policy rule '{}' says skip", rule->match)});
+      return false;
+    }
+    bool quantized = p.ref.quantized || p.cand.quantized ||
+                     (dtype_is_float(p.cand.dtype) && cand_prec_.quantized);
+    auto j = resolve_criteria(o_.policy, p.ref, effective(p.ref.dtype, ref_prec_),
+                              effective(p.cand.dtype, cand_prec_), quantized);
+    p.criteria = j.criteria;
+    p.criteria_source = j.source;
+    judged_default_[i] = j.is_default;
+    rules_[i] = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.classes; });
+    return true;
+  }
+  std::vector<bool> judged_default_;
+  std::vector<const PolicyRule*> rules_;
+
+  numerics::PairOptions kernel_options(const PairResult& p, const PolicyRule* rule, unsigned threads) const {
+    numerics::PairOptions k;
+    if (p.criteria.uses_allclose()) {
+      k.atol = p.criteria.atol.value_or(0.0);
+      k.rtol = p.criteria.rtol.value_or(0.0);
+    } else {
+      auto [a, r] = reporting_allclose(coarser_dtype(effective(p.ref.dtype, ref_prec_),
+                                                     effective(p.cand.dtype, cand_prec_)));
+      k.atol = a;
+      k.rtol = r;
+    }
+    k.nan_equal = o_.nan_equal;
+    k.threads = threads;
+    bool classes = (rule && rule->classes) || p.criteria.min_argmax_agreement ||
+                   p.criteria.min_topk_overlap || looks_like_classes(p.ref);
+    if (classes && !p.ref.shape.empty() && p.ref.shape.back() >= 2) {
+      k.classes = p.ref.shape.back();
+      k.top_k = static_cast<uint32_t>(std::min<uint64_t>(rule ? rule->top_k : 5, k.classes));
+    }
+    return k;
+  }
+
+  Result<void> verified(const Reader& r, const Record& rec) const {
+    if (r.integrity().checksums_verified) return {};
+    return r.verify_payload(rec);
+  }
+
+  void compute(size_t i, unsigned threads) {
+    const PlannedPair& plan = plan_[i];
+    PairResult& p = report_.pairs[i];
+    auto fail_read = [&](std::string_view side, const Error& e) {
+      p.status = PairStatus::incomparable;
+      p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
+    };
+    if (auto v = verified(ref_, *plan.ref); !v) return fail_read("reference", v.error());
+    if (auto v = verified(cand_, *plan.cand); !v) return fail_read("candidate", v.error());
+    if (plan.ref->kind == RecordKind::summary || plan.cand->kind == RecordKind::summary)
+      return compute_light(i);
+
+    numerics::PairOptions k = kernel_options(p, rules_[i], threads);
+    std::vector<uint64_t> index;
+    if (!plan.permutation.empty()) {
+      index = permuted_index(plan.ref->info.shape, plan.cand->info.shape, plan.permutation);
+      k.cand_index = index;
+    }
+    // --reshape and size-1 differences compare in row-major order: present the candidate with
+    // the reference's shape so coordinates and class rows follow the reference.
+    TensorInfo cand_info = plan.cand->info;
+    if (plan.permutation.empty()) cand_info.shape = plan.ref->info.shape;
+    auto r = numerics::compare_pair(plan.ref->info, plan.ref->payload, cand_info, plan.cand->payload, k);
+    if (!r) {
+      p.status = PairStatus::incomparable;
+      p.reasons.push_back({"decode", r.error().to_string()});
+      return;
+    }
+    p.compared = true;
+    p.metrics = from_kernel(*r, p.ref);
+    p.metrics.top_k = k.classes ? k.top_k : 0;
+    if (r64_) reference64(i, k, cand_info);
+    judge(p, o_.nan_equal);
+    p.error = error_of(p);
+  }
+
+  void compute_light(size_t i) {
+    const PlannedPair& plan = plan_[i];
+    PairResult& p = report_.pairs[i];
+    const Record& a = *plan.ref;
+    const Record& b = *plan.cand;
+    const Summary* sa = a.summary ? &*a.summary : nullptr;
+    const Summary* sb = b.summary ? &*b.summary : nullptr;
+    Summary made;
+    auto summarise = [&](const Record& value_side, const Summary& like) -> Result<void> {
+      auto s = summarize(value_side.info, value_side.payload,
+                         static_cast<uint32_t>(like.projection.size()), like.projection_seed);
+      if (!s) return std::move(s).error();
+      made = std::move(*s);
+      return {};
+    };
+    if (!sa || !sb) {
+      auto r = !sa ? summarise(a, *sb) : summarise(b, *sa);
+      if (!r) {
+        p.status = PairStatus::incomparable;
+        p.reasons.push_back({"decode", r.error().to_string()});
+        return;
+      }
+      (!sa ? sa : sb) = &made;
+    }
+    auto e = numerics::estimate_from_sketches(*sa, *sb);
+    if (!e) {
+      p.status = PairStatus::incomparable;
+      p.reasons.push_back({"summary_mismatch", e.error().message});
+      return;
+    }
+    p.compared = true;
+    p.estimated = true;
+    p.metrics = from_estimate(*sa, *sb, *e);
+    p.notes.push_back(fmt::format("estimated from light-mode summaries: cosine ±{}, relative L2 ±{} "
+                                  "(one standard error)", fmt_num(e->cosine_stderr, 2),
+                                  fmt_num(e->rel_l2_stderr, 2)));
+    // Criteria that need the elements cannot judge an estimate; fall back to the SQNR default.
+    Criteria& c = p.criteria;
+    if (!c.min_cosine && !c.min_sqnr_db && !c.max_rel_l2) {
+      Criteria d = default_criteria(coarser_dtype(effective(p.ref.dtype, ref_prec_),
+                                                  effective(p.cand.dtype, cand_prec_)),
+                                    p.ref.quantized || p.cand.quantized);
+      if (!d.min_sqnr_db) d.min_sqnr_db = 200.0;  // exact dtypes: any measurable error fails
+      c.min_sqnr_db = d.min_sqnr_db;
+      p.criteria_source += fmt::format("; light mode: sqnr>={}dB", *c.min_sqnr_db);
+    }
+    judge(p, o_.nan_equal);
+    p.error = error_of(p);
+  }
+
+  // The float64 ordering rule (docs/compare.md): err(cand, r64) <= k * err(ref, r64) + floor.
+  void reference64(size_t i, const numerics::PairOptions& k, const TensorInfo& cand_info) {
+    const PlannedPair& plan = plan_[i];
+    PairResult& p = report_.pairs[i];
+    const TensorInfo& ri = plan.ref->info;
+    const Record* s = r64_->find(ri.name, ri.occurrence, ri.role, ri.role_index);
+    if (!s || s->kind != RecordKind::tensor || s->info.numel() != ri.numel() ||
+        !verified(*r64_, *s)) {
+      p.notes.push_back("reference64: no matching float64 tensor; judged by the tolerance policy");
+      std::lock_guard<std::mutex> lock(mu_);
+      ++r64_missing_;
+      return;
+    }
+    TensorInfo si = s->info;
+    si.shape = ri.shape;
+    numerics::PairOptions ko = k;
+    ko.classes = 0;
+    ko.cand_index = {};
+    auto er = numerics::compare_pair(si, s->payload, ri, plan.ref->payload, ko);
+    ko.cand_index = k.cand_index;
+    auto ec = numerics::compare_pair(si, s->payload, cand_info, plan.cand->payload, ko);
+    if (!er || !ec) {
+      p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
+      std::lock_guard<std::mutex> lock(mu_);
+      ++r64_missing_;
+      return;
+    }
+    DType ct = effective(p.cand.dtype, cand_prec_);
+    double kk = default_r64_k(ct);
+    for (const auto& [t, v] : o_.policy.r64_k)
+      if (t == ct) kk = v;
+    double rms64 = er->count ? er->norm_ref / std::sqrt(static_cast<double>(er->count)) : 0.0;
+    double floor = o_.policy.r64_floor.value_or(kDefaultR64Floor) * unit_roundoff(ct) * rms64;
+    p.r64 = true;
+    p.r64_k = kk;
+    p.r64_err_ref = er->rmse;
+    p.r64_err_cand = ec->rmse;
+    p.r64_limit = kk * er->rmse + floor;
+    // Non-finite values in the float32 run or the candidate leave the RMSE undefined.
+    if (er->finite_pairs != er->count) p.r64_limit = HUGE_VAL;
+    if (ec->finite_pairs != ec->count) p.r64_err_cand = HUGE_VAL;
+    if (judged_default_[i]) {
+      p.criteria = Criteria{};
+      p.criteria_source = "reference64 rule";
+    }
+  }
+
+  static double error_of(const PairResult& p) {
+    const Metrics& m = p.metrics;
+    if (m.nan_cand > m.nan_both || m.inf_cand > m.inf_same) return HUGE_VAL;
+    if (std::isnan(m.rel_l2)) return m.norm_cand > 0 ? HUGE_VAL : 0.0;
+    return m.rel_l2;
+  }
+
+  bool diverged(size_t i) const {
+    auto s = report_.pairs[i].status;
+    return s == PairStatus::fail || s == PairStatus::silent_failure;
+  }
+
+  void execute(const std::vector<size_t>& work) {
+    const unsigned threads = o_.threads ? o_.threads : detail::hardware_threads();
+    size_t done = 0;
+    const size_t total = work.size();
+    size_t pos = 0;
+    std::optional<size_t> first_bad;
+    while (pos < work.size()) {
+      size_t i = work[pos];
+      if (plan_[i].ref->info.numel() >= kLargePair) {
+        compute(i, threads);
+        ++pos;
+      } else {
+        size_t end = pos;
+        uint64_t elems = 0;
+        while (end < work.size() && end - pos < kBatchPairs && elems < kBatchElements &&
+               plan_[work[end]].ref->info.numel() < kLargePair) {
+          elems += plan_[work[end]].ref->info.numel();
+          ++end;
+        }
+        detail::parallel_for(end - pos, [&](size_t j) { compute(work[pos + j], 1); }, threads);
+        pos = end;
+      }
+      done = pos;
+      if (o_.progress) o_.progress(done, total);
+      if (o_.stop_at_first) {
+        for (size_t j = 0; j < pos && !first_bad; ++j)
+          if (diverged(work[j])) first_bad = work[j];
+        if (first_bad) break;
+      }
+    }
+    if (o_.stop_at_first && first_bad) {
+      // Everything after the first divergence is "not_compared", whatever the batch size was,
+      // so the report does not depend on the thread count.
+      for (size_t i = *first_bad + 1; i < report_.pairs.size(); ++i) {
+        PairResult& p = report_.pairs[i];
+        if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) continue;
+        PairResult fresh;
+        fresh.ref = std::move(p.ref);
+        fresh.cand = std::move(p.cand);
+        fresh.status = PairStatus::not_compared;
+        p = std::move(fresh);
+      }
+      report_.stopped_early = true;
+    }
+  }
+
+  void verdict() {
+    Report& r = report_;
+    if (r.count(PairStatus::silent_failure)) r.verdict = Verdict::silent_failure;
+    else if (r.count(PairStatus::fail)) r.verdict = Verdict::diverged;
+    else if (!o_.allow_unpaired && (!r.only_in_reference.empty() || !r.only_in_candidate.empty()))
+      r.verdict = Verdict::diverged;
+    else if (!o_.allow_incomparable && !r.incomparable.empty()) r.verdict = Verdict::diverged;
+    else r.verdict = Verdict::pass;
+  }
+
+  std::mutex mu_;
+};
+
+}  // namespace
+
+Result<Report> compare(const Reader& reference, const Reader& candidate, const CompareOptions& options) {
+  if (options.amplification_threshold <= 1.0 || !std::isfinite(options.amplification_threshold))
+    return make_error(Errc::invalid_argument,
+                      fmt::format("amplification_threshold is {}, allowed: finite and > 1",
+                                  options.amplification_threshold));
+  std::optional<Reader> r64;
+  if (!options.reference64.empty()) {
+    auto r = Reader::open(options.reference64);
+    if (!r) {
+      Error e = std::move(r).error();
+      e.message = "reference64 '" + options.reference64 + "': " + e.message;
+      return e;
+    }
+    r64 = std::move(*r);
+  }
+  Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options);
+  auto rep = engine.run();
+  if (rep && r64) rep->reference64.path = options.reference64;
+  return rep;
+}
+
+Result<Report> compare_files(const std::string& reference, const std::string& candidate,
+                             const CompareOptions& options) {
+  auto a = Reader::open(reference);
+  if (!a) {
+    Error e = std::move(a).error();
+    e.message = "reference '" + reference + "': " + e.message;
+    return e;
+  }
+  auto b = Reader::open(candidate);
+  if (!b) {
+    Error e = std::move(b).error();
+    e.message = "candidate '" + candidate + "': " + e.message;
+    return e;
+  }
+  auto rep = compare(*a, *b, options);
+  if (rep) {
+    rep->reference.path = reference;
+    rep->candidate.path = candidate;
+  }
+  return rep;
+}
+
+}  // namespace driftscope

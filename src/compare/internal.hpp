@@ -1,0 +1,81 @@
+// Internals of the comparison engine shared by src/compare/*.cpp (not installed).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "driftscope/compare.hpp"
+#include "driftscope/reader.hpp"
+
+namespace driftscope::compare_detail {
+
+// ---- toml.cpp: the TOML subset of docs/compare.md ("Policy file") into JSON values ------------
+Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin);
+// TOML or JSON by the first non-blank character.
+Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin);
+Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
+
+// ---- policy.cpp ---------------------------------------------------------------------------------
+struct Judgement {
+  Criteria criteria;
+  std::string source;
+  const PolicyRule* rule = nullptr;   // the deciding rule, if any
+  bool is_default = false;            // the per-dtype default (reference64 replaces it)
+};
+// Which criteria judge this pair: the first matching rule with criteria, else the policy's global
+// criteria, else the default for the coarser dtype. `effective_cand` is the candidate's dtype,
+// narrowed by its run's `precision` metadata.
+Judgement resolve_criteria(const Policy& policy, const TensorDesc& ref, DType effective_ref,
+                           DType effective_cand, bool quantized);
+// The first rule matching `ref` for which wanted(rule) holds.
+const PolicyRule* find_rule(const Policy& policy, const TensorDesc& ref,
+                            bool (*wanted)(const PolicyRule&));
+// The coarser of two dtypes for tolerance purposes (fewer significand bits).
+DType coarser_dtype(DType a, DType b) noexcept;
+// Unit roundoff 2^-p of a float dtype; 0 for integer types.
+double unit_roundoff(DType t) noexcept;
+// Default reference64 multiplier k for a candidate dtype.
+double default_r64_k(DType t) noexcept;
+inline constexpr double kDefaultR64Floor = 1.0;  // in units of unit_roundoff(cand) * RMS(ref64)
+
+// Applies the health checks and the criteria to a compared pair: fills status and reasons.
+void judge(PairResult& pair, bool nan_equal);
+
+// ---- align.cpp ----------------------------------------------------------------------------------
+struct PlannedPair {
+  const Record* ref = nullptr;
+  const Record* cand = nullptr;
+  std::vector<uint32_t> permutation;  // non-empty when axes are permuted
+  bool reshaped = false;
+  bool renamed = false;
+  std::vector<Reason> incomparable;   // non-empty: do not compare
+};
+struct Alignment {
+  std::vector<PlannedPair> pairs;     // reference execution order
+  std::vector<const Record*> only_ref, only_cand;
+};
+Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options);
+// Candidate flat index for each reference flat index under an axis permutation.
+std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
+                                     const std::vector<uint64_t>& cand_shape,
+                                     const std::vector<uint32_t>& permutation);
+TensorDesc describe(const Record& r);
+// Row-major coordinates of a flat index.
+std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape);
+
+// ---- localize.cpp -------------------------------------------------------------------------------
+// Fills first_* , origins, growth and amplifiers from judged pairs.
+void localize(Report& report, const CompareOptions& options);
+
+// ---- format helpers (report_text.cpp) -----------------------------------------------------------
+std::string fmt_num(double v, int significant = 4);
+std::string fmt_shape(const std::vector<uint64_t>& shape);
+std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
+std::string summary_line(const Report& report);
+
+}  // namespace driftscope::compare_detail

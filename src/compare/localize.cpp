@@ -1,0 +1,103 @@
+// Localisation (docs/compare.md "Localisation"): the first divergence, the first NaN/Inf and the
+// first silent zero; whether each failing op introduced its error or inherited it; the error-growth
+// curve and the biggest amplifiers.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "compare/internal.hpp"
+
+namespace driftscope::compare_detail {
+namespace {
+
+// Below this relative L2 error, amplification ratios measure rounding noise, not a story.
+constexpr double kAmplifierFloor = 1e-6;
+
+bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
+
+bool has_code(const PairResult& p, std::string_view code) {
+  return std::any_of(p.reasons.begin(), p.reasons.end(), [&](const Reason& r) { return r.code == code; });
+}
+
+}  // namespace
+
+void localize(Report& rep, const CompareOptions& options) {
+  auto& pairs = rep.pairs;
+  // Inputs of each module call, by (reference name, occurrence).
+  std::map<std::tuple<std::string, uint32_t>, std::vector<size_t>> inputs;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (pairs[i].compared && pairs[i].ref.role == Role::input)
+      inputs[{pairs[i].ref.name, pairs[i].ref.occurrence}].push_back(i);
+
+  std::optional<size_t> prev_output;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    PairResult& p = pairs[i];
+    if (!p.compared) continue;
+    bool input_failing = false;
+    p.basis_pairs.clear();
+    p.input_error = 0;
+    if (p.ref.role == Role::parameter) {
+      p.basis = "none";  // parameters are not computed from earlier tensors
+    } else if (auto it = inputs.find({p.ref.name, p.ref.occurrence});
+               p.ref.role != Role::input && it != inputs.end()) {
+      p.basis = "inputs";
+      for (size_t j : it->second) {
+        p.basis_pairs.push_back(j);
+        p.input_error = std::max(p.input_error, pairs[j].error);
+        input_failing = input_failing || failing(pairs[j].status);
+      }
+    } else if (prev_output) {
+      p.basis = "predecessor";
+      p.basis_pairs.push_back(*prev_output);
+      p.input_error = pairs[*prev_output].error;
+      input_failing = failing(pairs[*prev_output].status);
+    } else {
+      p.basis = "none";
+    }
+    if (p.input_error > 0) p.amplification = p.error / p.input_error;  // inf/inf: NaN
+    else p.amplification = p.error > 0 ? HUGE_VAL : std::nan("");
+    if (failing(p.status)) {
+      // Introduced: the error was born here (the inputs were within tolerance) or grew by the
+      // threshold factor; otherwise the op only carried what it received.
+      bool amplified = p.amplification >= options.amplification_threshold;
+      p.origin = (!input_failing || amplified) ? Origin::introduced : Origin::inherited;
+    } else {
+      p.origin = Origin::none;
+    }
+    if (p.ref.role == Role::output) prev_output = i;
+  }
+
+  rep.first_divergence.reset();
+  rep.first_nonfinite.reset();
+  rep.first_silent_zero.reset();
+  rep.growth.clear();
+  rep.amplifiers.clear();
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PairResult& p = pairs[i];
+    if (!p.compared) continue;
+    if (!rep.first_divergence && failing(p.status)) rep.first_divergence = i;
+    const Metrics& m = p.metrics;
+    if (!rep.first_nonfinite && (m.nan_cand > m.nan_both || m.inf_cand > m.inf_same))
+      rep.first_nonfinite = i;
+    if (!rep.first_silent_zero && (has_code(p, "all_zero") || has_code(p, "norm_vanished")))
+      rep.first_silent_zero = i;
+    if (p.ref.role == Role::output) rep.growth.push_back({i, p.error});
+  }
+
+  std::vector<size_t> amp;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PairResult& p = pairs[i];
+    if (p.compared && p.basis != "none" && p.amplification > 1.0 && p.error >= kAmplifierFloor)
+      amp.push_back(i);
+  }
+  std::stable_sort(amp.begin(), amp.end(), [&](size_t a, size_t b) {
+    if (pairs[a].amplification != pairs[b].amplification)
+      return pairs[a].amplification > pairs[b].amplification;
+    return pairs[a].error > pairs[b].error;
+  });
+  if (amp.size() > options.max_amplifiers) amp.resize(options.max_amplifiers);
+  rep.amplifiers = std::move(amp);
+}
+
+}  // namespace driftscope::compare_detail

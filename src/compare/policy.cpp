@@ -1,0 +1,512 @@
+// Tolerance policy: per-dtype defaults, policy and mapping files, rule resolution, and the judgement
+// of a measured pair (docs/compare.md "Tolerance policy", "Reasons").
+#include <algorithm>
+#include <cmath>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "compare/internal.hpp"
+#include "driftscope/filter.hpp"
+
+namespace driftscope {
+
+using nlohmann::json;
+using compare_detail::parse_config;
+using compare_detail::read_text_file;
+
+namespace {
+
+constexpr uint64_t kMaxConfigBytes = 16u << 20;
+
+// Significand bits (including the implicit one): what "coarser" means for tolerances.
+int precision_bits(DType t) noexcept {
+  switch (t) {
+    case DType::f64: return 53;
+    case DType::f32: return 24;
+    case DType::f16: return 11;
+    case DType::bf16: return 8;
+    case DType::f8e4m3fn: return 4;
+    case DType::f8e5m2: return 3;
+    default: return 64;  // integers and bool are exact
+  }
+}
+
+std::string g(double v) { return fmt::format("{:.6g}", v); }
+
+Error policy_error(std::string_view origin, std::string msg) {
+  return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));
+}
+
+Result<double> get_number(const json& v, std::string_view origin, std::string_view key, double lo,
+                          double hi) {
+  if (!v.is_number()) return policy_error(origin, fmt::format("'{}' must be a number", key));
+  double d = v.get<double>();
+  if (!(d >= lo && d <= hi))
+    return policy_error(origin, fmt::format("'{}' is {}, allowed {} .. {}", key, g(d), g(lo), g(hi)));
+  return d;
+}
+
+// Reads the criteria keys of `obj` (other keys are left to the caller); nullopt when none.
+Result<std::optional<Criteria>> criteria_from_json(const json& obj, std::string_view origin,
+                                                   std::vector<std::string>& used) {
+  Criteria c;
+  bool any = false;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto num = [&](double lo, double hi) { return get_number(v, origin, k, lo, hi); };
+    std::optional<double>* slot = nullptr;
+    double lo = 0, hi = HUGE_VAL;
+    if (k == "atol") slot = &c.atol;
+    else if (k == "rtol") slot = &c.rtol;
+    else if (k == "max_mismatch_fraction") slot = &c.max_mismatch_fraction, hi = 1;
+    else if (k == "min_cosine") slot = &c.min_cosine, lo = -1, hi = 1;
+    else if (k == "min_sqnr_db" || k == "min_sqnr") slot = &c.min_sqnr_db, lo = -HUGE_VAL;
+    else if (k == "max_rel_l2") slot = &c.max_rel_l2;
+    else if (k == "min_argmax_agreement" || k == "min_argmax") slot = &c.min_argmax_agreement, hi = 1;
+    else if (k == "min_topk_overlap" || k == "min_topk") slot = &c.min_topk_overlap, hi = 1;
+    if (slot) {
+      auto r = num(lo, hi);
+      if (!r) return std::move(r).error();
+      *slot = *r;
+      any = true;
+      used.push_back(k);
+    } else if (k == "max_ulp") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        return policy_error(origin, "'max_ulp' must be a non-negative integer");
+      c.max_ulp = v.get<int64_t>();
+      any = true;
+      used.push_back(k);
+    }
+  }
+  if (!any) return std::optional<Criteria>{};
+  return std::optional<Criteria>{c};
+}
+
+Result<void> reject_unknown(const json& obj, std::string_view origin, std::string_view where,
+                            const std::vector<std::string>& used,
+                            std::initializer_list<std::string_view> allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::find(used.begin(), used.end(), k) != used.end()) continue;
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+    return policy_error(origin, fmt::format("unknown key '{}' in {}", k, where));
+  }
+  return {};
+}
+
+}  // namespace
+
+// ---- criteria -----------------------------------------------------------------------------------
+
+bool Criteria::empty() const noexcept {
+  return !atol && !rtol && !max_mismatch_fraction && !min_cosine && !min_sqnr_db && !max_rel_l2 &&
+         !max_ulp && !min_argmax_agreement && !min_topk_overlap;
+}
+
+std::string Criteria::to_string() const {
+  std::vector<std::string> parts;
+  if (uses_allclose()) {
+    std::string s = fmt::format("allclose(atol={}, rtol={})", g(atol.value_or(0)), g(rtol.value_or(0)));
+    if (max_mismatch_fraction) s += fmt::format(" mismatch<={}", g(*max_mismatch_fraction));
+    parts.push_back(s);
+  }
+  if (min_cosine) parts.push_back(fmt::format("cosine>={}", g(*min_cosine)));
+  if (min_sqnr_db) parts.push_back(fmt::format("sqnr>={}dB", g(*min_sqnr_db)));
+  if (max_rel_l2) parts.push_back(fmt::format("rel_l2<={}", g(*max_rel_l2)));
+  if (max_ulp) parts.push_back(fmt::format("ulp<={}", *max_ulp));
+  if (min_argmax_agreement) parts.push_back(fmt::format("argmax>={}", g(*min_argmax_agreement)));
+  if (min_topk_overlap) parts.push_back(fmt::format("topk>={}", g(*min_topk_overlap)));
+  if (parts.empty()) return "(health checks only)";
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? " " : "") + parts[i];
+  return out;
+}
+
+Criteria default_criteria(DType t, bool quantized) {
+  Criteria c;
+  if (quantized) {
+    c.min_sqnr_db = 20.0;
+    return c;
+  }
+  // SQNR of one rounding to p significand bits is about 6.02p + 1.76 dB (uniform error model);
+  // the defaults leave room for error accumulated over many ops (docs/compare.md table).
+  switch (t) {
+    case DType::f64: c.min_sqnr_db = 200.0; break;
+    case DType::f32: c.min_sqnr_db = 80.0; break;
+    case DType::f16: c.min_sqnr_db = 40.0; break;
+    case DType::bf16: c.min_sqnr_db = 30.0; break;
+    case DType::f8e4m3fn: c.min_sqnr_db = 15.0; break;
+    case DType::f8e5m2: c.min_sqnr_db = 10.0; break;
+    default:  // integers and bool: exact
+      c.atol = 0.0;
+      c.rtol = 0.0;
+      break;
+  }
+  return c;
+}
+
+std::string_view verdict_name(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::diverged: return "diverged";
+    case Verdict::silent_failure: return "silent_failure";
+  }
+  return "unknown";
+}
+
+std::string_view status_name(PairStatus s) noexcept {
+  switch (s) {
+    case PairStatus::pass: return "pass";
+    case PairStatus::fail: return "fail";
+    case PairStatus::silent_failure: return "silent_failure";
+    case PairStatus::incomparable: return "incomparable";
+    case PairStatus::skipped: return "skipped";
+    case PairStatus::not_compared: return "not_compared";
+  }
+  return "unknown";
+}
+
+std::string_view origin_name(Origin o) noexcept {
+  switch (o) {
+    case Origin::none: return "none";
+    case Origin::introduced: return "introduced";
+    case Origin::inherited: return "inherited";
+  }
+  return "unknown";
+}
+
+size_t Report::count(PairStatus s) const noexcept {
+  return static_cast<size_t>(
+      std::count_if(pairs.begin(), pairs.end(), [s](const PairResult& p) { return p.status == s; }));
+}
+
+// ---- policy files -------------------------------------------------------------------------------
+
+Result<Policy> Policy::parse(std::string_view text, std::string_view origin) {
+  auto parsed = parse_config(text, origin);
+  if (!parsed) return std::move(parsed).error();
+  const json& root = *parsed;
+  if (!root.is_object()) return policy_error(origin, "the top level must be a table/object");
+  Policy p;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "version") {
+      if (!v.is_number_integer() || v.get<int64_t>() != 1)
+        return policy_error(origin, "'version' must be 1");
+    } else if (key == "default") {
+      if (!v.is_object()) return policy_error(origin, "'default' must be a table");
+      std::vector<std::string> used;
+      auto c = criteria_from_json(v, origin, used);
+      if (!c) return std::move(c).error();
+      DRIFTSCOPE_TRY(reject_unknown(v, origin, "[default]", used, {}));
+      p.global = c->value_or(Criteria{});
+    } else if (key == "rule" || key == "rules") {
+      if (!v.is_array()) return policy_error(origin, fmt::format("'{}' must be an array of tables", key));
+      for (size_t i = 0; i < v.size(); ++i) {
+        const json& r = v[i];
+        std::string where = fmt::format("rule {}", p.rules.size() + 1);
+        if (!r.is_object()) return policy_error(origin, where + " must be a table");
+        PolicyRule rule;
+        std::vector<std::string> used;
+        auto c = criteria_from_json(r, origin, used);
+        if (!c) return std::move(c).error();
+        rule.criteria = *c;
+        if (r.contains("match")) {
+          if (!r["match"].is_string() || r["match"].get<std::string>().empty())
+            return policy_error(origin, where + ": 'match' must be a non-empty glob string");
+          rule.match = r["match"].get<std::string>();
+        }
+        if (r.contains("op")) {
+          if (!r["op"].is_string()) return policy_error(origin, where + ": 'op' must be a string");
+          rule.op = r["op"].get<std::string>();
+        }
+        if (!r.contains("match") && !r.contains("op"))
+          return policy_error(origin, where + " needs 'match' (a name glob) or 'op'");
+        if (r.contains("skip")) {
+          if (!r["skip"].is_boolean()) return policy_error(origin, where + ": 'skip' must be true or false");
+          rule.skip = r["skip"].get<bool>();
+        }
+        if (r.contains("classes")) {
+          if (!r["classes"].is_boolean())
+            return policy_error(origin, where + ": 'classes' must be true or false");
+          rule.classes = r["classes"].get<bool>();
+        }
+        if (r.contains("top_k")) {
+          if (!r["top_k"].is_number_integer() || r["top_k"].get<int64_t>() < 1 ||
+              r["top_k"].get<int64_t>() > 1000)
+            return policy_error(origin, where + ": 'top_k' must be an integer 1 .. 1000");
+          rule.top_k = static_cast<uint32_t>(r["top_k"].get<int64_t>());
+          rule.classes = true;
+        }
+        if ((rule.criteria && (rule.criteria->min_argmax_agreement || rule.criteria->min_topk_overlap)))
+          rule.classes = true;
+        DRIFTSCOPE_TRY(reject_unknown(r, origin, where, used, {"match", "op", "skip", "classes", "top_k"}));
+        p.rules.push_back(std::move(rule));
+      }
+    } else if (key == "reference64") {
+      if (!v.is_object()) return policy_error(origin, "'reference64' must be a table");
+      for (auto jt = v.begin(); jt != v.end(); ++jt) {
+        if (jt.key() == "floor") {
+          auto f = get_number(jt.value(), origin, "reference64.floor", 0, 1e12);
+          if (!f) return std::move(f).error();
+          p.r64_floor = *f;
+        } else if (jt.key() == "k") {
+          if (!jt.value().is_object())
+            return policy_error(origin, "'reference64.k' must be a table of dtype = number");
+          for (auto kt = jt.value().begin(); kt != jt.value().end(); ++kt) {
+            auto dt = parse_dtype(kt.key());
+            if (!dt) return policy_error(origin, fmt::format("unknown dtype '{}' in reference64.k", kt.key()));
+            auto k = get_number(kt.value(), origin, "reference64.k." + kt.key(), 0, 1e12);
+            if (!k) return std::move(k).error();
+            p.r64_k.emplace_back(*dt, *k);
+          }
+        } else {
+          return policy_error(origin, fmt::format("unknown key '{}' in [reference64]", jt.key()));
+        }
+      }
+    } else {
+      return policy_error(origin, fmt::format("unknown key '{}' (expected version, default, rule, reference64)", key));
+    }
+  }
+  return p;
+}
+
+Result<Policy> Policy::load(const std::string& path) {
+  auto text = read_text_file(path, kMaxConfigBytes);
+  if (!text) return std::move(text).error();
+  return parse(*text, path);
+}
+
+// ---- rename rules -------------------------------------------------------------------------------
+
+Result<RenameRule> RenameRule::parse(std::string_view text) {
+  size_t arrow = text.find("=>");
+  if (arrow == std::string_view::npos)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("rename rule '{}' has no '=>' (expected REGEX=>REPLACEMENT)", text));
+  RenameRule r{std::string(text.substr(0, arrow)), std::string(text.substr(arrow + 2))};
+  if (r.pattern.empty())
+    return make_error(Errc::invalid_argument, fmt::format("rename rule '{}' has an empty regex", text));
+  try {
+    std::regex re(r.pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("rename rule '{}': invalid regex: {}", text, e.what()));
+  }
+  return r;
+}
+
+Result<NameMap> NameMap::parse(std::string_view text, std::string_view origin) {
+  auto parsed = parse_config(text, origin);
+  if (!parsed) return std::move(parsed).error();
+  const json& root = *parsed;
+  if (!root.is_object()) return policy_error(origin, "the top level must be a table/object");
+  NameMap m;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "a" || key == "b" || key == "reference" || key == "candidate") {
+      if (!v.is_array()) return policy_error(origin, fmt::format("'{}' must be an array of \"REGEX=>REPL\" strings", key));
+      auto& dst = (key == "a" || key == "reference") ? m.reference : m.candidate;
+      for (const auto& s : v) {
+        if (!s.is_string()) return policy_error(origin, fmt::format("'{}' must hold strings", key));
+        auto r = RenameRule::parse(s.get<std::string>());
+        if (!r) return policy_error(origin, r.error().message);
+        dst.push_back(*r);
+      }
+    } else if (key == "exact") {
+      if (!v.is_object()) return policy_error(origin, "'exact' must be a table of \"reference name\" = \"candidate name\"");
+      for (auto jt = v.begin(); jt != v.end(); ++jt) {
+        if (!jt.value().is_string())
+          return policy_error(origin, fmt::format("exact.'{}' must be a string", jt.key()));
+        m.exact.emplace_back(jt.key(), jt.value().get<std::string>());
+      }
+    } else if (key != "version") {
+      return policy_error(origin, fmt::format("unknown key '{}' (expected a, b, exact)", key));
+    }
+  }
+  return m;
+}
+
+Result<NameMap> NameMap::load(const std::string& path) {
+  auto text = read_text_file(path, kMaxConfigBytes);
+  if (!text) return std::move(text).error();
+  return parse(*text, path);
+}
+
+}  // namespace driftscope
+
+// ---- resolution and judgement -------------------------------------------------------------------
+
+namespace driftscope::compare_detail {
+
+DType coarser_dtype(DType a, DType b) noexcept {
+  return precision_bits(b) < precision_bits(a) ? b : a;
+}
+
+double unit_roundoff(DType t) noexcept {
+  int p = precision_bits(t);
+  return p >= 64 ? 0.0 : std::ldexp(1.0, -p);
+}
+
+double default_r64_k(DType t) noexcept {
+  // PyTorch's eager-vs-compiled fp64 oracle (torch._dynamo.utils.same): 2 for float32 and wider,
+  // 3 for float16/bfloat16; fp8 gets 4 for its coarser rounding.
+  switch (t) {
+    case DType::f16:
+    case DType::bf16: return 3.0;
+    case DType::f8e4m3fn:
+    case DType::f8e5m2: return 4.0;
+    default: return 2.0;
+  }
+}
+
+const PolicyRule* find_rule(const Policy& policy, const TensorDesc& ref,
+                            bool (*wanted)(const PolicyRule&)) {
+  for (const auto& r : policy.rules)
+    if (wanted(r) && glob_match(r.match, ref.name) && glob_match(r.op, ref.op_type)) return &r;
+  return nullptr;
+}
+
+Judgement resolve_criteria(const Policy& policy, const TensorDesc& ref, DType effective_ref,
+                           DType effective_cand, bool quantized) {
+  Judgement j;
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const auto& r = policy.rules[i];
+    if (!glob_match(r.match, ref.name) || !glob_match(r.op, ref.op_type)) continue;
+    if (!r.criteria) continue;  // a rule may only mark classes or skips
+    j.rule = &r;
+    j.criteria = *r.criteria;
+    j.source = fmt::format("policy rule {} ({})", i + 1, r.op == "*" ? r.match : r.match + " op=" + r.op);
+    return j;
+  }
+  if (policy.global) {
+    j.criteria = *policy.global;
+    j.source = "command line";
+    return j;
+  }
+  DType t = coarser_dtype(effective_ref, effective_cand);
+  j.criteria = default_criteria(t, quantized);
+  j.source = quantized ? std::string("default (quantized)") : fmt::format("default ({})", dtype_name(t));
+  j.is_default = true;
+  return j;
+}
+
+namespace {
+
+void add(PairResult& p, PairStatus s, std::string code, std::string msg) {
+  // silent_failure outranks fail: it names the more specific story.
+  if (s == PairStatus::silent_failure || p.status == PairStatus::pass) p.status = s;
+  p.reasons.push_back({std::move(code), std::move(msg)});
+}
+
+std::string coords(const std::vector<uint64_t>& c) {
+  std::string s = "[";
+  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::to_string(c[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void judge(PairResult& p, bool nan_equal) {
+  const Metrics& m = p.metrics;
+  const Criteria& c = p.criteria;
+  p.status = PairStatus::pass;
+  p.reasons.clear();
+  const bool ref_finite = m.nan_ref == 0 && m.inf_ref == 0;
+
+  // 1. NaN positions, 2. Inf signs (the order numeric test suites use), then silent zeros.
+  if (ref_finite && (m.nan_cand > 0 || m.inf_cand > 0)) {
+    add(p, PairStatus::silent_failure, "nonfinite",
+        fmt::format("candidate has {} NaN and {} Inf where the reference is finite", m.nan_cand,
+                    m.inf_cand));
+  } else {
+    if (!m.nan_positions_match)
+      add(p, PairStatus::fail, "nan_positions",
+          fmt::format("NaN at different positions: reference {}, candidate {}, shared {}",
+                      m.nan_ref, m.nan_cand, m.nan_both));
+    else if (m.nan_both > 0 && !nan_equal)
+      add(p, PairStatus::fail, "nan",
+          fmt::format("{} NaN at the same positions on both sides (--nan-equal accepts them)",
+                      m.nan_both));
+    if (!m.inf_positions_match)
+      add(p, PairStatus::fail, "inf_signs",
+          fmt::format("Inf positions or signs differ: reference {}, candidate {}, same {}",
+                      m.inf_ref, m.inf_cand, m.inf_same));
+  }
+  const bool ref_healthy = ref_finite && m.count > 0 && m.zero_ref < m.count && m.norm_ref > 0;
+  if (ref_healthy) {
+    if (m.zero_cand == m.count) {
+      add(p, PairStatus::silent_failure, "all_zero",
+          fmt::format("candidate is all zeros; reference norm is {}", fmt_num(m.norm_ref)));
+    } else if (m.norm_cand < 1e-6 * m.norm_ref) {
+      add(p, PairStatus::silent_failure, "norm_vanished",
+          fmt::format("candidate norm {} is below 1e-6 of the reference norm {}", fmt_num(m.norm_cand),
+                      fmt_num(m.norm_ref)));
+    } else if (m.count >= 2 && m.const_cand && !m.const_ref && m.nan_cand == 0 && m.inf_cand == 0) {
+      add(p, PairStatus::silent_failure, "constant",
+          "candidate is constant where the reference varies");
+    }
+  }
+
+  // 3. the tolerance criteria; a metric that could not be computed is skipped with a note.
+  auto need = [&](double v, std::string_view what) {
+    if (std::isnan(v)) {
+      p.notes.push_back(fmt::format("{} not evaluated: {}", what,
+                                    p.estimated ? "light-mode estimate" : "not computed"));
+      return false;
+    }
+    return true;
+  };
+  if (c.uses_allclose() && !p.estimated) {
+    double allowed = c.max_mismatch_fraction.value_or(0.0);
+    if (m.mismatch_count > 0 && !(m.mismatch_fraction <= allowed)) {
+      std::string where;
+      if (m.first_mismatch >= 0)
+        where = fmt::format("; first at {}: ref {} cand {}", coords(m.first_mismatch_coords),
+                            fmt_num(m.first_mismatch_ref, 7), fmt_num(m.first_mismatch_cand, 7));
+      add(p, PairStatus::fail, "allclose",
+          fmt::format("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}",
+                      m.mismatch_count, m.count, fmt_num(100.0 * m.mismatch_fraction, 3),
+                      g(c.atol.value_or(0)), g(c.rtol.value_or(0)), where));
+    }
+  } else if (c.uses_allclose()) {
+    p.notes.push_back("allclose not evaluated: light-mode estimate");
+  }
+  if (c.min_cosine && need(m.cosine, "min_cosine") && !(m.cosine >= *c.min_cosine))
+    add(p, PairStatus::fail, "cosine",
+        fmt::format("cosine {} < {}", fmt_num(m.cosine, 7), g(*c.min_cosine)));
+  if (c.min_sqnr_db && need(m.sqnr_db, "min_sqnr_db") && !(m.sqnr_db >= *c.min_sqnr_db))
+    add(p, PairStatus::fail, "sqnr",
+        fmt::format("SQNR {} dB < {} dB (relative L2 error {})", fmt_num(m.sqnr_db, 4),
+                    g(*c.min_sqnr_db), fmt_num(m.rel_l2, 3)));
+  if (c.max_rel_l2 && need(m.rel_l2, "max_rel_l2") && !(m.rel_l2 <= *c.max_rel_l2))
+    add(p, PairStatus::fail, "rel_l2",
+        fmt::format("relative L2 error {} > {}", fmt_num(m.rel_l2, 4), g(*c.max_rel_l2)));
+  if (c.max_ulp) {
+    if (m.max_ulp < 0)
+      p.notes.push_back("max_ulp not evaluated: the two sides do not share a float dtype");
+    else if (m.max_ulp > *c.max_ulp)
+      add(p, PairStatus::fail, "ulp", fmt::format("max ULP distance {} > {}", m.max_ulp, *c.max_ulp));
+  }
+  if (c.min_argmax_agreement && need(m.argmax_agreement, "min_argmax_agreement") &&
+      !(m.argmax_agreement >= *c.min_argmax_agreement))
+    add(p, PairStatus::fail, "argmax",
+        fmt::format("argmax agrees on {}% of rows < {}%", fmt_num(100 * m.argmax_agreement, 4),
+                    g(100 * *c.min_argmax_agreement)));
+  if (c.min_topk_overlap && need(m.topk_overlap, "min_topk_overlap") &&
+      !(m.topk_overlap >= *c.min_topk_overlap))
+    add(p, PairStatus::fail, "topk",
+        fmt::format("top-{} overlap {} < {}", m.top_k, fmt_num(m.topk_overlap, 4),
+                    g(*c.min_topk_overlap)));
+  if (p.r64 && !(p.r64_err_cand <= p.r64_limit))
+    add(p, PairStatus::fail, "reference64",
+        fmt::format("error against float64 {} > {} x float32's own {} + floor = {}",
+                    fmt_num(p.r64_err_cand, 3), g(p.r64_k), fmt_num(p.r64_err_ref, 3),
+                    fmt_num(p.r64_limit, 3)));
+}
+
+}  // namespace driftscope::compare_detail

@@ -1,0 +1,221 @@
+// The JSON report (docs/report-schema.json). JSON has no NaN or infinity: a value that was not
+// computed (or is undefined, 0/0) is null, and ±infinity is the string "inf" / "-inf".
+#include <cmath>
+
+#include "compare/internal.hpp"
+
+namespace driftscope {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+ordered_json real(double v) {
+  if (std::isnan(v)) return nullptr;
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+ordered_json index_or_null(int64_t v) { return v < 0 ? ordered_json(nullptr) : ordered_json(v); }
+
+ordered_json shape_json(const std::vector<uint64_t>& s) {
+  ordered_json a = ordered_json::array();
+  for (uint64_t d : s) a.push_back(d);
+  return a;
+}
+
+ordered_json desc_json(const TensorDesc& d) {
+  ordered_json o;
+  o["name"] = d.name;
+  o["occurrence"] = d.occurrence;
+  o["role"] = role_name(d.role);
+  o["role_index"] = d.role_index;
+  o["op_type"] = d.op_type;
+  o["index"] = d.exec_index;
+  o["dtype"] = dtype_name(d.dtype);
+  o["shape"] = shape_json(d.shape);
+  o["axes"] = d.axes;
+  o["kind"] = d.summary ? "summary" : "tensor";
+  o["quantized"] = d.quantized;
+  return o;
+}
+
+ordered_json reasons_json(const std::vector<Reason>& rs) {
+  ordered_json a = ordered_json::array();
+  for (const auto& r : rs) a.push_back(ordered_json{{"code", r.code}, {"message", r.message}});
+  return a;
+}
+
+ordered_json criteria_json(const PairResult& p) {
+  const Criteria& c = p.criteria;
+  ordered_json o;
+  o["source"] = p.criteria_source;
+  o["text"] = c.to_string();
+  auto opt = [&](const char* k, const std::optional<double>& v) { o[k] = v ? real(*v) : ordered_json(nullptr); };
+  opt("atol", c.atol);
+  opt("rtol", c.rtol);
+  opt("max_mismatch_fraction", c.max_mismatch_fraction);
+  opt("min_cosine", c.min_cosine);
+  opt("min_sqnr_db", c.min_sqnr_db);
+  opt("max_rel_l2", c.max_rel_l2);
+  o["max_ulp"] = c.max_ulp ? ordered_json(*c.max_ulp) : ordered_json(nullptr);
+  opt("min_argmax_agreement", c.min_argmax_agreement);
+  opt("min_topk_overlap", c.min_topk_overlap);
+  return o;
+}
+
+ordered_json pair_json(const PairResult& p, size_t i) {
+  const Metrics& m = p.metrics;
+  const bool c = p.compared;
+  const bool exact = c && !p.estimated;  // element-wise metrics exist
+  auto num = [&](double v, bool have) { return have ? real(v) : ordered_json(nullptr); };
+  auto cnt = [&](uint64_t v) { return c ? ordered_json(v) : ordered_json(nullptr); };
+  ordered_json o;
+  o["pair"] = i;
+  o["name"] = p.ref.name;
+  o["occurrence"] = p.ref.occurrence;
+  o["role"] = role_name(p.ref.role);
+  o["role_index"] = p.ref.role_index;
+  o["op_type"] = p.ref.op_type;
+  o["index_ref"] = p.ref.exec_index;
+  o["index_cand"] = p.cand.exec_index;
+  o["candidate_name"] = p.cand.name;
+  o["dtype_ref"] = dtype_name(p.ref.dtype);
+  o["dtype_cand"] = dtype_name(p.cand.dtype);
+  o["shape_ref"] = shape_json(p.ref.shape);
+  o["shape_cand"] = shape_json(p.cand.shape);
+  o["axes_ref"] = p.ref.axes;
+  o["axes_cand"] = p.cand.axes;
+  o["status"] = status_name(p.status);
+  o["reasons"] = reasons_json(p.reasons);
+  o["notes"] = p.notes;
+  o["estimated"] = p.estimated;
+  if (p.permutation.empty()) o["permutation"] = nullptr;
+  else o["permutation"] = p.permutation;
+  o["criteria"] = p.status == PairStatus::incomparable || p.status == PairStatus::skipped
+                      ? ordered_json(nullptr) : criteria_json(p);
+  o["count"] = cnt(m.count);
+  o["cosine"] = num(m.cosine, c);
+  o["rmse"] = num(m.rmse, exact);
+  o["max_abs_diff"] = num(m.max_abs_diff, exact);
+  o["mean_abs_diff"] = num(m.mean_abs_diff, exact);
+  o["max_rel_diff"] = num(m.max_rel_diff, exact);
+  o["sqnr_db"] = num(m.sqnr_db, c);
+  o["nmse"] = num(m.nmse, c);
+  o["rel_l2"] = num(m.rel_l2, c);
+  o["mismatch_count"] = exact ? ordered_json(m.mismatch_count) : ordered_json(nullptr);
+  o["mismatch_fraction"] = num(m.mismatch_fraction, exact);
+  o["first_mismatch_index"] = exact ? index_or_null(m.first_mismatch) : ordered_json(nullptr);
+  o["first_mismatch_coords"] = exact && m.first_mismatch >= 0 ? ordered_json(m.first_mismatch_coords) : ordered_json(nullptr);
+  o["first_mismatch_ref"] = num(m.first_mismatch_ref, exact && m.first_mismatch >= 0);
+  o["first_mismatch_cand"] = num(m.first_mismatch_cand, exact && m.first_mismatch >= 0);
+  o["max_abs_index"] = exact ? index_or_null(m.max_abs_index) : ordered_json(nullptr);
+  o["max_abs_coords"] = exact && m.max_abs_index >= 0 ? ordered_json(m.max_abs_coords) : ordered_json(nullptr);
+  o["max_ulp"] = exact ? index_or_null(m.max_ulp) : ordered_json(nullptr);
+  o["nan_ref"] = cnt(m.nan_ref);
+  o["nan_cand"] = cnt(m.nan_cand);
+  o["nan_positions_match"] = c ? ordered_json(m.nan_positions_match) : ordered_json(nullptr);
+  o["inf_ref"] = cnt(m.inf_ref);
+  o["inf_cand"] = cnt(m.inf_cand);
+  o["inf_positions_match"] = c ? ordered_json(m.inf_positions_match) : ordered_json(nullptr);
+  o["norm_ref"] = num(m.norm_ref, c);
+  o["norm_cand"] = num(m.norm_cand, c);
+  o["zero_ref"] = cnt(m.zero_ref);
+  o["zero_cand"] = cnt(m.zero_cand);
+  o["argmax_agreement"] = num(m.argmax_agreement, exact);
+  o["topk_overlap"] = num(m.topk_overlap, exact);
+  o["top_k"] = exact && m.top_k ? ordered_json(m.top_k) : ordered_json(nullptr);
+  o["cosine_stderr"] = num(m.cosine_stderr, p.estimated);
+  o["rel_l2_stderr"] = num(m.rel_l2_stderr, p.estimated);
+  if (p.r64)
+    o["reference64"] = ordered_json{{"k", p.r64_k}, {"error_reference", real(p.r64_err_ref)},
+                                    {"error_candidate", real(p.r64_err_cand)}, {"limit", real(p.r64_limit)}};
+  else
+    o["reference64"] = nullptr;
+  o["error"] = num(p.error, c);
+  o["origin"] = p.origin == Origin::none ? ordered_json(nullptr) : ordered_json(origin_name(p.origin));
+  o["basis"] = c ? ordered_json(p.basis) : ordered_json(nullptr);
+  o["basis_pairs"] = p.basis_pairs;
+  o["input_error"] = num(p.input_error, c && p.basis != "none");
+  o["amplification"] = num(p.amplification, c);
+  return o;
+}
+
+ordered_json dump_json(const DumpInfo& d) {
+  ordered_json o;
+  o["path"] = d.path;
+  o["state"] = d.state;
+  o["records"] = d.records;
+  ordered_json md = ordered_json::object();
+  for (const auto& [k, v] : d.metadata) md[k] = v;
+  o["metadata"] = md;
+  return o;
+}
+
+ordered_json pointer(const Report& r, const std::optional<size_t>& i) {
+  if (!i) return nullptr;
+  return pair_json(r.pairs[*i], *i);
+}
+
+}  // namespace
+
+std::string report_to_json(const Report& r, int indent) {
+  ordered_json o;
+  o["schema"] = Report::kSchema;
+  o["verdict"] = verdict_name(r.verdict);
+  o["exit_code"] = r.verdict == Verdict::pass ? 0 : r.verdict == Verdict::diverged ? 1 : 3;
+  o["summary"] = r.summary;
+  o["reference"] = dump_json(r.reference);
+  o["candidate"] = dump_json(r.candidate);
+  o["reference64"] = r.reference64.path.empty() ? ordered_json(nullptr) : dump_json(r.reference64);
+  ordered_json counts;
+  counts["pairs"] = r.pairs.size();
+  for (PairStatus s : {PairStatus::pass, PairStatus::fail, PairStatus::silent_failure,
+                       PairStatus::incomparable, PairStatus::skipped, PairStatus::not_compared})
+    counts[std::string(status_name(s))] = r.count(s);
+  counts["only_in_reference"] = r.only_in_reference.size();
+  counts["only_in_candidate"] = r.only_in_candidate.size();
+  o["counts"] = counts;
+  o["stopped_early"] = r.stopped_early;
+  o["first_divergence"] = pointer(r, r.first_divergence);
+  o["first_nonfinite"] = pointer(r, r.first_nonfinite);
+  o["first_silent_zero"] = pointer(r, r.first_silent_zero);
+  ordered_json tensors = ordered_json::array();
+  for (size_t i = 0; i < r.pairs.size(); ++i) tensors.push_back(pair_json(r.pairs[i], i));
+  o["tensors"] = std::move(tensors);
+  ordered_json oref = ordered_json::array(), ocand = ordered_json::array();
+  for (const auto& d : r.only_in_reference) oref.push_back(desc_json(d));
+  for (const auto& d : r.only_in_candidate) ocand.push_back(desc_json(d));
+  o["only_in_reference"] = std::move(oref);
+  o["only_in_candidate"] = std::move(ocand);
+  ordered_json inc = ordered_json::array();
+  for (size_t i : r.incomparable) {
+    const PairResult& p = r.pairs[i];
+    inc.push_back(ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                               {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
+                               {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
+                               {"candidate_name", p.cand.name}, {"reasons", reasons_json(p.reasons)}});
+  }
+  o["incomparable"] = std::move(inc);
+  ordered_json growth = ordered_json::array();
+  for (const auto& g : r.growth) {
+    const PairResult& p = r.pairs[g.pair];
+    growth.push_back(ordered_json{{"pair", g.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                                  {"index_ref", p.ref.exec_index}, {"error", real(g.error)},
+                                  {"status", status_name(p.status)}});
+  }
+  o["error_growth"] = std::move(growth);
+  ordered_json amps = ordered_json::array();
+  for (size_t i : r.amplifiers) {
+    const PairResult& p = r.pairs[i];
+    amps.push_back(ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                                {"index_ref", p.ref.exec_index}, {"amplification", real(p.amplification)},
+                                {"error", real(p.error)}, {"input_error", real(p.input_error)},
+                                {"basis", p.basis}});
+  }
+  o["amplifiers"] = std::move(amps);
+  o["warnings"] = r.warnings;
+  return o.dump(indent, ' ', false, nlohmann::detail::error_handler_t::replace) + "\n";
+}
+
+}  // namespace driftscope

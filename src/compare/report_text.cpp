@@ -1,0 +1,356 @@
+// The terminal report: the summary line first (what a CI log shows), then the first divergence
+// with its neighbourhood, the worst tensors, the error growth, the amplifiers and the warnings.
+// Tables fit `width` columns by shrinking the name column (keeping the name's specific tail).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "compare/internal.hpp"
+
+namespace driftscope::compare_detail {
+
+std::string fmt_num(double v, int significant) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == 0) return "0";
+  return fmt::format("{:.{}g}", v, significant);
+}
+
+std::string fmt_shape(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string fmt_identity(const TensorDesc& d) {
+  std::string s = d.name;
+  if (d.role != Role::output || d.role_index != 0)
+    s += fmt::format(" ({} {})", role_name(d.role), d.role_index);
+  if (d.occurrence != 0) s += fmt::format(" #{}", d.occurrence);
+  return s;
+}
+
+namespace {
+
+std::string where(const PairResult& p) {
+  std::string s = fmt::format("index {}", p.ref.exec_index);
+  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type;
+  return s;
+}
+
+std::string first_reason(const PairResult& p) {
+  if (p.reasons.empty()) return "";
+  return p.reasons.front().code + ": " + p.reasons.front().message;
+}
+
+std::string origin_text(const PairResult& p) {
+  if (p.origin == Origin::none) return "";
+  std::string s(origin_name(p.origin));
+  if (p.basis == "none") return s + " (nothing before it to blame)";
+  const char* what = p.basis == "inputs" ? "its inputs" : "its predecessor";
+  if (p.input_error == 0) return s + fmt::format(": {} matched exactly", what);
+  if (std::isinf(p.error) && !std::isinf(p.input_error))
+    return s + fmt::format(": new NaN/Inf from {}, whose error was {}", what, fmt_num(p.input_error, 3));
+  if (std::isnan(p.amplification)) return s + fmt::format(": {} already had NaN/Inf", what);
+  return s + fmt::format(": error {} is {}x that of {} ({})", fmt_num(p.error, 3),
+                         fmt_num(p.amplification, 3), what, fmt_num(p.input_error, 3));
+}
+
+}  // namespace
+
+std::string summary_line(const Report& r) {
+  auto at = [&](size_t i) {
+    const PairResult& p = r.pairs[i];
+    return fmt::format("{} ({})", fmt_identity(p.ref), where(p));
+  };
+  if (r.verdict == Verdict::pass) {
+    size_t compared = 0;
+    std::optional<size_t> worst;
+    for (size_t i = 0; i < r.pairs.size(); ++i) {
+      if (!r.pairs[i].compared) continue;
+      ++compared;
+      if (!worst || r.pairs[i].error > r.pairs[*worst].error) worst = i;
+    }
+    std::string s = fmt::format("PASS: {} tensor pairs within tolerance", compared);
+    if (worst)
+      s += fmt::format(" (largest relative L2 error {} at {})", fmt_num(r.pairs[*worst].error, 3),
+                       fmt_identity(r.pairs[*worst].ref));
+    return s;
+  }
+  if (r.verdict == Verdict::silent_failure) {
+    std::optional<size_t> first;
+    for (size_t i = 0; i < r.pairs.size() && !first; ++i)
+      if (r.pairs[i].status == PairStatus::silent_failure) first = i;
+    std::string s = fmt::format("SILENT FAILURE at {}: {}", at(*first), r.pairs[*first].reasons.front().message);
+    if (r.first_divergence && *r.first_divergence != *first)
+      s += fmt::format("; first divergence earlier at {}", at(*r.first_divergence));
+    return s;
+  }
+  if (r.first_divergence) {
+    const PairResult& p = r.pairs[*r.first_divergence];
+    std::string s = fmt::format("DIVERGED: first divergence at {}: {}", at(*r.first_divergence),
+                                p.reasons.empty() ? std::string("over tolerance") : p.reasons.front().message);
+    return s;
+  }
+  std::vector<std::string> parts;
+  if (!r.only_in_reference.empty())
+    parts.push_back(fmt::format("{} tensor(s) only in the reference (first: {})", r.only_in_reference.size(),
+                                fmt_identity(r.only_in_reference.front())));
+  if (!r.only_in_candidate.empty())
+    parts.push_back(fmt::format("{} only in the candidate (first: {})", r.only_in_candidate.size(),
+                                fmt_identity(r.only_in_candidate.front())));
+  if (!r.incomparable.empty()) {
+    const PairResult& p = r.pairs[r.incomparable.front()];
+    parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
+                                fmt_identity(p.ref), p.reasons.front().message));
+  }
+  std::string s = "DIVERGED: no tensor over tolerance, but ";
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? "; " : "") + parts[i];
+  return s;
+}
+
+namespace {
+
+struct Style {
+  bool on;
+  std::string wrap(std::string_view code, std::string_view text) const {
+    if (!on) return std::string(text);
+    return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
+  }
+  std::string bold(std::string_view t) const { return wrap("1", t); }
+  std::string dim(std::string_view t) const { return wrap("2", t); }
+  std::string status(PairStatus s, std::string_view text) const {
+    switch (s) {
+      case PairStatus::pass: return wrap("32", text);
+      case PairStatus::fail: return wrap("31", text);
+      case PairStatus::silent_failure: return wrap("1;35", text);
+      case PairStatus::incomparable: return wrap("33", text);
+      default: return wrap("2", text);
+    }
+  }
+};
+
+// Display width of UTF-8 text (one column per code point: the report uses no wide characters).
+size_t columns(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad(std::string s, size_t w, bool right = false) {
+  size_t c = columns(s);
+  if (c >= w) return s;
+  return right ? std::string(w - c, ' ') + s : s + std::string(w - c, ' ');
+}
+
+// Keeps the tail of a long name: "...layers.31.norm" says more than "encoder.lay...".
+std::string fit(const std::string& s, size_t w) {
+  if (columns(s) <= w) return s;
+  if (w <= 3) return s.substr(s.size() - w);
+  return "..." + s.substr(s.size() - (w - 3));
+}
+
+class Table {
+ public:
+  Table(const Report& r, const Style& st, unsigned width) : r_(r), st_(st) {
+    wide_ = width >= 110;
+    size_t fixed = 2 + 6 + 1 + 15 + 1 + 9 + 1 + 9 + 1 + 8 + 1 + 10;
+    if (wide_) fixed += 13 + 1 + 9 + 1;
+    name_w_ = width > fixed + 16 ? width - fixed : 16;
+    name_w_ = std::min<size_t>(name_w_, 48);
+  }
+  std::string header() const {
+    std::string s = "  " + pad("index", 6, true) + " " + pad("name", name_w_) + " ";
+    if (wide_) s += pad("op", 13) + " ";
+    s += pad("status", 15) + " " + pad("rel_l2", 9, true) + " " + pad("cosine", 9, true) + " " +
+         pad("sqnr_dB", 8, true) + " ";
+    if (wide_) s += pad("max|d|", 9, true) + " ";
+    s += "origin";
+    return st_.dim(s) + "\n";
+  }
+  std::string row(size_t i, bool mark = false) const {
+    const PairResult& p = r_.pairs[i];
+    const Metrics& m = p.metrics;
+    std::string name = fit(fmt_identity(p.ref), name_w_);
+    std::string s = (mark ? "> " : "  ") + pad(std::to_string(p.ref.exec_index), 6, true) + " " +
+                    pad(name, name_w_) + " ";
+    if (wide_) s += pad(fit(p.ref.op_type, 13), 13) + " ";
+    std::string status(status_name(p.status));
+    s += st_.status(p.status, pad(status, 15)) + " ";
+    auto n = [&](double v, int sig) { return p.compared ? fmt_num(v, sig) : std::string("-"); };
+    s += pad(p.compared ? fmt_num(p.error, 3) : "-", 9, true) + " " + pad(n(m.cosine, 6), 9, true) + " " +
+         pad(n(m.sqnr_db, 4), 8, true) + " ";
+    if (wide_) s += pad(n(m.max_abs_diff, 3), 9, true) + " ";
+    s += p.origin == Origin::none ? "" : std::string(origin_name(p.origin));
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  }
+
+ private:
+  const Report& r_;
+  const Style& st_;
+  bool wide_;
+  size_t name_w_;
+};
+
+std::string dump_line(std::string_view label, const DumpInfo& d) {
+  std::string s = fmt::format("{:<11}{}  ({}, {} records", label, d.path.empty() ? "-" : d.path, d.state, d.records);
+  for (std::string_view k : {"framework", "backend", "device", "precision"})
+    for (const auto& [kk, v] : d.metadata)
+      if (kk == k && !v.empty()) s += fmt::format(", {}", v);
+  return s + ")\n";
+}
+
+std::string sparkline(const Report& r, size_t width) {
+  static const char* kBars[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+  std::vector<double> e;
+  for (const auto& g : r.growth) e.push_back(g.error);
+  if (e.empty()) return "";
+  // One bar per bucket of consecutive tensors (the bucket's largest error), on a log scale from
+  // 1e-8 (and below) to 1 (and above, NaN/Inf included).
+  size_t n = std::min(e.size(), std::max<size_t>(width, 8));
+  std::string out;
+  for (size_t b = 0; b < n; ++b) {
+    size_t lo = b * e.size() / n, hi = std::max(lo + 1, (b + 1) * e.size() / n);
+    double v = 0;
+    for (size_t i = lo; i < hi; ++i) v = std::max(v, std::isnan(e[i]) ? HUGE_VAL : e[i]);
+    double x = v <= 1e-8 ? 0.0 : v >= 1.0 ? 1.0 : (std::log10(v) + 8.0) / 8.0;
+    out += kBars[std::min<size_t>(7, static_cast<size_t>(x * 7.999))];
+  }
+  return out;
+}
+
+}  // namespace
+
+}  // namespace driftscope::compare_detail
+
+namespace driftscope {
+
+std::string report_to_text(const Report& r, const TextOptions& o) {
+  using namespace compare_detail;
+  Style st{o.color};
+  std::string out;
+  std::string verdict_code = r.verdict == Verdict::pass ? "1;32" : r.verdict == Verdict::diverged ? "1;31" : "1;35";
+  out += st.wrap(verdict_code, r.summary) + "\n\n";
+  out += dump_line("reference", r.reference);
+  out += dump_line("candidate", r.candidate);
+  if (!r.reference64.path.empty()) out += dump_line("reference64", r.reference64);
+  size_t compared = 0;
+  for (const auto& p : r.pairs) compared += p.compared;
+  out += fmt::format("{:<11}{} paired, {} compared: {} pass, {} fail, {} silent failure; {} incomparable, "
+                     "{} skipped, {} not compared; {} only in reference, {} only in candidate\n",
+                     "pairs", r.pairs.size(), compared, r.count(PairStatus::pass), r.count(PairStatus::fail),
+                     r.count(PairStatus::silent_failure), r.count(PairStatus::incomparable),
+                     r.count(PairStatus::skipped), r.count(PairStatus::not_compared),
+                     r.only_in_reference.size(), r.only_in_candidate.size());
+  if (r.stopped_early) out += fmt::format("{:<11}stopped at the first divergence (--stop-at-first)\n", "");
+
+  Table table(r, st, o.width);
+  auto detail = [&](std::string_view title, size_t i) {
+    const PairResult& p = r.pairs[i];
+    const Metrics& m = p.metrics;
+    out += "\n" + st.bold(fmt::format("{}: {}", title, fmt_identity(p.ref))) +
+           fmt::format("  ({}; {}{} vs {}{})\n", where(p), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
+                       dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
+    out += fmt::format("  judged by  {}: {}\n", p.criteria_source, p.criteria.to_string());
+    for (const auto& rs : p.reasons) out += fmt::format("  {:<10} {}\n", rs.code, rs.message);
+    std::string origin = origin_text(p);
+    if (!origin.empty()) {
+      out += fmt::format("  origin     {}", origin);
+      if (!p.basis_pairs.empty() && p.basis == "predecessor")
+        out += fmt::format(" ({})", fmt_identity(r.pairs[p.basis_pairs.front()].ref));
+      out += "\n";
+    }
+    if (p.compared && !p.estimated) {
+      out += fmt::format("  metrics    rel_l2 {}  cosine {}  sqnr {} dB  max|d| {}  rmse {}  norms {} / {}\n",
+                         fmt_num(m.rel_l2, 3), fmt_num(m.cosine, 7), fmt_num(m.sqnr_db, 4),
+                         fmt_num(m.max_abs_diff, 3), fmt_num(m.rmse, 3), fmt_num(m.norm_ref, 4),
+                         fmt_num(m.norm_cand, 4));
+      if (m.first_mismatch >= 0)
+        out += fmt::format("  mismatch   {} of {} elements; first at {}: ref {} cand {}\n", m.mismatch_count,
+                           m.count, fmt_shape(m.first_mismatch_coords), fmt_num(m.first_mismatch_ref, 7),
+                           fmt_num(m.first_mismatch_cand, 7));
+    }
+    for (const auto& n : p.notes) out += fmt::format("  note       {}\n", n);
+  };
+
+  if (r.first_divergence) detail("First divergence", *r.first_divergence);
+  if (r.first_nonfinite && r.first_nonfinite != r.first_divergence)
+    detail("First NaN/Inf", *r.first_nonfinite);
+  if (r.first_silent_zero && r.first_silent_zero != r.first_divergence &&
+      r.first_silent_zero != r.first_nonfinite)
+    detail("First silent zero", *r.first_silent_zero);
+
+  if (o.all) {
+    out += "\n" + st.bold("All pairs") + "\n" + table.header();
+    for (size_t i = 0; i < r.pairs.size(); ++i) out += table.row(i, r.first_divergence == i);
+  } else {
+    if (r.first_divergence) {
+      size_t f = *r.first_divergence;
+      size_t lo = f > o.neighbourhood ? f - o.neighbourhood : 0;
+      size_t hi = std::min(r.pairs.size(), f + o.neighbourhood + 1);
+      out += "\n" + st.bold("Around the first divergence") + "\n" + table.header();
+      for (size_t i = lo; i < hi; ++i) out += table.row(i, i == f);
+    }
+    std::vector<size_t> worst;
+    for (size_t i = 0; i < r.pairs.size(); ++i)
+      if (r.pairs[i].compared) worst.push_back(i);
+    std::stable_sort(worst.begin(), worst.end(), [&](size_t a, size_t b) {
+      double ea = std::isnan(r.pairs[a].error) ? HUGE_VAL : r.pairs[a].error;
+      double eb = std::isnan(r.pairs[b].error) ? HUGE_VAL : r.pairs[b].error;
+      return ea > eb;
+    });
+    if (worst.size() > o.worst) worst.resize(o.worst);
+    if (!worst.empty()) {
+      out += "\n" + st.bold("Worst tensors (relative L2 error)") + "\n" + table.header();
+      for (size_t i : worst) out += table.row(i, r.first_divergence == i);
+    }
+  }
+
+  if (r.growth.size() >= 2) {
+    size_t w = o.width > 30 ? o.width - 30 : 8;
+    out += "\n" + st.bold("Error growth") +
+           fmt::format(" (relative L2 error of {} outputs in execution order, log scale 1e-8 .. 1)\n",
+                       r.growth.size());
+    out += "  " + sparkline(r, w) + "\n";
+  }
+  if (!r.amplifiers.empty()) {
+    out += "\n" + st.bold("Biggest amplifiers") + " (error / error of the inputs or predecessor)\n";
+    for (size_t i : r.amplifiers) {
+      const PairResult& p = r.pairs[i];
+      out += fmt::format("  {:>6} {}  amplification {}: {} -> {} ({})\n", p.ref.exec_index,
+                         fit(fmt_identity(p.ref), std::max<size_t>(16, o.width > 60 ? o.width - 60 : 16)),
+                         fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3),
+                         p.basis);
+    }
+  }
+  auto list = [&](std::string_view title, const std::vector<TensorDesc>& v) {
+    if (v.empty()) return;
+    out += "\n" + st.bold(fmt::format("{} ({})", title, v.size())) + "\n";
+    size_t n = o.all ? v.size() : std::min<size_t>(v.size(), 10);
+    for (size_t i = 0; i < n; ++i)
+      out += fmt::format("  {:>6} {}  {}{}\n", v[i].exec_index, fmt_identity(v[i]), dtype_name(v[i].dtype),
+                         fmt_shape(v[i].shape));
+    if (n < v.size()) out += fmt::format("  ... and {} more (--all lists them)\n", v.size() - n);
+  };
+  list("Only in the reference", r.only_in_reference);
+  list("Only in the candidate", r.only_in_candidate);
+  if (!r.incomparable.empty()) {
+    out += "\n" + st.bold(fmt::format("Incomparable ({})", r.incomparable.size())) + "\n";
+    size_t n = o.all ? r.incomparable.size() : std::min<size_t>(r.incomparable.size(), 10);
+    for (size_t k = 0; k < n; ++k) {
+      const PairResult& p = r.pairs[r.incomparable[k]];
+      out += fmt::format("  {:>6} {}  {}\n", p.ref.exec_index, fmt_identity(p.ref), first_reason(p));
+    }
+    if (n < r.incomparable.size())
+      out += fmt::format("  ... and {} more (--all lists them)\n", r.incomparable.size() - n);
+  }
+  if (!r.warnings.empty()) {
+    out += "\n" + st.wrap("1;33", "Warnings") + "\n";
+    for (const auto& w : r.warnings) out += "  " + w + "\n";
+  }
+  return out;
+}
+
+}  // namespace driftscope

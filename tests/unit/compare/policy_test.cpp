@@ -1,0 +1,286 @@
+// Tolerance policy: per-dtype defaults, the TOML subset and JSON policy files, mapping files and
+// rename rules, and their errors (docs/compare.md "Tolerance policy", "Policy file").
+#include <gtest/gtest.h>
+
+#include "compare/internal.hpp"
+#include "driftscope/compare.hpp"
+
+namespace {
+
+using namespace driftscope;
+using compare_detail::parse_toml;
+
+TEST(PolicyDefaults, PerDtypeTable) {
+  EXPECT_EQ(default_criteria(DType::f64, false).min_sqnr_db, 200.0);
+  EXPECT_EQ(default_criteria(DType::f32, false).min_sqnr_db, 80.0);
+  EXPECT_EQ(default_criteria(DType::f16, false).min_sqnr_db, 40.0);
+  EXPECT_EQ(default_criteria(DType::bf16, false).min_sqnr_db, 30.0);
+  EXPECT_EQ(default_criteria(DType::f8e4m3fn, false).min_sqnr_db, 15.0);
+  EXPECT_EQ(default_criteria(DType::f8e5m2, false).min_sqnr_db, 10.0);
+  EXPECT_EQ(default_criteria(DType::f32, true).min_sqnr_db, 20.0);
+  Criteria exact = default_criteria(DType::i32, false);
+  EXPECT_TRUE(exact.uses_allclose());
+  EXPECT_EQ(*exact.atol, 0.0);
+  EXPECT_EQ(*exact.rtol, 0.0);
+  EXPECT_FALSE(exact.min_sqnr_db.has_value());
+  EXPECT_TRUE(default_criteria(DType::boolean, false).uses_allclose());
+}
+
+TEST(PolicyDefaults, CoarserDtypeDecides) {
+  using compare_detail::coarser_dtype;
+  EXPECT_EQ(coarser_dtype(DType::f32, DType::f16), DType::f16);
+  EXPECT_EQ(coarser_dtype(DType::f16, DType::bf16), DType::bf16);
+  EXPECT_EQ(coarser_dtype(DType::bf16, DType::f32), DType::bf16);
+  EXPECT_EQ(coarser_dtype(DType::i64, DType::f32), DType::f32);
+  EXPECT_EQ(coarser_dtype(DType::f64, DType::f64), DType::f64);
+  Policy p;
+  TensorDesc d;
+  d.name = "x";
+  auto j = compare_detail::resolve_criteria(p, d, DType::f32, DType::f16, false);
+  EXPECT_EQ(j.criteria.min_sqnr_db, 40.0);
+  EXPECT_EQ(j.source, "default (f16)");
+  EXPECT_TRUE(j.is_default);
+}
+
+TEST(PolicyDefaults, R64MultipliersFollowPyTorch) {
+  EXPECT_EQ(compare_detail::default_r64_k(DType::f32), 2.0);
+  EXPECT_EQ(compare_detail::default_r64_k(DType::f16), 3.0);
+  EXPECT_EQ(compare_detail::default_r64_k(DType::bf16), 3.0);
+  EXPECT_EQ(compare_detail::unit_roundoff(DType::f16), std::ldexp(1.0, -11));
+  EXPECT_EQ(compare_detail::unit_roundoff(DType::i8), 0.0);
+}
+
+TEST(PolicyResolution, RulesThenCommandLineThenDefaults) {
+  auto p = Policy::parse(R"(
+[[rule]]
+match = "*.softmax"
+atol = 1e-3
+rtol = 1e-2
+
+[[rule]]
+op = "LayerNorm"
+min_cosine = 0.99
+
+[[rule]]
+match = "head.*"
+classes = true
+)");
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  TensorDesc soft;
+  soft.name = "enc.0.softmax";
+  soft.op_type = "Softmax";
+  auto j = compare_detail::resolve_criteria(*p, soft, DType::f32, DType::f32, false);
+  EXPECT_EQ(j.criteria.atol, 1e-3);
+  EXPECT_EQ(j.criteria.rtol, 1e-2);
+  EXPECT_FALSE(j.criteria.min_sqnr_db.has_value());
+  EXPECT_EQ(j.source, "policy rule 1 (*.softmax)");
+
+  TensorDesc ln;
+  ln.name = "enc.0.norm";
+  ln.op_type = "LayerNorm";
+  j = compare_detail::resolve_criteria(*p, ln, DType::f32, DType::f32, false);
+  EXPECT_EQ(j.criteria.min_cosine, 0.99);
+  EXPECT_FALSE(j.criteria.uses_allclose());
+
+  // A rule without criteria (classes only) does not hide the defaults.
+  TensorDesc head;
+  head.name = "head.logits";
+  j = compare_detail::resolve_criteria(*p, head, DType::f32, DType::f32, false);
+  EXPECT_EQ(j.criteria.min_sqnr_db, 80.0);
+  EXPECT_NE(compare_detail::find_rule(*p, head, [](const PolicyRule& r) { return r.classes; }), nullptr);
+
+  // Command-line criteria replace the defaults as a whole.
+  p->global = Criteria{};
+  p->global->min_cosine = 0.999;
+  TensorDesc other;
+  other.name = "enc.0.mlp";
+  j = compare_detail::resolve_criteria(*p, other, DType::f32, DType::f16, false);
+  EXPECT_EQ(j.criteria.min_cosine, 0.999);
+  EXPECT_FALSE(j.criteria.min_sqnr_db.has_value());
+  EXPECT_FALSE(j.criteria.uses_allclose());
+  EXPECT_EQ(j.source, "command line");
+  EXPECT_FALSE(j.is_default);
+}
+
+TEST(PolicyFile, JsonAndTomlMeanTheSame) {
+  auto t = Policy::parse(R"(
+version = 1
+[default]
+min_sqnr_db = 35.5
+[[rule]]
+match = "lm_head"
+min_argmax_agreement = 0.99
+top_k = 3
+[reference64]
+floor = 2.0
+k = { f16 = 4, bf16 = 5.5 }
+)");
+  auto j = Policy::parse(R"({"version": 1, "default": {"min_sqnr_db": 35.5},
+    "rules": [{"match": "lm_head", "min_argmax_agreement": 0.99, "top_k": 3}],
+    "reference64": {"floor": 2.0, "k": {"f16": 4, "bf16": 5.5}}})");
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  ASSERT_TRUE(j.ok()) << j.error().to_string();
+  for (const Policy* p : {&*t, &*j}) {
+    ASSERT_TRUE(p->global.has_value());
+    EXPECT_EQ(p->global->min_sqnr_db, 35.5);
+    ASSERT_EQ(p->rules.size(), 1u);
+    EXPECT_EQ(p->rules[0].match, "lm_head");
+    EXPECT_TRUE(p->rules[0].classes);
+    EXPECT_EQ(p->rules[0].top_k, 3u);
+    EXPECT_EQ(p->rules[0].criteria->min_argmax_agreement, 0.99);
+    EXPECT_EQ(p->r64_floor, 2.0);
+    ASSERT_EQ(p->r64_k.size(), 2u);
+  }
+}
+
+TEST(PolicyFile, SkipRules) {
+  auto p = Policy::parse("[[rule]]\nmatch = \"*.dropout\"\nskip = true\n");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->rules[0].skip);
+  EXPECT_FALSE(p->rules[0].criteria.has_value());
+}
+
+struct BadPolicy {
+  const char* text;
+  const char* needle;
+};
+
+class PolicyErrors : public ::testing::TestWithParam<BadPolicy> {};
+
+TEST_P(PolicyErrors, NamesTheProblem) {
+  auto p = Policy::parse(GetParam().text, "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, Errc::bad_policy);
+  EXPECT_NE(p.error().message.find(GetParam().needle), std::string::npos) << p.error().message;
+  EXPECT_EQ(p.error().message.find('\n'), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, PolicyErrors,
+    ::testing::Values(BadPolicy{"[[rule]]\nmatch = \"x\"\natoll = 1\n", "unknown key 'atoll' in rule 1"},
+                      BadPolicy{"[[rule]]\natol = 1\n", "needs 'match'"},
+                      BadPolicy{"[default]\nmin_cosine = 2\n", "'min_cosine' is 2, allowed -1 .. 1"},
+                      BadPolicy{"[default]\natol = -1\n", "'atol' is -1"},
+                      BadPolicy{"[default]\natol = \"1e-3\"\n", "'atol' must be a number"},
+                      BadPolicy{"[default]\nmax_ulp = 1.5\n", "max_ulp"},
+                      BadPolicy{"\n\nmin_cosine = 0.9 junk\n", "p.toml:3:"},
+                      BadPolicy{"x = \"\"\"multi\"\"\"\n", "multi-line strings are not supported"},
+                      BadPolicy{"when = 2024-01-01\n", "dates and times are not supported"},
+                      BadPolicy{"bogus = 1\n", "unknown key 'bogus'"},
+                      BadPolicy{"version = 2\n", "'version' must be 1"},
+                      BadPolicy{"[reference64]\nk = { f99 = 1 }\n", "unknown dtype 'f99'"},
+                      BadPolicy{"[[rule]]\nmatch = \"a\"\ntop_k = 0\n", "top_k"},
+                      BadPolicy{"{\"rules\": [1,}", "not valid JSON"},
+                      BadPolicy{"[default\nx=1\n", "expected ']'"},
+                      BadPolicy{"a = 1\na = 2\n", "defined twice"}));
+
+TEST(TomlSubset, Values) {
+  auto j = parse_toml(R"(# comment
+title = "a \"q\" \u00e9\tb"   # trailing comment
+lit = 'C:\path\n'
+n = 1_000
+h = 0xff
+o = 0o17
+b = 0b101
+neg = -42
+f = -1.5e-3
+inf1 = +inf
+t = true
+arr = [1, 2,
+  3, # comment inside
+]
+nested = [[1, 2], ["a"]]
+inline = { a = 1, b.c = "x" }
+"quoted key" = 1
+dotted.key.path = 7
+[[rule]]
+x = 1
+[[rule]]
+x = 2
+[rule.sub]
+y = 3
+)",
+                    "t");
+  ASSERT_TRUE(j.ok()) << j.error().to_string();
+  const auto& v = *j;
+  EXPECT_EQ(v["title"], "a \"q\" \xC3\xA9\tb");
+  EXPECT_EQ(v["lit"], "C:\\path\\n");
+  EXPECT_EQ(v["n"], 1000);
+  EXPECT_EQ(v["h"], 255);
+  EXPECT_EQ(v["o"], 15);
+  EXPECT_EQ(v["b"], 5);
+  EXPECT_EQ(v["neg"], -42);
+  EXPECT_DOUBLE_EQ(v["f"].get<double>(), -1.5e-3);
+  EXPECT_TRUE(std::isinf(v["inf1"].get<double>()));
+  EXPECT_EQ(v["t"], true);
+  EXPECT_EQ(v["arr"].size(), 3u);
+  EXPECT_EQ(v["nested"][1][0], "a");
+  EXPECT_EQ(v["inline"]["b"]["c"], "x");
+  EXPECT_EQ(v["quoted key"], 1);
+  EXPECT_EQ(v["dotted"]["key"]["path"], 7);
+  ASSERT_EQ(v["rule"].size(), 2u);
+  EXPECT_EQ(v["rule"][1]["x"], 2);
+  EXPECT_EQ(v["rule"][1]["sub"]["y"], 3);
+}
+
+TEST(TomlSubset, Errors) {
+  for (const char* bad : {"x = ", "x = [1, 2", "x = \"open", "x = 1__0", "x = 99999999999999999999",
+                          "= 1", "x = 'a' 'b'", "x = {a = 1", "x = \"\\q\"", "x = \"\\uD800\""}) {
+    auto j = parse_toml(bad, "t");
+    EXPECT_FALSE(j.ok()) << bad;
+    if (!j.ok()) EXPECT_EQ(j.error().code, Errc::bad_policy) << bad;
+  }
+  // Deep nesting is refused, not recursed into without bound.
+  std::string deep = "x = " + std::string(100, '[') + std::string(100, ']');
+  EXPECT_FALSE(parse_toml(deep, "t").ok());
+}
+
+TEST(RenameRules, ParseAndErrors) {
+  auto r = RenameRule::parse("^model\\.(.*)$=>$1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->pattern, "^model\\.(.*)$");
+  EXPECT_EQ(r->replacement, "$1");
+  auto e = RenameRule::parse("no arrow");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code, Errc::invalid_argument);
+  EXPECT_NE(e.error().message.find("=>"), std::string::npos);
+  auto bad = RenameRule::parse("([a-=>x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("invalid regex"), std::string::npos);
+  EXPECT_FALSE(RenameRule::parse("=>x").ok());
+}
+
+TEST(NameMapFile, TomlAndJson) {
+  auto t = NameMap::parse(R"(
+a = ['^model\.(.*)$=>$1']
+b = ['^/(.*)/output_0$=>$1', '/=>.']
+[exact]
+"encoder.norm" = "LayerNorm_17"
+)");
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  EXPECT_EQ(t->reference.size(), 1u);
+  EXPECT_EQ(t->candidate.size(), 2u);
+  ASSERT_EQ(t->exact.size(), 1u);
+  EXPECT_EQ(t->exact[0].first, "encoder.norm");
+  EXPECT_EQ(t->exact[0].second, "LayerNorm_17");
+  auto j = NameMap::parse(R"({"b": ["x=>y"], "exact": {"a": "b"}})");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->candidate.size(), 1u);
+  auto bad = NameMap::parse("a = ['nope']\n", "m.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::bad_policy);
+  EXPECT_NE(bad.error().message.find("m.toml"), std::string::npos);
+}
+
+TEST(CriteriaText, Readable) {
+  Criteria c;
+  EXPECT_EQ(c.to_string(), "(health checks only)");
+  EXPECT_TRUE(c.empty());
+  c.atol = 1e-5;
+  c.rtol = 1e-3;
+  c.min_cosine = 0.999;
+  EXPECT_EQ(c.to_string(), "allclose(atol=1e-05, rtol=0.001) cosine>=0.999");
+  EXPECT_FALSE(c.empty());
+}
+
+}  // namespace
