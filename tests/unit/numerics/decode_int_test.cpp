@@ -134,7 +134,8 @@ TEST(DecodeAffine, PerChannelOnAMiddleAxis) {
   ASSERT_TRUE(decode(info, payload, 0, std::span<double>(full)).ok());
   for (int i = 0; i < 24; ++i) {
     const int c = (i / 4) % 3;
-    EXPECT_EQ(full[i], info.encoding.scales[c] * (q[i] - info.encoding.zero_points[c])) << i;
+    EXPECT_EQ(full[i], info.encoding.scales[c] *
+                           static_cast<double>(q[i] - info.encoding.zero_points[c])) << i;
   }
   // Every sub-range agrees with the full decode (the channel depends on the absolute index).
   for (uint64_t first = 0; first < 24; ++first)
