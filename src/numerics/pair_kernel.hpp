@@ -2,8 +2,8 @@
 //
 // A chunk is at most kChunk decoded float64 elements of each side, in reference order. The kernel
 // keeps kLanes "virtual lanes": element i of the chunk always lands in lane i % kLanes, whatever
-// the vector width of the target (one AVX-512 vector holds 8 of them, an AVX2 vector 4, an SSE4
-// vector 2, the scalar reference 1). Each lane is summed in element order and the lanes are
+// the vector width of the target (one AVX-512 vector holds all 8, an AVX2 vector 4, an SSE4 or
+// NEON vector 2, the scalar reference 1). Each lane is summed in element order and the lanes are
 // reduced by one fixed tree (reduce_lanes), so every target — and the scalar reference — performs
 // the same float64 additions in the same order and returns the same bits.
 #pragma once
@@ -16,7 +16,7 @@
 namespace driftscope::numerics::kernel {
 
 inline constexpr size_t kChunk = 4096;  // elements per chunk (32 KiB per side: stays in L1/L2)
-inline constexpr size_t kLanes = 16;    // virtual lanes: see above
+inline constexpr size_t kLanes = 8;     // virtual lanes: see above
 
 // Sums kept per lane.
 enum Sum : size_t {
