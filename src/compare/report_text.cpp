@@ -73,9 +73,11 @@ std::string summary_line(const Report& r) {
       if (!worst || r.pairs[i].error > r.pairs[*worst].error) worst = i;
     }
     std::string s = fmt::format("PASS: {} tensor pairs within tolerance", compared);
-    if (worst)
+    if (worst && r.pairs[*worst].error > 0)
       s += fmt::format(" (largest relative L2 error {} at {})", fmt_num(r.pairs[*worst].error, 3),
                        fmt_identity(r.pairs[*worst].ref));
+    else if (worst)
+      s += " (all identical)";
     return s;
   }
   if (r.verdict == Verdict::silent_failure) {
@@ -238,12 +240,19 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   if (!r.reference64.path.empty()) out += dump_line("reference64", r.reference64);
   size_t compared = 0;
   for (const auto& p : r.pairs) compared += p.compared;
-  out += fmt::format("{:<11}{} paired, {} compared: {} pass, {} fail, {} silent failure; {} incomparable, "
-                     "{} skipped, {} not compared; {} only in reference, {} only in candidate\n",
-                     "pairs", r.pairs.size(), compared, r.count(PairStatus::pass), r.count(PairStatus::fail),
-                     r.count(PairStatus::silent_failure), r.count(PairStatus::incomparable),
-                     r.count(PairStatus::skipped), r.count(PairStatus::not_compared),
-                     r.only_in_reference.size(), r.only_in_candidate.size());
+  // Zero counts other than pass/fail are left out: the line stays readable on a terminal.
+  std::string counts = fmt::format("{} paired, {} compared: {} pass, {} fail", r.pairs.size(), compared,
+                                   r.count(PairStatus::pass), r.count(PairStatus::fail));
+  auto more = [&](size_t n, std::string_view what) {
+    if (n) counts += fmt::format(", {} {}", n, what);
+  };
+  more(r.count(PairStatus::silent_failure), "silent failure");
+  more(r.count(PairStatus::incomparable), "incomparable");
+  more(r.count(PairStatus::skipped), "skipped");
+  more(r.count(PairStatus::not_compared), "not compared");
+  more(r.only_in_reference.size(), "only in reference");
+  more(r.only_in_candidate.size(), "only in candidate");
+  out += fmt::format("{:<11}{}\n", "pairs", counts);
   if (r.stopped_early) out += fmt::format("{:<11}stopped at the first divergence (--stop-at-first)\n", "");
 
   Table table(r, st, o.width);
@@ -293,9 +302,10 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       out += "\n" + st.bold("Around the first divergence") + "\n" + table.header();
       for (size_t i = lo; i < hi; ++i) out += table.row(i, i == f);
     }
-    std::vector<size_t> worst;
+    std::vector<size_t> worst;  // pairs with any error: identical pairs are not "worst"
     for (size_t i = 0; i < r.pairs.size(); ++i)
-      if (r.pairs[i].compared) worst.push_back(i);
+      if (r.pairs[i].compared && (r.pairs[i].error != 0 || r.pairs[i].status != PairStatus::pass))
+        worst.push_back(i);
     std::stable_sort(worst.begin(), worst.end(), [&](size_t a, size_t b) {
       double ea = std::isnan(r.pairs[a].error) ? HUGE_VAL : r.pairs[a].error;
       double eb = std::isnan(r.pairs[b].error) ? HUGE_VAL : r.pairs[b].error;

@@ -19,7 +19,7 @@ CASES = os.path.join(ROOT, "tests", "cli", "compare")
 sys.path.insert(0, CASES)
 import fixtures  # noqa: E402
 
-BIN = os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope"))
+BIN = os.path.abspath(os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope")))
 UPDATE = os.environ.get("DS_UPDATE_GOLDEN") == "1"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason=f"{BIN} not built")
