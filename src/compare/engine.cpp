@@ -116,6 +116,13 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
   m.max_ulp = k.max_ulp;
   if (k.argmax_agreement >= 0) m.argmax_agreement = k.argmax_agreement;
   if (k.topk_overlap >= 0) m.topk_overlap = k.topk_overlap;
+  // The error metrics cover positions finite on both sides; with none (an all-NaN candidate)
+  // they are undefined, not "cosine 1, error 0".
+  if (k.count > 0 && k.finite_pairs == 0) {
+    for (double* v : {&m.max_abs_diff, &m.mean_abs_diff, &m.rmse, &m.max_rel_diff, &m.cosine, &m.sqnr_db,
+                      &m.nmse, &m.rel_l2, &m.norm_ref, &m.norm_cand})
+      *v = Metrics::kNaN;
+  }
   return m;
 }
 

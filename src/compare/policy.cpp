@@ -456,7 +456,9 @@ void judge(PairResult& p, bool nan_equal) {
   auto need = [&](double v, std::string_view what) {
     if (std::isnan(v)) {
       p.notes.push_back(fmt::format("{} not evaluated: {}", what,
-                                    p.estimated ? "light-mode estimate" : "not computed"));
+                                    p.estimated            ? "light-mode estimate"
+                                    : m.finite_pairs == 0 ? "no position is finite on both sides"
+                                                          : "not computed"));
       return false;
     }
     return true;

@@ -156,8 +156,9 @@ std::string fit(const std::string& s, size_t w) {
 class Table {
  public:
   Table(const Report& r, const Style& st, unsigned width) : r_(r), st_(st) {
-    wide_ = width >= 110;
     size_t fixed = 2 + 6 + 1 + 15 + 1 + 9 + 1 + 9 + 1 + 8 + 1 + 10;
+    // The op and max|d| columns only when the name column keeps 32 columns beside them.
+    wide_ = width >= fixed + 24 + 32;
     if (wide_) fixed += 13 + 1 + 9 + 1;
     name_w_ = width > fixed + 16 ? width - fixed : 16;
     name_w_ = std::min<size_t>(name_w_, 48);
