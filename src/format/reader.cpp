@@ -40,11 +40,13 @@ std::string_view FileHeader::get(std::string_view key) const {
 
 namespace {
 
-bool all_zero(const std::byte* p, uint64_t n) {
+// Index of the first non-zero byte, or n.
+uint64_t first_nonzero(const std::byte* p, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i)
-    if (p[i] != std::byte{0}) return false;
-  return true;
+    if (p[i] != std::byte{0}) return i;
+  return n;
 }
+bool all_zero(const std::byte* p, uint64_t n) { return first_nonzero(p, n) == n; }
 
 // Why a record could not be accepted: either the file ends inside it (a torn tail, not an
 // error) or it is damaged.
@@ -136,10 +138,12 @@ struct Reader::Impl {
     }
     uint64_t meta_end = kFrameSize + f.meta_length;
     uint64_t pstart = payload_start(f.meta_length);
-    if (!all_zero(p + meta_end, pstart - meta_end))
-      return make_error(Errc::nonzero_padding, "padding after the record meta is not zero", pos + meta_end);
-    if (!all_zero(p + pstart + f.payload_length, f.record_length - pstart - f.payload_length))
-      return make_error(Errc::nonzero_padding, "padding after the payload is not zero", pos + pstart + f.payload_length);
+    // Reported at the first offending byte (docs/format.md §4).
+    if (uint64_t i = first_nonzero(p + meta_end, pstart - meta_end); i != pstart - meta_end)
+      return make_error(Errc::nonzero_padding, "padding after the record meta is not zero", pos + meta_end + i);
+    uint64_t tail = pstart + f.payload_length;
+    if (uint64_t i = first_nonzero(p + tail, f.record_length - tail); i != f.record_length - tail)
+      return make_error(Errc::nonzero_padding, "padding after the payload is not zero", pos + tail + i);
     if (f.kind == kKindTensor || f.kind == kKindSummary) {
       auto info = decode_tensor_meta(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, name);
       if (!info) return std::move(info).error();

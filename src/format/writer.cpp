@@ -85,6 +85,7 @@ struct Writer::Impl {
   std::mutex mu;  // serialises writers: records land in call order with no holes
   uint64_t pos = 0;
   uint64_t payload_bytes = 0;
+  bool budget_exhausted = false;
   uint64_t next_index = 0;
   uint64_t since_sync = 0;
   uint64_t records = 0;
@@ -204,7 +205,10 @@ struct Writer::Impl {
       res.status = WriteStatus::filtered;
       return res;
     }
-    if (budget && payload_bytes + tensor_bytes_for_budget > *budget) {
+    // Once the budget is exhausted nothing more is recorded, so a budget-limited dump is a
+    // prefix of the run in execution order (docs/filters.md).
+    if (budget_exhausted || (budget && payload_bytes + tensor_bytes_for_budget > *budget)) {
+      budget_exhausted = true;
       res.status = WriteStatus::over_budget;
       return res;
     }

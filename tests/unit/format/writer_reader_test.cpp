@@ -257,6 +257,11 @@ TEST(WriterReader, FilterAndBudgetSkipBytesButKeepNumbering) {
     EXPECT_EQ(r->exec_index, static_cast<uint64_t>(layer));
     st.push_back(r->status);
   }
+  // Once over budget, even a tensor that would still fit is refused: the dump is a prefix.
+  std::vector<float> one = {1.0f};
+  auto tiny = (*w)->write(dstest::f32_info("encoder.layers.3.tiny", {1}), as_bytes(one));
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(tiny->status, WriteStatus::over_budget);
   ASSERT_TRUE((*w)->close().ok());
   EXPECT_EQ(st[3], WriteStatus::written);
   EXPECT_EQ(st[4], WriteStatus::filtered);
