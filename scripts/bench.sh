@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints the ratios each one measures side by side (make bench).
+# Expects the release preset to be built (the Makefile's bench target does that first).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build/release
+run() { printf '\n==== %s ====\n' "$1"; shift; "$@" || echo "(benchmark failed: $?)"; }
+run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_format 512 1024
+run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
+run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
+[ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \
+  env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
+[ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \
+  .venv/bin/python bench/bench_record_overhead.py
+exit 0
