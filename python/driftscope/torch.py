@@ -89,6 +89,8 @@ def tensor_payload(t: "torch.Tensor") -> Tuple[Any, str, Tuple[int, ...]]:
 
 def _prepare(t: "torch.Tensor") -> Tuple[Any, str, Tuple[int, ...], Optional[dict]]:
     encoding = None
+    if t.device.type == "meta":
+        raise _Unsupported("a meta tensor has no values")
     if t.layout != torch.strided:
         raise _Unsupported(f"layout {t.layout} (only dense tensors are recorded)")
     if t.is_quantized:
@@ -372,7 +374,13 @@ class Recorder:
         assert self.writer is not None
         names = _dim_names(t)
         try:
-            payload, dtype, shape, encoding = _prepare(t)
+            try:
+                payload, dtype, shape, encoding = _prepare(t)
+            except _Unsupported:
+                raise
+            except Exception as e:  # meta/fake tensors, exotic subclasses: skip, never break
+                raise _Unsupported(f"cannot read a {type(t).__name__} on {t.device} "
+                                   f"({type(e).__name__}: {e})") from None
         except _Unsupported as e:
             where = f"{role} {path or role_index} of {name!r} ({op_type})"
             self.skipped[str(e).split(" (")[0]] += 1

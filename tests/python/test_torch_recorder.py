@@ -315,6 +315,15 @@ def test_unsupported_dtype_warns_counts_or_raises(tmp_path):
             m()
 
 
+def test_tensors_without_values_are_skipped_not_fatal(tmp_path):
+    m = torch.nn.Linear(2, 2, device="meta")
+    with pytest.warns(RuntimeWarning, match="meta tensor has no values"):
+        with dt.record(m, tmp_path / "m.tdump") as rec:
+            out = m(torch.ones(1, 2, device="meta"))
+    assert out.device.type == "meta" and rec.records_written == 0
+    assert driftscope.open(tmp_path / "m.tdump").finished
+
+
 @pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*:UserWarning")
 def test_quantized_tensors_keep_scale_and_zero_point(tmp_path):
     x = torch.tensor([[-1.0, 0.0, 0.5], [1.0, 2.0, -0.25]])
