@@ -529,6 +529,17 @@ class Engine {
 
 }  // namespace
 
+namespace {
+// Frames and metas are checked on open; each payload's CRC is checked by the worker that compares
+// it (Engine::verified), so checksumming runs in parallel and only for tensors that are compared,
+// and a damaged payload costs one pair ("read_error"), not the rest of the file.
+OpenOptions lazy_checksums() {
+  OpenOptions o;
+  o.verify = Verify::frames;
+  return o;
+}
+}  // namespace
+
 Result<Report> compare(const Reader& reference, const Reader& candidate, const CompareOptions& options) {
   if (options.amplification_threshold <= 1.0 || !std::isfinite(options.amplification_threshold))
     return make_error(Errc::invalid_argument,
@@ -536,7 +547,7 @@ Result<Report> compare(const Reader& reference, const Reader& candidate, const C
                                   options.amplification_threshold));
   std::optional<Reader> r64;
   if (!options.reference64.empty()) {
-    auto r = Reader::open(options.reference64);
+    auto r = Reader::open(options.reference64, lazy_checksums());
     if (!r) {
       Error e = std::move(r).error();
       e.message = "reference64 '" + options.reference64 + "': " + e.message;
@@ -552,13 +563,13 @@ Result<Report> compare(const Reader& reference, const Reader& candidate, const C
 
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
                              const CompareOptions& options) {
-  auto a = Reader::open(reference);
+  auto a = Reader::open(reference, lazy_checksums());
   if (!a) {
     Error e = std::move(a).error();
     e.message = "reference '" + reference + "': " + e.message;
     return e;
   }
-  auto b = Reader::open(candidate);
+  auto b = Reader::open(candidate, lazy_checksums());
   if (!b) {
     Error e = std::move(b).error();
     e.message = "candidate '" + candidate + "': " + e.message;

@@ -156,17 +156,18 @@ std::string fit(const std::string& s, size_t w) {
 class Table {
  public:
   Table(const Report& r, const Style& st, unsigned width) : r_(r), st_(st) {
-    size_t fixed = 2 + 6 + 1 + 15 + 1 + 9 + 1 + 9 + 1 + 8 + 1 + 10;
+    // marker, index, name separator, status, rel_l2, cosine, sqnr, origin ("introduced")
+    size_t fixed = 2 + 6 + 1 + 1 + 14 + 1 + 9 + 1 + 9 + 1 + 8 + 1 + 10;
     // The op and max|d| columns only when the name column keeps 32 columns beside them.
     wide_ = width >= fixed + 24 + 32;
     if (wide_) fixed += 13 + 1 + 9 + 1;
-    name_w_ = width > fixed + 16 ? width - fixed : 16;
+    name_w_ = width > fixed + 12 ? width - fixed : 12;
     name_w_ = std::min<size_t>(name_w_, 48);
   }
   std::string header() const {
     std::string s = "  " + pad("index", 6, true) + " " + pad("name", name_w_) + " ";
     if (wide_) s += pad("op", 13) + " ";
-    s += pad("status", 15) + " " + pad("rel_l2", 9, true) + " " + pad("cosine", 9, true) + " " +
+    s += pad("status", 14) + " " + pad("rel_l2", 9, true) + " " + pad("cosine", 9, true) + " " +
          pad("sqnr_dB", 8, true) + " ";
     if (wide_) s += pad("max|d|", 9, true) + " ";
     s += "origin";
@@ -180,7 +181,7 @@ class Table {
                     pad(name, name_w_) + " ";
     if (wide_) s += pad(fit(p.ref.op_type, 13), 13) + " ";
     std::string status(status_name(p.status));
-    s += st_.status(p.status, pad(status, 15)) + " ";
+    s += st_.status(p.status, pad(status, 14)) + " ";
     auto n = [&](double v, int sig) { return p.compared ? fmt_num(v, sig) : std::string("-"); };
     s += pad(p.compared ? fmt_num(p.error, 3) : "-", 9, true) + " " + pad(n(m.cosine, 6), 9, true) + " " +
          pad(n(m.sqnr_db, 4), 8, true) + " ";

@@ -321,6 +321,37 @@ TEST(Verdict, UnfinishedRunIsWarned) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
 }
 
+TEST(Verdict, DamagedPayloadCostsOnePair) {
+  ScratchDir d;
+  auto v = noise(64, 14);
+  auto a = write_dump(d.file("a.tdump"), {{"x", v}, {"y", v}, {"z", v}});
+  auto b = write_dump(d.file("b.tdump"), {{"x", v}, {"y", v}, {"z", v}});
+  uint64_t at = 0;
+  {
+    auto r = Reader::open(b);
+    ASSERT_TRUE(r.ok());
+    at = r->find("y")->payload_offset + 5;
+  }
+  {
+    std::FILE* f = std::fopen(b.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(at), SEEK_SET);
+    int c = std::fgetc(f);
+    std::fseek(f, static_cast<long>(at), SEEK_SET);
+    std::fputc(c ^ 0x10, f);
+    std::fclose(f);
+  }
+  Report r = run_compare(a, b);
+  ASSERT_EQ(r.pairs.size(), 3u);
+  EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
+  EXPECT_EQ(r.pairs[1].status, PairStatus::incomparable);
+  EXPECT_EQ(r.pairs[1].reasons[0].code, "read_error");
+  EXPECT_NE(r.pairs[1].reasons[0].message.find("bad_record_checksum"), std::string::npos)
+      << r.pairs[1].reasons[0].message;
+  EXPECT_EQ(r.pairs[2].status, PairStatus::pass);
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+}
+
 TEST(Verdict, UnreadableInputIsAnError) {
   ScratchDir d;
   auto a = write_dump(d.file("a.tdump"), {{"x", {1.0}}});

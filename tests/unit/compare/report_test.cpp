@@ -1,0 +1,91 @@
+// Rendering: JSON spells infinities and undefined values without breaking JSON, Markdown escapes
+// table cells, the text report honours colour and width, incomparable pairs carry reasons.
+#include <nlohmann/json.hpp>
+
+#include "compare_test_util.hpp"
+
+namespace {
+
+using namespace ds_test;
+
+TEST(ReportJson, InfinitiesAndNullsAreValidJson) {
+  ScratchDir d;
+  auto v = noise(16, 1);
+  auto n = v;
+  n[0] = std::nan("");
+  Report r = run_compare(write_dump(d.file("a.tdump"), {{"same", v}, {"bad", v}, {"shape", v, {4, 4}}}),
+                         write_dump(d.file("b.tdump"), {{"same", v}, {"bad", n}, {"shape", noise(8, 1)}}));
+  auto j = nlohmann::json::parse(report_to_json(r));
+  EXPECT_EQ(j["schema"], "driftscope.compare.report/1");
+  EXPECT_EQ(j["verdict"], "silent_failure");
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_EQ(j["tensors"][0]["sqnr_db"], "inf");  // identical: infinite SQNR
+  EXPECT_EQ(j["tensors"][0]["first_mismatch_index"], nullptr);
+  EXPECT_EQ(j["tensors"][1]["error"], "inf");
+  EXPECT_EQ(j["tensors"][1]["reasons"][0]["code"], "nonfinite");
+  EXPECT_EQ(j["tensors"][2]["status"], "incomparable");
+  EXPECT_EQ(j["tensors"][2]["cosine"], nullptr);
+  EXPECT_EQ(j["tensors"][2]["criteria"], nullptr);
+  ASSERT_EQ(j["incomparable"].size(), 1u);
+  EXPECT_EQ(j["incomparable"][0]["reasons"][0]["code"], "shape");
+  EXPECT_EQ(j["first_nonfinite"]["name"], "bad");
+  EXPECT_EQ(j["first_divergence"]["name"], "bad");
+  EXPECT_EQ(j["counts"]["incomparable"], 1);
+  EXPECT_EQ(j["reference"]["state"], "clean");
+  // Compact form for machines (the C ABI's output).
+  EXPECT_EQ(report_to_json(r, -1).find('\n'), report_to_json(r, -1).size() - 1);
+}
+
+TEST(ReportMarkdown, EscapesCellsAndLeadsWithVerdict) {
+  ScratchDir d;
+  auto v = noise(8, 2);
+  auto w = v;
+  for (auto& x : w) x *= 3;
+  Report r = run_compare(write_dump(d.file("a.tdump"), {{"a|b", v}}), write_dump(d.file("b.tdump"), {{"a|b", w}}));
+  std::string md = report_to_markdown(r);
+  EXPECT_EQ(md.rfind("## \u274C driftscope compare: diverged\n", 0), 0u) << md;
+  EXPECT_NE(md.find("### First divergence: `a\\|b`"), std::string::npos) << md;
+  EXPECT_NE(md.find("<details><summary>All 1 pairs</summary>"), std::string::npos);
+  EXPECT_NE(md.find("| 0 | `a\\|b` | Op | **fail** (first) |"), std::string::npos) << md;
+}
+
+TEST(ReportText, ColourAndWidth) {
+  ScratchDir d;
+  auto v = noise(8, 3);
+  auto w = v;
+  w[2] += 1.0;
+  std::string longname(80, 'x');
+  Report r = run_compare(write_dump(d.file("a.tdump"), {{longname + ".tail", v}}),
+                         write_dump(d.file("b.tdump"), {{longname + ".tail", w}}));
+  TextOptions plain;
+  plain.width = 80;
+  std::string t = report_to_text(r, plain);
+  EXPECT_EQ(t.find("\x1b["), std::string::npos);
+  EXPECT_EQ(t.rfind("DIVERGED: first divergence at " + longname + ".tail (index 0, Op)", 0), 0u);
+  // Table rows fit the width; long names keep their tail.
+  for (size_t pos = 0; (pos = t.find("\n>", pos)) != std::string::npos; ++pos) {
+    size_t end = t.find('\n', pos + 1);
+    std::string row = t.substr(pos + 1, end - pos - 1);
+    EXPECT_LE(row.size(), 80u) << row;
+    EXPECT_NE(row.find(" ...xxx"), std::string::npos) << row;
+    EXPECT_NE(row.find("xxx.tail "), std::string::npos) << row;
+  }
+  TextOptions colour = plain;
+  colour.color = true;
+  EXPECT_EQ(report_to_text(r, colour).rfind("\x1b[1;31mDIVERGED", 0), 0u);
+}
+
+TEST(ReportText, IncomparableAndUnpairedAreListed) {
+  ScratchDir d;
+  auto v = noise(6, 4);
+  Report r = run_compare(write_dump(d.file("a.tdump"), {{"t", v, {2, 3}}, {"gone", v}}),
+                         write_dump(d.file("b.tdump"), {{"t", v, {3, 2}}, {"new", v}}));
+  std::string t = report_to_text(r, {});
+  EXPECT_NE(t.find("Only in the reference (1)"), std::string::npos) << t;
+  EXPECT_NE(t.find("Only in the candidate (1)"), std::string::npos);
+  EXPECT_NE(t.find("Incomparable (1)"), std::string::npos);
+  EXPECT_NE(t.find("reshape_needed: shape [2,3] vs [3,2]"), std::string::npos) << t;
+  EXPECT_EQ(r.verdict, Verdict::diverged);
+}
+
+}  // namespace
