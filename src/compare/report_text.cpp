@@ -199,7 +199,7 @@ class Table {
 };
 
 std::string dump_line(std::string_view label, const DumpInfo& d) {
-  std::string s = fmt::format("{:<11}{}  ({}, {} records", label, d.path.empty() ? "-" : d.path, d.state, d.records);
+  std::string s = fmt::format("{:<10} {}  ({}, {} records", label, d.path.empty() ? "-" : d.path, d.state, d.records);
   for (std::string_view k : {"framework", "backend", "device", "precision"})
     for (const auto& [kk, v] : d.metadata)
       if (kk == k && !v.empty()) s += fmt::format(", {}", v);
@@ -254,8 +254,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   more(r.count(PairStatus::not_compared), "not compared");
   more(r.only_in_reference.size(), "only in reference");
   more(r.only_in_candidate.size(), "only in candidate");
-  out += fmt::format("{:<11}{}\n", "pairs", counts);
-  if (r.stopped_early) out += fmt::format("{:<11}stopped at the first divergence (--stop-at-first)\n", "");
+  out += fmt::format("{:<10} {}\n", "pairs", counts);
+  if (r.stopped_early) out += fmt::format("{:<10} stopped at the first divergence (--stop-at-first)\n", "");
 
   Table table(r, st, o.width);
   auto detail = [&](std::string_view title, size_t i) {

@@ -210,3 +210,55 @@ def test_help_has_examples():
 def test_thread_count_does_not_change_report(dumps):
     outs = {run(dumps, "ref.tdump", "scaled.tdump", "--json", "-", "-j", str(t)).stdout for t in (1, 2, 8)}
     assert len(outs) == 1
+
+
+def test_reference64_rule(dumps):
+    # A float16 run judged by what float32 achieves against float64, with k = 3 for f16.
+    r = run(dumps, "ref.tdump", "half.tdump", "--reference64", "ref64.tdump", "--json", "-")
+    doc = json.loads(r.stdout)
+    _validate(doc)
+    assert doc["reference64"]["path"] == "ref64.tdump"
+    first = doc["tensors"][0]
+    assert first["criteria"]["source"] == "reference64 rule"
+    assert first["reference64"]["k"] == 3.0
+    # float16 rounds every op: its error against float64 soon exceeds 3x float32's plus one
+    # float16 rounding (the default floor), so by this strict rule the run diverges.
+    assert r.returncode == 1
+    r = run(dumps, "ref.tdump", "same.tdump", "--reference64", "ref64.tdump", "-q")
+    assert r.returncode == 0, r.stdout
+    # Scaling op 3 by 1.5 is far outside what float32 does: fails there.
+    r = run(dumps, "ref.tdump", "scaled.tdump", "--reference64", "ref64.tdump", "-q")
+    assert r.returncode == 1
+    assert r.stdout.startswith("DIVERGED: first divergence at layers.3 ")
+    # A huge k makes the rule pass the float16 run everywhere.
+    r = run(dumps, "ref.tdump", "half.tdump", "--reference64", "ref64.tdump", "--r64-k", "f16=1e9", "-q")
+    assert r.returncode == 0, r.stdout
+    r = run(dumps, "ref.tdump", "half.tdump", "--reference64", "missing.tdump")
+    assert r.returncode == 2 and "reference64" in r.stderr
+
+
+def test_float16_run_judged_by_float16_default(dumps):
+    r = run(dumps, "ref.tdump", "half.tdump", "-q")
+    assert r.returncode == 0, r.stdout
+    r = run(dumps, "ref.tdump", "half.tdump", "--min-sqnr", "120", "-q")
+    assert r.returncode == 1
+
+
+def test_argmax_criterion(dumps):
+    r = run(dumps, "logits_a.tdump", "logits_b.tdump", "--classes", "head", "--min-argmax", "0.9", "--json", "-")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    t = doc["tensors"][0]
+    assert t["argmax_agreement"] == 0.75 and t["reasons"][0]["code"] == "argmax"
+    r = run(dumps, "logits_a.tdump", "logits_b.tdump", "--min-argmax", "0.75", "-q")
+    assert r.returncode == 0
+
+
+def test_policy_skip_and_markdown_file(dumps):
+    (dumps / "skip.toml").write_text('[[rule]]\nmatch = "layers.[3-5]"\nskip = true\n')
+    md = dumps / "summary.md"
+    r = run(dumps, "ref.tdump", "scaled.tdump", "--policy", "skip.toml", "--markdown", str(md), "-q")
+    assert r.returncode == 0, r.stdout
+    assert md.read_text().startswith("## \u2705 driftscope compare: pass\n")
+    doc = json.loads(run(dumps, "ref.tdump", "scaled.tdump", "--policy", "skip.toml", "--json", "-").stdout)
+    assert doc["counts"]["skipped"] == 3
