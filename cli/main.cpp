@@ -19,8 +19,17 @@ int main(int argc, char** argv) {
       "driftscope: record the intermediate tensors of two runs of a model and find the first\n"
       "tensor where they part ways.\n\n"
       "Exit codes: 0 ok/same, 1 different or damaged, 2 usage or input error,\n"
-      "3 silent failure (NaN/Inf, zero or constant output where the reference is healthy).",
+      "3 silent failure (NaN/Inf, zero or constant output where the reference is healthy).\n",
       "driftscope"};
+  app.footer(R"HELP(
+Examples:
+  driftscope record onnx model.onnx --input x=x.npy -o cpu.tdump    record a run
+  driftscope ls cpu.tdump                        what was recorded, with statistics
+  driftscope compare cpu.tdump gpu.tdump         where do two runs part ways?
+  driftscope verify gpu.tdump                    is a dump intact?
+  driftscope import saved.npz saved.tdump        compare tensors saved with numpy too
+
+`driftscope SUBCOMMAND --help` explains each subcommand; docs/cli.md is the reference.)HELP");
   app.set_version_flag("--version", std::string("driftscope ") + DRIFTSCOPE_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);

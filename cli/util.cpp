@@ -24,9 +24,49 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace driftscope::cli {
 
+namespace {
+// Length of the valid UTF-8 sequence starting at s[i], 0 when it is not one (RFC 3629).
+size_t utf8_seq(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3Fu);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+// Diagnostics quote names and bytes from hostile files: keep them one valid UTF-8 line.
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_seq(s, i);
+    auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+void diagnostic(std::string_view kind, std::string_view message) {
+  std::string line = fmt::format("driftscope: {}: {}\n", kind, printable(message));
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+}  // namespace
+
 int fail(std::string_view message) {
-  std::fprintf(stderr, "driftscope: error: %.*s\n", static_cast<int>(message.size()),
-               message.data());
+  diagnostic("error", message);
   return kExitTrouble;
 }
 
@@ -39,15 +79,9 @@ int fail(std::string_view path, const Error& error) {
   return fail(fmt::format("{}: {}: {}", path, errc_name(error.code), msg));
 }
 
-void warn(std::string_view message) {
-  std::fprintf(stderr, "driftscope: warning: %.*s\n", static_cast<int>(message.size()),
-               message.data());
-}
+void warn(std::string_view message) { diagnostic("warning", message); }
 
-void note(std::string_view message) {
-  std::fprintf(stderr, "driftscope: note: %.*s\n", static_cast<int>(message.size()),
-               message.data());
-}
+void note(std::string_view message) { diagnostic("note", message); }
 
 // ---- InputFile ----------------------------------------------------------------------------------
 

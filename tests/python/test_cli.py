@@ -590,3 +590,86 @@ def test_doc_examples(fixtures, bindir, version, tmp_path):
                            text=True, env=case_env(bindir), timeout=120)
         got = normalise(p.stderr + p.stdout, version)
         assert got == want, f"docs/cli.md: $ {cmd}\n--- documented\n{want}\n--- actual\n{got}"
+
+
+# ---- mutated archives: never a crash, a hang or a half-written output ---------------------------
+
+def test_mutated_archives_fail_cleanly(tmp_path):
+    """Random byte flips, cuts and insertions into valid .npz/.npy/.safetensors files: each
+    import either succeeds with a dump that verifies, or fails with exit 2 and one line. Run
+    with an ASan+UBSan binary (DRIFTSCOPE_BIN=build/asan/driftscope) to check memory safety."""
+    import io
+    import random
+    import zipfile
+
+    rng = random.Random(20261129)
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 0, 1], bool),
+              "c": np.arange(4, dtype=">i8")}
+    seeds = []
+    for compress in (False, True):
+        buf = io.BytesIO()
+        (np.savez_compressed if compress else np.savez)(buf, **arrays)
+        seeds.append((".npz", buf.getvalue()))
+    buf = io.BytesIO()
+    np.save(buf, arrays["a"])
+    seeds.append((".npy", buf.getvalue()))
+    seeds.append((".safetensors", safetensors_bytes(
+        [("x", "F32", [2], np.array([1, 2], "<f4").tobytes()), ("y", "BOOL", [2], b"\x01\x00"),
+         ("z", "BF16", [1], b"\x80\x3f")], metadata={"k": "v"})))
+    outcomes = {0: 0, 2: 0}
+    for i in range(300):
+        ext, seed = seeds[i % len(seeds)]
+        data = bytearray(seed)
+        for _ in range(rng.randint(1, 3)):
+            op = rng.random()
+            if op < 0.6 and data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            elif op < 0.8:
+                del data[rng.randrange(len(data) + 1):]
+            else:
+                at = rng.randrange(len(data) + 1)
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 9)))
+        src = tmp_path / f"in{ext}"
+        src.write_bytes(bytes(data))
+        out = tmp_path / "out.tdump"
+        p = run(["import", src.name, out.name, "-q"], tmp_path)
+        assert p.returncode in (0, 2), (i, p.returncode, p.stderr)
+        assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, (i, p.stderr)
+        if p.returncode == 2:
+            assert p.stderr.startswith("driftscope: error: ") and p.stderr.count("\n") == 1, (i, p.stderr)
+            assert not out.exists(), i
+        else:
+            run(["verify", "-q", out.name], tmp_path, check=0)
+            out.unlink()
+        outcomes[p.returncode] += 1
+    assert outcomes[2] > 100  # the mutations really do break things
+
+
+# ---- edge cases ---------------------------------------------------------------------------------
+
+def test_empty_and_zero_size(tmp_path):
+    np.savez(tmp_path / "empty.npz")
+    run(["import", "empty.npz", "e.tdump", "-q"], tmp_path, check=0)
+    assert run(["ls", "e.tdump"], tmp_path, check=0).stdout.splitlines()[0].startswith("#  name")
+    run(["export", "e.tdump", "e.npz", "-q"], tmp_path, check=0)
+    assert list(np.load(tmp_path / "e.npz").keys()) == []
+    np.savez(tmp_path / "z.npz", z=np.zeros((3, 0), np.float16))
+    run(["import", "z.npz", "z.tdump", "-q"], tmp_path, check=0)
+    p = run(["show", "z.tdump", "z"], tmp_path, check=0)
+    assert "shape       [3, 0] (0 elements)" in p.stdout and p.stdout.endswith("(no elements)\n")
+    run(["export", "z.tdump", "z2.npz", "-q"], tmp_path, check=0)
+    assert np.load(tmp_path / "z2.npz")["z"].shape == (3, 0)
+
+
+def test_show_exact_integers_and_high_rank(tmp_path):
+    big = np.array([2**63 - 1, -2**63, 2**53 + 1], dtype=np.int64)
+    np.savez(tmp_path / "i.npz", big=big, cube=np.arange(5**4, dtype=np.int16).reshape(5, 5, 5, 5))
+    run(["import", "i.npz", "i.tdump", "-q"], tmp_path, check=0)
+    p = run(["show", "i.tdump", "big"], tmp_path, check=0)
+    assert p.stdout.splitlines()[-1].split() == ["[:]", "9223372036854775807",
+                                                 "-9223372036854775808", "9007199254740993"]
+    p = run(["show", "i.tdump", "cube", "--limit", "20", "--edge", "1"], tmp_path, check=0)
+    lines = p.stdout.splitlines()
+    assert "[0, 0, 0, :]    0  ...    4" in lines
+    assert "[4, 4, 4, :]  620  ...  624" in lines
+    assert lines.count("  ...") == 1 and lines.count("    ...") == 2 and lines.count("      ...") == 4
