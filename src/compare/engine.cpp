@@ -4,7 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <mutex>
+#include <span>
 #include <optional>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -25,6 +29,24 @@ constexpr uint64_t kLargePair = uint64_t{1} << 20;
 // Elements per batch of small pairs between two progress reports / stop-at-first checks.
 constexpr uint64_t kBatchElements = uint64_t{8} << 20;
 constexpr size_t kBatchPairs = 256;
+
+// Drops the resident pages of a payload once its pair is measured, so the RSS of a comparison
+// stays bounded by the pairs in flight rather than growing to the size of both dumps. Only whole
+// pages inside the payload are released (no other record lives there); the maps are read-only
+// and file-backed, so a later access simply reads the file again and no result can change.
+void release_pages(std::span<const std::byte> payload) {
+#if defined(MADV_DONTNEED)
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (page == 0 || payload.size() < page) return;
+  uintptr_t begin = reinterpret_cast<uintptr_t>(payload.data());
+  uintptr_t end = begin + payload.size();
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+#else
+  (void)payload;
+#endif
+}
 
 // The per-dtype allclose used only to report mismatches when the criteria do not use allclose
 // (torch.testing.assert_close defaults).
@@ -324,6 +346,12 @@ class Engine {
   }
 
   void compute(size_t i, unsigned threads) {
+    measure(i, threads);
+    release_pages(plan_[i].ref->payload);
+    release_pages(plan_[i].cand->payload);
+  }
+
+  void measure(size_t i, unsigned threads) {
     const PlannedPair& plan = plan_[i];
     PairResult& p = report_.pairs[i];
     auto fail_read = [&](std::string_view side, const Error& e) {
@@ -430,6 +458,7 @@ class Engine {
     auto er = numerics::compare_pair(si, s->payload, ri, plan.ref->payload, ko);
     ko.cand_index = k.cand_index;
     auto ec = numerics::compare_pair(si, s->payload, cand_info, plan.cand->payload, ko);
+    release_pages(s->payload);
     if (!er || !ec) {
       p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
       std::lock_guard<std::mutex> lock(mu_);
