@@ -11,8 +11,9 @@ The target is T_rec <= 1.2 * T_plain + T_write. Printed as ratios: (T_rec - T_pl
 is the cost of recording per unit of unavoidable I/O, and T_rec / (1.2 T_plain + T_write) <= 1
 is the target; both for the synchronous writer and the background one (--queue-mib).
 
-Peak extra memory: resident memory is sampled every millisecond during the plain and the
-recorded passes; the difference of the peaks is the memory recording adds. In background mode it
+Peak extra memory: resident memory is sampled every millisecond during plain and recorded
+passes (three rounds, worst case kept); the difference of the peaks above each pass's starting
+level is the memory recording adds. In background mode it
 is bounded by the writer's queue (--queue-mib), not by the activations of the whole run (printed
 next to it). tracemalloc gives the peak of Python-level allocations of the recorder itself.
 
@@ -150,20 +151,23 @@ def main() -> None:
         t_bg += timed(recorded(background=True, queue_bytes=queue), 1)
         t_write += timed(lambda: plain_write(path + ".plain", write_sizes), 1)
     p, r, b, w = (statistics.median(t) for t in (t_plain, t_rec, t_bg, t_write))
-    with PeakRSS() as m_plain:
-        forward()
-    with PeakRSS() as m_sync:
-        recorded()()
-    with PeakRSS() as m_bg:
-        recorded(background=True, queue_bytes=queue)()
+    # Resident memory above the level at the start of each pass, worst of three rounds: the
+    # allocator keeps freed activations between passes, so single samples are noisy.
+    extra = {"plain": 0, "sync": 0, "bg": 0}
+    for _ in range(3):
+        for key, fn in (("plain", forward), ("sync", recorded()),
+                        ("bg", recorded(background=True, queue_bytes=queue))):
+            with PeakRSS() as m:
+                fn()
+            extra[key] = max(extra[key], m.peak - m.base)
     tracemalloc.start()
     recorded(background=True, queue_bytes=queue)()
     _, py_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 
     mib = 1 << 20
-    extra_sync = max(0, m_sync.peak - m_sync.base - (m_plain.peak - m_plain.base))
-    extra_bg = max(0, m_bg.peak - m_bg.base - (m_plain.peak - m_plain.base))
+    extra_sync = max(0, extra["sync"] - extra["plain"])
+    extra_bg = max(0, extra["bg"] - extra["plain"])
     target = 1.2 * p + w
     print(f"model      all-MiniLM-L6-v2, {n_modules} modules, batch {args.batch} x seq "
           f"{args.seq}, torch {torch.__version__}, {torch.get_num_threads()} threads")
