@@ -292,6 +292,18 @@ def test_contiguous_cpu_tensors_are_not_copied():
     assert payload.view(np.float32).tolist() == [0, 3, 1, 4, 2, 5]
 
 
+def test_writer_accepts_torch_tensors_directly(tmp_path):
+    p = tmp_path / "w.tdump"
+    t = torch.linspace(-2, 2, 12).reshape(3, 4).to(torch.bfloat16)
+    param = torch.nn.Parameter(torch.ones(2, 2))
+    with driftscope.Writer(p) as w:
+        w.write("bf", t.T)                      # non-contiguous bf16: copied, raw bits kept
+        w.write("param", param, role="parameter")
+    d = driftscope.open(p)
+    assert d.record("bf").dtype == "bf16" and np.array_equal(d["bf"], t.T.float().numpy())
+    assert d.get("param", role="parameter").tolist() == [[1, 1], [1, 1]]
+
+
 def test_requires_grad_and_non_contiguous_outputs(tmp_path):
     lin = torch.nn.Linear(3, 4)
     p = tmp_path / "run.tdump"
