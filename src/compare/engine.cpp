@@ -179,9 +179,11 @@ Metrics from_estimate(const Summary& a, const Summary& b, const numerics::Sketch
 
 class Engine {
  public:
-  Engine(const Reader& ref, const Reader& cand, const Reader* r64, const CompareOptions& o)
+  // `own_maps`: the readers were opened here from files (Reader::open maps them read-only), so
+  // their pages may be released after use; a caller's Reader::from_memory buffer never is.
+  Engine(const Reader& ref, const Reader& cand, const Reader* r64, const CompareOptions& o, bool own_maps)
       : ref_(ref), cand_(cand), r64_(r64), o_(o), ref_prec_(run_precision(ref)),
-        cand_prec_(run_precision(cand)) {}
+        cand_prec_(run_precision(cand)), own_maps_(own_maps) {}
 
   Result<Report> run() {
     auto aligned = align(ref_, cand_, o_);
@@ -225,6 +227,7 @@ class Engine {
   const Reader* r64_;
   const CompareOptions& o_;
   RunPrecision ref_prec_, cand_prec_;
+  bool own_maps_;
   std::vector<PlannedPair> plan_;
   Report report_;
   std::vector<numerics::PairOptions> kopts_;
@@ -347,8 +350,10 @@ class Engine {
 
   void compute(size_t i, unsigned threads) {
     measure(i, threads);
-    release_pages(plan_[i].ref->payload);
-    release_pages(plan_[i].cand->payload);
+    if (own_maps_) {
+      release_pages(plan_[i].ref->payload);
+      release_pages(plan_[i].cand->payload);
+    }
   }
 
   void measure(size_t i, unsigned threads) {
@@ -567,9 +572,9 @@ OpenOptions lazy_checksums() {
   o.verify = Verify::frames;
   return o;
 }
-}  // namespace
 
-Result<Report> compare(const Reader& reference, const Reader& candidate, const CompareOptions& options) {
+Result<Report> run_engine(const Reader& reference, const Reader& candidate, const CompareOptions& options,
+                          bool own_maps) {
   if (options.amplification_threshold <= 1.0 || !std::isfinite(options.amplification_threshold))
     return make_error(Errc::invalid_argument,
                       fmt::format("amplification_threshold is {}, allowed: finite and > 1",
@@ -584,10 +589,16 @@ Result<Report> compare(const Reader& reference, const Reader& candidate, const C
     }
     r64 = std::move(*r);
   }
-  Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options);
+  Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options, own_maps);
   auto rep = engine.run();
   if (rep && r64) rep->reference64.path = options.reference64;
   return rep;
+}
+
+}  // namespace
+
+Result<Report> compare(const Reader& reference, const Reader& candidate, const CompareOptions& options) {
+  return run_engine(reference, candidate, options, /*own_maps=*/false);
 }
 
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
@@ -604,7 +615,7 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
     e.message = "candidate '" + candidate + "': " + e.message;
     return e;
   }
-  auto rep = compare(*a, *b, options);
+  auto rep = run_engine(*a, *b, options, /*own_maps=*/true);
   if (rep) {
     rep->reference.path = reference;
     rep->candidate.path = candidate;

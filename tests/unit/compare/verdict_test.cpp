@@ -352,6 +352,34 @@ TEST(Verdict, DamagedPayloadCostsOnePair) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
 }
 
+TEST(Verdict, InMemoryReadersAreLeftIntact) {
+  // compare() on a caller's buffers must not release their pages (that would zero heap memory);
+  // only compare_files, which maps the files itself, does.
+  ScratchDir d;
+  std::vector<Entry> es;
+  for (int i = 0; i < 4; ++i) es.push_back({"t" + std::to_string(i), noise(4096, static_cast<uint64_t>(i))});
+  auto a = write_dump(d.file("a.tdump"), es);
+  auto slurp = [](const std::string& path) {
+    std::vector<std::byte> b(std::filesystem::file_size(path));
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    EXPECT_EQ(std::fread(b.data(), 1, b.size(), f), b.size());
+    std::fclose(f);
+    return b;
+  };
+  auto bytes = slurp(a);
+  const auto copy = bytes;
+  auto ra = Reader::from_memory(bytes);
+  auto rb = Reader::from_memory(bytes);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  for (int round = 0; round < 2; ++round) {
+    auto r = compare(*ra, *rb, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->verdict, Verdict::pass);
+    EXPECT_EQ(r->count(PairStatus::pass), 4u);
+  }
+  EXPECT_TRUE(bytes == copy);
+}
+
 TEST(Verdict, UnreadableInputIsAnError) {
   ScratchDir d;
   auto a = write_dump(d.file("a.tdump"), {{"x", {1.0}}});
