@@ -200,19 +200,19 @@ std::function<int()> setup_compare(CLI::App& app) {
   sub->add_flag("--nan-equal", a->nan_equal, "NaN at the same position on both sides counts as equal")->group(tol);
   sub->add_option("--reference64", a->reference64,
                   "float64 run: pass a tensor when err(cand) <= k * err(reference) + floor")->group(tol);
-  sub->add_option("--r64-k", a->r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->group(tol);
+  sub->add_option("--r64-k", a->r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->allow_extra_args(false)->group(tol);
   sub->add_option("--r64-floor", a->r64_floor, "reference64 floor in units of unit-roundoff(cand) * RMS(float64)")
       ->group(tol)->check(CLI::NonNegativeNumber);
 
   const char* al = "Alignment";
-  sub->add_option("--map-a", a->map_a, "rename reference tensors: 'REGEX=>REPLACEMENT' (repeatable)")->group(al);
-  sub->add_option("--map-b", a->map_b, "rename candidate tensors: 'REGEX=>REPLACEMENT' (repeatable)")->group(al);
+  sub->add_option("--map-a", a->map_a, "rename reference tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
+  sub->add_option("--map-b", a->map_b, "rename candidate tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
   sub->add_option("--map-file", a->map_file, "mapping file (TOML or JSON): a = [...], b = [...], [exact]")->group(al);
   sub->add_option("--pairs", a->pairs, "pair by name (default) or by execution order")
       ->group(al)->check(CLI::IsMember({"name", "positional"}));
   sub->add_flag("--reshape", a->reshape, "compare same-size tensors of different shapes in row-major order")->group(al);
   sub->add_option("--filter", a->filter, "compare only tensors passing this filter (docs/filters.md)")->group(al);
-  sub->add_option("--classes", a->classes, "tensors (glob) whose last axis holds classes: argmax/top-k agreement")->group(al);
+  sub->add_option("--classes", a->classes, "tensors (glob) whose last axis holds classes: argmax/top-k agreement")->allow_extra_args(false)->group(al);
   sub->add_option("--top-k", a->top_k, "k of top-k agreement (default 5)")->group(al)->check(CLI::Range(1, 1000));
 
   const char* run = "Running and verdict";

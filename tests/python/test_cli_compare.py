@@ -262,3 +262,11 @@ def test_policy_skip_and_markdown_file(dumps):
     assert md.read_text().startswith("## \u2705 driftscope compare: pass\n")
     doc = json.loads(run(dumps, "ref.tdump", "scaled.tdump", "--policy", "skip.toml", "--json", "-").stdout)
     assert doc["counts"]["skipped"] == 3
+
+
+def test_repeatable_options_take_one_value_each(dumps):
+    # `--map-b RULE REF CAND`: the rule option must not swallow the positionals.
+    r = run(dumps, "--map-b", r"^/(\w+)/(\d+)/output_0$=>$1.$2", "--map-b", "^nothing$=>x",
+            "ref.tdump", "renamed.tdump", "-q")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "PASS: 6 tensor pairs within tolerance (all identical)\n"
