@@ -1,4 +1,7 @@
 // driftscope export FILE OUT.npz: the tensors of a dump as a numpy archive (issue 2 §5).
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -10,6 +13,7 @@
 #include "driftscope/filter.hpp"
 #include "driftscope/reader.hpp"
 #include "npz.hpp"
+#include "safetensors.hpp"
 #include "util.hpp"
 
 namespace driftscope::cli {
@@ -43,14 +47,22 @@ int run_export(const ExportArgs& a) {
   const Reader& r = *opened;
   warn_damage(a.in, r);
 
-  AtomicOutput out(a.out);
-  auto zw = ZipWriter::create(out.temp_path(), a.compress);
-  if (!zw) return fail(a.out, zw.error());
+  const bool to_st = a.out.size() >= 12 && a.out.compare(a.out.size() - 12, 12, ".safetensors") == 0;
+  if (to_st && a.compress)
+    return fail("--compress: safetensors files are not compressed; export to .npz to compress");
 
+  // The plan first: safetensors needs every size in its header before the first data byte.
+  struct Item {
+    const Record* rec;
+    std::string key;
+    DType dtype;   // as exported
+    bool convert;  // decoded to float32 (widened or dequantized)
+    uint64_t bytes;
+  };
+  std::vector<Item> items;
   std::set<std::string> keys;
   std::map<std::string, uint64_t> widened;  // dtype -> tensors exported as float32
-  uint64_t written = 0, summaries = 0, dequantized = 0;
-  std::vector<float> buf;
+  uint64_t summaries = 0, dequantized = 0;
   for (const Record& rec : r.records()) {
     const TensorInfo& t = rec.info;
     if (!filter->accepts(t, t.exec_index)) continue;
@@ -64,38 +76,66 @@ int run_export(const ExportArgs& a) {
                        rec.offset));
       continue;
     }
+    // numpy has no bfloat16 or fp8: those widen exactly to float32 in an .npz (safetensors
+    // has them). Quantized tensors export their real values, scale * (q - zero_point), unless
+    // --raw-quantized keeps the codes.
     bool quantized = t.encoding.kind != EncodingKind::raw;
-    std::string_view descr = npy_descr(t.dtype);
-    // numpy has no bfloat16 or fp8: those widen exactly to float32. Quantized tensors export
-    // their real values (scale * (q - zero_point)) unless --raw-quantized keeps the codes.
-    bool to_f32 = descr.empty() || (quantized && !a.raw_quantized);
-    if (descr.empty()) widened[std::string(dtype_name(t.dtype))]++;
-    if (quantized && !a.raw_quantized) ++dequantized;
-    if (to_f32) descr = "<f4";
-    std::string header = npy_header(descr, t.shape);
-    uint64_t numel = t.numel();
-    uint64_t data = to_f32 ? numel * 4 : rec.payload.size();
-    auto step = [&]() -> Result<void> {
-      DRIFTSCOPE_TRY((*zw)->begin(key + ".npy", header.size() + data));
-      DRIFTSCOPE_TRY((*zw)->write(std::as_bytes(std::span<const char>(header))));
-      if (!to_f32) {
-        DRIFTSCOPE_TRY((*zw)->write(rec.payload));
-      } else {
-        constexpr uint64_t kChunk = 1 << 16;
-        buf.resize(static_cast<size_t>(std::min(numel, kChunk)));
-        for (uint64_t first = 0; first < numel; first += kChunk) {
-          uint64_t n = std::min(kChunk, numel - first);
-          std::span<float> part(buf.data(), static_cast<size_t>(n));
-          DRIFTSCOPE_TRY(decode(t, rec.payload, first, part));
-          DRIFTSCOPE_TRY((*zw)->write(std::as_bytes(std::span<const float>(part))));
-        }
-      }
-      return (*zw)->end();
-    };
-    if (auto s = step(); !s) return fail(a.out, s.error());
-    ++written;
+    bool widen = !to_st && npy_descr(t.dtype).empty();
+    bool deq = quantized && !a.raw_quantized;
+    if (widen) widened[std::string(dtype_name(t.dtype))]++;
+    if (deq) ++dequantized;
+    bool convert = widen || deq;
+    items.push_back({&rec, std::move(key), convert ? DType::f32 : t.dtype, convert,
+                     convert ? t.numel() * 4 : rec.payload.size()});
   }
-  if (auto f = (*zw)->finish(); !f) return fail(a.out, f.error());
+
+  std::vector<float> buf;
+  auto emit = [&](const Item& it, auto&& sink) -> Result<void> {
+    const Record& rec = *it.rec;
+    if (!it.convert) return sink(rec.payload);
+    constexpr uint64_t kChunk = 1 << 16;
+    const uint64_t numel = rec.info.numel();
+    buf.resize(static_cast<size_t>(std::min(numel, kChunk)));
+    for (uint64_t first = 0; first < numel; first += kChunk) {
+      std::span<float> part(buf.data(), static_cast<size_t>(std::min(kChunk, numel - first)));
+      DRIFTSCOPE_TRY(decode(rec.info, rec.payload, first, part));
+      DRIFTSCOPE_TRY(sink(std::as_bytes(std::span<const float>(part))));
+    }
+    return {};
+  };
+
+  AtomicOutput out(a.out);
+  if (to_st) {
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& it : items) entries.push_back({it.key, it.dtype, it.rec->info.shape, it.bytes});
+    std::string header = safetensors_header(entries, r.header().metadata);
+    std::FILE* f = std::fopen(out.temp_path().c_str(), "wb");
+    if (!f) return fail(fmt::format("{}: io_error: cannot create: {}", a.out, std::strerror(errno)));
+    auto sink = [&](std::span<const std::byte> d) -> Result<void> {
+      if (!d.empty() && std::fwrite(d.data(), 1, d.size(), f) != d.size())
+        return make_error(Errc::io_error, fmt::format("cannot write: {}", std::strerror(errno)));
+      return {};
+    };
+    Result<void> st = sink(std::as_bytes(std::span<const char>(header)));
+    for (size_t i = 0; st && i < items.size(); ++i) st = emit(items[i], sink);
+    bool closed = std::fclose(f) == 0;
+    if (!st) return fail(a.out, st.error());
+    if (!closed) return fail(fmt::format("{}: io_error: cannot write: {}", a.out, std::strerror(errno)));
+  } else {
+    auto zw = ZipWriter::create(out.temp_path(), a.compress);
+    if (!zw) return fail(a.out, zw.error());
+    for (const auto& it : items) {
+      std::string header = npy_header(npy_descr(it.dtype), it.rec->info.shape);
+      auto step = [&]() -> Result<void> {
+        DRIFTSCOPE_TRY((*zw)->begin(it.key + ".npy", header.size() + it.bytes));
+        DRIFTSCOPE_TRY((*zw)->write(std::as_bytes(std::span<const char>(header))));
+        DRIFTSCOPE_TRY(emit(it, [&](std::span<const std::byte> d) { return (*zw)->write(d); }));
+        return (*zw)->end();
+      };
+      if (auto st = step(); !st) return fail(a.out, st.error());
+    }
+    if (auto f = (*zw)->finish(); !f) return fail(a.out, f.error());
+  }
   if (auto c = out.commit(); !c) return fail(c.error().message);
   if (!a.quiet) {
     for (const auto& [dt, n] : widened)
@@ -107,16 +147,19 @@ int run_export(const ExportArgs& a) {
     if (summaries)
       note(fmt::format("{} summary record{} skipped (light mode stores no values)", summaries,
                        summaries == 1 ? "" : "s"));
-    fmt::print(stderr, "driftscope: wrote {}: {} arrays\n", a.out, written);
+    fmt::print(stderr, "driftscope: wrote {}: {} {}\n", a.out, items.size(),
+               to_st ? "tensors" : "arrays");
   }
   return kExitOk;
 }
 
 std::function<int()> setup_export(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
-  auto* sub = app.add_subcommand("export", "Write the tensors of a dump to a numpy .npz archive");
+  auto* sub = app.add_subcommand("export", "Write the tensors of a dump to a .npz or .safetensors file");
   sub->add_option("FILE", a->in, "the .tdump file to read")->required();
-  sub->add_option("OUT", a->out, "the .npz file to write (replaced if it exists)")->required();
+  sub->add_option("OUT", a->out,
+                  "the .npz (or, by its extension, .safetensors) file to write (replaced if it exists)")
+      ->required();
   sub->add_option("-f,--filter", a->filter, "only tensors matching this filter (docs/filters.md)");
   sub->add_flag("-z,--compress", a->compress, "deflate the members (like numpy.savez_compressed)");
   sub->add_flag("--raw-quantized", a->raw_quantized,
@@ -134,9 +177,13 @@ types is a float32). Quantized tensors are exported dequantized as float32 unles
 --raw-quantized. Summary records (light mode) hold no values and are skipped. A note on
 stderr says when any of this happened.
 
+OUT ending in .safetensors writes a safetensors file instead: the same keys in the same order,
+every dtype kept (BF16, F8_E4M3 and F8_E5M2 included), the run metadata as "__metadata__".
+
 Examples:
   driftscope export run.tdump run.npz
   driftscope export run.tdump layers.npz --filter 'encoder.layers.*' --compress
+  driftscope export run.tdump run.safetensors
   python3 -c "import numpy as np; print(np.load('run.npz')['encoder.layers.0'])")HELP");
   return [a] { return run_export(*a); };
 }

@@ -37,6 +37,34 @@ constexpr int kMaxDepth = 4;
 
 }  // namespace
 
+std::string_view safetensors_dtype(DType t) noexcept {
+  for (const auto& r : kDTypes)
+    if (r.dtype == t) return r.name;
+  return {};
+}
+
+std::string safetensors_header(const std::vector<SafetensorsEntry>& entries,
+                               const std::vector<std::pair<std::string, std::string>>& metadata) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    h["__metadata__"] = m;
+  }
+  uint64_t off = 0;
+  for (const auto& e : entries) {
+    h[e.name] = {{"dtype", safetensors_dtype(e.dtype)},
+                 {"shape", e.shape},
+                 {"data_offsets", {off, off + e.bytes}}};
+    off += e.bytes;
+  }
+  std::string js = h.dump();
+  js.append((8 - js.size() % 8) % 8, ' ');
+  std::string out;
+  put_le<uint64_t>(out, js.size());
+  return out + js;
+}
+
 bool looks_like_safetensors(std::span<const std::byte> b) {
   if (b.size() < 9) return false;
   uint64_t n = load_le<uint64_t>(b.data());

@@ -41,6 +41,21 @@ struct SafetensorsFile {
 
 Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes);
 
+// safetensors' name of a dtype ("F32", "BF16", "F8_E4M3"); every TDUMP dtype has one.
+std::string_view safetensors_dtype(DType t) noexcept;
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+};
+// The 8-byte size and the JSON header for tensors stored back to back in this order, with
+// "__metadata__" from `metadata`; padded with spaces to a multiple of 8 so the data buffer
+// starts 8-byte aligned, as the safetensors library writes it.
+std::string safetensors_header(const std::vector<SafetensorsEntry>& entries,
+                               const std::vector<std::pair<std::string, std::string>>& metadata);
+
 // True when the bytes look like a safetensors file (plausible header size, then '{').
 bool looks_like_safetensors(std::span<const std::byte> bytes);
 

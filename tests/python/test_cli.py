@@ -673,3 +673,33 @@ def test_show_exact_integers_and_high_rank(tmp_path):
     assert "[0, 0, 0, :]    0  ...    4" in lines
     assert "[4, 4, 4, :]  620  ...  624" in lines
     assert lines.count("  ...") == 1 and lines.count("    ...") == 2 and lines.count("      ...") == 4
+
+
+def test_export_safetensors(fixtures, tmp_path):
+    """Export to .safetensors keeps bf16 as BF16 and the run metadata as __metadata__; the
+    safetensors library itself loads the file, and importing it back gives the same bytes."""
+    work = scratch(fixtures, tmp_path)
+    p = run(["export", "multi.tdump", "m.safetensors"], work, check=0)
+    assert "bf16" not in p.stderr  # nothing widened: safetensors has BF16
+    b = (work / "m.safetensors").read_bytes()
+    n = struct.unpack_from("<Q", b)[0]
+    assert n % 8 == 0
+    header = json.loads(b[8:8 + n])
+    assert header["__metadata__"]["framework"] == "pytorch 2.13.0"
+    assert header["encoder.layer.0@1"]["dtype"] == "BF16"
+    assert list(header)[1:] == ["embeddings[input:0]", "embeddings", "encoder.layer.0",
+                                "encoder.layer.0@1", "encoder.layer.0.weight[parameter:0]", "pooler"]
+    run(["import", "m.safetensors", "back.tdump", "-q"], work, check=0)
+    run(["export", "back.tdump", "back.npz", "-q"], work, check=0)
+    run(["export", "multi.tdump", "orig.npz", "-q"], work, check=0)
+    x, y = np.load(work / "orig.npz"), np.load(work / "back.npz")
+    assert list(x.keys()) == list(y.keys())
+    for k in x:
+        assert x[k].dtype == y[k].dtype and x[k].tobytes() == y[k].tobytes(), k
+    try:
+        from safetensors.numpy import load_file  # the reference implementation, when installed
+    except ImportError:
+        return
+    run(["export", "multi.tdump", "nobf16.safetensors", "-q", "--filter", "-encoder.layer.0"], work, check=0)
+    got = load_file(str(work / "nobf16.safetensors"))
+    assert np.array_equal(got["embeddings[input:0]"], [[101, 7592, 2088, 102]])
