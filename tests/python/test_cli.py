@@ -703,3 +703,19 @@ def test_export_safetensors(fixtures, tmp_path):
     run(["export", "multi.tdump", "nobf16.safetensors", "-q", "--filter", "-encoder.layer.0"], work, check=0)
     got = load_file(str(work / "nobf16.safetensors"))
     assert np.array_equal(got["embeddings[input:0]"], [[101, 7592, 2088, 102]])
+
+
+def test_import_zip64_members(tmp_path):
+    """Members written with ZIP64 extra fields (what numpy/zipfile produce past 4 GiB) import."""
+    import io
+    import zipfile
+    a = np.arange(10, dtype=np.float64)
+    npy = io.BytesIO()
+    np.save(npy, a)
+    with zipfile.ZipFile(tmp_path / "z.npz", "w") as z:
+        with z.open("big.npy", "w", force_zip64=True) as f:
+            f.write(npy.getvalue())
+    assert b"\x01\x00\x10\x00" in (tmp_path / "z.npz").read_bytes()  # a ZIP64 extra field
+    run(["import", "z.npz", "z.tdump", "-q"], tmp_path, check=0)
+    run(["export", "z.tdump", "o.npz", "-q"], tmp_path, check=0)
+    assert np.array_equal(np.load(tmp_path / "o.npz")["big"], a)
