@@ -455,7 +455,9 @@ void judge(PairResult& p, bool nan_equal) {
   // 3. the tolerance criteria; a metric that could not be computed is skipped with a note.
   auto need = [&](double v, std::string_view what) {
     if (std::isnan(v)) {
-      p.notes.push_back(fmt::format("{} not evaluated: {}", what,
+      // Worth saying only when nothing else already explains the pair.
+      if (p.reasons.empty())
+        p.notes.push_back(fmt::format("{} not evaluated: {}", what,
                                     p.estimated            ? "light-mode estimate"
                                     : m.finite_pairs == 0 ? "no position is finite on both sides"
                                                           : "not computed"));

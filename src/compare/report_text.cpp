@@ -273,11 +273,13 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
         out += fmt::format(" ({})", fmt_identity(r.pairs[p.basis_pairs.front()].ref));
       out += "\n";
     }
-    if (p.compared && !p.estimated) {
+    if (p.compared && !p.estimated && m.finite_pairs > 0) {
       out += fmt::format("  metrics    rel_l2 {}  cosine {}  sqnr {} dB  max|d| {}  rmse {}  norms {} / {}\n",
                          fmt_num(m.rel_l2, 3), fmt_num(m.cosine, 7), fmt_num(m.sqnr_db, 4),
                          fmt_num(m.max_abs_diff, 3), fmt_num(m.rmse, 3), fmt_num(m.norm_ref, 4),
                          fmt_num(m.norm_cand, 4));
+    }
+    if (p.compared && !p.estimated) {
       if (m.first_mismatch >= 0)
         out += fmt::format("  mismatch   {} of {} elements; first at {}: ref {} cand {}\n", m.mismatch_count,
                            m.count, fmt_shape(m.first_mismatch_coords), fmt_num(m.first_mismatch_ref, 7),
