@@ -286,9 +286,18 @@ struct Reader::Impl {
     return bytes.size();
   }
 
-  // O(1) open of a cleanly closed file: END (last 64 bytes) -> INDEX -> records (§3.5). Any
-  // disagreement falls back to a scan; a chain that does not tile the file is bad_index.
-  bool open_from_index() {
+  // O(1) open of a cleanly closed file: END (last 64 bytes) -> INDEX -> records (§3.5).
+  enum class IndexOutcome { used, absent, disagrees };
+  IndexOutcome open_from_index() {
+    bool footer_valid = false;
+    bool ok = try_index(footer_valid);
+    if (ok) return IndexOutcome::used;
+    return footer_valid ? IndexOutcome::disagrees : IndexOutcome::absent;
+  }
+
+  // `footer_valid` is set once END and INDEX passed every check of their own; a failure after
+  // that means the index disagrees with the records it describes.
+  bool try_index(bool& footer_valid) {
     const uint64_t size = bytes.size();
     if (size < header.header_length + 128) return false;
     uint64_t end_pos = size - 64;
@@ -313,6 +322,7 @@ struct Reader::Impl {
       return false;
     const std::byte* ip = bytes.data() + ips.payload_off;
     IndexView view(ip, n, ip + n * kIndexEntrySize, m);
+    footer_valid = true;
     records.reserve(static_cast<size_t>(n));
     uint64_t pos = header.header_length;
     for (uint64_t i = 0; i < n; ++i) {
@@ -356,18 +366,23 @@ struct Reader::Impl {
     if (!h) return std::move(h).error();
     header = std::move(*h);
     integrity.file_size = bytes.size();
-    bool indexed = false;
+    IndexOutcome outcome = IndexOutcome::absent;
     if (opt.use_index) {
-      indexed = open_from_index();
-      if (!indexed) {
+      outcome = open_from_index();
+      if (outcome != IndexOutcome::used) {
         records.clear();
         integrity = Integrity{};
         integrity.file_size = bytes.size();
       }
     }
-    if (!indexed) {
+    if (outcome != IndexOutcome::used) {
       scan();
       integrity.cut_offset = integrity.state == FileState::cut ? integrity.cut_offset : kNoOffset;
+      // A sound footer that does not describe the records is itself damage (§3.4), even when
+      // every record is fine; set_corrupt keeps an earlier, more specific failure.
+      if (outcome == IndexOutcome::disagrees)
+        set_corrupt(make_error(Errc::bad_index, "the footer index disagrees with a scan of the records",
+                               bytes.size() - 64), {});
     }
     check_duplicates();
     return {};

@@ -404,3 +404,26 @@ TEST(CorruptFile, ZeroFilledTailIsACutNotCorruption) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CorruptFile, IndexThatDisagreesWithTheRecordsIsBadIndex) {
+  auto f = base_file();
+  // Entry 1's occurrence says 7 (it is 0); the INDEX record's own checksums are made valid, so
+  // only the comparison with the records can notice.
+  uint64_t end = f.size() - 64;
+  uint64_t index_pos = load_le<uint64_t>(f.data() + end + kFrameSize);
+  uint32_t ml = load_le<uint32_t>(f.data() + index_pos + frm::meta_length);
+  uint64_t entries = index_pos + payload_start(ml);
+  store_le<uint32_t>(f.data() + entries + kIndexEntrySize + 16, 7);
+  dstest::refresh_record_crcs(f, index_pos);
+  auto r = Reader::from_memory(f, {Verify::full, true, false});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->integrity().index_used);
+  EXPECT_EQ(r->integrity().state, FileState::corrupt);
+  ASSERT_TRUE(r->integrity().corruption.has_value());
+  EXPECT_EQ(r->integrity().corruption->code, Errc::bad_index);
+  EXPECT_EQ(r->records().size(), 3u);  // the records themselves are all usable
+}
+
+}  // namespace
