@@ -27,7 +27,8 @@ build: deps-cpp $(BUILD)/build.ninja
 test: deps
 	@scripts/run-tests.sh
 
-demo: build
+# Builds only what the demo needs (the example engine and the CLI), then runs it.
+demo: deps-cpp
 	@scripts/demo.sh
 
 fuzz: deps-cpp
