@@ -29,7 +29,7 @@ if has python; then
   if [ -f pyproject.toml ]; then
     .venv/bin/python -m pip install -q --no-build-isolation --no-deps . || failed+=(python-install)
   fi
-  DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q tests/python || failed+=(python)
+  DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs tests/python || failed+=(python)
 fi
 
 if has asan; then

@@ -17,8 +17,12 @@ import numpy as np
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python", "driftscope"))
-import tdump_reader  # noqa: E402
+# The reference reader is loaded by path: putting python/driftscope on sys.path would make
+# `import torch` find driftscope's torch.py in every later test module.
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from tdump_write import load_reader  # noqa: E402
+
+tdump_reader = load_reader()
 
 DRIFTSCOPE = os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope"))
 ENCODER = os.environ.get("DRIFTSCOPE_TINY_ENCODER",
