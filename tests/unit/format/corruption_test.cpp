@@ -135,13 +135,7 @@ std::vector<std::byte> make(Corruption c) {
     case Corruption::bad_header_crc: f[hdr::salt] ^= std::byte{1}; return f;
     case Corruption::metadata_count_over_limit: hdr_u32(hdr::metadata_count, 5000); return f;
     case Corruption::duplicate_metadata_key: {
-      auto hd = encode_header({{"k", "1"}, {"k2", "2"}}, kSalt);
-      std::vector<std::byte> out(hd->size());
-      std::memcpy(out.data(), hd->data(), hd->size());
-      // rename k2 -> "k\0"? keys must stay the same length: turn "k2" into "k" + a second "k" entry
-      out[64 + 4 + 1 + 4 + 1 + 4 + 1] = std::byte{'k'};  // second key's first byte is already 'k'
-      // make the second key exactly "k": shorten its length field and shift is not possible in
-      // place, so build the block by hand instead
+      // Two entries with the same key "k", built by hand (a writer refuses to make them).
       std::string meta;
       put_le<uint32_t>(meta, 1); meta += "k"; put_le<uint32_t>(meta, 1); meta += "1";
       put_le<uint32_t>(meta, 1); meta += "k"; put_le<uint32_t>(meta, 1); meta += "2";
@@ -241,8 +235,7 @@ std::vector<std::byte> make(Corruption c) {
       u.encoding.scales = {1.0};
       u.encoding.zero_points = {0};
       std::string m = meta_of(u);
-      store_le<uint16_t>(reinterpret_cast<std::byte*>(m.data()) + 12, static_cast<uint16_t>(DType::u8));
-      // u8 is an integer: allowed. Make it f16 with 20 elements instead: same 40 bytes.
+      // An f16 tensor of 20 elements (the same 40 bytes) with an affine encoding.
       store_le<uint16_t>(reinterpret_cast<std::byte*>(m.data()) + 12, static_cast<uint16_t>(DType::f16));
       store_le<uint64_t>(reinterpret_cast<std::byte*>(m.data()) + 32, 20);
       return with_first_meta(m, ten_bytes);
