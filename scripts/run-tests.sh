@@ -2,8 +2,8 @@
 # Builds and runs every test suite (what `make test` and CI run):
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest)
 #   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders)
-#   3. the C++ unit suite under ASan+UBSan                (asan preset, clang)
-#   4. a short libFuzzer smoke run of the reader          (asan preset)
+#   3. the C++ unit suite and the CLI tests under ASan+UBSan (asan preset, clang)
+#   4. a short libFuzzer smoke run of every fuzz target   (asan preset, one per parser)
 # Stages can be picked: scripts/run-tests.sh cpp python asan fuzz   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,16 +33,21 @@ if has python; then
 fi
 
 if has asan; then
-  banner "C++ unit suite under ASan+UBSan"
+  banner "C++ unit suite and CLI tests under ASan+UBSan"
   cmake --preset asan >/dev/null
   cmake --build build/asan -j "$JOBS"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build/asan --output-on-failure -j "$JOBS" -L unit || failed+=(asan)
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ctest --test-dir build/asan --output-on-failure -j "$JOBS" -L unit || failed+=(asan)
+  # The same CLI cases as stage 2, run by the sanitized binary: a report fails the case (its
+  # stderr no longer matches), so every hostile-file case is also a memory-safety check.
+  DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/asan/driftscope" .venv/bin/python -m pytest -q \
+    tests/python/test_cli.py tests/python/test_cli_compare.py || failed+=(asan-cli)
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 
 if has fuzz; then
-  banner "libFuzzer smoke run (reader)"
-  scripts/fuzz.sh "${FUZZ_SMOKE_SECONDS:-30}" || failed+=(fuzz)
+  banner "libFuzzer smoke run (every target)"
+  scripts/fuzz.sh "${FUZZ_SMOKE_SECONDS:-15}" || failed+=(fuzz)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
