@@ -10,7 +10,8 @@ from typing import Any, Callable, List, Optional, Sequence, TypeVar
 T = TypeVar("T")
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
+def parse_args(parser: argparse.ArgumentParser,
+               argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """``parser.parse_args`` with getopt's rule for option values: an option that takes a value
     takes the next argument whatever it looks like. argparse alone reads ``--filter '-*dropout*'``
     as two options (a filter that excludes starts with '-'); the driftscope command (CLI11)

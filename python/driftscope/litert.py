@@ -322,6 +322,7 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     reader = _Reader(it, info, [e[1] for e in plan]
                      + [int(d["index"]) for d in it.get_output_details()])
     final, final_skipped = _read_outputs(it, info, reader)
+    planned = {e[2] for e in plan}
     effect = _observer_effect(plain_values, final) if check_observer else "not checked"
 
     from importlib import metadata as _md
@@ -358,7 +359,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
                                            and ins[0] in nhwc):
             nhwc.update(int(t) for t in op["outputs"] if int(t) >= 0)
 
-    skipped: Dict[str, str] = dict(final_skipped)  # name -> why it was not recorded
+    # name -> why it was not recorded (a model output the plan holds is reported there)
+    skipped: Dict[str, str] = {n: w for n, w in final_skipped.items() if n not in planned}
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
@@ -556,8 +558,8 @@ def _quiet_child() -> None:
         pass
 
 
-def _read_outputs(it, info: _ModelInfo,
-                  reader: Optional["_Reader"] = None) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+def _read_outputs(it, info: _ModelInfo, reader: Optional["_Reader"] = None
+                  ) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     """The model's final outputs that can be read safely, and why the others were not."""
     details = it.get_output_details()
     if reader is None:

@@ -376,7 +376,8 @@ def _match_dtype_attributes(proto) -> None:
             if not node.output or declared.get(node.output[0]) != FLOAT16:
                 continue
             for a in node.attribute:
-                if a.name in _DTYPE_ATTRIBUTES and a.type == onnx.AttributeProto.INT and a.i == FLOAT:
+                if (a.name in _DTYPE_ATTRIBUTES and a.type == onnx.AttributeProto.INT
+                        and a.i == FLOAT):
                     a.i = FLOAT16
 
 

@@ -295,7 +295,8 @@ def streaming_model(celu: bool = False):
         nodes.append(helper.make_node("Celu", ["pre"], ["out"], name="/head/Celu"))
     graph = helper.make_graph(
         nodes, "streaming",
-        [helper.make_tensor_value_info("x", F, [1, 4]), helper.make_tensor_value_info("state", F, [1, 4]),
+        [helper.make_tensor_value_info("x", F, [1, 4]),
+         helper.make_tensor_value_info("state", F, [1, 4]),
          helper.make_tensor_value_info("step", TensorProto.INT64, [1, 1]),
          helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
         [helper.make_tensor_value_info("out", F, [1, 3]),

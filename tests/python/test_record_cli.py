@@ -32,7 +32,8 @@ def onnx_model(path: Path) -> None:
     nodes = [helper.make_node("Relu", ["X"], ["h"], name="/enc/Relu"),
              helper.make_node("Neg", ["h"], ["d"], name="/enc/dropout/Neg"),
              helper.make_node("Abs", ["d"], ["Y"], name="/head/Abs")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
+    graph = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
