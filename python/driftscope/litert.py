@@ -14,6 +14,10 @@ written as their integer values with the affine encoding LiteRT uses (``value = 
 zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
 dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
 (``batch,height,width,channels``), so a comparison against an NCHW dump can permute them.
+Tensors that hold no data TDUMP can store (resource-variable handles, variant and string
+tensors) are never read, and every other read is first tried in a forked probe process: a tensor
+LiteRT cannot hand out is skipped and named in a RuntimeWarning instead of taking the process
+down (``Recording.skipped`` lists them).
 
 Kernel choices (all on the CPU):
   "optimized"  the interpreter's default: optimized builtin kernels plus the XNNPACK delegate,
