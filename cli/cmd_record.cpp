@@ -1,6 +1,9 @@
 // driftscope record ...: the seam to the Python recorders (issue 4). The C++ binary stays
 // standalone; recording needs a framework runtime, so `record` hands its arguments to
 // `python -m driftscope record ...` by exec, after checking that this Python has the package.
+// Which Python: $DRIFTSCOPE_PYTHON, else the one installed next to this executable (pip puts the
+// command into the scripts folder of the environment it installs into: a venv's bin/ holds that
+// venv's python), else python3 on PATH (issue 7, bug 15).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,6 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -25,8 +35,11 @@ constexpr const char* kRecordHelp = R"(Usage: driftscope record RUNTIME ... -o O
 
 Records the intermediate tensors of one run of a model into a dump. Recording happens inside
 the framework, so this command runs the driftscope Python package: it executes
-  $DRIFTSCOPE_PYTHON -m driftscope record ARGS...   (default interpreter: python3 on PATH)
-with the arguments unchanged. That Python needs the package and the runtime you record with:
+  PYTHON -m driftscope record ARGS...
+with the arguments unchanged. PYTHON is $DRIFTSCOPE_PYTHON when set, else the first of these
+that has the driftscope package: the Python next to this command (after `pip install`, the
+Python of the environment it went into, activated or not), then python3 on PATH.
+That Python needs the package and the runtime you record with:
   pip install <driftscope checkout>        (e.g. `pip install .` in the repository)
   pip install torch | onnxruntime | ai-edge-litert
 
@@ -39,9 +52,50 @@ Runtimes (run `driftscope record RUNTIME --help` for their options):
 Exit status: that of the recorder; 2 when Python or the package is missing.
 )";
 
-std::string python_path() {
-  const char* p = std::getenv("DRIFTSCOPE_PYTHON");
-  return p && *p ? p : "python3";
+// The folder holding this executable, symlinks resolved (a link to a venv's bin/driftscope still
+// finds that venv), or nothing where the platform cannot say.
+std::optional<std::string> own_folder() {
+  std::string exe;
+#if defined(__linux__)
+  std::vector<char> buf(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size());
+  if (n <= 0 || static_cast<size_t>(n) >= buf.size()) return std::nullopt;
+  exe.assign(buf.data(), static_cast<size_t>(n));
+#elif defined(__APPLE__)
+  uint32_t size = 0;
+  _NSGetExecutablePath(nullptr, &size);
+  std::string raw(size, '\0');
+  if (_NSGetExecutablePath(raw.data(), &size) != 0) return std::nullopt;
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(raw.c_str(), nullptr), &std::free);
+  if (!real) return std::nullopt;
+  exe = real.get();
+#else
+  return std::nullopt;
+#endif
+  auto slash = exe.rfind('/');
+  if (slash == std::string::npos) return std::nullopt;
+  return exe.substr(0, slash == 0 ? 1 : slash);
+}
+
+// Interpreters to try, in order, when DRIFTSCOPE_PYTHON is unset. A sibling is used by its own
+// path, not resolved: a venv's bin/python3 is a symlink to the base interpreter, and only the
+// link's path makes Python find the venv's pyvenv.cfg and site-packages.
+std::vector<std::string> default_pythons() {
+  std::vector<std::string> out;
+  if (auto dir = own_folder()) {
+    std::vector<std::string> names;
+#ifdef DRIFTSCOPE_WHEEL_PYTHON
+    names.push_back(DRIFTSCOPE_WHEEL_PYTHON);  // the version the wheel's extension is built for
+#endif
+    names.push_back("python3");
+    names.push_back("python");
+    for (const auto& n : names) {
+      std::string path = *dir + (dir->back() == '/' ? "" : "/") + n;
+      if (::access(path.c_str(), X_OK) == 0) out.push_back(path);
+    }
+  }
+  out.push_back("python3");
+  return out;
 }
 
 // Runs `python -c code` quietly; returns its exit status, or -errno when it cannot start.
@@ -65,13 +119,27 @@ int probe(const std::string& python, const char* code) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+constexpr const char* kProbeCode =
+    "import importlib.util, sys\n"
+    "import driftscope\n"
+    "sys.exit(0 if importlib.util.find_spec('driftscope.__main__') else 3)";
+
 int run_record(const std::vector<std::string>& args) {
-  const std::string python = python_path();
   bool help = args.empty() || args[0] == "--help" || args[0] == "-h";
-  int st = probe(python, "import importlib.util, sys\n"
-                         "import driftscope\n"
-                         "sys.exit(0 if importlib.util.find_spec('driftscope.__main__') else 3)");
-  if (st < 0) {
+  const char* env = std::getenv("DRIFTSCOPE_PYTHON");
+  const bool chosen = env && *env;
+  const std::vector<std::string> candidates =
+      chosen ? std::vector<std::string>{env} : default_pythons();
+  std::string python;
+  int st = 0;
+  int import_failure = 0;  // status of the last candidate that ran but lacks the package
+  for (const auto& c : candidates) {
+    python = c;
+    st = probe(python, kProbeCode);
+    if (st == 0) break;
+    if (st > 0) import_failure = st;
+  }
+  if (st != 0 && import_failure == 0) {
     if (help) fmt::print("{}", kRecordHelp);
     return fail(fmt::format("record: cannot run {}: {} (set DRIFTSCOPE_PYTHON to a Python that "
                             "has the driftscope package)", python, std::strerror(-st)));
@@ -81,11 +149,18 @@ int run_record(const std::vector<std::string>& args) {
       fmt::print("{}", kRecordHelp);
       return kExitOk;
     }
+    std::string who = python + " cannot";
+    if (candidates.size() > 1) {
+      who = "none of";
+      for (size_t i = 0; i < candidates.size(); ++i)
+        who += fmt::format("{} {}", i ? "," : "", candidates[i]);
+      who += " can";
+    }
     return fail(fmt::format(
-        "record: {} cannot import the driftscope Python package{}; install it with `pip install "
+        "record: {} import the driftscope Python package{}; install it with `pip install "
         "<driftscope checkout>` plus the runtime you record with (torch, onnxruntime or "
         "ai-edge-litert), or set DRIFTSCOPE_PYTHON to a Python that has them",
-        python, st == 3 ? " (or it is too old to have `python -m driftscope`)" : ""));
+        who, import_failure == 3 ? " (or it is too old to have `python -m driftscope`)" : ""));
   }
   std::vector<std::string> full = {python, "-m", "driftscope", "record"};
   full.insert(full.end(), args.begin(), args.end());

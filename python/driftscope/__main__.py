@@ -4,10 +4,11 @@
     python -m driftscope record onnx   MODEL.onnx --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope record tflite MODEL.tflite --input NAME=FILE.npy -o run.tdump [...]
 
-The C++ ``driftscope record ...`` executes ``python3 -m driftscope record ...`` with the same
-arguments, so every recorder has one entry point: ``driftscope.<adapter>.cli_main(argv)``,
-which returns the exit status (0 success, 2 error). Exit codes follow the driftscope command:
-2 for usage errors and for a recorder whose framework is not installed.
+The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
+arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
+python3 on PATH; cli/cmd_record.cpp), so every recorder has one entry point:
+``driftscope.<adapter>.cli_main(argv)``, which returns the exit status (0 success, 2 error).
+Exit codes follow the driftscope command: 2 for usage errors and for a recorder whose framework is not installed.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ written as their integer values with the affine encoding LiteRT uses (``value = 
 zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
 dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
 (``batch,height,width,channels``), so a comparison against an NCHW dump can permute them.
+Tensors that hold no data TDUMP can store (resource-variable handles, variant and string
+tensors) are never read, and every other read is first tried in a forked probe process: a tensor
+LiteRT cannot hand out is skipped and named in a RuntimeWarning instead of taking the process
+down (``Recording.skipped`` lists them).
 
 Kernel choices (all on the CPU):
   "optimized"  the interpreter's default: optimized builtin kernels plus the XNNPACK delegate,
@@ -35,6 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from ._cli import parse_args, warnings_to_stderr
 from .errors import Error
 from .onnxruntime import (
     InputMismatchError,
@@ -96,10 +101,17 @@ def _read_model(model: Any) -> Tuple[bytes, str]:
     return data, path.name
 
 
-def _check_flatbuffer(data: bytes, name: str) -> Set[int]:
+class _ModelInfo:
+    """What the flatbuffer says about the main subgraph's tensors, read before LiteRT sees it."""
+
+    def __init__(self, constant: Set[int], types: List[str]) -> None:
+        self.constant = constant  # indices of tensors with buffer data (weights)
+        self.types = types        # TensorType name of each tensor ("FLOAT32", "RESOURCE", ...)
+
+
+def _check_flatbuffer(data: bytes, name: str) -> _ModelInfo:
     """A .tflite file is a flatbuffer with file identifier "TFL3" at bytes 4..8. The interpreter
-    trusts offsets inside the buffer, so anything else is refused before it gets there.
-    Returns the indices of the main subgraph's constant tensors (those with buffer data)."""
+    trusts offsets inside the buffer, so anything else is refused before it gets there."""
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise ModelLoadError(
             f"cannot load LiteRT model '{name}': not a TFLite flatbuffer (file identifier "
@@ -111,15 +123,19 @@ def _check_flatbuffer(data: bytes, name: str) -> Set[int]:
         if model.SubgraphsLength() < 1:
             raise ModelLoadError(f"cannot load LiteRT model '{name}': the model has no subgraph")
         sg = model.Subgraphs(0)
+        type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
         constant: Set[int] = set()
+        types: List[str] = []
         for i in range(sg.TensorsLength()):
-            b = sg.Tensors(i).Buffer()
+            t = sg.Tensors(i)
+            types.append(type_names.get(t.Type(), f"type {t.Type()}"))
+            b = t.Buffer()
             if 0 < b < model.BuffersLength():
                 buf = model.Buffers(b)
                 # Data inline, or (models over 2 GiB) at an offset after the flatbuffer.
                 if buf.DataLength() > 0 or buf.Size() > 0:
                     constant.add(i)
-        return constant
+        return _ModelInfo(constant, types)
     except ModelLoadError:
         raise
     except Exception as err:
@@ -286,15 +302,16 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
         if text:
             driftscope.Filter(text)
     data, name = _read_model(model_path)
-    constant = _check_flatbuffer(data, name)
+    info = _check_flatbuffer(data, name)
+    constant = info.constant
+    name_filter = driftscope.Filter(filter) if filter else None
 
     plain_values: Dict[str, np.ndarray] = {}
     if check_observer:
         plain = _interpreter(data, name, kernels, num_threads, preserve=False)
         _feed(plain, inputs, name)
         _invoke(plain, name)
-        plain_values = {d["name"]: plain.get_tensor(d["index"]).copy()
-                        for d in plain.get_output_details()}
+        plain_values, _ = _read_outputs(plain, info)
         del plain
 
     it = _interpreter(data, name, kernels, num_threads, preserve=True)
@@ -303,7 +320,13 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     ops_all = it._get_ops_details()
     delegated = any(op["op_name"] == "DELEGATE" for op in ops_all)
     ops = [op for op in ops_all if op["op_name"] != "DELEGATE"]
-    final = {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+    # Plan every read first: its type is checked and the reads are tried in a child process
+    # before this process touches any tensor (see _Reader).
+    plan = _plan_reads(it, ops, constant, parameters, name_filter)
+    reader = _Reader(it, info, [e[1] for e in plan]
+                     + [int(d["index"]) for d in it.get_output_details()])
+    final, final_skipped = _read_outputs(it, info, reader)
+    planned = {e[2] for e in plan}
     effect = _observer_effect(plain_values, final) if check_observer else "not checked"
 
     from importlib import metadata as _md
@@ -340,64 +363,226 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
                                            and ins[0] in nhwc):
             nhwc.update(int(t) for t in op["outputs"] if int(t) >= 0)
 
-    used: Dict[str, int] = {}
-    skipped: List[str] = []
+    # name -> why it was not recorded (a model output the plan holds is reported there)
+    skipped: Dict[str, str] = {n: w for n, w in final_skipped.items() if n not in planned}
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
-        params_done: Set[int] = set()
-        for op in ops:
-            if parameters:
-                for j, t in enumerate(int(x) for x in op["inputs"]):
-                    if t < 0 or t not in constant or t in params_done:
-                        continue
-                    params_done.add(t)
-                    details = it._get_tensor_details(t, 0)
-                    pname = _display_name(details["name"], op["index"], op["op_name"], j)
-                    if not writer.wants(pname):
-                        continue
-                    value = _value(it, t)
-                    if value is None or value.dtype.kind not in _TFL_TO_NUMPY_OK:
-                        skipped.append(pname)
-                        continue
-                    sink.offer(pname, value, op_type=op["op_name"], role_index=j, role="parameter",
-                               attrs={"tflite_tensor": details["name"],
-                                      "tflite_tensor_index": str(t),
-                                      "tflite_op_index": str(op["index"])},
-                               encoding=_encoding(details, value))
-            for j, t in enumerate(int(x) for x in op["outputs"]):
-                if t < 0:
-                    continue
-                details = it._get_tensor_details(t, 0)
-                tname = _display_name(details["name"], op["index"], op["op_name"], j)
-                if tname in used:
-                    used[tname] += 1
-                    tname = f"{tname}#{used[tname] - 1}"
-                else:
-                    used[tname] = 1
-                if not writer.wants(tname):
-                    continue
-                value = _value(it, t)
-                if value is None or value.dtype.kind not in _TFL_TO_NUMPY_OK:
-                    skipped.append(tname)
-                    continue
-                encoding = _encoding(details, value)
-                attrs = {"tflite_tensor": details["name"], "tflite_tensor_index": str(t),
-                         "tflite_op_index": str(op["index"])}
-                axes = NHWC_AXES if (t in nhwc and value.ndim == 4) else None
-                sink.offer(tname, value, op_type=op["op_name"], role_index=j, attrs=attrs,
-                           axes=axes, encoding=encoding)
+        for role, t, tname, op, j in plan:
+            if not writer.wants(tname):
+                continue
+            value, why = reader.read(t)
+            if value is None:
+                skipped[tname] = why
+                continue
+            details = it._get_tensor_details(t, 0)
+            attrs = {"tflite_tensor": details["name"], "tflite_tensor_index": str(t),
+                     "tflite_op_index": str(op["index"])}
+            axes = NHWC_AXES if (role == "output" and t in nhwc and value.ndim == 4) else None
+            sink.offer(tname, value, op_type=op["op_name"], role_index=j, role=role, attrs=attrs,
+                       axes=axes, encoding=_encoding(details, value))
+    if skipped:
+        warnings.warn(_skipped_message(skipped), RuntimeWarning, stacklevel=2)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
-                     outputs=final, skipped=skipped, metadata=metadata)
+                     outputs=final, skipped=list(skipped), metadata=metadata)
 
 
-def _value(it, index: int) -> Optional[np.ndarray]:
-    """The tensor's value, or None when the interpreter holds no data for it (a dynamic tensor a
-    failed branch never produced, a string tensor)."""
+# TensorTypes whose data LiteRT's get_tensor copies out as a plain numpy array that TDUMP can
+# hold. Everything else is never read: RESOURCE and VARIANT tensors hold a handle, not data, and
+# LiteRT's Python binding decodes them as string tensors, reading string offsets out of a 4-byte
+# resource id (SIGSEGV once the id is 2 or more: issue 7, bug 17); packed 4-/2-bit, fp8, bf16
+# and complex types have no faithful numpy copy or no TDUMP dtype.
+_READABLE_TYPES = frozenset({
+    "FLOAT32", "FLOAT16", "FLOAT64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+    "UINT32", "UINT64", "BOOL",
+})
+
+
+def _plan_reads(it, ops, constant: Set[int], parameters: bool,
+                name_filter) -> List[Tuple[str, int, str, Any, int]]:
+    """(role, tensor index, record name, op, role_index) of every tensor to record, in execution
+    order; a parameter comes before the outputs of the first op that uses it."""
+    plan: List[Tuple[str, int, str, Any, int]] = []
+    used: Dict[str, int] = {}
+    params_done: Set[int] = set()
+    for op in ops:
+        if parameters:
+            for j, t in enumerate(int(x) for x in op["inputs"]):
+                if t < 0 or t not in constant or t in params_done:
+                    continue
+                params_done.add(t)
+                details = it._get_tensor_details(t, 0)
+                plan.append(("parameter", t,
+                             _display_name(details["name"], op["index"], op["op_name"], j), op, j))
+        for j, t in enumerate(int(x) for x in op["outputs"]):
+            if t < 0:
+                continue
+            details = it._get_tensor_details(t, 0)
+            tname = _display_name(details["name"], op["index"], op["op_name"], j)
+            if tname in used:
+                used[tname] += 1
+                tname = f"{tname}#{used[tname] - 1}"
+            else:
+                used[tname] = 1
+            plan.append(("output", t, tname, op, j))
+    if name_filter is not None:
+        # Tensors no name of which can pass the filter are neither probed nor read.
+        plan = [e for e in plan if name_filter.may_accept_name(e[2])]
+    return plan
+
+
+def _type_problem(it, info: _ModelInfo, t: int) -> Optional[str]:
+    """Why tensor `t` must not be read, judged from its declared type alone, or None."""
+    ttype = info.types[t] if 0 <= t < len(info.types) else None
+    if ttype is not None and ttype not in _READABLE_TYPES:
+        return f"{ttype} tensor"
+    dtype = np.dtype(it._get_tensor_details(t, 0)["dtype"])
+    if dtype.kind not in _TFL_TO_NUMPY_OK:
+        return f"{dtype.name} tensor"
+    return None
+
+
+class _Reader:
+    """Reads tensor values without letting LiteRT take the process down.
+
+    A tensor's declared type is checked first (_type_problem). What the type cannot show — a
+    runtime tensor whose data pointer or size does not match its shape — is found by reading
+    every planned tensor once in a forked child (copy-on-write: no second model run); a read
+    that kills the child is marked unreadable and the rest are tried in a fresh child. Only
+    then does this process read, skipping the marked ones."""
+
+    # A child that makes no progress for this long is taken for hung (a lock held at fork time).
+    PROBE_TIMEOUT_S = 60.0
+
+    def __init__(self, it, info: _ModelInfo, indices: Sequence[int]) -> None:
+        self.it = it
+        self.problems: Dict[int, str] = {}
+        readable = []
+        for t in dict.fromkeys(int(i) for i in indices):
+            why = _type_problem(it, info, t)
+            if why is not None:
+                self.problems[t] = why
+            else:
+                readable.append(t)
+        self.problems.update(_probe_reads(it, readable, self.PROBE_TIMEOUT_S))
+        self.checked = set(readable) | set(self.problems)
+
+    def read(self, t: int) -> Tuple[Optional[np.ndarray], str]:
+        """The value of tensor `t` (one of the indices given), or None and why not."""
+        if t not in self.checked:
+            raise ValueError(f"tensor {t} was not checked before reading")
+        if t in self.problems:
+            return None, self.problems[t]
+        try:
+            return self.it.get_tensor(t), ""
+        except ValueError as err:  # a dynamic tensor never produced; no buffer
+            return None, f"no data ({_first_line(err)})"
+
+
+def _probe_reads(it, indices: Sequence[int], timeout: float) -> Dict[int, str]:
+    """Reads `indices` in forked children; returns the ones whose read killed the child."""
+    if not indices or not hasattr(os, "fork"):
+        return {}
+    import select
+    import signal
+    import struct
+
+    bad: Dict[int, str] = {}
+    start = 0
+    while start < len(indices):
+        r, w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that fork() in a threaded process may deadlock the child;
+            # the child only copies tensors, and a hung child is killed after `timeout`.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: report each index before reading it, then "done" (-1)
+            try:
+                os.close(r)
+                _quiet_child()
+                for k in range(start, len(indices)):
+                    os.write(w, struct.pack("<q", k))
+                    try:
+                        v = it.get_tensor(indices[k])
+                        if isinstance(v, np.ndarray):
+                            v.tobytes()  # touch every byte the parent's writer will read
+                    except Exception:
+                        pass
+                os.write(w, struct.pack("<q", -1))
+            finally:
+                os._exit(0)
+        os.close(w)
+        got = b""
+        hung = False
+        try:
+            while True:
+                ready, _, _ = select.select([r], [], [], timeout)
+                if not ready:
+                    os.kill(pid, signal.SIGKILL)
+                    hung = True
+                    break
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
+                got += chunk
+        finally:
+            os.close(r)
+        _, status = os.waitpid(pid, 0)
+        got = got[: len(got) // 8 * 8]
+        last = struct.unpack("<q", got[-8:])[0] if got else start
+        if last == -1:
+            break
+        if hung:
+            why = f"reading it hangs LiteRT (no progress in {timeout:g} s, in a probe process)"
+        elif os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            try:
+                how = signal.Signals(sig).name
+            except ValueError:
+                how = f"signal {sig}"
+            why = f"reading it crashes LiteRT ({how}, in a probe process)"
+        else:
+            why = f"reading it ends the probe process (exit status {os.WEXITSTATUS(status)})"
+        bad[indices[last]] = why
+        start = last + 1
+    return bad
+
+
+def _quiet_child() -> None:
+    """No core file and no faulthandler traceback from a probe child that crashes."""
     try:
-        return it.get_tensor(index)
-    except ValueError:
-        return None
+        import faulthandler
+        import resource
+
+        faulthandler.disable()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except Exception:  # pragma: no cover - platforms without these
+        pass
+
+
+def _read_outputs(it, info: _ModelInfo, reader: Optional["_Reader"] = None
+                  ) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+    """The model's final outputs that can be read safely, and why the others were not."""
+    details = it.get_output_details()
+    if reader is None:
+        reader = _Reader(it, info, [int(d["index"]) for d in details])
+    values: Dict[str, np.ndarray] = {}
+    skipped: Dict[str, str] = {}
+    for d in details:
+        v, why = reader.read(int(d["index"]))
+        if v is None:
+            skipped[d["name"]] = why
+        else:
+            values[d["name"]] = v.copy()
+    return values, skipped
+
+
+def _skipped_message(skipped: Mapping[str, str]) -> str:
+    shown = [f"{n} ({why})" for n, why in list(skipped.items())[:8]]
+    more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
+    return (f"driftscope: {len(skipped)} tensor(s) not recorded: " + ", ".join(shown) + more)
 
 
 def _with_precision(metadata: Dict[str, str], it, ops, meta) -> Dict[str, str]:
@@ -448,13 +633,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record tflite") -> int:
     """Entry point of ``driftscope record tflite``: 0 recorded, 2 bad usage/input/model."""
-    args = _parser(prog).parse_args(list(argv) if argv is not None else None)
+    args = parse_args(_parser(prog), argv)
     try:
         feeds = load_cli_inputs(args.input)
-        result = record(args.model, feeds, args.output, kernels=args.kernels,
-                        filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
-                        num_threads=args.threads, parameters=args.parameters,
-                        check_observer=not args.no_observer_check)
+        result = warnings_to_stderr(prog, lambda: record(
+            args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
+            summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
+            parameters=args.parameters, check_observer=not args.no_observer_check))
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2

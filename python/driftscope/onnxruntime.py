@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ._cli import parse_args, warnings_to_stderr
 from ._naming import NodeInfo, PlannedName, plan_names
 from .errors import Error
 
@@ -150,7 +151,9 @@ def _topological_nodes(graph) -> List[Any]:
                 produced_by[out] = i
     deps: List[set] = []
     for node in graph.node:
-        deps.append({produced_by[x] for x in node.input if x in produced_by})
+        # Values a subgraph (If branch, Loop body) reads from this graph are inputs too.
+        used = set(node.input) | _outer_scope_inputs(node)
+        deps.append({produced_by[x] for x in used if x in produced_by})
     # Fast path: already sorted.
     if all(all(d < i for d in ds) for i, ds in enumerate(deps)):
         return list(graph.node)
@@ -175,6 +178,24 @@ def _topological_nodes(graph) -> List[Any]:
         stuck = next(graph.node[i] for i, n in enumerate(missing) if n > 0)
         raise ModelLoadError(f"the graph has a cycle through node '{stuck.name or stuck.op_type}'")
     return [graph.node[i] for i in order]
+
+
+def _outer_scope_inputs(node) -> set:
+    """Names the subgraphs of `node` read without producing them (from the enclosing graph)."""
+    import onnx
+
+    names: set = set()
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+            list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+        for g in graphs:
+            local = ({i.name for i in g.input} | {t.name for t in g.initializer}
+                     | {o for n in g.node for o in n.output})
+            for n in g.node:
+                names |= {x for x in n.input if x and x not in local}
+                names |= {x for x in _outer_scope_inputs(n) if x not in local}
+            names |= {o.name for o in g.output if o.name not in local}
+    return names
 
 
 def _static_values(graph, nodes) -> set:
@@ -300,9 +321,102 @@ def _isolate_graph_outputs(proto):
     return proto
 
 
-def to_float16(model: Any):
+def to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
     """The model converted to float16 (weights and activations), graph inputs and outputs keeping
-    their types — what `record(..., fp16=True)` runs. Needs ``onnxconverter-common``."""
+    their types — what `record(..., fp16=True)` runs. Needs ``onnxconverter-common``.
+
+    The result is checked by loading it into ONNX Runtime (`providers`, default CPU). Nodes that
+    make the converted model fail to load are kept in float32 (with casts around them) and named
+    in a RuntimeWarning; a model that still fails raises ModelLoadError naming the node."""
+    converted, kept = _to_float16(model, providers)
+    if kept:
+        warnings.warn(_kept_message(kept), RuntimeWarning, stacklevel=2)
+    return converted
+
+
+def _kept_message(kept: Sequence[str]) -> str:
+    return (f"driftscope: float16 conversion kept {len(kept)} node(s) in float32 (converted, "
+            f"ONNX Runtime cannot load them): {', '.join(kept)}")
+
+
+# Node attributes that set the element type of the node's output (Cast's "to", the "dtype" of
+# EyeLike, Random*, Bernoulli).
+_DTYPE_ATTRIBUTES = ("to", "dtype")
+_TEMP_NAME = "__driftscope_node_{}"
+_MAX_FP16_ATTEMPTS = 32
+
+
+def _all_graphs(graph):
+    """The graph and every subgraph inside it (If branches, Loop and Scan bodies), depth first."""
+    import onnx
+
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _all_graphs(g)
+
+
+def _match_dtype_attributes(proto) -> None:
+    """onnxconverter-common (1.16) declares a node's float outputs float16 in value_info but
+    leaves a Cast(to=FLOAT) — or EyeLike/Random* with dtype=FLOAT — producing float32, so ONNX
+    Runtime rejects the model ('Type (tensor(float16)) of output arg (y) of node () does not
+    match expected type (tensor(float))'). Where the converter declared the output float16, the
+    node is made to produce float16; its own inserted casts (declared float32) are untouched."""
+    import onnx
+
+    FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    for graph in _all_graphs(proto.graph):
+        declared = {vi.name: vi.type.tensor_type.elem_type
+                    for vi in list(graph.value_info) + list(graph.output)}
+        for node in graph.node:
+            if not node.output or declared.get(node.output[0]) != FLOAT16:
+                continue
+            for a in node.attribute:
+                if (a.name in _DTYPE_ATTRIBUTES and a.type == onnx.AttributeProto.INT
+                        and a.i == FLOAT):
+                    a.i = FLOAT16
+
+
+def _load_error(proto, providers: Sequence[Any]) -> Optional[str]:
+    """Why ONNX Runtime refuses to create a session for `proto`, or None. The runtime that will
+    run the model is the judge: onnx.checker is stricter in ways that do not matter here
+    (contrib-domain ops, a value an If body reads before its producer in file order), and
+    misses what does (the type errors of bug 19 pass it)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # the error comes back as the exception; no log lines
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        ort.InferenceSession(proto.SerializeToString(), sess_options=options,
+                             providers=list(providers))
+    except Exception as err:
+        return _first_line(err)
+    return None
+
+
+def _nodes_in_error(message: str, proto, candidates) -> List[str]:
+    """Names of `candidates` nodes that an ONNX Runtime / checker error message points at:
+    "node (NAME)", "node with name 'NAME'", or the producer of "output arg (VALUE)"."""
+    import re
+
+    named = set(re.findall(r"[Nn]ode \(([^()]*)\)", message))
+    named |= set(re.findall(r"node with name '([^']*)'", message))
+    named |= set(re.findall(r'In Node, \("([^"]*)"', message))
+    values = set(re.findall(r"(?:output|input) arg \(([^()]*)\)", message))
+    for graph in _all_graphs(proto.graph):
+        for node in graph.node:
+            if values.intersection(node.output):
+                named.add(node.name)
+    return sorted(n for n in named if n in candidates)
+
+
+def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
+    """(converted model, names of the nodes kept in float32): see to_float16."""
     import onnx
 
     try:
@@ -310,6 +424,7 @@ def to_float16(model: Any):
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ModelLoadError("fp16 conversion needs the 'onnxconverter-common' package: "
                              "pip install onnxconverter-common") from err
+    providers = list(providers) if providers else ["CPUExecutionProvider"]
     if isinstance(model, onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
@@ -323,20 +438,79 @@ def to_float16(model: Any):
     del proto.graph.value_info[:]
     original = {n.name for n in proto.graph.node}
     _isolate_graph_outputs(proto)
-    with warnings.catch_warnings():
-        # The converter warns once per weight it clamps into float16 range; that is the point.
-        warnings.simplefilter("ignore")
-        converted = _f16.convert_float_to_float16(proto, keep_io_types=True)
+    # Unnamed nodes get a temporary unique name, so that an error can point at one and the
+    # converter's node_block_list can keep it in float32; the names are restored afterwards.
+    display: Dict[str, str] = {}
+    temporary: Dict[str, str] = {}
+    k = 0
+    for graph in _all_graphs(proto.graph):
+        for node in graph.node:
+            if not node.name or node.name in display:
+                temp = _TEMP_NAME.format(k)
+                k += 1
+                temporary[temp] = node.name
+                outs = ", ".join(o for o in node.output if o)
+                display[temp] = f"{node.op_type} -> {outs}" if not node.name else node.name
+                node.name = temp
+            else:
+                display[node.name] = node.name
+    blocked: List[str] = []
+    for _ in range(_MAX_FP16_ATTEMPTS):
+        with warnings.catch_warnings():
+            # The converter warns once per weight it clamps into float16 range; that is the point.
+            warnings.simplefilter("ignore")
+            attempt = onnx.ModelProto()
+            attempt.CopyFrom(proto)
+            try:
+                converted = _f16.convert_float_to_float16(attempt, keep_io_types=True,
+                                                          node_block_list=blocked)
+            except Exception as err:
+                raise ModelLoadError(f"the float16 conversion failed: {_first_line(err)}") from err
+        _match_dtype_attributes(converted)
+        # The converter sorts by explicit inputs only; a cast it adds for a value that an If or
+        # Loop body reads can land after that node, which ONNX's checker rightly refuses.
+        ordered = _topological_nodes(converted.graph)
+        del converted.graph.node[:]
+        converted.graph.node.extend(ordered)
+        error = _load_error(converted, providers)
+        if error is None:
+            break
+        culprits = [n for n in _nodes_in_error(error, converted, display) if n not in blocked]
+        if not culprits:
+            where = (f" (nodes kept in float32 so far: {', '.join(display[b] for b in blocked)})"
+                     if blocked else "")
+            raise ModelLoadError(f"the float16 conversion gives a model ONNX Runtime cannot load, "
+                                 f"and no node it names can be kept in float32{where}: "
+                                 f"{_readable_error(error, display)}")
+        blocked.extend(culprits)
+    else:
+        raise ModelLoadError(f"the float16 conversion still fails to load with "
+                             f"{len(blocked)} nodes kept in float32: "
+                             f"{_readable_error(error, display)}")
     # The converter names its Cast nodes after the node they serve ("/pooler/Tanh" gets
     # "/pooler/Tanh_cast_to_pooler_output"), which would make a cast the last node of the
     # module scope and shift the module's name onto it. Tagged as inserted, they (and the
     # Identity nodes above) stay out of every scope and the float16 dump keeps the float32
     # dump's names; only the final casts are recorded, as the model's outputs.
+    for graph in _all_graphs(converted.graph):
+        for node in graph.node:
+            if node.name in temporary:
+                node.name = temporary[node.name]
+            elif node.name not in display:
+                node.name = ""
+                node.doc_string = _INSERTED
     for node in converted.graph.node:
         if node.name not in original:
             node.name = ""
             node.doc_string = _INSERTED
-    return converted
+    return converted, [display[b] for b in blocked]
+
+
+def _readable_error(message: str, display: Mapping[str, str]) -> str:
+    for temp, shown in display.items():
+        if temp != shown:
+            message = message.replace(temp, shown)
+    return message
 
 
 def _describe_type(arg) -> str:
@@ -468,7 +642,9 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     filter / summary: driftscope filter syntax (docs/filters.md): which tensors to record, and
         which of those to record as summaries (light mode) instead of values.
     meta: extra run metadata (string values); overrides the keys filled in automatically.
-    fp16: record the model converted to float16 (inputs and outputs keep their types).
+    fp16: record the model converted to float16 (inputs and outputs keep their types). Nodes
+        ONNX Runtime cannot load converted stay float32: a RuntimeWarning and the run metadata
+        key ``fp16_kept_float32`` name them.
     check_observer: also run the plain model and record in ``observer_effect`` whether its final
         outputs equal the captured run's (False saves that second run: "not checked").
     """
@@ -481,11 +657,13 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     if summary:
         driftscope.Filter(summary)
     proto, external_dir, model_name = _load_model(model_path)
+    providers = list(providers) if providers else ["CPUExecutionProvider"]
+    kept_float32: List[str] = []
     if fp16:
         # From the path, so that external weights are loaded and converted too.
-        proto = to_float16(proto if external_dir is None else model_path)
+        proto, kept_float32 = _to_float16(proto if external_dir is None else model_path,
+                                          providers)
         external_dir = None  # the converted weights live in the proto now
-    providers = list(providers) if providers else ["CPUExecutionProvider"]
     what = f"'{model_name}'" + (" (converted to float16)" if fp16 else "")
 
     plain = _make_session(proto.SerializeToString(), providers, session_options, external_dir, what)
@@ -535,6 +713,9 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     precision = _precision(proto, fp16)
     if precision:
         metadata["precision"] = precision
+    if kept_float32:
+        metadata["fp16_kept_float32"] = ",".join(kept_float32)
+        warnings.warn(_kept_message(kept_float32), RuntimeWarning, stacklevel=2)
     if meta:
         metadata.update({str(k): str(v) for k, v in meta.items()})
 
@@ -663,13 +844,13 @@ def parse_meta(specs: Sequence[str]) -> Dict[str, str]:
 def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record onnx") -> int:
     """Entry point of ``driftscope record onnx``. Returns the exit code: 0 recorded, 2 bad usage
     or input, model that fails to load or run."""
-    parser = _parser(prog)
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = parse_args(_parser(prog), argv)
     try:
         feeds = load_cli_inputs(args.input)
-        result = record(args.model, feeds, args.output, providers=args.provider or None,
-                        filter=args.filter, summary=args.summary, meta=parse_meta(args.meta),
-                        fp16=args.fp16, check_observer=not args.no_observer_check)
+        result = warnings_to_stderr(prog, lambda: record(
+            args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
+            summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
+            check_observer=not args.no_observer_check))
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2

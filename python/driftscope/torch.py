@@ -32,6 +32,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Op
 import torch
 
 from . import _core
+from ._cli import parse_args
 from ._writer import Writer
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -570,7 +571,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--sync", choices=("close", "record"), default="close",
                    help="fdatasync on close (default) or after every record")
     p.add_argument("--seed", type=int, default=None, help="torch.manual_seed before loading")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
 
     def pairs(items: Sequence[str], flag: str) -> Dict[str, str]:
         out = {}

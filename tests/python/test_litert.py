@@ -256,3 +256,86 @@ def test_nhwc_activations_meet_an_nchw_reference(models, x, tmp_path):
     assert report.verdict == "pass", report.to_text()
     conv = report.tensor("conv1")
     assert conv.permutation and conv.cosine > 0.999999
+
+
+# ---- state in resource variables (issue 7, bug 17) ---------------------------------------------
+
+STATEFUL_VARS = 3
+HANDLES = [f"state{k}/handle" for k in range(STATEFUL_VARS)]
+
+
+def stateful_expected(x):
+    """Values after the first invoke: variable k starts at k+1 and is added to the running sum."""
+    out, cur = {}, x.astype(np.float64)
+    for k in range(STATEFUL_VARS):
+        out[f"state{k}/read"] = np.full_like(cur, k + 1)
+        cur = cur + (k + 1)
+        out[f"add{k}"] = cur
+    out["out"] = 2 * cur
+    return out
+
+
+@pytest.mark.parametrize("kernels", dl.KERNELS)
+def test_resource_variable_tensors_are_skipped_not_read(tmp_path, kernels):
+    # Before the fix LiteRT's get_tensor on the third VAR_HANDLE output (resource id 2) killed
+    # the process with SIGSEGV, leaving an empty unfinished dump. Run as the command does, in a
+    # process of its own, so a crash shows as the exit status.
+    (tmp_path / "s.tflite").write_bytes(tm.build_stateful(STATEFUL_VARS))
+    x = np.array([[0.5, -1.0, 2.0, 4.0]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "s.tdump"
+    proc = subprocess.run(
+        [sys.executable, "-m", "driftscope", "record", "tflite", str(tmp_path / "s.tflite"),
+         "--input", f"input={tmp_path / 'x.npy'}", "--kernels", kernels, "-o", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert ("driftscope record tflite: warning: 3 tensor(s) not recorded: "
+            + ", ".join(f"{h} (RESOURCE tensor)" for h in HANDLES) + "\n") in proc.stderr
+    dump = driftscope.open(out)
+    assert dump.finished
+    want = stateful_expected(x)
+    assert dump.names() == [n for k in range(STATEFUL_VARS)
+                            for n in (f"state{k}/read", f"add{k}")] + ["out"]
+    for name, value in want.items():
+        np.testing.assert_array_equal(dump[name], value.astype(np.float32), err_msg=name)
+
+
+def test_resource_variables_in_the_python_api(tmp_path):
+    x = np.zeros((1, 4), np.float32)
+    with pytest.warns(RuntimeWarning, match=r"3 tensor\(s\) not recorded: state0/handle "
+                                            r"\(RESOURCE tensor\)"):
+        rec = dl.record(tm.build_stateful(STATEFUL_VARS), x, tmp_path / "s.tdump",
+                        parameters=True)
+    assert rec.skipped == HANDLES
+    np.testing.assert_array_equal(rec.outputs["out"], stateful_expected(x)["out"])
+    dump = driftscope.open(tmp_path / "s.tdump")
+    assert dump.finished and "add2" in dump and not any(h in dump for h in HANDLES)
+
+
+class _FakeInterpreter:
+    """Stands in for a LiteRT interpreter whose reads of some tensors kill or hang the
+    process in ways no type check can foresee."""
+
+    def __init__(self, crash=(), hang=()):
+        self.crash, self.hang = set(crash), set(hang)
+
+    def get_tensor(self, i):
+        import os
+        import signal
+        import time
+
+        if i in self.crash:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if i in self.hang:
+            time.sleep(3600)
+        return np.full(3, i, np.float32)
+
+
+def test_reads_that_crash_or_hang_are_isolated_in_a_probe_process():
+    bad = dl._probe_reads(_FakeInterpreter(crash={2, 5}, hang={3}), [0, 1, 2, 3, 4, 5, 6],
+                          timeout=2.0)
+    assert sorted(bad) == [2, 3, 5]
+    assert bad[2] == "reading it crashes LiteRT (SIGSEGV, in a probe process)"
+    assert bad[3] == "reading it hangs LiteRT (no progress in 2 s, in a probe process)"
+    # The parent is alive and reads the rest.
+    assert dl._probe_reads(_FakeInterpreter(), [0, 1], timeout=2.0) == {}

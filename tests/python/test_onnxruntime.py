@@ -258,6 +258,129 @@ def test_fp16_of_a_graph_output_that_is_also_consumed(tmp_path):
     assert dump.record("a").dtype == "f16" and "b" in dump
 
 
+def streaming_model(celu: bool = False):
+    """A small streaming model like real keyword spotters and speech front ends: the state comes
+    in and goes out as float32 tensors, a frame counter is an int64 cast to float, a float32
+    value is cast to float again, an If picks a branch that casts, a Loop carries a float state
+    with a cast inside. onnxconverter-common declares every Cast(to=FLOAT) output float16 but
+    keeps the cast producing float32: ONNX Runtime refuses the converted graph (bug 19).
+    `celu`: add a Celu, an op ONNX defines for float32 only, which cannot be converted."""
+    F = TensorProto.FLOAT
+    then = helper.make_graph([helper.make_node("Cast", ["x"], ["t"], to=F)], "then", [],
+                             [helper.make_tensor_value_info("t", F, [1, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", F, [1, 4])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c2"]),
+         helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Add", ["s", "fi"], ["s2"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s", F, [1, 4])],
+        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s2", F, [1, 4])])
+    nodes = [
+        helper.make_node("Cast", ["step"], ["step_f"], to=F),  # unnamed, as exporters leave them
+        helper.make_node("Add", ["x", "state"], ["mixed"], name="/frontend/Add"),
+        helper.make_node("Cast", ["mixed"], ["mixed_f"], name="/frontend/Cast", to=F),
+        helper.make_node("Mul", ["mixed_f", "step_f"], ["scaled"], name="/frontend/Mul"),
+        helper.make_node("If", ["flag"], ["branch"], name="/gate/If", then_branch=then,
+                         else_branch=other),
+        helper.make_node("Loop", ["trips", "", "scaled"], ["looped"], name="/acc/Loop", body=body),
+        helper.make_node("Add", ["looped", "branch"], ["new_state"], name="/state/Add"),
+        helper.make_node("MatMul", ["new_state", "W"], ["out"], name="/head/MatMul"),
+    ]
+    if celu:
+        nodes[-1].output[0] = "pre"
+        nodes.append(helper.make_node("Celu", ["pre"], ["out"], name="/head/Celu"))
+    graph = helper.make_graph(
+        nodes, "streaming",
+        [helper.make_tensor_value_info("x", F, [1, 4]),
+         helper.make_tensor_value_info("state", F, [1, 4]),
+         helper.make_tensor_value_info("step", TensorProto.INT64, [1, 1]),
+         helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("out", F, [1, 3]),
+         helper.make_tensor_value_info("new_state", F, [1, 4])],
+        [numpy_helper.from_array(RNG.standard_normal((4, 3)).astype(np.float32), "W"),
+         numpy_helper.from_array(np.array(2, np.int64), "trips")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+STREAM_FEEDS = {"x": np.array([[0.5, -1.0, 2.0, 0.25]], np.float32),
+                "state": np.array([[1.0, 0.5, -0.5, 0.0]], np.float32),
+                "step": np.array([[3]], np.int64), "flag": np.array(True)}
+
+
+def test_fp16_of_a_streaming_model_with_casts_loads_and_records(tmp_path):
+    import warnings
+
+    model = streaming_model()
+    ref = dort.record(model, STREAM_FEEDS, tmp_path / "f32.tdump")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing had to be kept in float32
+        rec = dort.record(model, STREAM_FEEDS, tmp_path / "f16.tdump", fp16=True)
+    for name in ("out", "new_state"):
+        assert rec.outputs[name].dtype == np.float32
+        np.testing.assert_allclose(rec.outputs[name], ref.outputs[name], rtol=2e-3, atol=2e-3)
+    dump = driftscope.open(tmp_path / "f16.tdump")
+    assert dump.finished and "fp16_kept_float32" not in dump.metadata
+    # The casts produce float16 now, as the rest of the converted graph expects.
+    assert dump.record("frontend.Cast").dtype == "f16"
+    assert dump.record("step_f").dtype == "f16"  # the unnamed Cast of the int64 counter
+    assert dump.record("state").dtype == "f16"
+    report = driftscope.compare(tmp_path / "f32.tdump", tmp_path / "f16.tdump")
+    assert report.verdict == "pass", report.to_text()
+    # A valid ONNX file too: the casts added for values the If and Loop bodies read come
+    # before those nodes.
+    onnx.checker.check_model(dort.to_float16(model))
+
+
+def test_fp16_keeps_in_float32_what_cannot_be_converted_and_says_so(tmp_path):
+    model = streaming_model(celu=True)
+    ref = dort.record(model, STREAM_FEEDS, tmp_path / "f32.tdump")
+    with pytest.warns(RuntimeWarning, match=r"kept 1 node\(s\) in float32 .*: /head/Celu$"):
+        rec = dort.record(model, STREAM_FEEDS, tmp_path / "f16.tdump", fp16=True)
+    np.testing.assert_allclose(rec.outputs["out"], ref.outputs["out"], rtol=2e-3, atol=2e-3)
+    dump = driftscope.open(tmp_path / "f16.tdump")
+    assert dump.metadata["fp16_kept_float32"] == "/head/Celu"
+    celu = dump.record("head")  # the scope's last node: its module name
+    assert celu.op_type == "Celu" and celu.dtype == "f32"
+    assert dump.record("head.MatMul").dtype == "f16"
+    # The public converter warns the same way and gives a loadable model.
+    with pytest.warns(RuntimeWarning, match="/head/Celu"):
+        converted = dort.to_float16(model)
+    ort.InferenceSession(converted.SerializeToString(), providers=["CPUExecutionProvider"])
+    # From the command line: a one-line warning naming the node, exit 0.
+    for k, v in STREAM_FEEDS.items():
+        np.save(tmp_path / f"{k}.npy", v)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "driftscope", "record", "onnx", str(tmp_path / "m.onnx"), "--fp16",
+         *[a for k in STREAM_FEEDS for a in ("--input", f"{k}={tmp_path / (k + '.npy')}")],
+         "-o", str(tmp_path / "cli.tdump")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("driftscope record onnx: warning: float16 conversion kept 1 node(s) in float32 "
+            "(converted, ONNX Runtime cannot load them): /head/Celu\n") in proc.stderr
+
+
+def test_fp16_conversion_that_cannot_be_repaired_names_the_problem(tmp_path, monkeypatch):
+    # A converter that breaks a node beyond what keeping nodes in float32 can mend: the error
+    # says so and quotes ONNX Runtime's reason with the node's name, not a traceback.
+    real = dort._match_dtype_attributes
+
+    def breaks_head(proto):
+        real(proto)
+        for node in proto.graph.node:
+            if node.name == "/head/MatMul":
+                node.input[1] = "no_such_value"
+    monkeypatch.setattr(dort, "_match_dtype_attributes", breaks_head)
+    with pytest.raises(dort.ModelLoadError, match=r"float16 conversion .*cannot load.*"
+                                                  r"(/head/MatMul|no_such_value)"):
+        dort.record(streaming_model(), STREAM_FEEDS, tmp_path / "x.tdump", fp16=True)
+
+
 def test_external_data_model(tmp_path):
     model = scoped_model()
     folder = tmp_path / "ext"

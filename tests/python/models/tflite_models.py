@@ -335,3 +335,69 @@ def reference_forward(x: np.ndarray, w: Optional[Dict[str, np.ndarray]] = None) 
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return {"conv1": conv, "dwconv": dw, "pool": pool, "flatten": flat, "logits": logits,
             "probs": e / e.sum(axis=1, keepdims=True)}
+
+
+STATE = 4
+
+
+def build_stateful(variables: int = 3) -> bytes:
+    """A streaming model that keeps its state in resource variables, as converted streaming
+    keyword-spotting models do: an init subgraph (run once by CALL_ONCE) creates each variable
+    with VAR_HANDLE and sets it with ASSIGN_VARIABLE; the main subgraph reads each one
+    (READ_VARIABLE), adds it to the running value, and writes the sum back.
+
+        input [1,4] -> + state0 -> "add0" -> + state1 -> "add1" -> ... -> "out" = last add * 2
+
+    The VAR_HANDLE outputs are RESOURCE tensors holding a resource id; LiteRT's Python
+    get_tensor decodes them as string tensors, which crashes once an id is 2 or more (issue 7,
+    bug 17). Variable k starts at k+1 (all elements)."""
+    s = _schema()
+    T, Op, Opt = s.TensorType, s.BuiltinOperator, s.BuiltinOptions
+    init = _Builder()
+    main = _Builder()
+    main.buffers, main.opcodes, main.opcode_index = init.buffers, init.opcodes, init.opcode_index
+
+    def handle_options(k: int):
+        o = s.VarHandleOptionsT()
+        o.sharedName = f"state{k}"
+        return o
+
+    x = main.tensor("input", [1, STATE], T.FLOAT32)
+    once = s.CallOnceOptionsT()
+    once.initSubgraphIndex = 1
+    main.op(Op.CALL_ONCE, 1, [], [], Opt.CallOnceOptions, once)
+    cur = x
+    for k in range(variables):
+        h0 = init.tensor(f"init/state{k}/handle", [], T.RESOURCE)
+        v0 = init.tensor(f"init/state{k}/value", [1, STATE], T.FLOAT32,
+                         np.full((1, STATE), k + 1, np.float32))
+        init.op(Op.VAR_HANDLE, 1, [], [h0], Opt.VarHandleOptions, handle_options(k))
+        init.op(Op.ASSIGN_VARIABLE, 1, [h0, v0], [])
+        h = main.tensor(f"state{k}/handle", [], T.RESOURCE)
+        main.op(Op.VAR_HANDLE, 1, [], [h], Opt.VarHandleOptions, handle_options(k))
+        r = main.tensor(f"state{k}/read", [1, STATE], T.FLOAT32)
+        main.op(Op.READ_VARIABLE, 1, [h], [r])
+        y = main.tensor(f"add{k}", [1, STATE], T.FLOAT32)
+        main.op(Op.ADD, 1, [cur, r], [y], Opt.AddOptions, s.AddOptionsT())
+        main.op(Op.ASSIGN_VARIABLE, 1, [h, y], [])
+        cur = y
+    out = main.tensor("out", [1, STATE], T.FLOAT32)
+    main.op(Op.ADD, 1, [cur, cur], [out], Opt.AddOptions, s.AddOptionsT())
+
+    def subgraph(b: _Builder, inputs, outputs, name: str):
+        g = s.SubGraphT()
+        g.tensors, g.operators, g.inputs, g.outputs, g.name = (
+            b.tensors, b.operators, list(inputs), list(outputs), name)
+        return g
+
+    m = s.ModelT()
+    m.version = 3
+    m.operatorCodes = main.opcodes
+    m.subgraphs = [subgraph(main, [x], [out], "main"), subgraph(init, [], [], "init")]
+    m.description = "driftscope test model (state in resource variables)"
+    m.buffers = main.buffers
+    import flatbuffers
+
+    fb = flatbuffers.Builder(4096)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())
