@@ -95,7 +95,9 @@ struct Reader::Impl {
       return make_error(Errc::salt_mismatch,
                         fmt::format("record salt 0x{:016x} differs from the file's 0x{:016x} (record from another file)",
                                     f.salt, header.salt), pos + frm::salt);
-    if (f.reserved != 0) return make_error(Errc::reserved_nonzero, "record frame reserved field is not zero", pos + frm::reserved);
+    if (f.reserved != 0)
+      return make_error(Errc::reserved_nonzero, "record frame reserved field is not zero",
+                        pos + frm::reserved + first_nonzero(p + frm::reserved, 4));
     // SKIPPABLE is meaningful only for kinds a reader may not know; on kinds 1-4 it is reserved
     // (§3.2). Reserved bits of a field with defined bits are reported at the field (§1).
     const uint16_t reserved_flags = f.kind >= kKindTensor && f.kind <= kKindEnd ? 0xFFFF : ~kFlagSkippable;
