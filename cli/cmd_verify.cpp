@@ -88,8 +88,9 @@ std::function<int()> setup_verify(CLI::App& app) {
   sub->add_flag("-q,--quiet", a->quiet, "print nothing; only the exit status tells");
   sub->footer(R"HELP(
 Reads every record of each file, checks every CRC-32, padding byte and field, and checks
-that the footer index agrees with a full scan (same records, same offsets, every lookup
-landing on the right record). One line per file on stdout:
+that the footer index agrees with a full scan (same records, same offsets, exactly the hash
+table those entries give); an unsound index is bad_index at the field that disagrees. The
+verdict is the reader's, the same one `info` shows. One line per file on stdout:
   FILE: OK: clean, ...              intact
   FILE: OK: unfinished ...          intact, but the run never wrote its END record
   FILE: DAMAGED: cut at offset ...  torn tail: what was recovered and where the cut is
