@@ -217,12 +217,13 @@ def decode(buf, r, off, dequantize):
     zps = enc["zero_points"]
     if arr.dtype.itemsize <= 4 and all(abs(z) <= 1 << 52 for z in zps):
         # |q| < 2^32 and |zp| <= 2^52: both exact in binary64, and so is their difference
-        return arr, scale * (arr.astype(np.float64) - np.reshape(np.array(zps, np.float64), shape))
-    # §3.3.2: q − zero_point exactly (it may need 65 bits), rounded once to binary64
-    zp = np.broadcast_to(np.reshape(np.array(zps, object), shape), arr.shape)
-    diff = np.array([float(int(q) - int(z)) for q, z in zip(arr.reshape(-1).tolist(), zp.reshape(-1).tolist())],
-                    np.float64).reshape(arr.shape)
-    return arr, scale * diff
+        diff = arr.astype(np.float64) - np.reshape(np.array(zps, np.float64), shape)
+    else:  # §3.3.2: q − zero_point exactly (it may need 65 bits), rounded once to binary64
+        zp = np.broadcast_to(np.reshape(np.array(zps, object), shape), arr.shape)
+        diff = np.array([float(int(q) - int(z)) for q, z in zip(arr.reshape(-1).tolist(), zp.reshape(-1).tolist())],
+                        np.float64).reshape(arr.shape)
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge scale gives ±inf, 0 × inf NaN: values
+        return arr, scale * diff
 
 
 DTYPES_BY_NAME = {name: np.dtype(dt) for name, dt in DTYPES.values()}
