@@ -438,6 +438,11 @@ def example_bytes():
     return out + record(4, struct.pack("<QQ", index_at, 1), b"")
 
 
+def esc(s):
+    """File-supplied text for a terminal: control characters as escapes (§1), the rest as is."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in s)
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--example":
         with open(argv[2], "wb") as f:
@@ -452,16 +457,16 @@ def main(argv):
     print(f"TDUMP {d.version[0]}.{d.version[1]}  salt 0x{d.salt:016x}  {d.file_size} bytes  "
           f"{len(d.records)} records  {d.state}")
     for k, v in d.metadata.items():
-        print(f"  {k} = {v}")
+        print(f"  {esc(k)} = {esc(v)}")
     if d.state == "cut":
         print(f"  cut at offset {d.cut_offset}: {d.discarded_bytes} bytes discarded")
     if d.corruption:
-        print(f"  corrupt: {d.corruption}" + (f" (tensor {d.corruption.name})" if d.corruption.name else ""))
+        print(f"  corrupt: {esc(str(d.corruption))}" + (f" (tensor {esc(d.corruption.name)})" if d.corruption.name else ""))
     for w in d.warnings:
-        print(f"  warning: {w}")
+        print(f"  warning: {esc(str(w))}")
     for r in d.records:
-        print(f"{r.exec_index:6d} {r.name}#{r.occurrence} {r.op_type or '-'} {r.role}{r.role_index} {r.dtype}"
-              f"{list(r.shape)} {','.join(r.axes)} {r.encoding['kind']} {describe(r)}")
+        print(f"{r.exec_index:6d} {esc(r.name)}#{r.occurrence} {esc(r.op_type) or '-'} {r.role}{r.role_index} "
+              f"{r.dtype}{list(r.shape)} {esc(','.join(r.axes))} {r.encoding['kind']} {describe(r)}")
 
 
 def describe(r):

@@ -220,3 +220,13 @@ def test_private_record_with_index_is_clean():
     with driftscope.open(path) as d:
         assert d.state == "clean" and d.integrity.index_used
         assert d["b"].tolist() == [3]
+
+
+def test_reference_reader_cli_escapes_control_characters():
+    """Names may hold any UTF-8 (§3.3); the reference reader's printout escapes control
+    characters so a crafted name cannot drive the terminal (§1)."""
+    reader = os.path.join(ROOT, "python", "driftscope", "tdump_reader.py")
+    run = subprocess.run([sys.executable, reader, os.path.join(VECTORS, "valid", "names.tdump")],
+                         capture_output=True, check=True)
+    assert b"\x1b" not in run.stdout and b"\x07" not in run.stdout and b"\x00" not in run.stdout
+    assert b"ctl.\\x1b[31mred\\x07\\r\\n\\t#0" in run.stdout
