@@ -66,7 +66,7 @@ struct Integrity {
 
 enum class Verify : uint8_t {
   full,    // check every CRC, padding and field before returning (default)
-  frames,  // check frames and metas; payload CRCs later, on verify_payload()
+  frames,  // check frames and metas; TENSOR/SUMMARY payload CRCs later, on verify_payload()
 };
 
 struct OpenOptions {

@@ -208,9 +208,11 @@ struct Reader::Impl {
       std::string name;
       Record rec;
       if (std::holds_alternative<std::monostate>(o)) {
-        // In frames mode the payload checksum is still checked for the last record: it is the
-        // one a crash may have torn.
-        bool verify = opt.verify == Verify::full || last;
+        // In frames mode the payload checksum is still checked for the last record (the one a
+        // crash may have torn) and for every record that is not TENSOR/SUMMARY: verify_payload()
+        // cannot check those later, and the verdict must not depend on the mode (§4).
+        const bool deferred = ps.frame.kind == kKindTensor || ps.frame.kind == kKindSummary;
+        bool verify = opt.verify == Verify::full || last || !deferred;
         o = check_body(pos, ps, verify, &rec, &name);
       }
       if (std::holds_alternative<Cut>(o)) {

@@ -163,6 +163,17 @@ TEST(Index, WrongNameHashIsReportedAtTheField) {
   EXPECT_EQ(v.offset, x.entries + 8);
 }
 
+// The INDEX record's own checksum gives the same verdict whether payload checksums are checked
+// at open (Verify::full) or deferred (Verify::frames): only TENSOR/SUMMARY CRCs are deferred.
+TEST(Index, IndexRecordChecksumInEveryMode) {
+  auto f = clean_file();
+  Footer x = footer(f);
+  f[x.index + frm::record_crc] ^= std::byte{1};
+  Verdict v = judge(f);
+  EXPECT_EQ(v.code, Errc::bad_record_checksum);
+  EXPECT_EQ(v.offset, x.index + frm::record_crc);
+}
+
 // Bug 11: a slot_count that is a power of two but not the smallest one.
 TEST(Index, SlotCountMustBeMinimal) {
   auto f = clean_file();
