@@ -271,7 +271,7 @@ typedef struct ds_open_options {
   size_t struct_size; /* sizeof(ds_open_options), set by ds_open_options_init */
   int32_t verify;     /* DS_VERIFY_FULL (default): every CRC before returning; FRAMES: payload
                          CRCs later, by ds_reader_verify_payload */
-  int32_t use_index;  /* 1 (default): on a clean file take the records from the footer index */
+  int32_t use_index;  /* 1 (default): on a clean file look names up through the checked footer index */
   int32_t resync;     /* 1: after corruption, search for the next valid record and go on */
 } ds_open_options;
 
@@ -315,7 +315,7 @@ typedef struct ds_integrity {
   const char* corruption_message; /* corrupt: the message; "" otherwise */
   const char* corrupt_name;   /* tensor name of the failing record when readable; "" otherwise */
   size_t warning_count;       /* see ds_reader_warning */
-  int32_t index_used;         /* 1 when the records came from the footer index */
+  int32_t index_used;         /* 1 when lookups go through the (checked) footer index */
   int32_t checksums_verified; /* 1 when every record's CRC was checked */
 } ds_integrity;
 

@@ -59,18 +59,20 @@ struct Integrity {
   std::optional<Error> corruption; // first failure (corrupt only): code, message, offset
   std::string corrupt_name;        // tensor name of the failing record when its meta was readable
   std::vector<Error> warnings;     // e.g. duplicate_tensor
-  bool index_used = false;         // records came from the footer index, not a scan
+  bool index_used = false;         // find() probes the footer index (clean file, index checked
+                                   // entry by entry and slot by slot against the scan, §3.4)
   bool checksums_verified = false; // payload CRCs were checked for every record
 };
 
 enum class Verify : uint8_t {
   full,    // check every CRC, padding and field before returning (default)
-  frames,  // check frames and metas; payload CRCs later, on verify_payload()
+  frames,  // check frames and metas; TENSOR/SUMMARY payload CRCs later, on verify_payload()
 };
 
 struct OpenOptions {
   Verify verify = Verify::full;
-  bool use_index = true;  // on a clean file, take the record list from the INDEX (O(1) open)
+  bool use_index = true;  // on a clean file, look names up through the (checked) footer index;
+                          // the verdict on the file is the same either way
   bool resync = false;    // after corruption, search for the next valid record and go on
 };
 

@@ -204,7 +204,8 @@ def open(path: Union[str, "os.PathLike[str]"], *, verify: bool = True, use_index
     """Opens a TDUMP file.
 
     verify: check every record checksum now (False: frames only; ``record.verify()`` later).
-    use_index: on a cleanly closed file, take the record list from the footer index (O(1)).
+    use_index: on a cleanly closed file, look names up through the footer index (checked
+        against the scan when the file is opened; the verdict on the file is the same either way).
     resync: after corruption, search for the next valid record and continue (docs/format.md §4).
     strict: raise FormatError when the file is corrupt or cut instead of returning what was
     recovered (an unfinished run is never an error).

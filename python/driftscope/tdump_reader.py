@@ -66,11 +66,11 @@ def read_header(buf):
     check(zlib.crc32(buf[64:64 + mlen], zlib.crc32(buf[0:60])) == stored, "bad_header_checksum", 60,
           "header_crc does not match")
     check(req == 0, "unsupported_feature", 24, f"required_features 0x{req:08x} has unknown bits")
+    check(mcount <= 1024, "limit_exceeded", 40, f"metadata_count {mcount} > 1024")
     bad = nonzero_at(buf, 44, 60)
     check(bad is None, "reserved_nonzero", bad, "header reserved bytes are not zero")
     bad = nonzero_at(buf, 64 + mlen, hlen)
     check(bad is None, "nonzero_padding", bad, "header padding is not zero")
-    check(mcount <= 1024, "limit_exceeded", 40, f"metadata_count {mcount} > 1024")
     meta, pos, end = {}, 64, 64 + mlen
     for _ in range(mcount):  # errors in an entry point at the entry's start
         entry = pos
@@ -117,34 +117,52 @@ def fp8_table(exp_bits, bias, fn):
 FP8 = {"f8e4m3fn": fp8_table(4, 7, True), "f8e5m2": fp8_table(5, 15, False)}
 
 
+META_FIELDS, META_WIDTHS = (0, 8, 12, 14, 15, 16, 18, 19, 20, 24, 26, 28, 30), (8, 4, 2, 1, 1, 2, 1, 1, 4, 2, 2, 2, 2)
+
+
+def shape_bytes(shape, itemsize, at):
+    """§3.3: dtype size times every non-zero dim, so zero-element shapes are judged in any order."""
+    n = itemsize
+    for d in shape:
+        n *= d or 1
+    check(n < 1 << 64, "shape_overflow", at, f"shape {list(shape)} overflows u64")
+    check(n <= 1 << 48, "limit_exceeded", at, f"shape {list(shape)} spans {n} bytes > 2^48")
+    return n if all(shape) else 0
+
+
 def parse_tensor_meta(buf, at, n, r):
     """Fills `r` field by field, so that after an error the caller still knows the name."""
     end = at + n
-    check(n >= 32, "length_mismatch", at, f"meta_length {n} < 32")
+    # a meta too short for its fixed part fails at the first field that runs past its end
+    short = next((f for f, w in zip(META_FIELDS, META_WIDTHS) if f + w > n), None)
+    check(short is None, "length_mismatch", at + (short or 0), f"meta_length {n} < 32")
     (exec_index, occ, code, rank, role, role_index, enc, res, flags, name_n, op_n, axes_n,
      attr_n) = struct.unpack_from("<QIHBBHBBIHHHH", buf, at)
     check(code in DTYPES, "bad_dtype", at + 12, f"dtype code {code} is not defined")
     check(rank <= 16, "limit_exceeded", at + 14, f"rank {rank} > 16")
     check(role < 4, "bad_enum", at + 15, f"role {role} not in 0..3")
     check(enc < 3, "bad_enum", at + 18, f"encoding {enc} not in 0..2")
-    check(res == 0, "reserved_nonzero", at + 19, "reserved meta byte is not zero")
-    check(flags == 0, "reserved_nonzero", at + 20, f"meta flags 0x{flags:08x} are reserved")
-    check(attr_n <= 256, "limit_exceeded", at + 30, f"attr_count {attr_n} > 256")
-    check(at + 32 + 8 * rank <= end, "length_mismatch", at + 32, "dims run past meta_length")
+    bad = nonzero_at(buf, at + 19, at + 24)  # reserved byte and flags: wholly reserved
+    check(bad is None, "reserved_nonzero", bad, "reserved meta bytes are not zero")
+    check(name_n >= 1, "empty_name", at + 24, "name_length is 0")
+    for key, field_at, hi, n_ in (("name", 24, 4096, name_n), ("op_type", 26, 256, op_n),
+                                  ("axes", 28, 1024, axes_n), ("attr_count", 30, 256, attr_n)):
+        check(n_ <= hi, "limit_exceeded", at + field_at, f"{key} {n_} > {hi}")
+    check(at + 32 + 8 * rank <= end, "length_mismatch", at + 32 + (end - at - 32) // 8 * 8 if end - at >= 32 else at,
+          "dims run past meta_length")
     shape, pos = struct.unpack_from(f"<{rank}Q", buf, at + 32), at + 32 + 8 * rank
     r.update(exec_index=exec_index, occurrence=occ, dtype=DTYPES[code][0], shape=shape,
              role=ROLES[role], role_index=role_index)
-    for key, field_at, lo, hi, n_ in (("name", 24, 1, 4096, name_n), ("op_type", 26, 0, 256, op_n),
-                                      ("axes", 28, 0, 1024, axes_n)):
-        check(lo <= n_ <= hi, "empty_name" if n_ == 0 else "limit_exceeded", at + field_at,
-              f"{key} length {n_} not in {lo}..{hi}")
+    for key, n_ in (("name", name_n), ("op_type", op_n), ("axes", axes_n)):
         check(pos + n_ <= end, "length_mismatch", pos, f"{key} runs past meta_length")
         r[key], pos = utf8(buf[pos:pos + n_], pos, key), pos + n_
+        if key == "name":  # checked once the name is known, reported at the dims
+            shape_bytes(shape, DTYPES_BY_NAME[r["dtype"]].itemsize, at + 32)
+            check(not enc or r["dtype"] in INTEGER, "bad_encoding", at + 18,
+                  f"affine encoding of a {r['dtype']} tensor")
     r["axes"] = r["axes"].split(",") if r["axes"] else []
-    check(not r["axes"] or len(r["axes"]) == rank and all(r["axes"]), "bad_axes", at,
-          f"axes {','.join(r['axes'])!r} are not {rank} non-empty names")
     r["attrs"] = {}
-    for _ in range(attr_n):
+    for _ in range(attr_n):  # every failure inside an attribute is reported at its start
         check(pos + 6 <= end, "length_mismatch", pos, "attribute runs past meta_length")
         kn, vn = struct.unpack_from("<HI", buf, pos)
         check(1 <= kn <= 256 and vn <= 65536, "limit_exceeded", pos, f"attribute lengths {kn}, {vn}")
@@ -155,21 +173,28 @@ def parse_tensor_meta(buf, at, n, r):
         r["attrs"][k], pos = v, pos + 6 + kn + vn
     r["encoding"] = {"kind": ENCODINGS[enc]}
     if enc:
-        check(r["dtype"] in INTEGER, "bad_encoding", at + 18, f"affine encoding of a {r['dtype']} tensor")
         count = 1
         if enc == 2:
-            check(pos + 8 <= end, "length_mismatch", pos, "encoding parameters run past meta_length")
+            check(pos + 8 <= end, "length_mismatch", pos if pos + 4 > end else pos + 4,
+                  "encoding parameters run past meta_length")
             axis, count = struct.unpack_from("<II", buf, pos)
             check(axis < rank and count == shape[axis], "bad_encoding", pos,
                   f"per-channel axis {axis}, count {count} do not fit shape {list(shape)}")
             r["encoding"]["axis"], pos = axis, pos + 8
-        check(pos + 16 * count <= end, "length_mismatch", pos, "encoding parameters run past meta_length")
-        scales = struct.unpack_from(f"<{count}d", buf, pos)
+            check(pos + 16 * count <= end, "length_mismatch", pos - 8, "encoding parameters run past meta_length")
+        scales = []
+        for i in range(count):  # each scale is reported at its own offset
+            check(pos + 8 * i + 8 <= end, "length_mismatch", pos + 8 * i, "scale runs past meta_length")
+            sc, = struct.unpack_from("<d", buf, pos + 8 * i)
+            check(math.isfinite(sc), "bad_value", pos + 8 * i, f"scale {sc} is not finite")
+            scales.append(sc)
+        check(pos + 16 * count <= end, "length_mismatch", pos + 8 * count, "zero points run past meta_length")
         zps = struct.unpack_from(f"<{count}q", buf, pos + 8 * count)
-        check(all(map(math.isfinite, scales)), "bad_value", pos, "a scale is not finite")
-        r["encoding"].update(scales=list(scales), zero_points=list(zps))
+        r["encoding"].update(scales=scales, zero_points=list(zps))
         pos += 16 * count
     check(pos == end, "length_mismatch", pos, "meta fields do not fill meta_length")
+    check(not r["axes"] or len(r["axes"]) == rank and all(r["axes"]), "bad_axes", at,
+          f"axes {','.join(r['axes'])!r} are not {rank} non-empty names")
     return r
 
 
@@ -188,8 +213,17 @@ def decode(buf, r, off, dequantize):
     shape = [1] * len(r["shape"])
     if enc["kind"] == "affine_channel":
         shape[enc["axis"]] = -1
-    scale, zp = np.reshape(enc["scales"], shape), np.reshape(np.array(enc["zero_points"], np.float64), shape)
-    return arr, scale * (arr.astype(np.float64) - zp)
+    scale = np.reshape(enc["scales"], shape)
+    zps = enc["zero_points"]
+    if arr.dtype.itemsize <= 4 and all(abs(z) <= 1 << 52 for z in zps):
+        # |q| < 2^32 and |zp| <= 2^52: both exact in binary64, and so is their difference
+        diff = arr.astype(np.float64) - np.reshape(np.array(zps, np.float64), shape)
+    else:  # §3.3.2: q − zero_point exactly (it may need 65 bits), rounded once to binary64
+        zp = np.broadcast_to(np.reshape(np.array(zps, object), shape), arr.shape)
+        diff = np.array([float(int(q) - int(z)) for q, z in zip(arr.reshape(-1).tolist(), zp.reshape(-1).tolist())],
+                        np.float64).reshape(arr.shape)
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge scale gives ±inf, 0 × inf NaN: values
+        return arr, scale * diff
 
 
 DTYPES_BY_NAME = {name: np.dtype(dt) for name, dt in DTYPES.values()}
@@ -200,14 +234,38 @@ SUMMARY_FIELDS = ("count", "nan_count", "posinf_count", "neginf_count", "zero_co
 
 
 def parse_summary(buf, off, n, numel):
+    """§3.6, checked in the order given there."""
     check(n >= 112, "length_mismatch", off, f"summary payload of {n} bytes < 112")
     s = dict(zip(SUMMARY_FIELDS, struct.unpack_from("<5Q5dQII", buf, off)))
     check(s["projection_dim"] <= 4096, "limit_exceeded", off + 88, f"projection_dim {s['projection_dim']} > 4096")
     check(n == 112 + 4 * s["projection_dim"], "length_mismatch", off, "payload_length != 112 + 4 x projection_dim")
-    check(zero(buf[off + 96:off + 112]), "reserved_nonzero", off + 96, "summary reserved bytes are not zero")
+    check(s["projection_kind"] == 1, "bad_enum", off + 92, f"projection_kind {s['projection_kind']} is not 1")
+    bad = nonzero_at(buf, off + 96, off + 112)
+    check(bad is None, "reserved_nonzero", bad, "summary reserved bytes are not zero")
     check(s["count"] == numel, "bad_value", off, f"summary counts {s['count']} elements, shape has {numel}")
+    counted = s["nan_count"] + s["posinf_count"] + s["neginf_count"] + s["zero_count"]
+    check(counted <= s["count"], "bad_value", off + 8, "nan, inf and zero counts add up to more than count")
     s["projection"] = np.frombuffer(buf, "<f4", s["projection_dim"], off + 112)
     return s
+
+
+def splitmix64(v):
+    """docs/format.md §3.6 (projection_kind 1), on u64 wrapping modulo 2^64."""
+    m = (1 << 64) - 1
+    z = (v + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def countsketch(values, seed, dim):
+    """The projection of a SUMMARY from the decoded values (flat, row-major), as f32 values."""
+    p = [0.0] * dim
+    for i, v in enumerate(np.asarray(values, np.float64).reshape(-1).tolist()):
+        if dim and math.isfinite(v):
+            h = splitmix64((seed + i) & ((1 << 64) - 1))
+            p[(h >> 32) % dim] += -v if h & 1 else v
+    return np.array(p, np.float32)
 
 
 @dataclass
@@ -238,8 +296,10 @@ def read_record(buf, pos, salt):
         check(buf[pos:pos + 4] == REC_MAGIC, "bad_record_magic", pos, "record magic is not 8A 52 45 43")
         check(False, "bad_frame_checksum", pos, f"frame_crc 0x{fcrc:08x} does not match")
     check(rsalt == salt, "salt_mismatch", pos + 32, f"record salt 0x{rsalt:016x} is not the file's (spliced record)")
-    check(res == 0, "reserved_nonzero", pos + 28, "frame reserved field is not zero")
-    check(flags & ~1 == 0, "reserved_nonzero", pos + 6, f"flags 0x{flags:04x} use reserved bits")
+    bad = nonzero_at(buf, pos + 28, pos + 32)
+    check(bad is None, "reserved_nonzero", bad, "frame reserved field is not zero")
+    known = 1 <= kind <= 4  # SKIPPABLE is reserved on the kinds every reader knows (§3.2)
+    check(flags & (0xFFFF if known else 0xFFFE) == 0, "reserved_nonzero", pos + 6, f"flags 0x{flags:04x} use reserved bits")
     check(mlen <= 1 << 20, "limit_exceeded", pos + 24, f"meta_length {mlen} > 1 MiB")
     check(plen <= 1 << 48, "limit_exceeded", pos + 16, f"payload_length {plen} > 2^48")
     p = align64(48 + mlen)
@@ -265,27 +325,33 @@ def fnv1a64(data):
     return h
 
 
-def check_index(buf, meta_off, mlen, poff, plen, at, records):
-    check(mlen == 24, "length_mismatch", at, f"INDEX meta_length {mlen} != 24")
-    n, slots, hash_kind, res = struct.unpack_from("<QQII", buf, meta_off)
-    check(hash_kind == 1 and res == 0, "bad_index", at, f"index hash {hash_kind} is not FNV-1a 64")
+def check_index(buf, at, meta_off, mlen, poff, plen, records):
+    """§3.4: the INDEX record against the TENSOR/SUMMARY records a scan found before it."""
+    check(mlen == 24, "length_mismatch", at + 24, f"INDEX meta_length {mlen} != 24")
+    n, slots, hash_kind = struct.unpack_from("<QQI", buf, meta_off)
+    check(hash_kind == 1, "bad_index", meta_off + 16, f"INDEX hash {hash_kind} is not 1 (FNV-1a 64)")
+    bad = nonzero_at(buf, meta_off + 20, meta_off + 24)
+    check(bad is None, "reserved_nonzero", bad, "INDEX reserved field is not zero")
+    check(n == len(records), "bad_index", meta_off, f"INDEX entry_count {n}, a scan finds {len(records)} records")
     want_slots = 1
     while want_slots < 2 * n:
         want_slots *= 2
-    check(n == len(records) and slots == want_slots and plen == 24 * n + 4 * slots, "bad_index", at,
-          f"index of {n} entries / {slots} slots for {len(records)} records")
+    check(slots == want_slots, "bad_index", meta_off + 8, f"INDEX slot_count {slots}, expected {want_slots}")
+    check(plen == 24 * n + 4 * slots, "length_mismatch", at + 16, f"INDEX payload_length {plen} != 24 x {n} + 4 x {slots}")
     table = [0] * slots
     for e, r in enumerate(records):
         h = fnv1a64(r.name.encode())
-        want = struct.pack("<QQII", r.offset, h, r.occurrence, 1 if r.kind == "tensor" else 2)
-        at_e = poff + 24 * e
-        check(buf[at_e:at_e + 24] == want, "bad_index", at_e, f"index entry {e} disagrees with the scan")
+        want = (r.offset, h, r.occurrence, 1 if r.kind == "tensor" else 2)
+        got = struct.unpack_from("<QQII", buf, poff + 24 * e)
+        for field_at, g, w, what in zip((0, 8, 16, 20), got, want, ("offset", "name_hash", "occurrence", "kind")):
+            check(g == w, "bad_index", poff + 24 * e + field_at, f"INDEX entry {e} {what} is {g:#x}, a scan finds {w:#x}")
         s = h % slots
         while table[s]:
             s = (s + 1) % slots
         table[s] = e + 1
-    check(buf[poff + 24 * n:poff + plen] == struct.pack(f"<{slots}I", *table), "bad_index", poff + 24 * n,
-          "index hash table disagrees with its entries")
+    base = poff + 24 * n
+    for s, (got,) in enumerate(struct.iter_unpack("<I", buf[base:base + 4 * slots])):
+        check(got == table[s], "bad_index", base + 4 * s, f"INDEX slot {s} holds {got}, linear probing puts {table[s]}")
 
 
 # §4 Reading: validation, recovery and corruption.
@@ -308,6 +374,8 @@ def read(path, dequantize=False):
                 dump.state, dump.cut_offset, dump.discarded_bytes = "cut", pos, len(buf) - pos
                 break
             kind, flags, moff, mlen, poff, plen, length = rec
+            check(index_at is None or kind == 4, "bad_index", pos,
+                  f"the INDEX record at {index_at} is followed by kind {kind}; only END may follow INDEX")
             if kind in (1, 2):
                 parse_tensor_meta(buf, moff, mlen, m)
                 numel = math.prod(m["shape"])
@@ -315,7 +383,6 @@ def read(path, dequantize=False):
                            payload_offset=poff, **m)
                 if kind == 1:
                     nbytes = numel * DTYPES_BY_NAME[r.dtype].itemsize
-                    check(nbytes < 1 << 64, "shape_overflow", moff + 32, "shape overflows u64")
                     check(plen == nbytes, "length_mismatch", pos + 16, f"payload_length {plen}, shape needs {nbytes}")
                     r.array, r.dequantized = decode(buf, m, poff, dequantize)
                 else:
@@ -325,17 +392,20 @@ def read(path, dequantize=False):
                     dump.warnings.append(TdumpError("duplicate_tensor", pos, f"{key} repeated; lookup uses the first"))
                 seen.add(key)
                 dump.records.append(r)
-                index_at = None
             elif kind == 3:
-                check_index(buf, moff, mlen, poff, plen, pos, dump.records)
+                check_index(buf, pos, moff, mlen, poff, plen, dump.records)
                 index_at = pos
             elif kind == 4:
                 check(mlen == 16 and plen == 0, "length_mismatch", pos, "END needs a 16-byte meta and no payload")
-                check(struct.unpack_from("<QQ", buf, moff) == (index_at, len(dump.records)), "bad_index", pos,
-                      "END does not name the INDEX just before it and the record count")
+                named, count = struct.unpack_from("<QQ", buf, moff)
+                check(named == index_at, "bad_index", moff, f"END index_offset {named}, the INDEX before END is at {index_at}")
+                check(count == len(dump.records), "bad_index", moff + 8,
+                      f"END record_count {count}, a scan finds {len(dump.records)} records")
                 dump.state = "clean"
             else:
                 check(flags & 1, "unknown_record_kind", pos + 4, f"record kind {kind} is unknown and not skippable")
+            if kind != 3:
+                index_at = None
         except TdumpError as e:
             e.name = m.get("name")
             dump.state, dump.corruption = "corrupt", e
@@ -368,6 +438,11 @@ def example_bytes():
     return out + record(4, struct.pack("<QQ", index_at, 1), b"")
 
 
+def esc(s):
+    """File-supplied text for a terminal: control characters as escapes (§1), the rest as is."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in s)
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--example":
         with open(argv[2], "wb") as f:
@@ -382,16 +457,16 @@ def main(argv):
     print(f"TDUMP {d.version[0]}.{d.version[1]}  salt 0x{d.salt:016x}  {d.file_size} bytes  "
           f"{len(d.records)} records  {d.state}")
     for k, v in d.metadata.items():
-        print(f"  {k} = {v}")
+        print(f"  {esc(k)} = {esc(v)}")
     if d.state == "cut":
         print(f"  cut at offset {d.cut_offset}: {d.discarded_bytes} bytes discarded")
     if d.corruption:
-        print(f"  corrupt: {d.corruption}" + (f" (tensor {d.corruption.name})" if d.corruption.name else ""))
+        print(f"  corrupt: {esc(str(d.corruption))}" + (f" (tensor {esc(d.corruption.name)})" if d.corruption.name else ""))
     for w in d.warnings:
-        print(f"  warning: {w}")
+        print(f"  warning: {esc(str(w))}")
     for r in d.records:
-        print(f"{r.exec_index:6d} {r.name}#{r.occurrence} {r.op_type or '-'} {r.role}{r.role_index} {r.dtype}"
-              f"{list(r.shape)} {','.join(r.axes)} {r.encoding['kind']} {describe(r)}")
+        print(f"{r.exec_index:6d} {esc(r.name)}#{r.occurrence} {esc(r.op_type) or '-'} {r.role}{r.role_index} "
+              f"{r.dtype}{list(r.shape)} {esc(','.join(r.axes))} {r.encoding['kind']} {describe(r)}")
 
 
 def describe(r):

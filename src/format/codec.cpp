@@ -19,6 +19,16 @@ uint64_t at(uint64_t base, uint64_t rel) { return base == kNoOffset ? kNoOffset 
 
 Error err(Errc c, uint64_t off, std::string msg) { return make_error(c, std::move(msg), off); }
 
+// The message of an error without the " at offset N" make_error appended, to re-home it.
+std::string strip_offset(const Error& e) {
+  if (e.offset == kNoOffset) return e.message;
+  std::string tail = fmt::format(" (at offset {})", e.offset);
+  const std::string& m = e.message;
+  if (m.size() >= tail.size() && m.compare(m.size() - tail.size(), tail.size(), tail) == 0)
+    return m.substr(0, m.size() - tail.size());
+  return m;
+}
+
 Result<void> check_string(std::string_view what, std::string_view s, size_t min, size_t max,
                           uint64_t off) {
   if (s.size() < min || s.size() > max)
@@ -67,17 +77,28 @@ class Cursor {
 
 }  // namespace
 
-Result<uint64_t> tensor_payload_size(const TensorInfo& info, uint64_t base) {
-  uint64_t n = dtype_size(info.dtype);
-  for (uint64_t d : info.shape) {
+// The byte size a shape claims, zero dims skipped (docs/format.md §3.3): one rule for every
+// order of the dims, so [2^40, 2^40, 0] and [0, 2^40, 2^40] are judged alike and no valid
+// shape has a dim a consumer cannot index with a signed 64-bit integer.
+std::optional<uint64_t> shape_bytes(std::span<const uint64_t> shape, uint64_t elem_size) {
+  uint64_t n = elem_size;
+  for (uint64_t d : shape) {
+    if (d == 0) continue;
     auto m = checked_mul(n, d);
-    if (!m) return err(Errc::shape_overflow, base, fmt::format("shape of '{}' overflows 64 bits", info.name));
+    if (!m) return std::nullopt;
     n = *m;
   }
-  if (n > limits::kMaxPayloadLength)
-    return err(Errc::limit_exceeded, base,
-               fmt::format("payload of '{}' is {} bytes, allowed at most {}", info.name, n, limits::kMaxPayloadLength));
   return n;
+}
+
+Result<uint64_t> tensor_payload_size(const TensorInfo& info, uint64_t base) {
+  auto n = shape_bytes(info.shape, dtype_size(info.dtype));
+  if (!n) return err(Errc::shape_overflow, base, fmt::format("shape of '{}' overflows 64 bits", info.name));
+  if (*n > limits::kMaxPayloadLength)
+    return err(Errc::limit_exceeded, base,
+               fmt::format("shape of '{}' spans {} bytes (zero dims skipped), allowed at most {}", info.name, *n,
+                           limits::kMaxPayloadLength));
+  return info.numel() == 0 ? 0 : *n;
 }
 
 Result<void> validate_tensor_info(const TensorInfo& info, uint64_t base) {
@@ -220,8 +241,12 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   info.role = static_cast<Role>(role);
   info.role_index = role_index;
   if (encoding > 2) return err(Errc::bad_enum, at(base, 18), fmt::format("encoding is {}, allowed 0..2", encoding));
-  if (reserved != 0 || flags != 0)
-    return err(Errc::reserved_nonzero, at(base, reserved ? 19 : 20), "reserved tensor meta field is not zero");
+  if (reserved != 0 || flags != 0) {
+    // Wholly reserved bytes are reported at the first non-zero byte (docs/format.md §1).
+    size_t first = 19;
+    while (meta[first] == std::byte{0}) ++first;
+    return err(Errc::reserved_nonzero, at(base, first), "reserved tensor meta field is not zero");
+  }
   if (name_len == 0) return err(Errc::empty_name, at(base, 24), "tensor name is empty");
   if (name_len > limits::kMaxNameLength)
     return err(Errc::limit_exceeded, at(base, 24), fmt::format("name_length is {}, allowed 1..{}", name_len, limits::kMaxNameLength));
@@ -233,14 +258,9 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
     return err(Errc::limit_exceeded, at(base, 30), fmt::format("attr_count is {}, allowed 0..{}", attr_count, limits::kMaxAttributes));
   const uint64_t dims_off = c.off();
   info.shape.resize(rank);
-  uint64_t bytes = dtype_size(info.dtype);
-  bool overflow = false;
   for (auto& d : info.shape) {
     DS_GET(dim, uint64_t, c, "dims");
     d = dim;
-    auto m = checked_mul(bytes, dim);
-    overflow |= !m;
-    bytes = m.value_or(0);
   }
   uint64_t name_off = c.off();
   auto name = c.bytes(name_len, "name");
@@ -250,7 +270,7 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   if (name_out) *name_out = info.name;
   // Errors are reported at the failing field (docs/format.md §4), so these checks run here
   // before the generic validation below.
-  if (overflow) return err(Errc::shape_overflow, dims_off, fmt::format("shape of '{}' overflows 64 bits", info.name));
+  if (auto size = tensor_payload_size(info, dims_off); !size) return std::move(size).error();
   if (encoding != 0 && !dtype_is_integer(info.dtype))
     return err(Errc::bad_encoding, at(base, 18), fmt::format("affine encoding needs an integer dtype, '{}' is {}",
                                                              info.name, dtype_name(info.dtype)));
@@ -267,22 +287,30 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   info.attrs.reserve(attr_count);
   std::unordered_set<std::string_view> attr_keys;
   for (uint16_t i = 0; i < attr_count; ++i) {
-    uint64_t attr_off = c.off();
-    DS_GET(klen, uint16_t, c, "attribute key_length");
-    DS_GET(vlen, uint32_t, c, "attribute value_length");
-    if (klen == 0 || klen > limits::kMaxKeyLength || vlen > limits::kMaxValueLength)
-      return err(Errc::limit_exceeded, attr_off,
-                 fmt::format("attribute {} of '{}' has key length {} (1..{}) and value length {} (0..{})", i,
-                             info.name, klen, limits::kMaxKeyLength, vlen, limits::kMaxValueLength));
-    auto k = c.bytes(klen, "attribute key");
-    if (!k) return std::move(k).error();
-    auto v = c.bytes(vlen, "attribute value");
-    if (!v) return std::move(v).error();
-    if (!valid_utf8(*k) || !valid_utf8(*v))
-      return err(Errc::bad_utf8, attr_off, fmt::format("attribute {} of '{}' is not valid UTF-8", i, info.name));
-    if (!attr_keys.insert(*k).second)
-      return err(Errc::duplicate_key, attr_off, fmt::format("attribute '{}' of '{}' appears twice", *k, info.name));
-    info.attrs.emplace_back(std::string(*k), std::string(*v));
+    // Every failure inside an attribute is reported at the attribute's start (§4).
+    const uint64_t attr_off = c.off();
+    auto attribute = [&]() -> Result<void> {
+      DS_GET(klen, uint16_t, c, "attribute key_length");
+      DS_GET(vlen, uint32_t, c, "attribute value_length");
+      if (klen == 0 || klen > limits::kMaxKeyLength || vlen > limits::kMaxValueLength)
+        return err(Errc::limit_exceeded, attr_off,
+                   fmt::format("attribute {} of '{}' has key length {} (1..{}) and value length {} (0..{})", i,
+                               info.name, klen, limits::kMaxKeyLength, vlen, limits::kMaxValueLength));
+      auto k = c.bytes(klen, "attribute key");
+      if (!k) return std::move(k).error();
+      auto v = c.bytes(vlen, "attribute value");
+      if (!v) return std::move(v).error();
+      if (!valid_utf8(*k) || !valid_utf8(*v))
+        return err(Errc::bad_utf8, attr_off, fmt::format("attribute {} of '{}' is not valid UTF-8", i, info.name));
+      if (!attr_keys.insert(*k).second)
+        return err(Errc::duplicate_key, attr_off, fmt::format("attribute '{}' of '{}' appears twice", *k, info.name));
+      info.attrs.emplace_back(std::string(*k), std::string(*v));
+      return {};
+    };
+    if (auto ok = attribute(); !ok) {
+      Error e = std::move(ok).error();
+      return make_error(e.code, strip_offset(e), attr_off);
+    }
   }
   info.encoding.kind = static_cast<EncodingKind>(encoding);
   if (info.encoding.kind == EncodingKind::affine_tensor) {
@@ -364,34 +392,38 @@ Result<std::string> encode_header(const KeyValues& metadata, uint64_t salt) {
   return h;
 }
 
+// The checks run in the order of docs/format.md §2.1, so that no field is used before the
+// check that covers it and every reader reports the same first failure.
 Result<FileHeader> decode_header(std::span<const std::byte> file) {
   if (file.size() < kFixedHeaderSize)
-    return err(Errc::truncated_header, 0, fmt::format("file is {} bytes, shorter than the 64-byte header", file.size()));
+    return err(Errc::truncated_header, file.size(),
+               fmt::format("file is {} bytes, shorter than the 64-byte header", file.size()));
   const std::byte* p = file.data();
   if (std::memcmp(p, kFileMagic.data(), kFileMagic.size()) != 0)
     return err(Errc::bad_magic, 0, "not a TDUMP file (magic is not 89 54 44 55 4D 50 0D 0A)");
   FileHeader h;
   h.version_major = load_le<uint16_t>(p + hdr::version_major);
   h.version_minor = load_le<uint16_t>(p + hdr::version_minor);
+  if (h.version_major != kVersionMajor)
+    return err(Errc::unsupported_version, hdr::version_major,
+               fmt::format("format version {}.{} is not supported (this reader reads 1.x)", h.version_major, h.version_minor));
   uint32_t bom = load_le<uint32_t>(p + hdr::byte_order);
   if (bom != kByteOrderMark)
     return err(Errc::bad_byte_order, hdr::byte_order,
                fmt::format("byte_order is 0x{:08x}, expected 0x01020304 (little-endian)", bom));
-  if (h.version_major != kVersionMajor)
-    return err(Errc::unsupported_version, hdr::version_major,
-               fmt::format("format version {}.{} is not supported (this reader reads 1.x)", h.version_major, h.version_minor));
   h.salt = load_le<uint64_t>(p + hdr::salt);
   h.required_features = load_le<uint32_t>(p + hdr::required);
   h.optional_features = load_le<uint32_t>(p + hdr::optional);
   h.header_length = load_le<uint32_t>(p + hdr::header_length);
   uint32_t meta_len = load_le<uint32_t>(p + hdr::metadata_length);
   uint32_t meta_count = load_le<uint32_t>(p + hdr::metadata_count);
-  for (size_t i = hdr::reserved; i < hdr::crc; ++i)
-    if (p[i] != std::byte{0}) return err(Errc::reserved_nonzero, i, "reserved header byte is not zero");
-  if (meta_len > limits::kMaxHeaderLength - kFixedHeaderSize || h.header_length != align64(kFixedHeaderSize + meta_len))
+  if (h.header_length > limits::kMaxHeaderLength)
+    return err(Errc::limit_exceeded, hdr::header_length,
+               fmt::format("header_length is {}, allowed at most {}", h.header_length, limits::kMaxHeaderLength));
+  if (h.header_length != align64(uint64_t{kFixedHeaderSize} + meta_len))
     return err(Errc::length_mismatch, hdr::header_length,
-               fmt::format("header_length {} does not match metadata_length {} (expected align64(64 + {}), at most {})",
-                           h.header_length, meta_len, meta_len, limits::kMaxHeaderLength));
+               fmt::format("header_length {} does not match metadata_length {} (expected align64(64 + {}))",
+                           h.header_length, meta_len, meta_len));
   if (file.size() < h.header_length)
     return err(Errc::truncated_header, file.size(),
                fmt::format("file is {} bytes, shorter than its {}-byte header", file.size(), h.header_length));
@@ -408,31 +440,40 @@ Result<FileHeader> decode_header(std::span<const std::byte> file) {
   if (meta_count > limits::kMaxMetadataEntries)
     return err(Errc::limit_exceeded, hdr::metadata_count,
                fmt::format("metadata_count is {}, allowed at most {}", meta_count, limits::kMaxMetadataEntries));
+  for (size_t i = hdr::reserved; i < hdr::crc; ++i)
+    if (p[i] != std::byte{0}) return err(Errc::reserved_nonzero, i, "reserved header byte is not zero");
+  for (uint64_t i = kFixedHeaderSize + meta_len; i < h.header_length; ++i)
+    if (p[i] != std::byte{0}) return err(Errc::nonzero_padding, i, "header padding byte is not zero");
   Cursor c(file.subspan(kFixedHeaderSize, meta_len), kFixedHeaderSize);
   std::unordered_set<std::string_view> keys;
   for (uint32_t i = 0; i < meta_count; ++i) {
-    uint64_t off = c.off();
-    DS_GET(klen, uint32_t, c, "metadata key_length");
-    if (klen == 0 || klen > limits::kMaxKeyLength)
-      return err(Errc::limit_exceeded, off, fmt::format("metadata key_length is {}, allowed 1..{}", klen, limits::kMaxKeyLength));
-    auto k = c.bytes(klen, "metadata key");
-    if (!k) return std::move(k).error();
-    uint64_t voff = c.off();
-    DS_GET(vlen, uint32_t, c, "metadata value_length");
-    if (vlen > limits::kMaxValueLength)
-      return err(Errc::limit_exceeded, voff, fmt::format("metadata value_length is {}, allowed 0..{}", vlen, limits::kMaxValueLength));
-    auto v = c.bytes(vlen, "metadata value");
-    if (!v) return std::move(v).error();
-    if (!valid_utf8(*k) || !valid_utf8(*v))
-      return err(Errc::bad_utf8, off, fmt::format("metadata entry {} is not valid UTF-8", i));
-    if (!keys.insert(*k).second)
-      return err(Errc::duplicate_key, off, fmt::format("metadata key '{}' appears twice", *k));
-    h.metadata.emplace_back(std::string(*k), std::string(*v));
+    // Every failure inside an entry is reported at the entry's start (docs/format.md §4).
+    const uint64_t off = c.off();
+    auto entry = [&]() -> Result<void> {
+      DS_GET(klen, uint32_t, c, "metadata key_length");
+      if (klen == 0 || klen > limits::kMaxKeyLength)
+        return err(Errc::limit_exceeded, off, fmt::format("metadata key_length is {}, allowed 1..{}", klen, limits::kMaxKeyLength));
+      auto k = c.bytes(klen, "metadata key");
+      if (!k) return std::move(k).error();
+      DS_GET(vlen, uint32_t, c, "metadata value_length");
+      if (vlen > limits::kMaxValueLength)
+        return err(Errc::limit_exceeded, off, fmt::format("metadata value_length is {}, allowed 0..{}", vlen, limits::kMaxValueLength));
+      auto v = c.bytes(vlen, "metadata value");
+      if (!v) return std::move(v).error();
+      if (!valid_utf8(*k) || !valid_utf8(*v))
+        return err(Errc::bad_utf8, off, fmt::format("metadata entry {} is not valid UTF-8", i));
+      if (!keys.insert(*k).second)
+        return err(Errc::duplicate_key, off, fmt::format("metadata key '{}' appears twice", *k));
+      h.metadata.emplace_back(std::string(*k), std::string(*v));
+      return {};
+    };
+    if (auto ok = entry(); !ok) {
+      Error e = std::move(ok).error();
+      return make_error(e.code, fmt::format("metadata entry {}: {}", i, strip_offset(e)), off);
+    }
   }
   if (c.remaining() != 0)
     return err(Errc::length_mismatch, c.off(), fmt::format("metadata block has {} bytes after its last entry", c.remaining()));
-  for (uint64_t i = kFixedHeaderSize + meta_len; i < h.header_length; ++i)
-    if (p[i] != std::byte{0}) return err(Errc::nonzero_padding, i, "header padding byte is not zero");
   return h;
 }
 
@@ -467,7 +508,7 @@ Result<void> validate_summary(const Summary& s) {
   return {};
 }
 
-Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint64_t base) {
+Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint64_t base, uint64_t numel) {
   if (payload.size() < kSummaryFixedSize)
     return err(Errc::length_mismatch, base, fmt::format("summary payload is {} bytes, at least 112 expected", payload.size()));
   const std::byte* p = payload.data();
@@ -486,18 +527,22 @@ Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint6
   s.projection_seed = load_le<uint64_t>(p + 80);
   uint32_t dim = load_le<uint32_t>(p + 88);
   s.projection_kind = load_le<uint32_t>(p + 92);
-  for (size_t i = 96; i < 112; ++i)
-    if (p[i] != std::byte{0}) return err(Errc::reserved_nonzero, at(base, i), "reserved summary byte is not zero");
+  // Checked in the order of docs/format.md §3.6.
   if (dim > limits::kMaxProjectionDim)
     return err(Errc::limit_exceeded, at(base, 88), fmt::format("projection_dim is {}, allowed at most {}", dim, limits::kMaxProjectionDim));
-  if (s.projection_kind != 1)
-    return err(Errc::bad_enum, at(base, 92), fmt::format("projection_kind is {}, allowed 1", s.projection_kind));
   if (payload.size() != kSummaryFixedSize + 4ull * dim)
     return err(Errc::length_mismatch, base, fmt::format("summary payload is {} bytes, expected 112 + 4 x {}", payload.size(), dim));
-  uint64_t nonfinite = t.nan_count + t.posinf_count + t.neginf_count;
-  if (t.nan_count > t.count || t.posinf_count > t.count || t.neginf_count > t.count || t.zero_count > t.count ||
-      nonfinite > t.count)
-    return err(Errc::bad_value, base, "summary counts exceed the element count");
+  if (s.projection_kind != 1)
+    return err(Errc::bad_enum, at(base, 92), fmt::format("projection_kind is {}, allowed 1", s.projection_kind));
+  for (size_t i = 96; i < 112; ++i)
+    if (p[i] != std::byte{0}) return err(Errc::reserved_nonzero, at(base, i), "reserved summary byte is not zero");
+  if (t.count != numel)
+    return err(Errc::bad_value, base, fmt::format("summary counts {} elements, its shape has {}", t.count, numel));
+  auto counted = checked_add(t.nan_count, t.posinf_count);
+  if (counted) counted = checked_add(*counted, t.neginf_count);
+  if (counted) counted = checked_add(*counted, t.zero_count);
+  if (!counted || *counted > t.count)
+    return err(Errc::bad_value, at(base, 8), "summary nan, inf and zero counts add up to more than count");
   s.projection.resize(dim);
   for (uint32_t i = 0; i < dim; ++i) s.projection[i] = load_le<float>(p + kSummaryFixedSize + 4 * i);
   return s;

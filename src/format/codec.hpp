@@ -34,7 +34,8 @@ Result<std::string> encode_header(const KeyValues& metadata, uint64_t salt);
 Result<FileHeader> decode_header(std::span<const std::byte> file);
 
 std::string encode_summary_payload(const Summary& s);
-Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint64_t base);
+// Checks in the order of docs/format.md §3.6; `numel` is the element count of the meta's shape.
+Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint64_t base, uint64_t numel);
 Result<void> validate_summary(const Summary& s);
 
 }  // namespace driftscope::detail

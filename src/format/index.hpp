@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/error.hpp"
+
 namespace driftscope::detail {
 
 struct IndexEntry {
@@ -22,7 +24,16 @@ uint64_t index_slot_count(uint64_t entries) noexcept;
 std::string encode_index_meta(uint64_t entries, uint64_t slots);
 std::string encode_index_payload(std::span<const IndexEntry> entries, uint64_t slots);
 
-// A read-only view of a validated INDEX payload.
+// The one judgement of an INDEX record (docs/format.md §3.4), used by every reader mode and so
+// by every tool: `expected` are the entries a scan derives from the TENSOR/SUMMARY records before
+// the INDEX (private records are not indexed). Checks, in order: meta_length, hash id, reserved
+// field, entry_count, slot_count (the minimal one), payload_length, every entry field, every
+// slot against the table linear probing builds. `record_off` is the INDEX record's file offset;
+// errors carry the offset of the failing field, the value found and the value expected.
+Result<void> check_index(std::span<const std::byte> record, uint64_t record_off,
+                         std::span<const IndexEntry> expected);
+
+// A read-only view of an INDEX payload that passed check_index().
 class IndexView {
  public:
   IndexView() = default;
@@ -38,7 +49,7 @@ class IndexView {
     if (m_ == 0) return -1;
     for (uint64_t step = 0, s = hash & (m_ - 1); step < m_; ++step, s = (s + 1) & (m_ - 1)) {
       uint32_t v = slot(s);
-      if (v == 0) return -1;
+      if (v == 0 || v > n_) return -1;  // check_index() rules this out; a view never trusts it
       IndexEntry e = entry(v - 1);
       if (e.name_hash == hash && e.occurrence == occurrence && fn(static_cast<uint64_t>(v - 1)))
         return static_cast<int64_t>(v - 1);

@@ -95,8 +95,13 @@ struct Reader::Impl {
       return make_error(Errc::salt_mismatch,
                         fmt::format("record salt 0x{:016x} differs from the file's 0x{:016x} (record from another file)",
                                     f.salt, header.salt), pos + frm::salt);
-    if (f.reserved != 0) return make_error(Errc::reserved_nonzero, "record frame reserved field is not zero", pos + frm::reserved);
-    if (f.flags & ~kFlagSkippable)
+    if (f.reserved != 0)
+      return make_error(Errc::reserved_nonzero, "record frame reserved field is not zero",
+                        pos + frm::reserved + first_nonzero(p + frm::reserved, 4));
+    // SKIPPABLE is meaningful only for kinds a reader may not know; on kinds 1-4 it is reserved
+    // (§3.2). Reserved bits of a field with defined bits are reported at the field (§1).
+    const uint16_t reserved_flags = f.kind >= kKindTensor && f.kind <= kKindEnd ? 0xFFFF : ~kFlagSkippable;
+    if (f.flags & reserved_flags)
       return make_error(Errc::reserved_nonzero, fmt::format("record flags 0x{:04x} use reserved bits", f.flags), pos + frm::flags);
     if (f.meta_length > limits::kMaxMetaLength)
       return make_error(Errc::limit_exceeded, fmt::format("meta_length is {}, allowed at most {}", f.meta_length,
@@ -168,11 +173,8 @@ struct Reader::Impl {
               return make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info->name,
                                                              static_cast<unsigned>(payload[i])), ps.payload_off + i);
       } else {
-        auto s = decode_summary_payload(payload, ps.payload_off);
+        auto s = decode_summary_payload(payload, ps.payload_off, info->numel());
         if (!s) return std::move(s).error();
-        if (s->stats.count != info->numel())
-          return make_error(Errc::bad_value, fmt::format("summary of '{}' counts {} elements, its shape has {}",
-                                                         info->name, s->stats.count, info->numel()), ps.payload_off);
         if (out) out->summary = std::move(*s);
       }
       if (out) out->info = std::move(*info);
@@ -192,7 +194,8 @@ struct Reader::Impl {
     const uint64_t size = bytes.size();
     uint64_t pos = header.header_length;
     bool saw_end = false;
-    uint64_t index_pos = kNoOffset;
+    uint64_t index_pos = kNoOffset;  // the previous record was this INDEX
+    uint64_t index_payload_off = 0;
     integrity.valid_end = integrity.data_end = pos;
     while (pos < size) {
       if (saw_end) {
@@ -205,9 +208,11 @@ struct Reader::Impl {
       std::string name;
       Record rec;
       if (std::holds_alternative<std::monostate>(o)) {
-        // In frames mode the payload checksum is still checked for the last record: it is the
-        // one a crash may have torn.
-        bool verify = opt.verify == Verify::full || last;
+        // In frames mode the payload checksum is still checked for the last record (the one a
+        // crash may have torn) and for every record that is not TENSOR/SUMMARY: verify_payload()
+        // cannot check those later, and the verdict must not depend on the mode (§4).
+        const bool deferred = ps.frame.kind == kKindTensor || ps.frame.kind == kKindSummary;
+        bool verify = opt.verify == Verify::full || last || !deferred;
         o = check_body(pos, ps, verify, &rec, &name);
       }
       if (std::holds_alternative<Cut>(o)) {
@@ -232,6 +237,13 @@ struct Reader::Impl {
         failed = true;
         set_corrupt(std::move(e), {});
       };
+      // Only END may follow an INDEX record (§3.5): an INDEX in the middle of the records
+      // describes a file that is not this one.
+      if (index_pos != kNoOffset && f.kind != kKindEnd && !damaged_before) {
+        fail(make_error(Errc::bad_index, fmt::format("the INDEX record at {} is followed by a record of kind {}; "
+                                                     "only END may follow INDEX", index_pos, f.kind), pos));
+        break;
+      }
       switch (f.kind) {
         case kKindTensor:
         case kKindSummary:
@@ -240,7 +252,19 @@ struct Reader::Impl {
           integrity.data_end = pos + f.record_length;
           break;
         case kKindIndex:
+          // After a resynchronisation records are missing, so the index cannot agree.
+          if (!damaged_before) {
+            std::vector<IndexEntry> expected;
+            expected.reserve(records.size());
+            for (const Record& r : records)
+              expected.push_back({r.offset, fnv1a64(r.info.name), r.info.occurrence, static_cast<uint32_t>(r.kind)});
+            if (auto ok = check_index(bytes.subspan(pos, f.record_length), pos, expected); !ok) {
+              fail(std::move(ok).error());
+              break;
+            }
+          }
           index_pos = pos;
+          index_payload_off = ps.payload_off;
           break;
         case kKindEnd: {
           const std::byte* m = bytes.data() + ps.meta_off;
@@ -249,18 +273,25 @@ struct Reader::Impl {
             break;
           }
           uint64_t idx = load_le<uint64_t>(m), count = load_le<uint64_t>(m + 8);
-          // After a resynchronisation records are missing, so the counts cannot agree.
-          if (!damaged_before && (idx != index_pos || count != records.size())) {
+          if (!damaged_before && idx != index_pos) {
             fail(make_error(Errc::bad_index,
-                fmt::format("END names index at {} with {} records; the scan found {} and {} records",
-                            idx, count, index_pos == kNoOffset ? std::string("none") : std::to_string(index_pos),
-                            records.size()), pos));
+                index_pos == kNoOffset
+                    ? fmt::format("END index_offset is {}, but no INDEX record precedes END", idx)
+                    : fmt::format("END index_offset is {}, the INDEX record is at {}", idx, index_pos),
+                ps.meta_off));
+            break;
+          }
+          if (!damaged_before && count != records.size()) {
+            fail(make_error(Errc::bad_index,
+                fmt::format("END record_count is {}, a scan finds {} TENSOR/SUMMARY records", count, records.size()),
+                ps.meta_off + 8));
             break;
           }
           saw_end = true;
           break;
         }
         default:
+          index_pos = kNoOffset;
           if (!(f.flags & kFlagSkippable)) {
             fail(make_error(Errc::unknown_record_kind,
                 fmt::format("record kind {} is unknown and not marked skippable", f.kind), pos + frm::kind));
@@ -275,6 +306,13 @@ struct Reader::Impl {
     if (integrity.state != FileState::corrupt && integrity.state != FileState::cut)
       integrity.state = saw_end ? FileState::clean : FileState::unfinished;
     integrity.checksums_verified = opt.verify == Verify::full;
+    if (integrity.state == FileState::clean && opt.use_index) {
+      // check_index() compared every entry and slot with the scan: lookups may trust it.
+      const std::byte* ip = bytes.data() + index_payload_off;
+      const uint64_t n = records.size();
+      index = IndexView(ip, n, ip + n * kIndexEntrySize, index_slot_count(n));
+      integrity.index_used = true;
+    }
   }
 
   // Next offset (multiple of 64) holding a valid frame, or the end of the file.
@@ -284,69 +322,6 @@ struct Reader::Impl {
       if (std::holds_alternative<std::monostate>(check_frame(pos, ps))) return pos;
     }
     return bytes.size();
-  }
-
-  // O(1) open of a cleanly closed file: END (last 64 bytes) -> INDEX -> records (§3.5).
-  enum class IndexOutcome { used, absent, disagrees };
-  IndexOutcome open_from_index() {
-    bool footer_valid = false;
-    bool ok = try_index(footer_valid);
-    if (ok) return IndexOutcome::used;
-    return footer_valid ? IndexOutcome::disagrees : IndexOutcome::absent;
-  }
-
-  // `footer_valid` is set once END and INDEX passed every check of their own; a failure after
-  // that means the index disagrees with the records it describes.
-  bool try_index(bool& footer_valid) {
-    const uint64_t size = bytes.size();
-    if (size < header.header_length + 128) return false;
-    uint64_t end_pos = size - 64;
-    Parsed eps;
-    if (!std::holds_alternative<std::monostate>(check_frame(end_pos, eps)) || eps.frame.kind != kKindEnd ||
-        eps.frame.meta_length != kEndMetaSize || eps.frame.payload_length != 0)
-      return false;
-    if (!std::holds_alternative<std::monostate>(check_body(end_pos, eps, true, nullptr, nullptr))) return false;
-    const std::byte* em = bytes.data() + eps.meta_off;
-    uint64_t index_pos = load_le<uint64_t>(em), count = load_le<uint64_t>(em + 8);
-    if (index_pos < header.header_length || index_pos >= end_pos) return false;
-    Parsed ips;
-    if (!std::holds_alternative<std::monostate>(check_frame(index_pos, ips)) || ips.frame.kind != kKindIndex ||
-        index_pos + ips.frame.record_length != end_pos || ips.frame.meta_length != kIndexMetaSize)
-      return false;
-    if (!std::holds_alternative<std::monostate>(check_body(index_pos, ips, true, nullptr, nullptr))) return false;
-    const std::byte* im = bytes.data() + ips.meta_off;
-    uint64_t n = load_le<uint64_t>(im), m = load_le<uint64_t>(im + 8);
-    uint32_t hash = load_le<uint32_t>(im + 16), reserved = load_le<uint32_t>(im + 20);
-    if (hash != kHashFnv1a64 || reserved != 0 || n != count || n > limits::kMaxIndexEntries ||
-        m != index_slot_count(n) || ips.frame.payload_length != n * kIndexEntrySize + m * 4)
-      return false;
-    const std::byte* ip = bytes.data() + ips.payload_off;
-    IndexView view(ip, n, ip + n * kIndexEntrySize, m);
-    footer_valid = true;
-    records.reserve(static_cast<size_t>(n));
-    uint64_t pos = header.header_length;
-    for (uint64_t i = 0; i < n; ++i) {
-      IndexEntry e = view.entry(i);
-      if (e.offset != pos) return false;  // records tile the file: the index must follow them
-      Parsed ps;
-      if (!std::holds_alternative<std::monostate>(check_frame(pos, ps))) return false;
-      if (ps.frame.kind != e.kind) return false;
-      Record rec;
-      std::string name;
-      Outcome o = check_body(pos, ps, opt.verify == Verify::full, &rec, &name);
-      if (!std::holds_alternative<std::monostate>(o)) return false;
-      if (fnv1a64(rec.info.name) != e.name_hash || rec.info.occurrence != e.occurrence) return false;
-      records.push_back(std::move(rec));
-      pos += ps.frame.record_length;
-    }
-    if (pos != index_pos) return false;  // an unindexed record between the last entry and INDEX
-    index = view;
-    integrity.state = FileState::clean;
-    integrity.valid_end = size;
-    integrity.data_end = index_pos;
-    integrity.index_used = true;
-    integrity.checksums_verified = opt.verify == Verify::full;
-    return true;
   }
 
   void check_duplicates() {
@@ -366,24 +341,10 @@ struct Reader::Impl {
     if (!h) return std::move(h).error();
     header = std::move(*h);
     integrity.file_size = bytes.size();
-    IndexOutcome outcome = IndexOutcome::absent;
-    if (opt.use_index) {
-      outcome = open_from_index();
-      if (outcome != IndexOutcome::used) {
-        records.clear();
-        integrity = Integrity{};
-        integrity.file_size = bytes.size();
-      }
-    }
-    if (outcome != IndexOutcome::used) {
-      scan();
-      integrity.cut_offset = integrity.state == FileState::cut ? integrity.cut_offset : kNoOffset;
-      // A sound footer that does not describe the records is itself damage (§3.4), even when
-      // every record is fine; set_corrupt keeps an earlier, more specific failure.
-      if (outcome == IndexOutcome::disagrees)
-        set_corrupt(make_error(Errc::bad_index, "the footer index disagrees with a scan of the records",
-                               bytes.size() - 64), {});
-    }
+    // One walk over the records judges the whole file, the footer index included (§3.4, §4):
+    // every tool sees the same verdict whatever options it opened the file with.
+    scan();
+    if (integrity.state != FileState::cut) integrity.cut_offset = kNoOffset;
     check_duplicates();
     return {};
   }

@@ -19,6 +19,7 @@ independent writer tests/support/tdump_write.py):
   cut.tdump       run.tdump cut 100 bytes into its last tensor record
   corrupt.tdump   run.tdump with one payload byte of its third record flipped
   badindex.tdump  run.tdump whose INDEX names a wrong hash for one entry (CRC fixed up)
+  badslots.tdump  run.tdump whose INDEX hash slots are all 0xFFFFFFFF (CRC fixed up)
   fakepy/         fake Python interpreters for the `record` seam
 """
 from __future__ import annotations
@@ -132,6 +133,20 @@ def fix_index_hash(src: Path, dst: Path) -> None:
     dst.write_bytes(bytes(b))
 
 
+def fill_index_slots(src: Path, dst: Path, value: int) -> None:
+    """Copies src with every INDEX hash slot set to `value` and the INDEX CRC recomputed."""
+    b = bytearray(src.read_bytes())
+    index_off = struct.unpack_from("<Q", b, len(b) - 64 + 48)[0]
+    n, slots = struct.unpack_from("<QQ", b, index_off + 48)
+    pstart = index_off + tw.align64(48 + 24)
+    for i in range(slots):
+        struct.pack_into("<I", b, pstart + 24 * n + 4 * i, value)
+    struct.pack_into("<I", b, index_off + 44, tw.crc32(bytes(b[index_off:index_off + 44]),
+                                                      bytes(b[index_off + 48:index_off + 72]),
+                                                      bytes(b[pstart:pstart + 24 * n + 4 * slots])))
+    dst.write_bytes(bytes(b))
+
+
 FAKE_NO_PACKAGE = "#!/bin/sh\n# a Python without driftscope: every import fails\nexit 1\n"
 FAKE_ECHO = """#!/bin/sh
 # a Python with driftscope: the import probe passes; a real run prints its arguments
@@ -164,6 +179,7 @@ def fixtures(tmp_path_factory) -> Path:
     bad[recs[2]["payload_offset"]] ^= 0x01
     (d / "corrupt.tdump").write_bytes(bytes(bad))
     fix_index_hash(d / "run.tdump", d / "badindex.tdump")
+    fill_index_slots(d / "run.tdump", d / "badslots.tdump", 0xFFFFFFFF)
     fp = d / "fakepy"
     fp.mkdir()
     for name, text in [("nopackage", FAKE_NO_PACKAGE), ("echo", FAKE_ECHO)]:

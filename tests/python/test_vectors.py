@@ -117,3 +117,24 @@ def test_regeneration_is_byte_identical(tmp_path):
     assert made == committed
     for rel in made:
         assert filecmp.cmp(tmp_path / rel, os.path.join(VECTORS, rel), shallow=False), rel
+
+
+def test_summary_recomputed_from_its_values():
+    """docs/format.md §3.6 is enough to check a SUMMARY against the values it summarises."""
+    want = json.load(open(os.path.join(VECTORS, "valid", "summary_checked.json"), encoding="utf-8"))
+    dump = tdump_reader.read(os.path.join(VECTORS, "valid", want["file"]))
+    checked = 0
+    for i, w in enumerate(want["records"]):
+        if "summary_of" not in w:
+            continue
+        s, values = dump.records[i].summary, dump.records[w["summary_of"]].array.astype(np.float64)
+        proj = tdump_reader.countsketch(values, s["projection_seed"], s["projection_dim"])
+        assert proj.tobytes() == np.asarray(s["projection"], np.float32).tobytes()
+        fin = values[np.isfinite(values)]
+        assert s["count"] == values.size and s["nan_count"] == np.isnan(values).sum()
+        assert s["zero_count"] == (values == 0).sum()
+        assert (s["min"], s["max"]) == (fin.min(), fin.max())
+        assert math.isclose(s["mean"], fin.mean(), rel_tol=1e-12)
+        assert math.isclose(s["std"], fin.std(), rel_tol=1e-12)
+        checked += 1
+    assert checked == 1

@@ -111,14 +111,16 @@ def expected_values(t):
 
 
 def dequantized_values(t):
+    """§3.3.2: q − zero_point exactly (Python ints), rounded once to binary64, times scale."""
     enc = t.get("encoding")
     if not enc:
         return None
-    q = np.asarray(t["data"]).astype(np.float64)
+    q = np.asarray(t["data"])
     if enc["kind"] == "affine_tensor":
-        return [jnum(enc["scale"] * (v - enc["zero_point"])) for v in q.reshape(-1)]
+        return [jnum(enc["scale"] * float(int(v) - enc["zero_point"])) for v in q.reshape(-1)]
     idx = np.indices(q.shape)[enc["axis"]].reshape(-1)
-    return [jnum(enc["scales"][c] * (v - enc["zero_points"][c])) for v, c in zip(q.reshape(-1), idx)]
+    return [jnum(enc["scales"][c] * float(int(v) - enc["zero_points"][c]))
+            for v, c in zip(q.reshape(-1), idx)]
 
 
 def quantized_tensors():
@@ -188,6 +190,91 @@ def summary_tensors():
          "shape": [2, 3], "axes": "seq,hidden", "attrs": {"mode": "light"}, "summary": stats},
         {"kind": "summary", "name": "light.empty", "dtype": "bf16", "shape": [0],
          "summary": empty},
+    ]
+
+
+def quantized_edge_tensors():
+    """§3.3.2 settled: any finite scale (zero, negative), any i64 zero point; q − zero_point is
+    exact before the single rounding to binary64."""
+    i64, u64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+    return [
+        {"name": "q.zero_scale", "dtype": "i8", "shape": [3],
+         "encoding": {"kind": "affine_tensor", "scale": 0.0, "zero_point": 5},
+         "data": np.array([-128, 0, 127], np.int8)},
+        {"name": "q.negative_scale", "dtype": "u8", "shape": [3],
+         "encoding": {"kind": "affine_tensor", "scale": -0.5, "zero_point": 300},
+         "data": np.array([0, 44, 255], np.uint8)},
+        {"name": "q.i64_extremes", "dtype": "i64", "shape": [4],
+         "encoding": {"kind": "affine_tensor", "scale": 1.0, "zero_point": int(i64.min)},
+         "data": np.array([i64.max, i64.min, 0, 12345678901234567], np.int64)},
+        {"name": "q.u64_channel", "dtype": "u64", "shape": [2, 2],
+         "encoding": {"kind": "affine_channel", "axis": 1, "scales": [1.0, -2.0],
+                      "zero_points": [int(i64.max), -1]},
+         "data": np.array([[u64.max, 2 ** 53 + 1], [0, 2 ** 63]], np.uint64)},
+    ]
+
+
+def names_tensors():
+    """§3.3 settled: any UTF-8 in names and axis names (control characters, NUL, repeats),
+    exec_index neither unique nor increasing, zero-element shapes with large dims."""
+    f = np.float32
+    return [
+        {"name": "ctl.\x1b[31mred\x07\r\n\t", "dtype": "f32", "shape": [1], "exec_index": 5,
+         "data": np.array([1.0], f)},
+        {"name": "nul\x00inside", "op_type": "Op\x00", "dtype": "f32", "shape": [1], "exec_index": 5,
+         "data": np.array([2.0], f)},
+        {"name": "repeated.axes", "dtype": "f32", "shape": [1, 2], "axes": "x,x", "exec_index": 3,
+         "attrs": [("multi", "line 1\nline 2\x1b")], "data": np.array([[3.0, 4.0]], f)},
+        {"name": "empty.huge_first", "dtype": "f32", "shape": [1 << 40, 0],
+         "data": np.zeros((0,), f)},
+        {"name": "empty.huge_last", "dtype": "u8", "shape": [0, 1 << 44],
+         "data": np.zeros((0,), np.uint8)},
+    ]
+
+
+# §3.6 / docs/light-mode.md §2: the CountSketch, written here from the spec text alone.
+M64 = (1 << 64) - 1
+
+
+def splitmix64(v):
+    z = (v + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def countsketch(x, seed, dim):
+    p = [0.0] * dim
+    for i, v in enumerate(x):
+        if dim and math.isfinite(v):
+            h = splitmix64((seed + i) & M64)
+            p[(h >> 32) % dim] += v if h & 1 == 0 else -v
+    return [float(np.float32(v)) for v in p]
+
+
+def summary_of(x, seed, dim):
+    x = [float(v) for v in x]
+    fin = np.array([v for v in x if math.isfinite(v)], np.float64)
+    none = fin.size == 0
+    return {"count": len(x), "nan_count": sum(math.isnan(v) for v in x),
+            "posinf_count": sum(v == math.inf for v in x),
+            "neginf_count": sum(v == -math.inf for v in x), "zero_count": sum(v == 0 for v in x),
+            "min": math.nan if none else float(fin.min()), "max": math.nan if none else float(fin.max()),
+            "mean": math.nan if none else float(fin.mean()), "std": math.nan if none else float(fin.std()),
+            "l2_norm": float(math.sqrt(sum(v * v for v in fin))), "projection_seed": seed,
+            "projection_kind": 1, "projection": countsketch(x, seed, dim)}
+
+
+def summary_checked_tensors():
+    """A TENSOR and the SUMMARY of the same values: a reader can recompute the summary."""
+    x = np.array([1.5, -2.25, 0.0, -0.0, np.nan, np.inf, -np.inf, 3e38, 1e-45, 7.0, -7.0, 0.125]
+                 + [float(i) / 3 for i in range(20)], np.float32)
+    s = summary_of(x.tolist(), 0x5DEECE66D, 8)
+    return [
+        {"name": "light.values", "op_type": "Linear", "dtype": "f32", "shape": [len(x)],
+         "data": x},
+        {"kind": "summary", "name": "light.values", "op_type": "Linear", "dtype": "f32",
+         "shape": [len(x)], "role": "other", "summary": s},
     ]
 
 
@@ -306,6 +393,21 @@ def generate(root):
                 "empty tensor with NaN statistics", [WRITER], summary_tensors(), 0x4444444444444444)
     write_valid(out, "empty.tdump", "a closed file without records: INDEX of 0 entries, 1 slot",
                 [WRITER], [], 0x5555555555555555)
+    write_valid(out, "salt_zero.tdump", "salt 0 is a valid salt (§2.1)", [WRITER],
+                [{"name": "x", "dtype": "f32", "shape": [1], "data": np.array([1.0], np.float32)}], 0)
+    write_valid(out, "quantized_edge.tdump", "affine encodings with zero and negative scales and "
+                "extreme zero points (§3.3.2)", [WRITER], quantized_edge_tensors(), 0x2323232323232323)
+    write_valid(out, "names.tdump", "control characters, NUL and repeats in names and axis names; "
+                "repeated and decreasing exec_index; zero-element shapes with large dims (§3.3)",
+                [WRITER, ("note", "tab\there\x1b[0m")], names_tensors(), 0x2424242424242424)
+    blob, recs, _ = write_valid(out, "summary_checked.tdump", "a TENSOR and the SUMMARY of the same "
+                                "values (projection_dim 8): recompute the summary from the values",
+                                [WRITER], summary_checked_tensors(), 0x2525252525252525)
+    recs[1]["summary_of"] = 0  # the sidecar names the record whose values it summarises
+    out.save("valid", "summary_checked.tdump", blob, sidecar(
+        "summary_checked.tdump", blob, "a TENSOR and the SUMMARY of the same values (projection_dim "
+        "8): recompute the summary from the values", [WRITER], 0x2525252525252525, recs, "clean"))
+    write_private(out)
     write_valid(out, "unfinished.tdump", "three records, no INDEX or END "
                                     "(crashed or still running)", [WRITER], structure[6:9],
                                     0x6666666666666666, close=False)
@@ -380,6 +482,8 @@ def generate(root):
             corruption={"code": "record_after_end", "offset": len(s_blob),
                         "record_offset": len(s_blob), "name": None})
 
+    write_bad_index(out, s_blob, s_meta, salt3, s_recs)
+
     # ---- invalid: the header fails, nothing is returned --------------------------------------
     ex = open(out.path("valid", "example.tdump"), "rb").read()
     bad = bytearray(ex)
@@ -398,6 +502,105 @@ def generate(root):
         "big_endian.tdump", bytes(bad), "byte_order written big-endian", None, None, [], None,
         error={"code": "bad_byte_order", "offset": 12}))
     write_rejected(out)
+
+
+def write_private(out):
+    """§3.2: a private SKIPPABLE record between TENSOR records; the INDEX lists the TENSORs only."""
+    salt, meta = 0x2626262626262626, [WRITER]
+    ts = [{"name": "a", "dtype": "f32", "shape": [2], "data": np.array([1, 2], np.float32)},
+          {"name": "b", "dtype": "i32", "shape": [1], "data": np.array([3], np.int32)}]
+    blob = tw.encode_header(meta, salt)
+    offsets, entries = [], []
+    for i, t in enumerate(ts):
+        if i == 1:
+            blob += tw.encode_record(0x8001, salt, b"vendor meta", b"vendor payload", flags=1)
+        offsets.append(len(blob))
+        entries.append((len(blob), tw.fnv1a64(t["name"].encode()), 0, 1))
+        blob += tw.encode_record(1, salt, tw.encode_tensor_meta(t, i, 0), tw.tensor_payload(t))
+    index_at = len(blob)
+    blob += tw.encode_record(3, salt, *tw.encode_index(entries))
+    blob += tw.encode_record(4, salt, tw.encode_end(index_at, len(ts)), b"")
+    recs = record_entries(ts, offsets, blob)
+    out.save("valid", "private_record.tdump", blob, sidecar(
+        "private_record.tdump", blob, "a private SKIPPABLE record (kind 0x8001) between two "
+        "TENSOR records: skipped, not indexed, the file is clean", meta, salt, recs, "clean",
+        reproducible=False))
+
+
+def write_bad_index(out, s_blob, s_meta, salt, s_recs):
+    """§3.4, §3.5: unsound footers of structure.tdump. Every record is intact; the file is
+    corrupt at the first field of INDEX or END that disagrees with the scan."""
+    end = len(s_blob) - 64
+    index_at = struct.unpack_from("<Q", s_blob, end + 48)[0]
+    meta_at, entries_at = index_at + 48, index_at + 128
+    n = struct.unpack_from("<Q", s_blob, meta_at)[0]
+    slots_at = entries_at + 24 * n
+    slot_count = struct.unpack_from("<Q", s_blob, meta_at + 8)[0]
+    index_meta = s_blob[meta_at:meta_at + 24]
+    index_payload = s_blob[entries_at:entries_at + 24 * n + 4 * slot_count]
+    entries = [struct.unpack_from("<QQII", s_blob, entries_at + 24 * e) for e in range(n)]
+    records = s_blob[:index_at]
+
+    def footer(meta, payload, end_meta=None):
+        b = records + tw.encode_record(3, salt, meta, payload)
+        return b + tw.encode_record(4, salt, end_meta or tw.encode_end(index_at, n), b"")
+
+    def edit(payload_edits=(), meta_edits=()):
+        m, p = bytearray(index_meta), bytearray(index_payload)
+        for at, fmt, v in meta_edits:
+            struct.pack_into(fmt, m, at, v)
+        for at, fmt, v in payload_edits:
+            struct.pack_into(fmt, p, at, v)
+        return footer(bytes(m), bytes(p))
+
+    slots = [struct.unpack_from("<I", index_payload, 24 * n + 4 * i)[0] for i in range(slot_count)]
+    used = [i for i, v in enumerate(slots) if v]
+    swapped = [(24 * n + 4 * used[0], "<I", slots[used[1]]), (24 * n + 4 * used[1], "<I", slots[used[0]])]
+    wide_meta, wide_payload = struct.pack("<QQII", n, 2 * slot_count, 1, 0), None
+    table = [0] * (2 * slot_count)
+    for e, (_, h, _, _) in enumerate(entries):
+        i = h % (2 * slot_count)
+        while table[i]:
+            i = (i + 1) % (2 * slot_count)
+        table[i] = e + 1
+    wide_payload = index_payload[:24 * n] + struct.pack(f"<{len(table)}I", *table)
+    missing = records + tw.encode_record(4, salt, tw.encode_end(index_at, n), b"")
+    between = records + tw.encode_record(3, salt, index_meta, index_payload)
+    private_at = len(between)
+    between += tw.encode_record(0x8001, salt, b"", b"x", flags=1)
+    between += tw.encode_record(4, salt, tw.encode_end(index_at, n), b"")
+    cases = [
+        ("index_slots_ffff", "every INDEX slot is 0xFFFFFFFF (past the entry count)",
+         edit([(24 * n + 4 * i, "<I", 0xFFFFFFFF) for i in range(slot_count)]), index_at, slots_at),
+        ("index_slots_swapped", "two non-empty INDEX slots swapped (lookups would land on the "
+         "wrong entries)", edit(swapped), index_at, slots_at + 4 * used[0]),
+        ("index_slot_duplicated", "one INDEX slot repeats another entry number",
+         edit(swapped[:1]), index_at, slots_at + 4 * used[0]),
+        ("index_entry_offset", "INDEX entry 1 names offset 0xDEAD00, where no record starts",
+         edit([(24, "<Q", 0xDEAD00)]), index_at, entries_at + 24),
+        ("index_entry_hash", "INDEX entry 2 has a wrong name_hash",
+         edit([(24 * 2 + 8, "<Q", entries[2][1] ^ 1)]), index_at, entries_at + 24 * 2 + 8),
+        ("index_hash_id", "INDEX hash id 2 (only 1, FNV-1a 64, is defined)",
+         edit(meta_edits=[(16, "<I", 2)]), index_at, meta_at + 16),
+        ("index_reserved", "INDEX reserved field 0x00010000: reserved_nonzero at its first "
+         "non-zero byte", edit(meta_edits=[(20, "<I", 0x10000)]), index_at, meta_at + 22),
+        ("index_slot_count", "INDEX with twice the minimal slot_count (a table that would "
+         "still probe correctly)", footer(wide_meta, wide_payload), index_at, meta_at + 8),
+        ("end_record_count", "END record_count one more than the records",
+         footer(index_meta, index_payload, tw.encode_end(index_at, n + 1)), end, end + 56),
+        ("index_missing", "END directly after the records: no INDEX", missing, index_at,
+         index_at + 48),
+        ("index_not_before_end", "a private SKIPPABLE record between INDEX and END", between,
+         private_at, private_at),
+    ]
+    codes = {"index_reserved": "reserved_nonzero"}
+    for stem, what, blob, record_at, offset in cases:
+        name = stem + ".tdump"
+        out.save("damaged", name, blob, sidecar(
+            name, blob, "structure.tdump: " + what, s_meta, salt, s_recs, "corrupt",
+            valid_end=record_at, reproducible=False,
+            corruption={"code": codes.get(stem, "bad_index"), "offset": offset,
+                        "record_offset": record_at, "name": None}))
 
 
 # ---- rejected: one bad field per file, each named by its error code and offset ---------------
@@ -437,7 +640,7 @@ def rejected_cases():
         ("meta_reserved", "reserved meta byte 1", with_field(m, 19, "<B", 1), p,
          "reserved_nonzero", META + 19),
         ("meta_flags", "meta flags bit 31", with_field(m, 20, "<I", 1 << 31), p,
-         "reserved_nonzero", META + 20),
+         "reserved_nonzero", META + 23),
         ("empty_name", "name_length 0", meta_of(name=""), p, "empty_name", META + 24),
         ("name_overlong_utf8", "name bytes C0 AF (overlong '/')",
          m[:NAME - META] + b"\xc0\xaf" + m[NAME - META + 2:], p, "bad_utf8", NAME),
@@ -470,6 +673,17 @@ def rejected_cases():
          META + len(m)),
         ("shape_overflow", "dims 2^62 x 8 elements of 4 bytes", meta_of(shape=[1 << 62, 8]), b"",
          "shape_overflow", META + 32),
+        # §3.3 settled: zero dims are skipped, so the position of the 0 does not matter.
+        ("shape_overflow_zero_last", "dims [2^62, 8, 0] of 4 bytes: zero elements, but the "
+         "other dims overflow", meta_of(shape=[1 << 62, 8, 0]), b"", "shape_overflow", META + 32),
+        ("shape_overflow_zero_first", "dims [0, 2^62, 8] of 4 bytes",
+         meta_of(shape=[0, 1 << 62, 8]), b"", "shape_overflow", META + 32),
+        ("shape_limit_zero", "dims [0, 2^47] of 4 bytes: 2^49 bytes > the 2^48 payload limit",
+         meta_of(shape=[0, 1 << 47]), b"", "limit_exceeded", META + 32),
+        ("meta_short_fixed", "meta_length 10: the meta ends inside `occurrence`", m[:10], p,
+         "length_mismatch", META + 8),
+        ("attr_truncated", "the meta ends inside the value of attribute 0: reported at the "
+         "attribute", meta_of(attrs=[("k", "vv")])[:-1], p, "length_mismatch", ATTRS),
     ]
 
 
@@ -480,11 +694,17 @@ def header_with_crc(h: bytearray) -> bytes:
     return bytes(h)
 
 
+def set_u32(b: bytearray, at: int, v: int) -> bytearray:
+    struct.pack_into("<I", b, at, v)
+    return b
+
+
 def header_cases():
     """(file stem, description, bytes, code, offset) for headers that make a file unreadable."""
     def h(**kw):
         return bytearray(tw.encode_header(RMETA, RSALT, **kw))
-    magic, reserved, padding, count = h(), h(), h(), h()
+    magic, reserved, padding, count, reserved2 = h(), h(), h(), h(), h()
+    reserved2[50] = 1
     magic[1] = ord("X")
     reserved[50] = 1
     padding[100] = 1
@@ -506,6 +726,19 @@ def header_cases():
          "length_mismatch", 79),
         ("truncated_header", "the first 100 bytes of a 128-byte header", bytes(h())[:100],
          "truncated_header", 100),
+        # §2.1 order, settled: the file size is the offset of every truncated_header.
+        ("truncated_fixed", "the first 40 bytes of a header", bytes(h())[:40], "truncated_header", 40),
+        ("header_length_limit", "header_length 2 MiB: over the limit before its relation to "
+         "metadata_length", header_with_crc(set_u32(h(), 32, 2 << 20)), "limit_exceeded", 32),
+        ("version_and_byte_order", "version 2.0 and a big-endian byte_order: version_major is "
+         "checked first", header_with_crc(set_u32(set_u32(h(), 8, 2), 12, 0x01020304 ^ 0x05050505)),
+         "unsupported_version", 8),
+        ("metadata_count_limit", "metadata_count 5000 and a reserved byte: metadata_count is "
+         "checked before the reserved bytes", header_with_crc(set_u32(reserved2, 40, 5000)),
+         "limit_exceeded", 40),
+        ("metadata_value_truncated", "a metadata value that runs past the block: reported at the "
+         "entry", header_with_crc(set_u32(bytearray(tw.encode_header([("k", "abc")], RSALT)), 69, 10)),
+         "length_mismatch", 64),
     ]
 
 
@@ -520,12 +753,33 @@ def write_rejected(out):
         # checked before the name is decoded, everything else after.
         readable = stem not in ("dtype_reserved", "rank_17", "role_4", "encoding_3",
                                 "meta_reserved", "meta_flags", "empty_name",
-                                "name_overlong_utf8", "name_surrogate")
+                                "name_overlong_utf8", "name_surrogate", "meta_short_fixed")
         out.save("rejected", name, blob, sidecar(
             name, blob, what + "; a valid record follows", RMETA, RSALT, [], "corrupt",
             valid_end=REC, reproducible=False,
             corruption={"code": code, "offset": offset, "record_offset": REC,
                         "name": "ok" if readable else None}))
+    # Frame fields (§3.1, §3.2): the frame fails, so no name is known.
+    bad_rec = tw.encode_record(1, RSALT, tw.encode_tensor_meta(GOOD, 0, 0), tw.tensor_payload(GOOD),
+                               flags=1)
+    reserved_rec = bytearray(tw.encode_record(1, RSALT, tw.encode_tensor_meta(GOOD, 0, 0),
+                                              tw.tensor_payload(GOOD)))
+    reserved_rec[30] = 1
+    struct.pack_into("<I", reserved_rec, 40, tw.crc32(bytes(reserved_rec[:40])))
+    struct.pack_into("<I", reserved_rec, 44, tw.crc32(bytes(reserved_rec[:44]),
+                                                      bytes(reserved_rec[48:48 + struct.unpack_from("<I", reserved_rec, 24)[0]]),
+                                                      tw.tensor_payload(GOOD)))
+    for stem, what, rec, code, offset in [
+            ("tensor_skippable", "SKIPPABLE set on a TENSOR record (reserved on kinds 1-4)", bad_rec,
+             "reserved_nonzero", REC + 6),
+            ("frame_reserved", "frame reserved byte 30 is 1: reported at that byte",
+             bytes(reserved_rec), "reserved_nonzero", REC + 30)]:
+        blob = head + rec + good
+        name = stem + ".tdump"
+        out.save("rejected", name, blob, sidecar(
+            name, blob, what + "; a valid record follows", RMETA, RSALT, [], "corrupt",
+            valid_end=REC, reproducible=False,
+            corruption={"code": code, "offset": offset, "record_offset": REC, "name": None}))
     for stem, what, blob, code, offset in header_cases():
         name = stem + ".tdump"
         out.save("invalid", name, blob, sidecar(name, blob, what, None, None, [], None,
