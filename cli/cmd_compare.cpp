@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -31,21 +30,6 @@ struct CompareArgs {
   unsigned threads = 0;
   uint32_t top_k = 5;
 };
-
-Result<void> write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return {};
-  }
-  AtomicOutput out(path);
-  {
-    std::ofstream f(out.temp_path(), std::ios::binary | std::ios::trunc);
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) return make_error(Errc::io_error, fmt::format("cannot write '{}'", path));
-  }
-  return out.commit();
-}
 
 // Redraws one line on stderr; only used when stderr is a terminal.
 class Progress {
@@ -140,6 +124,17 @@ int run_compare(const CompareArgs& a) {
   o.threads = a.threads;
   o.reference64 = a.reference64;
 
+  // Refused before the comparison runs, not after it spent minutes: a report path that names an
+  // input (the same inode: a symlink or hard link too) would replace that dump.
+  std::vector<std::string> inputs = {a.reference, a.candidate};
+  if (!a.reference64.empty()) inputs.push_back(a.reference64);
+  for (const std::string* out : {&a.json_out, &a.markdown_out})
+    if (!out->empty() && *out != "-")
+      if (auto same = refuse_input_as_output(*out, inputs); !same) return fail(same.error().message);
+  if (!a.json_out.empty() && a.json_out == a.markdown_out && a.json_out != "-")
+    return fail(fmt::format("--json and --markdown both name {}; give each report its own file",
+                            a.json_out));
+
   Progress progress(!a.no_progress && !a.quiet && ::isatty(STDERR_FILENO));
   o.progress = [&progress](size_t done, size_t total) { progress.update(done, total); };
   auto rep = compare_files(a.reference, a.candidate, o);
@@ -150,9 +145,11 @@ int run_compare(const CompareArgs& a) {
   const bool json_stdout = a.json_out == "-";
   const bool md_stdout = a.markdown_out == "-";
   if (!a.json_out.empty())
-    if (auto w = write_output(a.json_out, report_to_json(r)); !w) return fail(w.error().to_string());
+    if (auto w = write_output_file(a.json_out, report_to_json(r), inputs); !w)
+      return fail(w.error().to_string());
   if (!a.markdown_out.empty())
-    if (auto w = write_output(a.markdown_out, report_to_markdown(r)); !w) return fail(w.error().to_string());
+    if (auto w = write_output_file(a.markdown_out, report_to_markdown(r), inputs); !w)
+      return fail(w.error().to_string());
   if (!json_stdout && !md_stdout) {
     if (a.quiet) {
       fmt::print("{}\n", r.summary);

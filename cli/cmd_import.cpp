@@ -65,8 +65,8 @@ int run_import(const ImportArgs& a) {
     opt.fixed_salt = true;
     opt.salt = v;
   }
-  auto same = refuse_same_file(a.in, a.out);
-  if (!same) return fail(same.error().message);
+  const std::string inputs[] = {a.in};
+  if (auto same = refuse_input_as_output(a.out, inputs); !same) return fail(same.error().message);
   auto file = InputFile::open(a.in);
   if (!file) return fail(a.in, file.error());
   auto bytes = file->bytes();
@@ -111,8 +111,9 @@ int run_import(const ImportArgs& a) {
     set_meta(m.substr(0, eq), m.substr(eq + 1));
   }
 
-  AtomicOutput out(a.out);
-  auto w = Writer::create(out.temp_path(), opt);
+  auto out = AtomicOutput::create(a.out, inputs);
+  if (!out) return fail(out.error().message);
+  auto w = Writer::create(out->temp_path(), opt);
   if (!w) return fail(a.out, w.error());
   uint64_t written = 0, filtered = 0, bytes_out = 0;
   auto put = [&](const std::string& name, DType dtype, const std::vector<uint64_t>& shape,
@@ -175,7 +176,9 @@ int run_import(const ImportArgs& a) {
     if (auto r = put(name, arr->dtype, arr->shape, arr->data); !r) return fail(a.in, r.error());
   }
   if (auto c = (*w)->close(); !c) return fail(a.out, c.error());
-  if (auto c = out.commit(); !c) return fail(c.error().message);
+  // Zeros read from an input cut under us must not become a dump (the temporary file goes).
+  if (auto c = file->check_unchanged(); !c) return fail(a.in, c.error());
+  if (auto c = out->commit(); !c) return fail(c.error().message);
   if (!a.quiet)
     fmt::print(stderr, "driftscope: wrote {}: {} tensors ({} payload bytes) from {} ({}){}\n",
                a.out, written, fmt_count(bytes_out), a.in, format_name(*format),
