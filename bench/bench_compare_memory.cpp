@@ -5,7 +5,7 @@
 // Writes two dumps of N small f32 tensors each (the candidate slightly off, so every pair is
 // measured and some fail), then runs each BIN as `compare A B -q` and `compare A B --json FILE`
 // and prints the child's peak RSS (wait4 ru_maxrss) side by side: give an old and a new build to
-// see a change. The dumps' size is printed too: memory should stay a small multiple of it.
+// see a change (--keep DIR keeps the dumps for a profiler). The dumps' size is printed too: memory should stay a small multiple of it.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,12 +58,15 @@ double peak_rss_mib(const std::vector<std::string>& argv) {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+std::string fmt(const char* side, size_t n) { return side + std::to_string(n) + ".tdump"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<size_t> counts = {10000, 100000};
   size_t numel = 16;
   std::vector<std::string> bins;
+  std::string keep;  // --keep DIR: write the dumps there (a<N>.tdump, b<N>.tdump) and keep them
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "--records" && i + 1 < argc) {
@@ -75,24 +78,27 @@ int main(int argc, char** argv) {
         counts.push_back(std::strtoull(list.substr(p, q - p).c_str(), nullptr, 10));
         p = q + 1;
       }
+    } else if (s == "--keep" && i + 1 < argc) {
+      keep = argv[++i];
     } else if (s == "--numel" && i + 1 < argc) {
       numel = std::strtoull(argv[++i], nullptr, 10);
     } else {
       bins.push_back(fs::absolute(s).string());
     }
   }
-  if (bins.empty()) {
-    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] BIN [BIN...]\n");
+  if (bins.empty() && keep.empty()) {
+    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--keep DIR] BIN [BIN...]\n");
     return 2;
   }
-  fs::path dir = fs::temp_directory_path() / ("ds-bench-mem-" + std::to_string(::getpid()));
+  fs::path dir = keep.empty() ? fs::temp_directory_path() / ("ds-bench-mem-" + std::to_string(::getpid()))
+                              : fs::path(keep);
   fs::create_directories(dir);
   std::printf("peak RSS in MiB of `driftscope compare` (f32 tensors of %zu elements)\n", numel);
   std::printf("%10s %10s", "records", "dumps MiB");
   for (size_t b = 0; b < bins.size(); ++b) std::printf("  %9s%-2zu %9s%-2zu", "plain#", b, "--json#", b);
   std::printf("\n");
   for (size_t n : counts) {
-    const std::string a = (dir / "a.tdump").string(), c = (dir / "b.tdump").string();
+    const std::string a = (dir / fmt("a", n)).string(), c = (dir / fmt("b", n)).string();
     const std::string js = (dir / "r.json").string();
     if (!write_dump(a, n, numel, 1.0f) || !write_dump(c, n, numel, 1.001f)) {
       std::fprintf(stderr, "cannot write the dumps in %s\n", dir.c_str());
@@ -108,7 +114,12 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     std::printf("\n");
+    if (keep.empty()) {
+      fs::remove(a);
+      fs::remove(c);
+    }
   }
-  fs::remove_all(dir);
+  fs::remove(dir / "r.json");
+  if (keep.empty()) fs::remove_all(dir);
   return 0;
 }

@@ -144,9 +144,14 @@ int run_compare(const CompareArgs& a) {
 
   const bool json_stdout = a.json_out == "-";
   const bool md_stdout = a.markdown_out == "-";
-  if (!a.json_out.empty())
-    if (auto w = write_output_file(a.json_out, report_to_json(r), inputs); !w)
-      return fail(w.error().to_string());
+  if (!a.json_out.empty()) {
+    // Streamed pair by pair: the whole text of a large report is never held in memory.
+    auto out = OutputFile::open(a.json_out, inputs);
+    if (!out) return fail(out.error().to_string());
+    auto w = report_to_json(r, 2, [&](std::string_view s) { return out->write(s); });
+    if (w) w = out->commit();
+    if (!w) return fail(w.error().to_string());
+  }
   if (!a.markdown_out.empty())
     if (auto w = write_output_file(a.markdown_out, report_to_markdown(r), inputs); !w)
       return fail(w.error().to_string());

@@ -56,8 +56,9 @@ std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept;
 
 // Output files follow the library's rules (driftscope/file.hpp): AtomicOutput::create(OUT, {IN})
 // refuses an OUT that is an input and writes through a temporary file renamed on commit();
-// write_output_file does the same for a report held in memory.
+// OutputFile and write_output_file do the same for reports (also "-" and streams such as a pipe).
 using driftscope::AtomicOutput;
+using driftscope::OutputFile;
 using driftscope::write_output_file;
 
 // ---- formatting -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,9 +93,30 @@ class AtomicOutput {
   bool committed_ = true;
 };
 
-// Writes `data` to `path` by the output rules above. "-" is stdout. An existing FIFO or character
-// device (/dev/stdout, /dev/null, a pipe) is written in place, as the stream it is; opening a FIFO
-// nobody reads fails instead of blocking.
+// An output written piece by piece by the rules above (reports of any size, never held whole).
+// "-" is stdout. An existing FIFO or character device (/dev/stdout, /dev/null, a pipe) is written
+// in place, as the stream it is; opening a FIFO nobody reads fails instead of blocking. Anything
+// else goes through an AtomicOutput: nothing appears at `path` until commit().
+class OutputFile {
+ public:
+  static Result<OutputFile> open(const std::string& path, std::span<const std::string> inputs = {});
+  OutputFile(OutputFile&& o) noexcept;
+  OutputFile& operator=(OutputFile&& o) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  Result<void> write(std::string_view data);
+  Result<void> commit();
+
+ private:
+  OutputFile() = default;
+  std::string path_;
+  int fd_ = -1;                 // stdout or a stream
+  bool own_fd_ = false;
+  std::unique_ptr<AtomicOutput> atomic_;
+};
+
+// OutputFile::open, write, commit.
 Result<void> write_output_file(const std::string& path, std::string_view data,
                                std::span<const std::string> inputs = {});
 

@@ -347,12 +347,27 @@ Result<void> AtomicOutput::commit() {
   return {};
 }
 
-Result<void> write_output_file(const std::string& path, std::string_view data,
-                               std::span<const std::string> inputs) {
+namespace {
+Result<void> write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+}  // namespace
+
+Result<OutputFile> OutputFile::open(const std::string& path, std::span<const std::string> inputs) {
+  OutputFile f;
+  f.path_ = path;
   if (path == "-") {
-    if (std::fwrite(data.data(), 1, data.size(), stdout) != data.size() || std::fflush(stdout) != 0)
-      return make_error(Errc::io_error, fmt::format("cannot write to stdout: {}", errno_text(errno)));
-    return {};
+    std::fflush(stdout);  // what was printed before comes first
+    f.fd_ = STDOUT_FILENO;
+    return f;
   }
   DRIFTSCOPE_TRY(refuse_input_as_output(path, inputs));
   struct stat st {};
@@ -362,25 +377,60 @@ Result<void> write_output_file(const std::string& path, std::string_view data,
     // FIFO without a reader fail (ENXIO) instead of waiting.
     int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return io_error("cannot open", path, errno);
+    f.fd_ = fd;
+    f.own_fd_ = true;
     int fl = ::fcntl(fd, F_GETFL);
-    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    while (!data.empty()) {
-      ssize_t n = ::write(fd, data.data(), data.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        return io_error("cannot write", path, err);
-      }
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    if (::close(fd) != 0) return io_error("cannot close", path, errno);
-    return {};
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return io_error("cannot open", path, errno);
+    return f;
   }
-  auto out = AtomicOutput::create(path, inputs);
-  if (!out) return std::move(out).error();
-  DRIFTSCOPE_TRY(out->write(data));
-  return out->commit();
+  auto a = AtomicOutput::create(path, inputs);
+  if (!a) return std::move(a).error();
+  f.atomic_ = std::make_unique<AtomicOutput>(std::move(*a));
+  return f;
+}
+
+OutputFile::OutputFile(OutputFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      own_fd_(std::exchange(o.own_fd_, false)),
+      atomic_(std::move(o.atomic_)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
+  if (this != &o) {
+    if (own_fd_ && fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    own_fd_ = std::exchange(o.own_fd_, false);
+    atomic_ = std::move(o.atomic_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() {
+  if (own_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+Result<void> OutputFile::write(std::string_view data) {
+  if (atomic_) return atomic_->write(data);
+  if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", path_));
+  return write_all(fd_, data, path_ == "-" ? std::string("stdout") : path_);
+}
+
+Result<void> OutputFile::commit() {
+  if (atomic_) return atomic_->commit();
+  if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", path_));
+  const int fd = std::exchange(fd_, -1);
+  if (own_fd_ && ::close(fd) != 0) return io_error("cannot close", path_, errno);
+  own_fd_ = false;
+  return {};
+}
+
+Result<void> write_output_file(const std::string& path, std::string_view data,
+                               std::span<const std::string> inputs) {
+  auto f = OutputFile::open(path, inputs);
+  if (!f) return std::move(f).error();
+  DRIFTSCOPE_TRY(f->write(data));
+  return f->commit();
 }
 
 }  // namespace driftscope
