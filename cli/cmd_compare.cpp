@@ -247,6 +247,9 @@ candidate where the reference is healthy (a "silent failure").
 
 Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compared,
 unless --allow-unpaired / --allow-incomparable), 2 usage or input error, 3 silent failure.
+A --json / --markdown FILE that is one of the dumps (also through a link) is refused; reports
+are written to a temporary file and renamed into place. A dump truncated while it is read is
+an error ("file changed while reading"), never a verdict on zeros.
 
 Examples:
   driftscope compare fp32.tdump fp16.tdump

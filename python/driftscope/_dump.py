@@ -87,6 +87,13 @@ class Dump:
     def finished(self) -> bool:
         return self._integrity.finished
 
+    def check_unchanged(self) -> None:
+        """Raise DumpIOError ("file changed while reading") when the file was truncated since it
+        was opened. Arrays are views of the mapped file: what lay past the cut now reads as
+        zeros (the process does not crash), so call this before trusting values read from a dump
+        that a writer may still be changing. Growth (a writer appending) is not a change."""
+        self._live().check_unchanged()
+
     # -- records ---------------------------------------------------------------------------
     def _live(self) -> Any:
         if self._reader is None:
