@@ -264,6 +264,11 @@ TEST_F(FileTest, ForeignSigbusGoesToThePreviousHandler) {
       ::testing::ExitedWithCode(42), "");
   EXPECT_EXIT(
       {
+        // The default action before ours (a sanitizer runtime may have installed its own).
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        ::sigaction(SIGBUS, &dfl, nullptr);
         auto m = MappedFile::open(mine);
         if (!m) std::_Exit(1);
         int fd = ::open(foreign.c_str(), O_RDONLY);
