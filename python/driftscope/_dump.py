@@ -194,6 +194,8 @@ class Dump:
         return f"<driftscope.Dump {self._path!r} {n} state={self.state}>"
 
     def _not_found(self, name: str, occurrence: int, role: str, role_index: int) -> NotFoundError:
+        # A lookup through a footer index that was cut away finds nothing: say why instead.
+        self._live().check_unchanged()
         what = f"no tensor {name!r} (occurrence {occurrence}, {role}[{role_index}]) in {self._path}"
         same = self._live().find_all(name)
         if same:
