@@ -120,7 +120,10 @@ int run_export(const ExportArgs& a) {
     Result<void> st = sink(std::as_bytes(std::span<const char>(header)));
     for (size_t i = 0; st && i < items.size(); ++i) st = emit(items[i], sink);
     bool closed = std::fclose(f) == 0;
-    if (!st) return fail(a.out, st.error());
+    if (!st) {
+      if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+      return fail(a.out, st.error());
+    }
     if (!closed) return fail(fmt::format("{}: io_error: cannot write: {}", a.out, std::strerror(errno)));
   } else {
     auto zw = ZipWriter::create(out->temp_path(), a.compress);
@@ -133,7 +136,10 @@ int run_export(const ExportArgs& a) {
         DRIFTSCOPE_TRY(emit(it, [&](std::span<const std::byte> d) { return (*zw)->write(d); }));
         return (*zw)->end();
       };
-      if (auto st = step(); !st) return fail(a.out, st.error());
+      if (auto st = step(); !st) {
+        if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+        return fail(a.out, st.error());
+      }
     }
     if (auto f = (*zw)->finish(); !f) return fail(a.out, f.error());
   }

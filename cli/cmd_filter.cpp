@@ -48,7 +48,11 @@ int run_filter(const FilterArgs& a) {
     auto res = rec.kind == RecordKind::summary && rec.summary
                    ? (*w)->write_summary(rec.info, *rec.summary)
                    : (*w)->write(rec.info, rec.payload);
-    if (!res) return fail(a.out, res.error());
+    if (!res) {
+      // Copying from a page cut off the input fails in write(2) (EFAULT): the cut is the error.
+      if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+      return fail(a.out, res.error());
+    }
     switch (res->status) {
       case WriteStatus::written:
         ++kept;
