@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -39,6 +38,18 @@ const char* kind_of(mode_t mode) {
 Error not_regular(const std::string& path, mode_t mode) {
   return make_error(Errc::io_error,
                     fmt::format("cannot read '{}': it is {}, not a regular file", path, kind_of(mode)));
+}
+
+Result<void> write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
 }
 
 // ---- the SIGBUS guard ----------------------------------------------------------------------------
@@ -324,15 +335,7 @@ void AtomicOutput::discard() noexcept {
 
 Result<void> AtomicOutput::write(std::string_view data) {
   if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
-  while (!data.empty()) {
-    ssize_t n = ::write(fd_, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return io_error("cannot write", temp_, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
+  return write_all(fd_, data, temp_);
 }
 
 Result<void> AtomicOutput::commit() {
@@ -346,20 +349,6 @@ Result<void> AtomicOutput::commit() {
   committed_ = true;
   return {};
 }
-
-namespace {
-Result<void> write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return io_error("cannot write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
-}
-}  // namespace
 
 Result<OutputFile> OutputFile::open(const std::string& path, std::span<const std::string> inputs) {
   OutputFile f;
