@@ -127,7 +127,8 @@ int run_compare(const CompareArgs& a) {
   // Refused before the comparison runs, not after it spent minutes: a report path that names an
   // input (the same inode: a symlink or hard link too) would replace that dump.
   std::vector<std::string> inputs = {a.reference, a.candidate};
-  if (!a.reference64.empty()) inputs.push_back(a.reference64);
+  for (const std::string* in : {&a.reference64, &a.policy_file, &a.map_file})
+    if (!in->empty()) inputs.push_back(*in);
   for (const std::string* out : {&a.json_out, &a.markdown_out})
     if (!out->empty() && *out != "-")
       if (auto same = refuse_input_as_output(*out, inputs); !same) return fail(same.error().message);
