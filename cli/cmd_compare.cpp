@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -31,21 +30,6 @@ struct CompareArgs {
   unsigned threads = 0;
   uint32_t top_k = 5;
 };
-
-Result<void> write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return {};
-  }
-  AtomicOutput out(path);
-  {
-    std::ofstream f(out.temp_path(), std::ios::binary | std::ios::trunc);
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) return make_error(Errc::io_error, fmt::format("cannot write '{}'", path));
-  }
-  return out.commit();
-}
 
 // Redraws one line on stderr; only used when stderr is a terminal.
 class Progress {
@@ -140,6 +124,18 @@ int run_compare(const CompareArgs& a) {
   o.threads = a.threads;
   o.reference64 = a.reference64;
 
+  // Refused before the comparison runs, not after it spent minutes: a report path that names an
+  // input (the same inode: a symlink or hard link too) would replace that dump.
+  std::vector<std::string> inputs = {a.reference, a.candidate};
+  for (const std::string* in : {&a.reference64, &a.policy_file, &a.map_file})
+    if (!in->empty()) inputs.push_back(*in);
+  for (const std::string* out : {&a.json_out, &a.markdown_out})
+    if (!out->empty() && *out != "-")
+      if (auto same = refuse_input_as_output(*out, inputs); !same) return fail(same.error().message);
+  if (!a.json_out.empty() && a.json_out == a.markdown_out && a.json_out != "-")
+    return fail(fmt::format("--json and --markdown both name {}; give each report its own file",
+                            a.json_out));
+
   Progress progress(!a.no_progress && !a.quiet && ::isatty(STDERR_FILENO));
   o.progress = [&progress](size_t done, size_t total) { progress.update(done, total); };
   auto rep = compare_files(a.reference, a.candidate, o);
@@ -149,10 +145,17 @@ int run_compare(const CompareArgs& a) {
 
   const bool json_stdout = a.json_out == "-";
   const bool md_stdout = a.markdown_out == "-";
-  if (!a.json_out.empty())
-    if (auto w = write_output(a.json_out, report_to_json(r)); !w) return fail(w.error().to_string());
+  if (!a.json_out.empty()) {
+    // Streamed pair by pair: the whole text of a large report is never held in memory.
+    auto out = OutputFile::open(a.json_out, inputs);
+    if (!out) return fail(out.error().to_string());
+    auto w = report_to_json(r, 2, [&](std::string_view s) { return out->write(s); });
+    if (w) w = out->commit();
+    if (!w) return fail(w.error().to_string());
+  }
   if (!a.markdown_out.empty())
-    if (auto w = write_output(a.markdown_out, report_to_markdown(r)); !w) return fail(w.error().to_string());
+    if (auto w = write_output_file(a.markdown_out, report_to_markdown(r), inputs); !w)
+      return fail(w.error().to_string());
   if (!json_stdout && !md_stdout) {
     if (a.quiet) {
       fmt::print("{}\n", r.summary);
@@ -245,6 +248,9 @@ candidate where the reference is healthy (a "silent failure").
 
 Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compared,
 unless --allow-unpaired / --allow-incomparable), 2 usage or input error, 3 silent failure.
+A --json / --markdown FILE that is one of the dumps (also through a link) is refused; reports
+are written to a temporary file and renamed into place. A dump truncated while it is read is
+an error ("file changed while reading"), never a verdict on zeros.
 
 Examples:
   driftscope compare fp32.tdump fp16.tdump

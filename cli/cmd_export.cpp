@@ -40,8 +40,8 @@ std::string key_of(const TensorInfo& t) {
 int run_export(const ExportArgs& a) {
   auto filter = Filter::parse(a.filter);
   if (!filter) return fail(fmt::format("--filter: {}", filter.error().to_string()));
-  auto same = refuse_same_file(a.in, a.out);
-  if (!same) return fail(same.error().message);
+  const std::string inputs[] = {a.in};
+  if (auto same = refuse_input_as_output(a.out, inputs); !same) return fail(same.error().message);
   auto opened = Reader::open(a.in);
   if (!opened) return fail(a.in, opened.error());
   const Reader& r = *opened;
@@ -104,12 +104,13 @@ int run_export(const ExportArgs& a) {
     return {};
   };
 
-  AtomicOutput out(a.out);
+  auto out = AtomicOutput::create(a.out, inputs);
+  if (!out) return fail(out.error().message);
   if (to_st) {
     std::vector<SafetensorsEntry> entries;
     for (const auto& it : items) entries.push_back({it.key, it.dtype, it.rec->info.shape, it.bytes});
     std::string header = safetensors_header(entries, r.header().metadata);
-    std::FILE* f = std::fopen(out.temp_path().c_str(), "wb");
+    std::FILE* f = std::fopen(out->temp_path().c_str(), "wb");
     if (!f) return fail(fmt::format("{}: io_error: cannot create: {}", a.out, std::strerror(errno)));
     auto sink = [&](std::span<const std::byte> d) -> Result<void> {
       if (!d.empty() && std::fwrite(d.data(), 1, d.size(), f) != d.size())
@@ -119,10 +120,13 @@ int run_export(const ExportArgs& a) {
     Result<void> st = sink(std::as_bytes(std::span<const char>(header)));
     for (size_t i = 0; st && i < items.size(); ++i) st = emit(items[i], sink);
     bool closed = std::fclose(f) == 0;
-    if (!st) return fail(a.out, st.error());
+    if (!st) {
+      if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+      return fail(a.out, st.error());
+    }
     if (!closed) return fail(fmt::format("{}: io_error: cannot write: {}", a.out, std::strerror(errno)));
   } else {
-    auto zw = ZipWriter::create(out.temp_path(), a.compress);
+    auto zw = ZipWriter::create(out->temp_path(), a.compress);
     if (!zw) return fail(a.out, zw.error());
     for (const auto& it : items) {
       std::string header = npy_header(npy_descr(it.dtype), it.rec->info.shape);
@@ -132,11 +136,15 @@ int run_export(const ExportArgs& a) {
         DRIFTSCOPE_TRY(emit(it, [&](std::span<const std::byte> d) { return (*zw)->write(d); }));
         return (*zw)->end();
       };
-      if (auto st = step(); !st) return fail(a.out, st.error());
+      if (auto st = step(); !st) {
+        if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+        return fail(a.out, st.error());
+      }
     }
     if (auto f = (*zw)->finish(); !f) return fail(a.out, f.error());
   }
-  if (auto c = out.commit(); !c) return fail(c.error().message);
+  if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+  if (auto c = out->commit(); !c) return fail(c.error().message);
   if (!a.quiet) {
     for (const auto& [dt, n] : widened)
       note(fmt::format("{} {} tensor{} exported as float32 (numpy has no {}; the conversion is "

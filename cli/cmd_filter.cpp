@@ -22,8 +22,8 @@ struct FilterArgs {
 int run_filter(const FilterArgs& a) {
   if (auto f = Filter::parse(a.filter); !f)
     return fail(fmt::format("--filter: {}", f.error().to_string()));
-  auto same = refuse_same_file(a.in, a.out);
-  if (!same) return fail(same.error().message);
+  const std::string inputs[] = {a.in};
+  if (auto same = refuse_input_as_output(a.out, inputs); !same) return fail(same.error().message);
   OpenOptions ropt;
   ropt.resync = a.salvage;
   auto opened = Reader::open(a.in, ropt);
@@ -38,8 +38,9 @@ int run_filter(const FilterArgs& a) {
   opt.filter = a.filter;
   opt.fixed_salt = true;
   opt.salt = r.header().salt;
-  AtomicOutput out(a.out);
-  auto w = Writer::create(out.temp_path(), opt);
+  auto out = AtomicOutput::create(a.out, inputs);
+  if (!out) return fail(out.error().message);
+  auto w = Writer::create(out->temp_path(), opt);
   if (!w) return fail(a.out, w.error());
 
   uint64_t kept = 0, filtered = 0, over_budget = 0, bytes = 0;
@@ -47,7 +48,11 @@ int run_filter(const FilterArgs& a) {
     auto res = rec.kind == RecordKind::summary && rec.summary
                    ? (*w)->write_summary(rec.info, *rec.summary)
                    : (*w)->write(rec.info, rec.payload);
-    if (!res) return fail(a.out, res.error());
+    if (!res) {
+      // Copying from a page cut off the input fails in write(2) (EFAULT): the cut is the error.
+      if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+      return fail(a.out, res.error());
+    }
     switch (res->status) {
       case WriteStatus::written:
         ++kept;
@@ -58,7 +63,8 @@ int run_filter(const FilterArgs& a) {
     }
   }
   if (auto c = (*w)->close(); !c) return fail(a.out, c.error());
-  if (auto c = out.commit(); !c) return fail(c.error().message);
+  if (auto c = r.check_unchanged(); !c) return fail(a.in, c.error());
+  if (auto c = out->commit(); !c) return fail(c.error().message);
   if (!a.quiet) {
     std::string why;
     if (filtered) why += fmt::format(", {} filtered out", filtered);

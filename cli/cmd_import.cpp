@@ -65,15 +65,22 @@ int run_import(const ImportArgs& a) {
     opt.fixed_salt = true;
     opt.salt = v;
   }
-  auto same = refuse_same_file(a.in, a.out);
-  if (!same) return fail(same.error().message);
+  const std::string inputs[] = {a.in};
+  if (auto same = refuse_input_as_output(a.out, inputs); !same) return fail(same.error().message);
   auto file = InputFile::open(a.in);
   if (!file) return fail(a.in, file.error());
+  // Whatever a parser says about zeros read from an input cut under us, the cut is the error.
+  auto fail_in = [&](const Error& e) {
+    if (auto c = file->check_unchanged(); !c) return fail(a.in, c.error());
+    return fail(a.in, e);
+  };
   auto bytes = file->bytes();
   auto format = detect(bytes, a.in);
-  if (!format)
+  if (!format) {
+    if (auto c = file->check_unchanged(); !c) return fail(a.in, c.error());
     return fail(fmt::format("{}: invalid_argument: not an .npz, .npy or .safetensors file",
                             a.in));
+  }
 
   // Metadata: where the tensors came from, the safetensors header's own metadata, then --meta.
   auto set_meta = [&](const std::string& k, const std::string& v) {
@@ -91,14 +98,14 @@ int run_import(const ImportArgs& a) {
   switch (*format) {
     case Format::safetensors: {
       auto p = parse_safetensors(bytes);
-      if (!p) return fail(a.in, p.error());
+      if (!p) return fail_in(p.error());
       st = std::move(*p);
       for (const auto& [k, v] : st->metadata) set_meta(k, v);
       break;
     }
     case Format::npz: {
       auto z = ZipReader::open(bytes);
-      if (!z) return fail(a.in, z.error());
+      if (!z) return fail_in(z.error());
       zip = std::move(*z);
       break;
     }
@@ -111,8 +118,9 @@ int run_import(const ImportArgs& a) {
     set_meta(m.substr(0, eq), m.substr(eq + 1));
   }
 
-  AtomicOutput out(a.out);
-  auto w = Writer::create(out.temp_path(), opt);
+  auto out = AtomicOutput::create(a.out, inputs);
+  if (!out) return fail(out.error().message);
+  auto w = Writer::create(out->temp_path(), opt);
   if (!w) return fail(a.out, w.error());
   uint64_t written = 0, filtered = 0, bytes_out = 0;
   auto put = [&](const std::string& name, DType dtype, const std::vector<uint64_t>& shape,
@@ -139,7 +147,7 @@ int run_import(const ImportArgs& a) {
   if (st) {
     // Data-buffer order is the order the tensors were saved in: it becomes execution order.
     for (const auto& t : st->tensors)
-      if (auto r = put(t.name, t.dtype, t.shape, t.data); !r) return fail(a.in, r.error());
+      if (auto r = put(t.name, t.dtype, t.shape, t.data); !r) return fail_in(r.error());
   } else if (zip) {
     std::vector<std::byte> inflated;
     for (const auto& m : zip->members()) {
@@ -149,7 +157,7 @@ int run_import(const ImportArgs& a) {
         continue;
       }
       auto data = zip->read(m, inflated);
-      if (!data) return fail(a.in, data.error());
+      if (!data) return fail_in(data.error());
       std::string what = fmt::format("member {}", quote(m.name));
       auto arr = m.method == 0 ? parse_npy(*data, what) : parse_npy(std::move(inflated), what);
       if (!arr) {
@@ -162,20 +170,22 @@ int run_import(const ImportArgs& a) {
                   : make_error(e.code, fmt::format("{} (at byte {} of the inflated member)", msg,
                                                    e.offset));
         }
-        return fail(a.in, e);
+        return fail_in(e);
       }
       std::string name = m.name.substr(0, m.name.size() - kExt.size());
-      if (auto r = put(name, arr->dtype, arr->shape, arr->data); !r) return fail(a.in, r.error());
+      if (auto r = put(name, arr->dtype, arr->shape, arr->data); !r) return fail_in(r.error());
       inflated = std::vector<std::byte>();
     }
   } else {
     auto arr = parse_npy(bytes, "array");
-    if (!arr) return fail(a.in, arr.error());
+    if (!arr) return fail_in(arr.error());
     std::string name = std::filesystem::path(a.in).stem().string();
-    if (auto r = put(name, arr->dtype, arr->shape, arr->data); !r) return fail(a.in, r.error());
+    if (auto r = put(name, arr->dtype, arr->shape, arr->data); !r) return fail_in(r.error());
   }
   if (auto c = (*w)->close(); !c) return fail(a.out, c.error());
-  if (auto c = out.commit(); !c) return fail(c.error().message);
+  // Zeros read from an input cut under us must not become a dump (the temporary file goes).
+  if (auto c = file->check_unchanged(); !c) return fail(a.in, c.error());
+  if (auto c = out->commit(); !c) return fail(c.error().message);
   if (!a.quiet)
     fmt::print(stderr, "driftscope: wrote {}: {} tensors ({} payload bytes) from {} ({}){}\n",
                a.out, written, fmt_count(bytes_out), a.in, format_name(*format),

@@ -50,6 +50,7 @@ int run_ls(const LsArgs& a) {
       stats[i] = *s;
     }
   }
+  if (auto c = r.check_unchanged(); !c) return fail(a.file, c.error());
 
   if (a.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();

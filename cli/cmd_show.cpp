@@ -162,6 +162,7 @@ int run_show(const ShowArgs& a) {
                             rec.payload_offset, rec.payload.size()));
   auto st = record_stats(rec);
   if (!st) return fail(a.file, st.error());
+  if (auto c = r.check_unchanged(); !c) return fail(a.file, c.error());
   const TensorStats& s = *st;
   row("stats", fmt::format("min {}  max {}  mean {}  std {}  l2 {}", fmt_num(s.min),
                            fmt_num(s.max), fmt_num(s.mean), fmt_num(s.std), fmt_num(s.l2_norm)));

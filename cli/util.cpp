@@ -83,56 +83,6 @@ void warn(std::string_view message) { diagnostic("warning", message); }
 
 void note(std::string_view message) { diagnostic("note", message); }
 
-// ---- InputFile ----------------------------------------------------------------------------------
-
-Result<InputFile> InputFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(Errc::io_error, fmt::format("cannot open: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return make_error(Errc::io_error, fmt::format("cannot stat: {}", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(Errc::io_error, "not a regular file");
-  }
-  InputFile f;
-  f.size_ = static_cast<size_t>(st.st_size);
-  if (f.size_ > 0) {
-    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return make_error(Errc::io_error, fmt::format("cannot map: {}", std::strerror(err)));
-    }
-    f.data_ = static_cast<const std::byte*>(p);
-  }
-  ::close(fd);
-  return f;
-}
-
-InputFile::InputFile(InputFile&& o) noexcept : data_(o.data_), size_(o.size_) {
-  o.data_ = nullptr;
-  o.size_ = 0;
-}
-
-InputFile& InputFile::operator=(InputFile&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-    data_ = o.data_;
-    size_ = o.size_;
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-  return *this;
-}
-
-InputFile::~InputFile() {
-  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-}
-
 std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) noexcept {
   uint64_t r;
   if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
@@ -146,33 +96,6 @@ std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept {
 }
 
 // ---- output -------------------------------------------------------------------------------------
-
-Result<void> refuse_same_file(const std::string& in, const std::string& out) {
-  std::error_code ec;
-  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec))
-    return make_error(Errc::invalid_argument,
-                      fmt::format("output {} is the input file; choose another name (driftscope "
-                                  "never modifies its inputs)",
-                                  out));
-  return {};
-}
-
-AtomicOutput::AtomicOutput(std::string target) : target_(std::move(target)) {
-  std::random_device rd;
-  temp_ = fmt::format("{}.tmp-{:08x}", target_, rd());
-}
-
-AtomicOutput::~AtomicOutput() {
-  if (!committed_) ::unlink(temp_.c_str());
-}
-
-Result<void> AtomicOutput::commit() {
-  if (::rename(temp_.c_str(), target_.c_str()) != 0)
-    return make_error(Errc::io_error,
-                      fmt::format("cannot rename {} to {}: {}", temp_, target_, std::strerror(errno)));
-  committed_ = true;
-  return {};
-}
 
 // ---- formatting ---------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "driftscope/error.hpp"
+#include "driftscope/file.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
@@ -30,23 +31,9 @@ void note(std::string_view message);  // "driftscope: note: ..."
 
 // ---- input ------------------------------------------------------------------------------------
 
-// A read-only map of a whole file (import reads hostile archives through this; nothing is
-// allocated in proportion to a field of the file before that field is checked).
-class InputFile {
- public:
-  static Result<InputFile> open(const std::string& path);
-  InputFile() = default;
-  InputFile(InputFile&& o) noexcept;
-  InputFile& operator=(InputFile&& o) noexcept;
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-  ~InputFile();
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  const std::byte* data_ = nullptr;
-  size_t size_ = 0;
-};
+// A read-only map of a whole regular file that survives the file shrinking under it
+// (driftscope/file.hpp); import reads hostile archives through it.
+using InputFile = driftscope::MappedFile;
 
 template <class T>
 inline T load_le(const std::byte* p) noexcept {
@@ -67,27 +54,12 @@ std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept;
 
 // ---- output -----------------------------------------------------------------------------------
 
-// Refuses OUT when it names the same file as IN (also through links): converting a file onto
-// itself would destroy the input before it was read.
-Result<void> refuse_same_file(const std::string& in, const std::string& out);
-
-// Writes go to a temporary file next to the target that is renamed into place on commit(), so a
-// failed conversion never leaves a half-written OUT and a reader mapping the old OUT keeps it.
-class AtomicOutput {
- public:
-  explicit AtomicOutput(std::string target);
-  ~AtomicOutput();  // removes the temporary file unless committed
-  AtomicOutput(const AtomicOutput&) = delete;
-  AtomicOutput& operator=(const AtomicOutput&) = delete;
-  const std::string& temp_path() const { return temp_; }
-  const std::string& target() const { return target_; }
-  Result<void> commit();
-
- private:
-  std::string target_;
-  std::string temp_;
-  bool committed_ = false;
-};
+// Output files follow the library's rules (driftscope/file.hpp): AtomicOutput::create(OUT, {IN})
+// refuses an OUT that is an input and writes through a temporary file renamed on commit();
+// OutputFile and write_output_file do the same for reports (also "-" and streams such as a pipe).
+using driftscope::AtomicOutput;
+using driftscope::OutputFile;
+using driftscope::write_output_file;
 
 // ---- formatting -------------------------------------------------------------------------------
 

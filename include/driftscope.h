@@ -338,6 +338,9 @@ int64_t ds_reader_find_all(const ds_reader* reader, const char* name, const ds_r
                            size_t capacity);
 /* Checks one record's CRC (needed after DS_VERIFY_FRAMES): DS_OK or DS_E_BAD_RECORD_CHECKSUM. */
 int ds_reader_verify_payload(const ds_reader* reader, const ds_record* record);
+/* DS_OK, or DS_E_IO ("file changed while reading") when the file shrank since
+ * it was opened: reads past the cut returned zeros (never SIGBUS). Call before trusting values. */
+int ds_reader_check_unchanged(const ds_reader* reader);
 
 enum { DS_KIND_TENSOR = 1, DS_KIND_SUMMARY = 2 };
 

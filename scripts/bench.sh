@@ -8,6 +8,8 @@ run() { printf '\n==== %s ====\n' "$1"; shift; "$@" || echo "(benchmark failed: 
 run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_format 512 1024
 run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
 run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
+run "compare: peak RSS against the record count (plain, --json)" \
+  $B/bench/ds_bench_compare_memory --records 10000,100000 $B/driftscope
 [ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \

@@ -249,6 +249,10 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
 
 // JSON text following docs/report-schema.json.
 std::string report_to_json(const Report& report, int indent = 2);
+// The same text, handed to `sink` piece by piece (one pair at a time), so a report of a million
+// pairs is never held whole in memory. Stops at, and returns, the first error of `sink`.
+Result<void> report_to_json(const Report& report, int indent,
+                            const std::function<Result<void>(std::string_view)>& sink);
 // GitHub-flavoured Markdown for CI job summaries.
 std::string report_to_markdown(const Report& report);
 

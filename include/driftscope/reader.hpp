@@ -102,6 +102,11 @@ class Reader {
   // Checks the record CRC of one record (needed after Verify::frames).
   Result<void> verify_payload(const Record& r) const;
 
+  // io_error "file changed while reading" when the mapped file shrank since open (a writer
+  // truncated it: what was read past its new end was zeros, see driftscope/file.hpp). Call it
+  // before reporting anything computed from payloads. Always ok for from_memory.
+  Result<void> check_unchanged() const;
+
  private:
   Reader();
   struct Impl;

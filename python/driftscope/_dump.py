@@ -87,6 +87,13 @@ class Dump:
     def finished(self) -> bool:
         return self._integrity.finished
 
+    def check_unchanged(self) -> None:
+        """Raise DumpIOError ("file changed while reading") when the file was truncated since it
+        was opened. Arrays are views of the mapped file: what lay past the cut now reads as
+        zeros (the process does not crash), so call this before trusting values read from a dump
+        that a writer may still be changing. Growth (a writer appending) is not a change."""
+        self._live().check_unchanged()
+
     # -- records ---------------------------------------------------------------------------
     def _live(self) -> Any:
         if self._reader is None:
@@ -187,6 +194,8 @@ class Dump:
         return f"<driftscope.Dump {self._path!r} {n} state={self.state}>"
 
     def _not_found(self, name: str, occurrence: int, role: str, role_index: int) -> NotFoundError:
+        # A lookup through a footer index that was cut away finds nothing: say why instead.
+        self._live().check_unchanged()
         what = f"no tensor {name!r} (occurrence {occurrence}, {role}[{role_index}]) in {self._path}"
         same = self._live().find_all(name)
         if same:

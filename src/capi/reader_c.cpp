@@ -256,6 +256,14 @@ int ds_reader_verify_payload(const ds_reader* reader, const ds_record* record) {
   });
 }
 
+int ds_reader_check_unchanged(const ds_reader* reader) {
+  return capi::guarded([&]() -> int {
+    if (!reader) return capi::fail_null("reader");
+    auto r = reader->reader.check_unchanged();
+    return r ? DS_OK : capi::fail(r.error());
+  });
+}
+
 int ds_record_get_info(const ds_record* record, ds_record_info* out) {
   return capi::guarded([&]() -> int {
     if (!record) return capi::fail_null("record");

@@ -1,16 +1,428 @@
 #include "common/file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
+
+namespace driftscope {
+
+using detail::errno_text;
+
+namespace {
+
+Error io_error(const std::string& what, const std::string& path, int err) {
+  return make_error(Errc::io_error, fmt::format("{} '{}': {}", what, path, errno_text(err)));
+}
+
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Error not_regular(const std::string& path, mode_t mode) {
+  return make_error(Errc::io_error,
+                    fmt::format("cannot read '{}': it is {}, not a regular file", path, kind_of(mode)));
+}
+
+Result<void> write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+// ---- the SIGBUS guard ----------------------------------------------------------------------------
+// A page of a file mapping that lies wholly past the file's current end raises SIGBUS when touched
+// (a writer truncated the file after we mapped it). Every map registers its address range here; the
+// handler maps anonymous zero pages over the rest of a registered range, marks it, and returns, so
+// the faulting load is retried and reads zeros. Faults anywhere else go to the previous handler.
+// Everything the handler touches is a lock-free atomic in static storage (async-signal-safe).
+struct Slot {
+  std::atomic<bool> used{false};
+  std::atomic<uintptr_t> begin{0};  // 0 while the slot is being filled or emptied
+  std::atomic<uintptr_t> end{0};    // page-rounded
+  std::atomic<bool> faulted{false};
+};
+constexpr int kSlots = 4096;
+Slot g_slots[kSlots];
+std::atomic<int> g_slots_in_use_bound{0};  // slots at or above this index were never used
+struct sigaction g_previous {};
+std::once_flag g_install_once;
+uintptr_t g_page_size = 4096;
+
+void chain_to_previous(int sig, siginfo_t* info, void* ctx) {
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction) return g_previous.sa_sigaction(sig, info, ctx);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    return g_previous.sa_handler(sig);
+  }
+  // Default action (also for SIG_IGN: a hardware fault cannot be ignored): restore it and let the
+  // signal through again, so the process dies exactly as it would have without us.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* ctx) {
+  const int saved_errno = errno;
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  const int bound = g_slots_in_use_bound.load(std::memory_order_acquire);
+  if (info->si_code > 0) {  // a fault, not a kill(2)
+    for (int i = 0; i < bound; ++i) {
+      Slot& s = g_slots[i];
+      const uintptr_t b = s.begin.load(std::memory_order_acquire);
+      const uintptr_t e = s.end.load(std::memory_order_acquire);
+      if (b == 0 || addr < b || addr >= e) continue;
+      const uintptr_t page = addr & ~(g_page_size - 1);
+      void* p = ::mmap(reinterpret_cast<void*>(page), e - page, PROT_READ,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      if (p != MAP_FAILED) {
+        s.faulted.store(true, std::memory_order_release);
+        errno = saved_errno;
+        return;
+      }
+      break;
+    }
+  }
+  errno = saved_errno;
+  chain_to_previous(sig, info, ctx);
+}
+
+void install_handler() {
+  long ps = ::sysconf(_SC_PAGESIZE);
+  if (ps > 0) g_page_size = static_cast<uintptr_t>(ps);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, &sa, &g_previous);
+}
+
+int register_map(const void* data, size_t size) {
+  std::call_once(g_install_once, install_handler);
+  for (int i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (!g_slots[i].used.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) continue;
+    const auto b = reinterpret_cast<uintptr_t>(data);
+    const uintptr_t e = b + ((size + g_page_size - 1) & ~(g_page_size - 1));
+    g_slots[i].faulted.store(false, std::memory_order_relaxed);
+    g_slots[i].end.store(e, std::memory_order_release);
+    g_slots[i].begin.store(b, std::memory_order_release);
+    int bound = g_slots_in_use_bound.load(std::memory_order_acquire);
+    while (bound < i + 1 &&
+           !g_slots_in_use_bound.compare_exchange_weak(bound, i + 1, std::memory_order_acq_rel)) {
+    }
+    return i;
+  }
+  return -1;
+}
+
+void unregister_map(int slot) {
+  if (slot < 0) return;
+  g_slots[slot].begin.store(0, std::memory_order_release);
+  g_slots[slot].end.store(0, std::memory_order_release);
+  g_slots[slot].used.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
+// ---- inputs ---------------------------------------------------------------------------------------
+
+Result<int> open_regular_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    struct stat st {};
+    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return not_regular(path, st.st_mode);  // a socket
+    return io_error("cannot open", path, err);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return io_error("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return not_regular(path, st.st_mode);
+  }
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(fd);
+    return io_error("cannot open", path, err);
+  }
+  return fd;
+}
+
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+  auto fd = open_regular_file(path);
+  if (!fd) return std::move(fd).error();
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(*fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(*fd);
+      return io_error("cannot read", path, err);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(*fd);
+      return make_error(Errc::limit_exceeded,
+                        fmt::format("'{}' is larger than {} bytes", path, max_bytes));
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  return out;
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  auto fd = open_regular_file(path);
+  if (!fd) return std::move(fd).error();
+  MappedFile m;
+  m.fd_ = *fd;
+  m.path_ = path;
+  struct stat st {};
+  if (::fstat(m.fd_, &st) != 0) return io_error("cannot stat", path, errno);
+  m.size_ = static_cast<size_t>(st.st_size);
+  if (m.size_ > 0) {
+    // MAP_PRIVATE + PROT_READ: the reader can never modify its input.
+    void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, m.fd_, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      m.size_ = 0;
+      return io_error("cannot map", path, err);
+    }
+    m.data_ = static_cast<const std::byte*>(p);
+    m.slot_ = register_map(m.data_, m.size_);
+    if (m.slot_ < 0)
+      return make_error(Errc::io_error, fmt::format("cannot map '{}': more than {} files mapped at once",
+                                                    path, kSlots));
+  }
+  return m;
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      fd_(std::exchange(o.fd_, -1)),
+      slot_(std::exchange(o.slot_, -1)),
+      path_(std::move(o.path_)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    release();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    fd_ = std::exchange(o.fd_, -1);
+    slot_ = std::exchange(o.slot_, -1);
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { release(); }
+
+void MappedFile::release() noexcept {
+  unregister_map(std::exchange(slot_, -1));
+  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+Result<void> MappedFile::check_unchanged() const {
+  if (fd_ < 0) return {};
+  const bool faulted = slot_ >= 0 && g_slots[slot_].faulted.load(std::memory_order_acquire);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return io_error("cannot stat", path_, errno);
+  const auto now = static_cast<uint64_t>(st.st_size);
+  if (!faulted && now >= size_) return {};
+  return make_error(Errc::io_error,
+                    fmt::format("{}: file changed while reading (it shrank from {} to {} bytes); "
+                                "read it again once its writer is done",
+                                path_, size_, now));
+}
+
+// ---- outputs --------------------------------------------------------------------------------------
+
+Result<void> refuse_input_as_output(const std::string& out, std::span<const std::string> inputs) {
+  struct stat so {};
+  if (::stat(out.c_str(), &so) != 0) return {};  // does not exist (yet): cannot be an input
+  for (const std::string& in : inputs) {
+    struct stat si {};
+    if (::stat(in.c_str(), &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+      return make_error(Errc::invalid_argument,
+                        fmt::format("output {} is the input file; choose another name (driftscope "
+                                    "never modifies its inputs)",
+                                    out));
+  }
+  return {};
+}
+
+Result<AtomicOutput> AtomicOutput::create(const std::string& target, std::span<const std::string> inputs) {
+  DRIFTSCOPE_TRY(refuse_input_as_output(target, inputs));
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return make_error(Errc::io_error, fmt::format("cannot write '{}': it is {}, not a regular file",
+                                                  target, kind_of(st.st_mode)));
+  // Same directory as the target, so the rename is atomic (never across file systems).
+  AtomicOutput out;
+  out.target_ = target;
+  std::string templ = target + ".tmp-XXXXXX";
+  int fd = ::mkostemp(templ.data(), O_CLOEXEC);
+  if (fd < 0) return io_error("cannot create a temporary file for", target, errno);
+  ::fchmod(fd, 0644);
+  out.temp_ = std::move(templ);
+  out.fd_ = fd;
+  out.committed_ = false;
+  return out;
+}
+
+AtomicOutput::AtomicOutput(AtomicOutput&& o) noexcept
+    : target_(std::move(o.target_)),
+      temp_(std::move(o.temp_)),
+      fd_(std::exchange(o.fd_, -1)),
+      committed_(std::exchange(o.committed_, true)) {}
+
+AtomicOutput& AtomicOutput::operator=(AtomicOutput&& o) noexcept {
+  if (this != &o) {
+    discard();
+    target_ = std::move(o.target_);
+    temp_ = std::move(o.temp_);
+    fd_ = std::exchange(o.fd_, -1);
+    committed_ = std::exchange(o.committed_, true);
+  }
+  return *this;
+}
+
+AtomicOutput::~AtomicOutput() { discard(); }
+
+void AtomicOutput::discard() noexcept {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (!committed_) ::unlink(temp_.c_str());
+  committed_ = true;
+}
+
+Result<void> AtomicOutput::write(std::string_view data) {
+  if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
+  return write_all(fd_, data, temp_);
+}
+
+Result<void> AtomicOutput::commit() {
+  if (committed_) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
+  // Whoever wrote through temp_path() has closed their descriptor; ours sees the same inode.
+  if (::fsync(fd_) != 0) return io_error("cannot sync", temp_, errno);
+  if (::close(std::exchange(fd_, -1)) != 0) return io_error("cannot close", temp_, errno);
+  if (::rename(temp_.c_str(), target_.c_str()) != 0)
+    return make_error(Errc::io_error, fmt::format("cannot rename {} to {}: {}", temp_, target_,
+                                                  errno_text(errno)));
+  committed_ = true;
+  return {};
+}
+
+Result<OutputFile> OutputFile::open(const std::string& path, std::span<const std::string> inputs) {
+  OutputFile f;
+  f.path_ = path;
+  if (path == "-") {
+    std::fflush(stdout);  // what was printed before comes first
+    f.fd_ = STDOUT_FILENO;
+    return f;
+  }
+  DRIFTSCOPE_TRY(refuse_input_as_output(path, inputs));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+    // A stream (a pipe, /dev/stdout, /dev/null): write in place; replacing it by a renamed regular
+    // file would break the pipe or, run as root, replace a device node. O_NONBLOCK makes opening a
+    // FIFO without a reader fail (ENXIO) instead of waiting.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return io_error("cannot open", path, errno);
+    f.fd_ = fd;
+    f.own_fd_ = true;
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return io_error("cannot open", path, errno);
+    return f;
+  }
+  auto a = AtomicOutput::create(path, inputs);
+  if (!a) return std::move(a).error();
+  f.atomic_ = std::make_unique<AtomicOutput>(std::move(*a));
+  return f;
+}
+
+OutputFile::OutputFile(OutputFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      own_fd_(std::exchange(o.own_fd_, false)),
+      atomic_(std::move(o.atomic_)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
+  if (this != &o) {
+    if (own_fd_ && fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    own_fd_ = std::exchange(o.own_fd_, false);
+    atomic_ = std::move(o.atomic_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() {
+  if (own_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+Result<void> OutputFile::write(std::string_view data) {
+  if (atomic_) return atomic_->write(data);
+  if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", path_));
+  return write_all(fd_, data, path_ == "-" ? std::string("stdout") : path_);
+}
+
+Result<void> OutputFile::commit() {
+  if (atomic_) return atomic_->commit();
+  if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", path_));
+  const int fd = std::exchange(fd_, -1);
+  if (own_fd_ && ::close(fd) != 0) return io_error("cannot close", path_, errno);
+  own_fd_ = false;
+  return {};
+}
+
+Result<void> write_output_file(const std::string& path, std::string_view data,
+                               std::span<const std::string> inputs) {
+  auto f = OutputFile::open(path, inputs);
+  if (!f) return std::move(f).error();
+  DRIFTSCOPE_TRY(f->write(data));
+  return f->commit();
+}
+
+}  // namespace driftscope
 
 namespace driftscope::detail {
 
@@ -21,51 +433,6 @@ Error io_error(const std::string& what, const std::string& path, int err) {
   return make_error(Errc::io_error, fmt::format("{} '{}': {}", what, path, errno_text(err)));
 }
 }  // namespace
-
-Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return io_error("cannot stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(Errc::io_error, fmt::format("'{}' is not a regular file", path));
-  }
-  MappedFile m;
-  m.size_ = static_cast<size_t>(st.st_size);
-  if (m.size_ > 0) {
-    // MAP_PRIVATE + PROT_READ: the reader can never modify its input.
-    void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return io_error("cannot map", path, err);
-    }
-    m.data_ = static_cast<const std::byte*>(p);
-  }
-  ::close(fd);
-  return m;
-}
-
-MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-}
 
 Result<OutFile> OutFile::create(const std::string& path, bool overwrite) {
   // Replace by unlink + create rather than O_TRUNC: a reader that still maps the old file keeps
@@ -82,8 +449,19 @@ Result<OutFile> OutFile::create(const std::string& path, bool overwrite) {
 }
 
 Result<OutFile> OutFile::open_existing(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // Non-blocking open, then S_ISREG: appending to a FIFO or device is refused, never waited on.
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return io_error("cannot open for append", path, errno);
+  struct stat st {};
+  int fl = -1;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (fl = ::fcntl(fd, F_GETFL)) < 0 ||
+      ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (st.st_mode != 0 && !S_ISREG(st.st_mode))
+      return make_error(Errc::io_error, fmt::format("cannot append to '{}': not a regular file", path));
+    return io_error("cannot open for append", path, err);
+  }
   OutFile f;
   f.fd_ = fd;
   f.path_ = path;

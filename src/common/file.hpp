@@ -1,5 +1,7 @@
-// Files: a read-only memory map for readers, and a plain descriptor with full-write, pwrite,
-// fdatasync and truncate for writers (writers never write through a map: docs/format.md §5).
+// Files: the public reading and output rules (driftscope/file.hpp: regular files only, maps that
+// survive a shrinking file, atomic outputs that never replace an input), plus a plain descriptor
+// with full-write, pwrite, fdatasync and truncate for the dump writer (writers never write through
+// a map: docs/format.md §5).
 #pragma once
 
 #include <cstddef>
@@ -8,24 +10,11 @@
 #include <string>
 
 #include "driftscope/error.hpp"
+#include "driftscope/file.hpp"
 
 namespace driftscope::detail {
 
-class MappedFile {
- public:
-  MappedFile() = default;
-  static Result<MappedFile> open(const std::string& path);
-  MappedFile(MappedFile&& o) noexcept;
-  MappedFile& operator=(MappedFile&& o) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  const std::byte* data_ = nullptr;
-  size_t size_ = 0;
-};
+using driftscope::MappedFile;
 
 class OutFile {
  public:

@@ -591,6 +591,10 @@ Result<Report> run_engine(const Reader& reference, const Reader& candidate, cons
   }
   Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options, own_maps);
   auto rep = engine.run();
+  // A dump cut while it was compared read zeros past its new end: no verdict from that.
+  DRIFTSCOPE_TRY(reference.check_unchanged());
+  DRIFTSCOPE_TRY(candidate.check_unchanged());
+  if (r64) DRIFTSCOPE_TRY(r64->check_unchanged());
   if (rep && r64) rep->reference64.path = options.reference64;
   return rep;
 }

@@ -157,17 +157,88 @@ ordered_json pointer(const Report& r, const std::optional<size_t>& i) {
   return pair_json(r.pairs[*i], *i);
 }
 
+// The top level is written by hand, one member at a time, and the pairs one by one: a DOM of the
+// whole report cost ~15 KiB per pair (1.5 GB for 100,000 pairs, issue 7 bug 16). Each member
+// is still rendered by nlohmann::json, re-indented to its depth, so the text is byte for byte
+// what dumping the whole document would give.
+class Emitter {
+ public:
+  Emitter(int indent, const std::function<Result<void>(std::string_view)>& sink)
+      : indent_(indent), sink_(sink) {}
+
+  Result<void> begin() { return put("{"); }
+  Result<void> member(std::string_view key, const ordered_json& value) {
+    DRIFTSCOPE_TRY(key_prefix(key));
+    return put(render(value, 1));
+  }
+  // "key": [ items... ] where next(i) renders item i at depth 2.
+  Result<void> array_member(std::string_view key, size_t n,
+                            const std::function<ordered_json(size_t)>& item) {
+    DRIFTSCOPE_TRY(key_prefix(key));
+    if (n == 0) return put("[]");
+    std::string chunk = "[";
+    for (size_t i = 0; i < n; ++i) {
+      if (i) chunk += ',';
+      if (pretty()) chunk += "\n" + pad(2);
+      chunk += render(item(i), 2);
+      if (chunk.size() >= (1u << 16)) {
+        DRIFTSCOPE_TRY(put(chunk));
+        chunk.clear();
+      }
+    }
+    if (pretty()) chunk += "\n" + pad(1);
+    chunk += ']';
+    return put(chunk);
+  }
+  Result<void> end() { return put(pretty() ? "\n}\n" : "}\n"); }
+
+ private:
+  bool pretty() const { return indent_ >= 0; }
+  std::string pad(int depth) const {
+    return std::string(pretty() ? static_cast<size_t>(depth) * static_cast<size_t>(indent_) : 0, ' ');
+  }
+  Result<void> put(std::string_view s) { return sink_(s); }
+  Result<void> key_prefix(std::string_view key) {
+    std::string s = first_ ? "" : ",";
+    first_ = false;
+    if (pretty()) s += "\n" + pad(1);
+    s += ordered_json(std::string(key)).dump();
+    s += pretty() ? ": " : ":";
+    return put(s);
+  }
+  // JSON strings never hold a raw newline (it is escaped), so every newline of a dump is layout.
+  std::string render(const ordered_json& v, int depth) const {
+    std::string s = v.dump(indent_, ' ', false, nlohmann::detail::error_handler_t::replace);
+    if (!pretty() || indent_ == 0) return s;
+    const std::string nl = "\n" + pad(depth);
+    std::string out;
+    out.reserve(s.size() + s.size() / 8);
+    for (char ch : s) {
+      if (ch == '\n') out += nl;
+      else out += ch;
+    }
+    return out;
+  }
+
+  int indent_;
+  const std::function<Result<void>(std::string_view)>& sink_;
+  bool first_ = true;
+};
+
 }  // namespace
 
-std::string report_to_json(const Report& r, int indent) {
-  ordered_json o;
-  o["schema"] = Report::kSchema;
-  o["verdict"] = verdict_name(r.verdict);
-  o["exit_code"] = r.verdict == Verdict::pass ? 0 : r.verdict == Verdict::diverged ? 1 : 3;
-  o["summary"] = r.summary;
-  o["reference"] = dump_json(r.reference);
-  o["candidate"] = dump_json(r.candidate);
-  o["reference64"] = r.reference64.path.empty() ? ordered_json(nullptr) : dump_json(r.reference64);
+Result<void> report_to_json(const Report& r, int indent,
+                            const std::function<Result<void>(std::string_view)>& sink) {
+  Emitter e(indent, sink);
+  DRIFTSCOPE_TRY(e.begin());
+  DRIFTSCOPE_TRY(e.member("schema", Report::kSchema));
+  DRIFTSCOPE_TRY(e.member("verdict", verdict_name(r.verdict)));
+  DRIFTSCOPE_TRY(e.member("exit_code", r.verdict == Verdict::pass ? 0 : r.verdict == Verdict::diverged ? 1 : 3));
+  DRIFTSCOPE_TRY(e.member("summary", r.summary));
+  DRIFTSCOPE_TRY(e.member("reference", dump_json(r.reference)));
+  DRIFTSCOPE_TRY(e.member("candidate", dump_json(r.candidate)));
+  DRIFTSCOPE_TRY(e.member("reference64", r.reference64.path.empty() ? ordered_json(nullptr)
+                                                                     : dump_json(r.reference64)));
   ordered_json counts;
   counts["pairs"] = r.pairs.size();
   for (PairStatus s : {PairStatus::pass, PairStatus::fail, PairStatus::silent_failure,
@@ -175,47 +246,51 @@ std::string report_to_json(const Report& r, int indent) {
     counts[std::string(status_name(s))] = r.count(s);
   counts["only_in_reference"] = r.only_in_reference.size();
   counts["only_in_candidate"] = r.only_in_candidate.size();
-  o["counts"] = counts;
-  o["stopped_early"] = r.stopped_early;
-  o["first_divergence"] = pointer(r, r.first_divergence);
-  o["first_nonfinite"] = pointer(r, r.first_nonfinite);
-  o["first_silent_zero"] = pointer(r, r.first_silent_zero);
-  ordered_json tensors = ordered_json::array();
-  for (size_t i = 0; i < r.pairs.size(); ++i) tensors.push_back(pair_json(r.pairs[i], i));
-  o["tensors"] = std::move(tensors);
-  ordered_json oref = ordered_json::array(), ocand = ordered_json::array();
-  for (const auto& d : r.only_in_reference) oref.push_back(desc_json(d));
-  for (const auto& d : r.only_in_candidate) ocand.push_back(desc_json(d));
-  o["only_in_reference"] = std::move(oref);
-  o["only_in_candidate"] = std::move(ocand);
-  ordered_json inc = ordered_json::array();
-  for (size_t i : r.incomparable) {
+  DRIFTSCOPE_TRY(e.member("counts", counts));
+  DRIFTSCOPE_TRY(e.member("stopped_early", r.stopped_early));
+  DRIFTSCOPE_TRY(e.member("first_divergence", pointer(r, r.first_divergence)));
+  DRIFTSCOPE_TRY(e.member("first_nonfinite", pointer(r, r.first_nonfinite)));
+  DRIFTSCOPE_TRY(e.member("first_silent_zero", pointer(r, r.first_silent_zero)));
+  DRIFTSCOPE_TRY(e.array_member("tensors", r.pairs.size(),
+                                [&](size_t i) { return pair_json(r.pairs[i], i); }));
+  DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
+                                [&](size_t i) { return desc_json(r.only_in_reference[i]); }));
+  DRIFTSCOPE_TRY(e.array_member("only_in_candidate", r.only_in_candidate.size(),
+                                [&](size_t i) { return desc_json(r.only_in_candidate[i]); }));
+  DRIFTSCOPE_TRY(e.array_member("incomparable", r.incomparable.size(), [&](size_t k) {
+    const size_t i = r.incomparable[k];
     const PairResult& p = r.pairs[i];
-    inc.push_back(ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
-                               {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
-                               {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
-                               {"candidate_name", p.cand.name}, {"reasons", reasons_json(p.reasons)}});
-  }
-  o["incomparable"] = std::move(inc);
-  ordered_json growth = ordered_json::array();
-  for (const auto& g : r.growth) {
+    return ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                        {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
+                        {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
+                        {"candidate_name", p.cand.name}, {"reasons", reasons_json(p.reasons)}};
+  }));
+  DRIFTSCOPE_TRY(e.array_member("error_growth", r.growth.size(), [&](size_t k) {
+    const GrowthPoint& g = r.growth[k];
     const PairResult& p = r.pairs[g.pair];
-    growth.push_back(ordered_json{{"pair", g.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
-                                  {"index_ref", p.ref.exec_index}, {"error", real(g.error)},
-                                  {"status", status_name(p.status)}});
-  }
-  o["error_growth"] = std::move(growth);
-  ordered_json amps = ordered_json::array();
-  for (size_t i : r.amplifiers) {
+    return ordered_json{{"pair", g.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                        {"index_ref", p.ref.exec_index}, {"error", real(g.error)},
+                        {"status", status_name(p.status)}};
+  }));
+  DRIFTSCOPE_TRY(e.array_member("amplifiers", r.amplifiers.size(), [&](size_t k) {
+    const size_t i = r.amplifiers[k];
     const PairResult& p = r.pairs[i];
-    amps.push_back(ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
-                                {"index_ref", p.ref.exec_index}, {"amplification", real(p.amplification)},
-                                {"error", real(p.error)}, {"input_error", real(p.input_error)},
-                                {"basis", p.basis}});
-  }
-  o["amplifiers"] = std::move(amps);
-  o["warnings"] = r.warnings;
-  return o.dump(indent, ' ', false, nlohmann::detail::error_handler_t::replace) + "\n";
+    return ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                        {"index_ref", p.ref.exec_index}, {"amplification", real(p.amplification)},
+                        {"error", real(p.error)}, {"input_error", real(p.input_error)},
+                        {"basis", p.basis}};
+  }));
+  DRIFTSCOPE_TRY(e.member("warnings", r.warnings));
+  return e.end();
+}
+
+std::string report_to_json(const Report& r, int indent) {
+  std::string out;
+  (void)report_to_json(r, indent, [&](std::string_view s) -> Result<void> {
+    out.append(s);
+    return {};
+  });
+  return out;
 }
 
 }  // namespace driftscope

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "driftscope/file.hpp"
+
 #include "common/bytes.hpp"
 #include "compare/internal.hpp"
 
@@ -388,18 +390,8 @@ Result<nlohmann::json> parse_config(std::string_view text, std::string_view orig
 }
 
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Errc::io_error, fmt::format("cannot open '{}'", path));
-  std::string text;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > max_bytes)
-      return make_error(Errc::limit_exceeded,
-                        fmt::format("'{}' is larger than {} bytes", path, max_bytes));
-  }
-  if (in.bad()) return make_error(Errc::io_error, fmt::format("cannot read '{}'", path));
-  return text;
+  // Regular files only (a FIFO given as --policy would block forever): driftscope/file.hpp.
+  return read_small_file(path, static_cast<size_t>(max_bytes));
 }
 
 }  // namespace driftscope::compare_detail

@@ -363,6 +363,9 @@ Result<Reader> Reader::open(const std::string& path, const OpenOptions& options)
   r.impl_->bytes = r.impl_->map.bytes();
   r.impl_->opt = options;
   auto loaded = r.impl_->load();
+  // A file cut under us reads zeros past its new end: that, not what the zeros look like, is
+  // the error to report (also when the header itself was lost).
+  DRIFTSCOPE_TRY(r.impl_->map.check_unchanged());
   if (!loaded) {
     Error e = std::move(loaded).error();
     e.message = fmt::format("{}: {}", path, e.message);
@@ -370,6 +373,8 @@ Result<Reader> Reader::open(const std::string& path, const OpenOptions& options)
   }
   return r;
 }
+
+Result<void> Reader::check_unchanged() const { return impl_->map.check_unchanged(); }
 
 Result<Reader> Reader::from_memory(std::span<const std::byte> bytes, const OpenOptions& options) {
   Reader r;

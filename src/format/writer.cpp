@@ -238,6 +238,7 @@ struct Writer::Impl {
       ro.use_index = false;
       auto reader = Reader::open(path, ro);
       if (!reader) return std::move(reader).error();
+      DRIFTSCOPE_TRY(reader->check_unchanged());
       const Integrity& in = reader->integrity();
       if (in.state == FileState::corrupt)
         return make_error(in.corruption->code,

@@ -316,7 +316,11 @@ Result<void> decode_cand(const Job& job, uint64_t first, size_t n, double* out,
 }
 
 void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
-  AlignedDoubles rbuf(kChunk + kLanes), cbuf(kChunk + kLanes);
+  // Sized to the task, not to a whole chunk: a comparison of many small tensors runs one task per
+  // pair, and 2 x 32 KiB aligned blocks per pair fragmented the heap into ~33 KiB of RSS per pair
+  // (issue 7, bug 16). The kernel needs the padded tail only (zeroed below for every chunk).
+  const size_t cap = static_cast<size_t>(std::min<uint64_t>(kChunk, end - begin));
+  AlignedDoubles rbuf(cap + kLanes), cbuf(cap + kLanes);
   std::vector<std::byte> gather;
   ChunkPartial cp;
   RowState top_r, top_c;

@@ -482,7 +482,35 @@ static void read_run(const char* path) {
   OK(ds_reader_integrity(r, &g));
   CHECK(g.index_used == 0);
   OK(ds_reader_verify_payload(r, ds_reader_record(r, 0)));
+  OK(ds_reader_check_unchanged(r));
   ds_reader_free(r);
+  CHECK(ds_reader_check_unchanged(NULL) == DS_E_INVALID_ARGUMENT);
+}
+
+/* ---- a dump truncated while it is open: zeros and DS_E_IO, never SIGBUS (issue 7 bug 5) ----- */
+
+static void test_cut_while_open(const char* good_path) {
+  char path[4096];
+  path_in_dir(path, sizeof path, "c_api_cut.tdump");
+  size_t size = 0;
+  unsigned char* bytes = read_file(good_path, &size);
+  write_file(path, bytes, size);
+  free(bytes);
+  ds_open_options oo;
+  ds_open_options_init(&oo);
+  oo.verify = DS_VERIFY_FRAMES;
+  ds_reader* r = NULL;
+  OK(ds_reader_open(path, &oo, &r));
+  OK(ds_reader_check_unchanged(r));
+  FILE* f = fopen(path, "wb"); /* a writer starts over: the file is cut to 0 bytes */
+  CHECK(f != NULL);
+  fclose(f);
+  for (size_t i = 0; i < ds_reader_record_count(r); ++i)
+    (void)ds_reader_verify_payload(r, ds_reader_record(r, i)); /* reads zeros */
+  CHECK(ds_reader_check_unchanged(r) == DS_E_IO);
+  CHECK(strstr(ds_last_error_message(), "file changed while reading") != NULL);
+  ds_reader_free(r);
+  remove(path);
 }
 
 /* ---- append, background mode -------------------------------------------------------------- */
@@ -932,6 +960,7 @@ int main(int argc, char** argv) {
   write_run(path);
   read_run(path);
   test_bad_files(path);
+  test_cut_while_open(path);
   test_append_and_background(path);
   test_writer_errors();
   test_free_closes();

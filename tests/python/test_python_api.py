@@ -643,3 +643,40 @@ def test_compare_positional_pairing_of_unrelated_names(tmp_path):
             w.write(f"node_{i}", r.numpy())
     report = driftscope.compare(ref, other, pairs="positional")
     assert report.first_divergence.name == "layer2"
+
+
+# -- a file that changes or is not a file (issue 7, bugs 4, 5 and 8) ----------------------------
+
+def test_dump_truncated_while_open_reads_zeros_and_says_so(tmp_path):
+    p = tmp_path / "live.tdump"
+    with driftscope.Writer(p) as w:
+        for i in range(16):
+            w.write(f"t{i}", np.full(4096, i + 1, dtype=np.float32))
+    dump = driftscope.open(p, verify=False)
+    dump.check_unchanged()  # nothing changed yet
+    last, rec = dump["t15"], dump.record("t15")
+    os.truncate(p, 8192)  # a writer cut the file: the pages of t15 are gone
+    assert float(np.asarray(last).sum()) == 0.0  # zeros, not SIGBUS
+    with pytest.raises(driftscope.errors.DumpIOError, match="file changed while reading"):
+        dump.check_unchanged()
+    with pytest.raises(driftscope.errors.DumpIOError, match="file changed while reading"):
+        rec.verify()  # not a checksum error over the zeros
+    with pytest.raises(driftscope.errors.DumpIOError, match="file changed while reading"):
+        dump["t14"]  # the footer index was cut away: not "no tensor 't14'"
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.tdump"
+    os.mkfifo(fifo)
+    code = ("import sys, driftscope\n"
+            "try:\n    driftscope.open(sys.argv[1])\nexcept driftscope.errors.DumpIOError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True,
+                         timeout=30)
+    assert "it is a FIFO, not a regular file" in out.stdout, out
+    write_one(tmp_path / "a.tdump", "x", np.ones(4, np.float32))
+    policy = subprocess.run(
+        [sys.executable, "-c", "import sys, driftscope\ntry:\n    driftscope.compare(sys.argv[1], "
+         "sys.argv[1], policy=sys.argv[2])\nexcept driftscope.errors.Error as e:\n    print(e)\n",
+         str(tmp_path / "a.tdump"), str(fifo)], capture_output=True, text=True, timeout=30)
+    assert "it is a FIFO, not a regular file" in policy.stdout, policy

@@ -36,6 +36,53 @@ TEST(ReportJson, InfinitiesAndNullsAreValidJson) {
   EXPECT_EQ(report_to_json(r, -1).find('\n'), report_to_json(r, -1).size() - 1);
 }
 
+// The report is streamed member by member and pair by pair (issue 7, bug 16); the text must be
+// exactly what rendering the whole document at once gives, for every indent, with every section
+// non-empty (unpaired, incomparable, growth, amplifiers, warnings, metadata) and hostile names.
+TEST(ReportJson, StreamedTextIsTheDocumentDump) {
+  ScratchDir d;
+  auto v = noise(64, 1);
+  auto n = v;
+  n[3] = std::nan("");
+  auto w = v;
+  for (auto& x : w) x *= 1.5;
+  Report r = run_compare(
+      write_dump(d.file("a.tdump"), {{"in", v}, {"l\n1\"\x01", v}, {"l2", v}, {"amp", v},
+                                     {"shape", v, {8, 8}}, {"only_a", v}},
+                 {{"framework", "x\ny"}, {"precision", "float32"}}),
+      write_dump(d.file("b.tdump"), {{"in", v}, {"l\n1\"\x01", n}, {"l2", w}, {"amp", w},
+                                     {"shape", noise(32, 1)}, {"only_b", v}}));
+  ASSERT_FALSE(r.pairs.empty());
+  ASSERT_FALSE(r.only_in_reference.empty());
+  ASSERT_FALSE(r.incomparable.empty());
+  r.warnings.push_back("a warning with \"quotes\" and a\nnewline");
+  for (int indent : {-1, 0, 1, 2, 4}) {
+    std::string text = report_to_json(r, indent);
+    auto doc = nlohmann::ordered_json::parse(text);
+    EXPECT_EQ(text, doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
+        << "indent " << indent;
+    std::string pieces;
+    size_t calls = 0;
+    auto res = report_to_json(r, indent, [&](std::string_view s) -> Result<void> {
+      pieces.append(s);
+      ++calls;
+      return {};
+    });
+    EXPECT_TRUE(res);
+    EXPECT_EQ(pieces, text);
+    EXPECT_GT(calls, 10u);  // streamed, not one string at the end
+  }
+  // A failing sink stops the rendering and its error comes back.
+  size_t calls = 0;
+  auto res = report_to_json(r, 2, [&](std::string_view) -> Result<void> {
+    ++calls;
+    return make_error(Errc::io_error, "disk full");
+  });
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.error().message, "disk full");
+  EXPECT_EQ(calls, 1u);
+}
+
 TEST(ReportMarkdown, EscapesCellsAndLeadsWithVerdict) {
   ScratchDir d;
   auto v = noise(8, 2);

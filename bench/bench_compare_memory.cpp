@@ -1,0 +1,125 @@
+// Peak memory (max RSS) of `driftscope compare` against the record count (issue 7, bug 16).
+//
+//   ds_bench_compare_memory [--records 10000,100000] [--numel 16] BIN [BIN...]
+//
+// Writes two dumps of N small f32 tensors each (the candidate slightly off, so every pair is
+// measured and some fail), then runs each BIN as `compare A B -q` and `compare A B --json FILE`
+// and prints the child's peak RSS (wait4 ru_maxrss) side by side: give an old and a new build to
+// see a change (--keep DIR keeps the dumps for a profiler). The dumps' size is printed too: memory should stay a small multiple of it.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "driftscope/writer.hpp"
+
+namespace fs = std::filesystem;
+using namespace driftscope;
+
+namespace {
+
+bool write_dump(const std::string& path, size_t n, size_t numel, float scale) {
+  auto w = Writer::create(path);
+  if (!w) return false;
+  std::vector<float> v(numel);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < numel; ++k) v[k] = static_cast<float>((i * 31 + k * 7) % 97) * scale + 1.0f;
+    TensorInfo t;
+    t.name = "model.layers." + std::to_string(i / 8) + ".block." + std::to_string(i % 8) + ".out";
+    t.op_type = "Linear";
+    t.dtype = DType::f32;
+    t.shape = {numel};
+    if (!(*w)->write(t, std::as_bytes(std::span<const float>(v)))) return false;
+  }
+  return static_cast<bool>((*w)->close());
+}
+
+// Peak RSS of the child in MiB, or -1 when it could not run or exited 2 (trouble).
+double peak_rss_mib(const std::vector<std::string>& argv) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    std::freopen("/dev/null", "w", stdout);
+    ::execv(a[0], a.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  if (::wait4(pid, &status, 0, &ru) != pid) return -1;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 127) return -1;
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::string fmt(const char* side, size_t n) { return side + std::to_string(n) + ".tdump"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> counts = {10000, 100000};
+  size_t numel = 16;
+  std::vector<std::string> bins;
+  std::string keep;  // --keep DIR: write the dumps there (a<N>.tdump, b<N>.tdump) and keep them
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--records" && i + 1 < argc) {
+      counts.clear();
+      std::string list = argv[++i];
+      for (size_t p = 0; p <= list.size();) {
+        size_t q = list.find(',', p);
+        if (q == std::string::npos) q = list.size();
+        counts.push_back(std::strtoull(list.substr(p, q - p).c_str(), nullptr, 10));
+        p = q + 1;
+      }
+    } else if (s == "--keep" && i + 1 < argc) {
+      keep = argv[++i];
+    } else if (s == "--numel" && i + 1 < argc) {
+      numel = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      bins.push_back(fs::absolute(s).string());
+    }
+  }
+  if (bins.empty() && keep.empty()) {
+    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--keep DIR] BIN [BIN...]\n");
+    return 2;
+  }
+  fs::path dir = keep.empty() ? fs::temp_directory_path() / ("ds-bench-mem-" + std::to_string(::getpid()))
+                              : fs::path(keep);
+  fs::create_directories(dir);
+  std::printf("peak RSS in MiB of `driftscope compare` (f32 tensors of %zu elements)\n", numel);
+  std::printf("%10s %10s", "records", "dumps MiB");
+  for (size_t b = 0; b < bins.size(); ++b) std::printf("  %9s%-2zu %9s%-2zu", "plain#", b, "--json#", b);
+  std::printf("\n");
+  for (size_t n : counts) {
+    const std::string a = (dir / fmt("a", n)).string(), c = (dir / fmt("b", n)).string();
+    const std::string js = (dir / "r.json").string();
+    if (!write_dump(a, n, numel, 1.0f) || !write_dump(c, n, numel, 1.001f)) {
+      std::fprintf(stderr, "cannot write the dumps in %s\n", dir.c_str());
+      return 2;
+    }
+    double mib = static_cast<double>(fs::file_size(a) + fs::file_size(c)) / (1024.0 * 1024.0);
+    std::printf("%10zu %10.1f", n, mib);
+    std::fflush(stdout);
+    for (const auto& bin : bins) {
+      double plain = peak_rss_mib({bin, "compare", a, c, "-q", "--no-progress"});
+      double json = peak_rss_mib({bin, "compare", a, c, "--no-progress", "--json", js});
+      std::printf("  %11.1f %11.1f", plain, json);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    if (keep.empty()) {
+      fs::remove(a);
+      fs::remove(c);
+    }
+  }
+  fs::remove(dir / "r.json");
+  if (keep.empty()) fs::remove_all(dir);
+  return 0;
+}
