@@ -2,11 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,9 +16,6 @@
 
 #include "command.hpp"
 #include "driftscope/decode.hpp"
-
-static_assert(std::endian::native == std::endian::little,
-              "the CLI's archive codecs read little-endian fields with memcpy");
 
 namespace driftscope::cli {
 
@@ -82,68 +77,6 @@ int fail(std::string_view path, const Error& error) {
 void warn(std::string_view message) { diagnostic("warning", message); }
 
 void note(std::string_view message) { diagnostic("note", message); }
-
-// ---- InputFile ----------------------------------------------------------------------------------
-
-Result<InputFile> InputFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(Errc::io_error, fmt::format("cannot open: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return make_error(Errc::io_error, fmt::format("cannot stat: {}", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(Errc::io_error, "not a regular file");
-  }
-  InputFile f;
-  f.size_ = static_cast<size_t>(st.st_size);
-  if (f.size_ > 0) {
-    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return make_error(Errc::io_error, fmt::format("cannot map: {}", std::strerror(err)));
-    }
-    f.data_ = static_cast<const std::byte*>(p);
-  }
-  ::close(fd);
-  return f;
-}
-
-InputFile::InputFile(InputFile&& o) noexcept : data_(o.data_), size_(o.size_) {
-  o.data_ = nullptr;
-  o.size_ = 0;
-}
-
-InputFile& InputFile::operator=(InputFile&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-    data_ = o.data_;
-    size_ = o.size_;
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-  return *this;
-}
-
-InputFile::~InputFile() {
-  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-}
-
-std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) noexcept {
-  uint64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
-  return r;
-}
-
-std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept {
-  uint64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
-  return r;
-}
 
 // ---- output -------------------------------------------------------------------------------------
 

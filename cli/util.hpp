@@ -1,6 +1,7 @@
-// Helpers shared by the subcommands: how the CLI reports trouble, formats numbers and tables,
-// maps input files and writes output files atomically. Only the public API (include/driftscope)
-// is used here: the CLI is a client of the library, never of its internals (shared/DESIGN.md).
+// Helpers shared by the subcommands: how the CLI reports trouble, formats numbers and tables and
+// writes output files atomically. Only the public API (include/driftscope) and the header-only
+// byte helpers of src/common/bytes.hpp are used here: the CLI is a client of the library, never
+// of its internals (shared/DESIGN.md).
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/bytes.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/summary.hpp"
@@ -28,42 +30,12 @@ int fail(std::string_view path, const Error& error);
 void warn(std::string_view message);  // "driftscope: warning: ..."
 void note(std::string_view message);  // "driftscope: note: ..."
 
-// ---- input ------------------------------------------------------------------------------------
+// ---- bytes ------------------------------------------------------------------------------------
 
-// A read-only map of a whole file (import reads hostile archives through this; nothing is
-// allocated in proportion to a field of the file before that field is checked).
-class InputFile {
- public:
-  static Result<InputFile> open(const std::string& path);
-  InputFile() = default;
-  InputFile(InputFile&& o) noexcept;
-  InputFile& operator=(InputFile&& o) noexcept;
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-  ~InputFile();
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  const std::byte* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-template <class T>
-inline T load_le(const std::byte* p) noexcept {
-  // The host is little-endian (static_assert in util.cpp); every format read here is too.
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <class T>
-inline void put_le(std::string& out, T v) {
-  char tmp[sizeof(T)];
-  std::memcpy(tmp, &v, sizeof(T));
-  out.append(tmp, sizeof(T));
-}
-
-std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) noexcept;
-std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept;
+// The library's header-only little-endian and checked-arithmetic helpers (one implementation).
+using detail::checked_add;
+using detail::checked_mul;
+using detail::load_le;
 
 // ---- output -----------------------------------------------------------------------------------
 
