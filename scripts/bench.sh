@@ -7,6 +7,7 @@ B=build/release
 run() { printf '\n==== %s ====\n' "$1"; shift; "$@" || echo "(benchmark failed: $?)"; }
 run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_format 512 1024
 run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
+run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
 run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
 [ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
