@@ -85,6 +85,10 @@ stderr says when any of this happened.
 OUT ending in .safetensors writes a safetensors file instead: the same keys in the same order,
 every dtype kept (BF16, F8_E4M3 and F8_E5M2 included), the run metadata as "__metadata__".
 
+Execution order is exec_index order (file order among equal indices). Two records with the
+same key: the first is kept, later ones are skipped with a warning. An .npz member name cannot
+hold NUL (zip readers cut it there): such a name fails the export; .safetensors keeps it.
+
 Examples:
   driftscope export run.tdump run.npz
   driftscope export run.tdump layers.npz --filter 'encoder.layers.*' --compress

@@ -84,8 +84,9 @@ metadata records source (the input's file name) and source_format, plus the safe
 The input is treated as hostile: no pickle (object arrays are refused), bounded header sizes
 (.npy 64 KiB, safetensors 100 MB), every size and offset checked for overflow and against the
 file, zip members stored or deflated only and checked against their CRC-32, safetensors
-offsets contiguous and covering the data exactly. A bad input fails with exit status 2 and
-one line naming the member or tensor, the field and the offset; OUT is then not created.
+offsets contiguous and covering the data exactly; only regular files (a FIFO is refused, never
+waited on). A bad input fails with exit status 2 and one line naming the member or tensor, the
+field and the offset; OUT is then not created and no temporary file is left.
 
 dtypes: float64/32/16, int8..64, uint8..64 and bool from numpy (big-endian and Fortran-order
 arrays are converted); F64 F32 F16 BF16 F8_E4M3 F8_E5M2 I8..I64 U8..U64 BOOL from safetensors.

@@ -48,7 +48,8 @@ struct ImportResult {
   uint64_t written = 0;        // tensors recorded
   uint64_t filtered = 0;       // tensors the filter refused
   uint64_t payload_bytes = 0;  // element bytes of the recorded tensors
-  std::vector<std::string> notes;  // e.g. npz members skipped because they are not .npy arrays
+  uint64_t skipped = 0;        // npz members that are not .npy arrays
+  std::vector<std::string> notes;  // one line per skipped member, naming it
 };
 
 // Converts IN to the dump OUT (replaced if it exists). The input order becomes the execution

@@ -150,6 +150,7 @@ Result<ImportResult> import_file(const std::string& in, const std::string& out,
     for (const auto& m : zip->members()) {
       constexpr std::string_view kExt = ".npy";
       if (m.name.size() <= kExt.size() || !ends_with(m.name, kExt)) {
+        ++result.skipped;
         result.notes.push_back(
             fmt::format("{}: skipping member {} (not a .npy array)", in, quote(m.name)));
         continue;
