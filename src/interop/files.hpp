@@ -21,7 +21,8 @@ class Input {
   // before anything could block on it) or cannot be mapped.
   static Result<Input> open(const std::string& path);
   std::span<const std::byte> bytes() const { return map_.bytes(); }
-  // io_error "file changed while reading" when size, mtime or inode differ from open time.
+  // io_error "file changed while reading" when the file is now shorter, another inode, or
+  // rewritten in place (same size, new mtime). Growth is not a change.
   Result<void> check_unchanged() const;
 
  private:
@@ -44,7 +45,7 @@ class TempOutput {
   TempOutput(const TempOutput&) = delete;
   TempOutput& operator=(const TempOutput&) = delete;
   ~TempOutput();
-  const std::string& path() const { return temp_; }
+  const std::string& temp_path() const { return temp_; }
   Result<void> commit();
 
  private:

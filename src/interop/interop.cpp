@@ -119,7 +119,7 @@ Result<ImportResult> import_file(const std::string& in, const std::string& out,
   // Every return below destroys `tmp`, which removes the temporary file unless committed.
   auto tmp = interop::TempOutput::create(out);
   DRIFTSCOPE_TRY(tmp);
-  auto w = Writer::create(tmp->path(), wopt);
+  auto w = Writer::create(tmp->temp_path(), wopt);
   if (!w) return at(out, std::move(w).error());
   auto put = [&](const std::string& name, DType dtype, const std::vector<uint64_t>& shape,
                  std::span<const std::byte> data) -> Result<void> {
@@ -291,7 +291,7 @@ Result<ExportResult> export_file(const Reader& r, const std::string& out,
     for (const auto& it : items) entries.push_back({it.key, it.dtype, it.rec->info.shape, it.bytes});
     auto header = interop::safetensors_header(entries, r.header().metadata);
     if (!header) return at(out, std::move(header).error());
-    auto f = detail::OutFile::create(tmp->path(), /*overwrite=*/true);
+    auto f = detail::OutFile::create(tmp->temp_path(), /*overwrite=*/true);
     if (!f) return at(out, std::move(f).error());
     uint64_t offset = 0;
     auto sink = [&](std::span<const std::byte> d) -> Result<void> {
@@ -304,7 +304,7 @@ Result<ExportResult> export_file(const Reader& r, const std::string& out,
     if (!st) return at(out, std::move(st).error());
     if (auto c = f->close(); !c) return at(out, std::move(c).error());
   } else {
-    auto zw = interop::ZipWriter::create(tmp->path(), options.compress);
+    auto zw = interop::ZipWriter::create(tmp->temp_path(), options.compress);
     if (!zw) return at(out, std::move(zw).error());
     for (const auto& it : items) {
       std::string header = interop::npy_header(interop::npy_descr(it.dtype), it.rec->info.shape);
