@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "common/file.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/limits.hpp"
 #include "driftscope/writer.hpp"
 #include "interop/files.hpp"
 #include "interop/npz.hpp"
@@ -86,13 +88,13 @@ Result<ImportResult> import_file(const std::string& in, const std::string& out,
   result.format = *format;
   // Metadata: where the tensors came from, the safetensors header's own metadata, then the
   // caller's (which wins).
+  // Found through a hash map: a safetensors "__metadata__" may hold any number of keys (the
+  // writer refuses more than the format's limit, but only after they were all merged here).
+  std::unordered_map<std::string, size_t> meta_at;
   auto set_meta = [&](const std::string& k, const std::string& v) {
-    for (auto& kv : wopt.metadata)
-      if (kv.first == k) {
-        kv.second = v;
-        return;
-      }
-    wopt.metadata.emplace_back(k, v);
+    auto [it, fresh] = meta_at.emplace(k, wopt.metadata.size());
+    if (fresh) wopt.metadata.emplace_back(k, v);
+    else wopt.metadata[it->second].second = v;
   };
   set_meta("source", std::filesystem::path(in).filename().string());
   set_meta("source_format", std::string(interop_format_name(*format)));
@@ -115,6 +117,13 @@ Result<ImportResult> import_file(const std::string& in, const std::string& out,
     case InteropFormat::npy: break;
   }
   for (const auto& [k, v] : options.metadata) set_meta(k, v);
+  // Said here, naming the input whose metadata it is, rather than by the writer about OUT.
+  const size_t entries = wopt.metadata.size() + (meta_at.count("writer") ? 0 : 1);  // + "writer"
+  if (entries > limits::kMaxMetadataEntries)
+    return make_error(Errc::limit_exceeded,
+                      fmt::format("{}: {} run metadata entries (source, source_format, "
+                                  "__metadata__ and the options), a dump holds at most {}",
+                                  in, entries, limits::kMaxMetadataEntries));
 
   // Every return below destroys `tmp`, which removes the temporary file unless committed.
   auto tmp = interop::TempOutput::create(out);

@@ -288,3 +288,22 @@ TEST(Safetensors, HeaderWriterEscapesAndRoundTrips) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, Errc::bad_utf8);
 }
+
+// A sibling of bug 7: merging a huge "__metadata__" into the run metadata was quadratic too.
+// (Not timed; with the old linear search this input took seconds, now it is refused at once.)
+TEST(Import, HugeSafetensorsMetadataIsRefusedByTheFormatLimit) {
+  Scratch s;
+  std::string js = "{\"__metadata__\":{";
+  for (int i = 0; i < 60000; ++i) js += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":\"v\"";
+  js += "}}";
+  std::string file(8, '\0');
+  uint64_t n = js.size();
+  std::memcpy(file.data(), &n, 8);
+  spill(s / "in.safetensors", file + js);
+  auto r = import_file(s / "in.safetensors", s / "out.tdump");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::limit_exceeded) << r.error().to_string();
+  EXPECT_EQ(r.error().message.rfind(s / "in.safetensors: 60003 run metadata entries", 0), 0u)
+      << r.error().message;  // names the input, whose metadata it is
+  EXPECT_EQ(s.listing(), std::vector<std::string>{"in.safetensors"});
+}
