@@ -410,6 +410,66 @@ int ds_compare(const char* reference_path, const char* candidate_path, const cha
 /* Releases a string the library allocated for the caller (ds_compare's report). NULL is a no-op. */
 void ds_string_free(char* s);
 
+/* ---- import and export (docs/c-api.md; the engine of `driftscope import` / `export`) ------- */
+
+enum { DS_FORMAT_AUTO = 0, DS_FORMAT_NPZ = 1, DS_FORMAT_NPY = 2, DS_FORMAT_SAFETENSORS = 3 };
+
+typedef struct ds_import_options {
+  size_t struct_size;     /* sizeof(ds_import_options), set by ds_import_options_init */
+  int32_t format;         /* DS_FORMAT_*; AUTO (default): by content, then by extension */
+  const char* filter;     /* NULL or "": import every tensor */
+  const ds_kv* metadata;  /* run metadata; replaces "source", "source_format" and safetensors'
+                             "__metadata__" entries of the same key */
+  size_t metadata_count;
+  int32_t fixed_salt;     /* 1: use `salt` instead of a random one */
+  uint64_t salt;
+} ds_import_options;
+
+void ds_import_options_init(ds_import_options* options);
+
+typedef struct ds_import_result {
+  int32_t format;          /* DS_FORMAT_* that was read */
+  uint64_t written;        /* tensors recorded */
+  uint64_t filtered;       /* tensors the filter refused */
+  uint64_t payload_bytes;  /* element bytes recorded */
+  uint64_t skipped;        /* npz members skipped because they are not .npy arrays */
+} ds_import_result;
+
+/* Converts an .npz, .npy or .safetensors file into the dump out_path (replaced if it exists).
+ * The input is hostile: DS_E_BAD_NPZ / DS_E_BAD_SAFETENSORS name the member or tensor, the field
+ * and the offset; a FIFO or other non-regular input is DS_E_IO (never waited on). On any failure
+ * out_path is not created and no temporary file is left. options and result may be NULL. */
+int ds_import(const char* in_path, const char* out_path, const ds_import_options* options,
+              ds_import_result* result);
+
+typedef struct ds_export_options {
+  size_t struct_size;     /* sizeof(ds_export_options), set by ds_export_options_init */
+  int32_t format;         /* DS_FORMAT_NPZ or _SAFETENSORS; AUTO (default): .safetensors by
+                             out_path's extension, else npz */
+  const char* filter;     /* NULL or "": every tensor record */
+  int32_t compress;       /* 1: deflate npz members (numpy.savez_compressed) */
+  int32_t raw_quantized;  /* 1: quantized tensors as their integer codes, not dequantized */
+} ds_export_options;
+
+void ds_export_options_init(ds_export_options* options);
+
+typedef struct ds_export_result {
+  int32_t format;              /* DS_FORMAT_* written */
+  uint64_t written;            /* arrays / tensors in the file */
+  uint64_t widened;            /* bf16/fp8 tensors written as float32 (npz has no such dtype) */
+  uint64_t dequantized;        /* quantized tensors written as float32 values */
+  uint64_t summaries_skipped;  /* light-mode records (no values) */
+  uint64_t duplicates_skipped; /* records whose key repeats an earlier one (docs/cli.md) */
+} ds_export_result;
+
+/* Writes the tensor records of the dump in_path to out_path in execution order, with the keys
+ * docs/cli.md (export) defines. A name holding NUL cannot be an npz member name:
+ * DS_E_UNSUPPORTED naming the record. out_path naming the input is DS_E_INVALID_ARGUMENT. On any
+ * failure out_path is not created and no temporary file is left. options and result may be
+ * NULL. */
+int ds_export(const char* in_path, const char* out_path, const ds_export_options* options,
+              ds_export_result* result);
+
 #ifdef __cplusplus
 }
 #endif

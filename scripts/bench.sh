@@ -7,6 +7,7 @@ B=build/release
 run() { printf '\n==== %s ====\n' "$1"; shift; "$@" || echo "(benchmark failed: $?)"; }
 run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_format 512 1024
 run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
+run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
 run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
 run "compare: peak RSS against the record count (plain, --json)" \
   $B/bench/ds_bench_compare_memory --records 10000,100000 $B/driftscope

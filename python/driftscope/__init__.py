@@ -8,6 +8,8 @@ compare two runs and name the first tensor that diverges.
     x = dump["encoder.layers.0.norm"]          # numpy, zero-copy over the mapped file
     report = driftscope.compare("fp32.tdump", "fp16.tdump")
     print(report.summary, report.first_divergence)
+    driftscope.import_file("model.safetensors", "weights.tdump")   # also .npz, .npy
+    driftscope.export_file("run.tdump", "run.npz")                 # or .safetensors
 
 Framework recorders are submodules imported on first use, so ``import driftscope`` loads no
 framework: ``driftscope.torch``, ``driftscope.onnxruntime``, ``driftscope.litert``.
@@ -21,6 +23,7 @@ from typing import Any
 from . import _core
 from ._compare import Report, TensorResult, compare
 from ._dump import Dump, Integrity, Record, open
+from ._interop import ExportResult, ImportResult, export_file, import_file
 from ._writer import Writer, WriteResult
 from .errors import (
     ClosedError,
@@ -43,6 +46,7 @@ __version__: str = _core.__version__
 __all__ = [
     "open", "Dump", "Record", "Integrity", "Writer", "WriteResult", "Filter", "glob_match",
     "compare", "Report", "TensorResult",
+    "import_file", "export_file", "ImportResult", "ExportResult",
     "Error", "InvalidArgumentError", "DumpIOError", "NotFoundError", "FilterSyntaxError",
     "UnsupportedError", "ClosedError", "FormatError", "ImportFormatError", "IncomparableError",
     "PolicyError", "__version__",

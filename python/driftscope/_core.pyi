@@ -132,3 +132,12 @@ def compare(reference: Reader, candidate: Reader, criteria: Optional[Dict[str, f
             allow_unpaired: bool, allow_incomparable: bool, threads: int, reference64: str,
             amplification_threshold: float, max_amplifiers: int,
             progress: Optional[Any]) -> Report: ...
+
+def import_file(src: str, dst: str, format: Optional[str] = None, filter: str = "",
+                meta: List[Tuple[str, str]] = ..., salt: Optional[int] = None) -> Dict[str, Any]:
+    """{"format", "written", "filtered", "payload_bytes", "skipped", "notes"}"""
+
+def export_file(src: str, dst: str, format: Optional[str] = None, filter: str = "",
+                compress: bool = False, raw_quantized: bool = False) -> Dict[str, Any]:
+    """{"format", "written", "widened" (list of (dtype, count)), "dequantized",
+    "summaries_skipped", "warnings"}"""

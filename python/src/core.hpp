@@ -56,5 +56,6 @@ void bind_errors(nb::module_& m);
 void bind_reader(nb::module_& m);
 void bind_writer(nb::module_& m);
 void bind_compare(nb::module_& m);
+void bind_interop(nb::module_& m);
 
 }  // namespace driftscope::py

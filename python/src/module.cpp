@@ -141,4 +141,5 @@ NB_MODULE(_core, m) {
   py::bind_reader(m);
   py::bind_writer(m);
   py::bind_compare(m);
+  py::bind_interop(m);
 }

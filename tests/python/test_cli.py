@@ -310,6 +310,21 @@ def test_npz_layouts_are_converted(tmp_path):
     assert got["be_int"].dtype == np.dtype("<i8") and np.array_equal(got["be_int"], a.astype("<i8"))
 
 
+def test_hand_written_safetensors_fixture_matches_the_real_package(fixtures):
+    """The golden CLI cases read weights.safetensors, written by safetensors_bytes() above so that
+    its data order is fixed; the real package must read it as the tensors meant."""
+    import safetensors.torch
+    import torch
+    got = safetensors.torch.load_file(str(fixtures / "weights.safetensors"))
+    assert got["lm_head.weight"].dtype == torch.bfloat16
+    assert got["lm_head.weight"].float().tolist() == [[1, -2], [0.5, 3]]
+    assert got["norm.bias"].tolist() == [0.25, 0, -1]
+    assert got["q.weight"].tolist() == [-128, 0, 1, 127]
+    from safetensors import safe_open
+    with safe_open(str(fixtures / "weights.safetensors"), framework="pt") as f:
+        assert f.metadata() == {"format": "pt", "model": "tiny"}
+
+
 def test_safetensors_import_export(fixtures, tmp_path):
     work = scratch(fixtures, tmp_path)
     run(["import", "weights.safetensors", "w.tdump", "-q"], work, check=0)
@@ -629,9 +644,11 @@ def test_mutated_archives_fail_cleanly(tmp_path):
     buf = io.BytesIO()
     np.save(buf, arrays["a"])
     seeds.append((".npy", buf.getvalue()))
-    seeds.append((".safetensors", safetensors_bytes(
-        [("x", "F32", [2], np.array([1, 2], "<f4").tobytes()), ("y", "BOOL", [2], b"\x01\x00"),
-         ("z", "BF16", [1], b"\x80\x3f")], metadata={"k": "v"})))
+    import safetensors.torch  # a seed the real package wrote (requirements-dev)
+    import torch
+    seeds.append((".safetensors", safetensors.torch.save(
+        {"x": torch.tensor([1.0, 2.0]), "y": torch.tensor([True, False]),
+         "z": torch.tensor([1.0], dtype=torch.bfloat16)}, metadata={"k": "v"})))
     outcomes = {0: 0, 2: 0}
     for i in range(300):
         ext, seed = seeds[i % len(seeds)]
@@ -712,10 +729,7 @@ def test_export_safetensors(fixtures, tmp_path):
     assert list(x.keys()) == list(y.keys())
     for k in x:
         assert x[k].dtype == y[k].dtype and x[k].tobytes() == y[k].tobytes(), k
-    try:
-        from safetensors.numpy import load_file  # the reference implementation, when installed
-    except ImportError:
-        return
+    from safetensors.numpy import load_file  # the reference implementation (requirements-dev)
     run(["export", "multi.tdump", "nobf16.safetensors", "-q", "--filter", "-encoder.layer.0"], work, check=0)
     got = load_file(str(work / "nobf16.safetensors"))
     assert np.array_equal(got["embeddings[input:0]"], [[101, 7592, 2088, 102]])

@@ -20,7 +20,7 @@
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
 
-namespace driftscope::cli {
+namespace driftscope::interop {
 
 // Largest .npy header accepted (numpy writes a few hundred bytes; structured dtypes, which are
 // refused anyway, are what makes them long).
@@ -81,7 +81,9 @@ class ZipWriter {
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
 
-  // `size` is the member's exact uncompressed size (used to decide on ZIP64 up front).
+  // `size` is the member's exact uncompressed size (used to decide on ZIP64 up front). A name
+  // holding NUL (zipfile, hence numpy.load, cuts names there) or longer than 65535 bytes is
+  // invalid_argument.
   Result<void> begin(std::string_view name, uint64_t size);
   Result<void> write(std::span<const std::byte> data);
   Result<void> end();
@@ -95,4 +97,4 @@ class ZipWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace driftscope::cli
+}  // namespace driftscope::interop

@@ -6,7 +6,8 @@
 // safetensors' own Metadata::validate: N bounded (100 MB) and inside the file, every shape
 // product and byte size computed with checked arithmetic, offsets contiguous from 0 with no
 // holes or overlaps once sorted, and the last tensor ending exactly at the end of the file.
-// Failures are Errc::bad_safetensors naming the tensor and the field.
+// Failures are Errc::bad_safetensors naming the tensor and the field. Parsing is linear in the
+// header size (a streaming SAX pass; no JSON tree is kept).
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,7 @@
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
 
-namespace driftscope::cli {
+namespace driftscope::interop {
 
 // safetensors' MAX_HEADER_SIZE.
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
@@ -52,11 +53,12 @@ struct SafetensorsEntry {
 };
 // The 8-byte size and the JSON header for tensors stored back to back in this order, with
 // "__metadata__" from `metadata`; padded with spaces to a multiple of 8 so the data buffer
-// starts 8-byte aligned, as the safetensors library writes it.
-std::string safetensors_header(const std::vector<SafetensorsEntry>& entries,
+// starts 8-byte aligned, as the safetensors library writes it. Linear in the number of entries.
+// Fails (bad_utf8) only when a name or metadata string is not UTF-8, which JSON cannot hold.
+Result<std::string> safetensors_header(const std::vector<SafetensorsEntry>& entries,
                                const std::vector<std::pair<std::string, std::string>>& metadata);
 
 // True when the bytes look like a safetensors file (plausible header size, then '{').
 bool looks_like_safetensors(std::span<const std::byte> bytes);
 
-}  // namespace driftscope::cli
+}  // namespace driftscope::interop

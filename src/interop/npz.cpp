@@ -1,4 +1,4 @@
-#include "npz.hpp"
+#include "interop/npz.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,9 +10,15 @@
 #include <zlib.h>
 
 #include "driftscope/limits.hpp"
-#include "util.hpp"
+#include "common/bytes.hpp"
+#include "interop/text.hpp"
 
-namespace driftscope::cli {
+namespace driftscope::interop {
+
+using detail::checked_add;
+using detail::checked_mul;
+using detail::load_le;
+using detail::put_le;
 
 namespace {
 
@@ -246,18 +252,18 @@ Result<NpyArray> parse_npy_impl(std::span<const std::byte> b, std::string_view w
   uint64_t numel = 1;
   for (uint64_t d : shape) {
     auto m = checked_mul(numel, d);
-    if (!m) return npz_error(fmt::format("{}: shape {} overflows 64 bits", what, fmt_shape(shape, false)));
+    if (!m) return npz_error(fmt::format("{}: shape {} overflows 64 bits", what, fmt_shape(shape)));
     numel = *m;
   }
   auto bytes = checked_mul(numel, item);
   if (!bytes || *bytes > limits::kMaxPayloadLength)
-    return npz_error(fmt::format("{}: shape {} of {} is too large", what, fmt_shape(shape, false),
+    return npz_error(fmt::format("{}: shape {} of {} is too large", what, fmt_shape(shape),
                                  descr));
   uint64_t data_start = header_start + header_len;
   uint64_t have = b.size() - data_start;
   if (have != *bytes)
     return npz_error(fmt::format("{}: shape {} of {} needs {} data bytes, the array has {}", what,
-                                 fmt_shape(shape, false), descr, *bytes, have),
+                                 fmt_shape(shape), descr, *bytes, have),
                      data_start);
 
   NpyArray a;
@@ -682,6 +688,13 @@ Result<void> ZipWriter::put(const void* data, size_t n) {
 
 Result<void> ZipWriter::begin(std::string_view name, uint64_t size) {
   auto& s = *impl_;
+  if (name.find('\0') != std::string_view::npos)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("member name {} holds a NUL byte, where zip readers cut names",
+                                  quote(name)));
+  if (name.size() > 0xFFFF)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("member name of {} bytes exceeds zip's 65535", name.size()));
   s.cur = Impl::Entry{std::string(name), s.offset, 0, size, 0, false};
   // Decide ZIP64 before writing: deflateBound is deflate's worst case for incompressible data.
   uint64_t worst = s.deflate ? size + size / 1000 + 1024 : size;
@@ -867,4 +880,4 @@ Result<void> ZipWriter::finish() {
   return {};
 }
 
-}  // namespace driftscope::cli
+}  // namespace driftscope::interop
