@@ -12,7 +12,7 @@ from ._inputs import InputInfo
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT, UNAVAILABLE,
                        OutputResult, Thresholds)
 
-SCHEMA = "driftscope.guard/1"
+SCHEMA = "driftscope.guard.report/1"
 
 EXIT_CODES = {"pass": 0, "degraded": 1, "incomplete": 2, "silent_failure": 3}
 _HEADLINE = {"pass": "PASS", "degraded": "DEGRADED", "incomplete": "INCOMPLETE",

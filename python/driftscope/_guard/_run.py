@@ -244,12 +244,14 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 if old is None or worse(res, old):
                     worst_by_output[oname] = res
         row.outputs = list(worst_by_output.values())
-        if row.outputs:
+        if row.outputs and name != ref:  # the reference's row has no worst output
             row.worst = row.outputs[0]
             for o in row.outputs[1:]:
                 if worse(o, row.worst):
                     row.worst = o
-            row.status = REFERENCE if name == ref else row.worst.status
+            row.status = row.worst.status
+        elif name == ref:
+            row.status = REFERENCE
         results.append(row)
     return GuardReport(model=model, family=family, reference=ref, backends=results,
                        inputs=infos, samples=samples, seed=seed, runs=runs,

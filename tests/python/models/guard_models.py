@@ -66,8 +66,8 @@ def _chain(before: Sequence[float], after: Sequence[float], tail: List[str]):
     return nodes, inits
 
 
-def overflow_onnx(path) -> None:
-    nodes, inits = _chain([1000.0, 1000.0], [1e-3], [])
+def overflow_onnx(path, before: Sequence[float] = (1000.0, 1000.0)) -> None:
+    nodes, inits = _chain(before, [1e-3], [])
     _save(path, nodes, inits, [1, 8], "overflow")
 
 
@@ -93,6 +93,29 @@ def outlier_onnx(path, outlier: float = 100.0) -> None:
              helper.make_node("MatMul", ["xm", "w"], ["y"], name="/proj/MatMul")]
     _save(path, nodes, [numpy_helper.from_array(mask, "mask"), numpy_helper.from_array(w, "w")],
           [1, 64], "outlier")
+
+
+def embedding_onnx(path) -> None:
+    """ids [batch, seq] -> Gather over a 50-row table -> * mask: the guard's input rules."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.random.default_rng(2).standard_normal((50, 4)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64, name="/cast"),
+             helper.make_node("Gather", ["table", "ids64"], ["emb"], name="/embed/Gather"),
+             helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT, name="/mcast"),
+             helper.make_node("Unsqueeze", ["maskf", "axes"], ["mask3"], name="/unsq"),
+             helper.make_node("Mul", ["emb", "mask3"], ["y"], name="/masked/Mul")]
+    graph = helper.make_graph(
+        nodes, "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", "seq"]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(table, "table"),
+         numpy_helper.from_array(np.array([2], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
 
 
 def classifier_onnx(path) -> None:
