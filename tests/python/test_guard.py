@@ -356,6 +356,12 @@ def test_help_explains_the_command():
                  "--min-cosine", "--min-norm", "--require", "--json", "--markdown",
                  "exit status", "SILENT_ZERO_VECTOR", "ort-fp16"):
         assert text in proc.stdout, text
+    # docs/cli.md names every option the command accepts.
+    import re
+
+    section = (ROOT / "docs" / "cli.md").read_text().split("## `driftscope guard")[1]
+    for option in set(re.findall(r"(--[a-z][a-z-]+)", proc.stdout)) - {"--help"}:
+        assert f"`{option}" in section, option
 
 
 # -- LiteRT ------------------------------------------------------------------------------------
