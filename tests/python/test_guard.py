@@ -266,6 +266,10 @@ def test_bad_input_is_one_line_and_exit_2(models, plugins, tmp_path):
     one_error_line(cli(models / "classifier.onnx", "--dim", "sequence=4"),
                    "no dynamic dimension of that name", "seq")
     one_error_line(cli(models / "classifier.onnx", "--dim", "seq=0"), "SIZE >= 1")
+    one_error_line(cli("--model", f"{models / 'energy.py'}:nothing"), "has no function 'nothing'")
+    (tmp_path / "boom.py").write_text("def build():\n    raise RuntimeError('boom')\n")
+    one_error_line(cli("--model", f"{tmp_path / 'boom.py'}:build"),
+                   "boom.py:build: RuntimeError: boom")
     # The reference itself failing: nothing can be judged.
     one_error_line(cli(models / "overflow.onnx", "--reference", "crash", "--runs", "1",
                        env={"DRIFTSCOPE_GUARD_PLUGINS": "guard_test_plugins",

@@ -11,15 +11,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..errors import Error
 from . import _backends as B
 from . import _inputs as I
-from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE,
-                       OutputResult, Thresholds, judge, worse)
+from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
+                       judge, worse)
 from ._report import BackendResult, GuardReport
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -63,6 +63,9 @@ def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
             _check_flatbuffer(data, name)
             it = _interpreter(data, name, "reference", None, preserve=False)
             return I.litert_signature(it.get_input_details())
+    except (Error, ImportError, OSError, ValueError) as err:
+        raise GuardError(_first_line(err), "model_load_failed") from err
+    try:
         example = B.torch_example(model, seed)[1]
         leaves = B.torch_leaves(example)
         import torch
@@ -70,16 +73,26 @@ def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
         return I.example_signature({
             k: (v.detach().float() if v.dtype == torch.bfloat16 else v.detach()).cpu().numpy()
             for k, v in leaves.items()})
-    except (Error, ImportError, OSError, TypeError, ValueError) as err:
-        raise GuardError(str(err).strip().splitlines()[0] if str(err).strip()
-                         else type(err).__name__, "model_load_failed") from err
+    except Error as err:
+        raise GuardError(_first_line(err), "model_load_failed") from err
+    except Exception as err:  # noqa: BLE001 - the user's entry point may raise anything
+        raise GuardError(f"--model {model}: {type(err).__name__}: {_first_line(err)}",
+                         "model_load_failed") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _child_env() -> Dict[str, str]:
     env = dict(os.environ)
-    # The child must import this very package (a checkout on sys.path, not only an install).
+    # The child must import this very package. An installed one it finds by itself; a checkout
+    # put on sys.path by hand is passed on (never a site-packages folder: on PYTHONPATH it would
+    # come before the standard library).
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    if os.path.basename(here) not in ("site-packages", "dist-packages"):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -122,7 +135,7 @@ def _median_ms(times: Sequence[float]) -> Optional[float]:
 
 
 def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference: Optional[str],
-                      require: Sequence[str]) -> (List[str], str):
+                      require: Sequence[str]) -> Tuple[List[str], str]:
     known = B.family_backends(family)
     known_names = [b.name for b in known]
 
