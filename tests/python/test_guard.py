@@ -96,7 +96,8 @@ def plugins(models, monkeypatch):
 def cli(*args, cwd=None, env=None):
     if not BIN.exists():
         pytest.skip(f"driftscope binary not built: {BIN}")
-    full_env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, NO_COLOR="1", **(env or {}))
+    full_env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, NO_COLOR="1")
+    full_env.update(env or {})
     here = str(Path(driftscope.__file__).parents[1])
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in [here, full_env.get("PYTHONPATH", "")] if p)
     return subprocess.run([str(BIN), "guard", *map(str, args)], cwd=cwd, env=full_env,
@@ -194,6 +195,9 @@ def test_torch_float16_eager_overflow(models):
     assert r["torch-bf16"].status == G.PASS  # bfloat16 has float32's range
     assert r.inputs[0].how == "the entry point's value"
     assert r.exit_code == 3
+    two = driftscope.guard(f"{models / 'energy.py'}:build", backends=["torch-bf16"], samples=2,
+                           runs=1)
+    assert two.inputs[0].how == "the entry point's value; samples 2..2: standard normal"
 
 
 # -- crashes, errors, unavailable backends --------------------------------------------------
@@ -277,6 +281,30 @@ def test_bad_input_is_one_line_and_exit_2(models, plugins, tmp_path):
                    "the reference backend 'crash' failed", "SIGSEGV")
     with pytest.raises(G.GuardError, match="unknown backend 'nope'"):
         driftscope.guard(models / "overflow.onnx", backends=["nope"])
+
+
+def test_nan_in_the_reference_is_named_and_left_out(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"], name="/log/Log")], "log",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "log.onnx"))
+    x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
+    r = driftscope.guard(tmp_path / "log.onnx", backends=["ort-noopt"], runs=1)
+    assert r["ort-noopt"].status == G.PASS and r["ort-noopt"].worst.nan == 0
+    n = int((x < 0).sum())
+    assert n > 0
+    assert f"The reference ort itself has {n} NaN/Inf values in output 'y'" in r.findings[0]
+
+
+def test_without_python_the_command_says_so(tmp_path):
+    proc = cli("model.onnx", env={"DRIFTSCOPE_PYTHON": str(tmp_path / "no-python")})
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("driftscope: error: guard: cannot run ")
 
 
 # -- inputs ------------------------------------------------------------------------------------
