@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -419,7 +418,7 @@ def test_litert_backends(tmp_path):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:.*TorchScript.*")
 @pytest.mark.filterwarnings("ignore:.*Converting a tensor.*")
-@pytest.mark.filterwarnings("ignore:.*Exporting aten::index.*")
+@pytest.mark.filterwarnings("ignore:.*advanced indexing.*")
 def test_minilm_through_the_onnx_backends(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
