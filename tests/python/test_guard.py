@@ -306,6 +306,36 @@ def test_without_python_the_command_says_so(tmp_path):
     assert proc.stderr.startswith("driftscope: error: guard: cannot run ")
 
 
+def test_metric_formulas_against_plain_python():
+    import math
+
+    from driftscope._guard._metrics import Thresholds, judge
+
+    rng = np.random.default_rng(4)
+    r = rng.standard_normal((3, 5)).astype(np.float32)
+    c = (r + rng.standard_normal((3, 5)) * 0.05).astype(np.float16)
+    res = judge("o", r, c, Thresholds(), 0)
+    a = [float(v) for v in r.ravel()]
+    b = [float(v) for v in c.ravel()]
+    cos = math.fsum(x * y for x, y in zip(a, b)) / math.sqrt(
+        math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+    assert res.cosine == pytest.approx(cos, abs=1e-12)
+    assert res.norm_ref == pytest.approx(math.sqrt(math.fsum(x * x for x in a)), rel=1e-12)
+    assert res.max_diff == max(abs(x - y) for x, y in zip(a, b))
+    flips = sum(int(np.argmax(r[i]) != np.argmax(c[i].astype(np.float64))) for i in range(3))
+    assert res.argmax_flip == pytest.approx(flips / 3)
+    t = Thresholds(max_argmax_flip=1.0)
+    two = judge("o", np.array([[1.0, 2.0], [3.0, 1.0]]), np.array([[2.0, 1.0], [3.0, 1.0]]), t, 0)
+    assert two.argmax_flip == 0.5
+    nan = judge("o", np.ones(4), np.array([1.0, np.nan, np.inf, 1.0]), t, 0)
+    assert (nan.status, nan.nan, nan.inf) == (G.NUMERICAL_INSTABILITY, 1, 1)
+    assert judge("o", np.ones(3), np.zeros(3), t, 0).status == G.SILENT_ZERO_VECTOR
+    assert judge("o", np.zeros(3), np.zeros(3), t, 0).status == G.PASS  # cosine 1: both zero
+    assert judge("o", np.arange(3.0), np.ones(3), t, 0).status == G.CONSTANT_OUTPUT
+    assert judge("o", np.zeros((0, 2)), np.zeros((0, 2)), t, 0).status == G.PASS
+    assert judge("o", np.ones(3), np.ones(4), t, 0).status == G.RUNTIME_ERROR
+
+
 # -- inputs ------------------------------------------------------------------------------------
 
 def test_inputs_follow_the_signature(models):

@@ -241,8 +241,13 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             results.append(row)
             continue
         worst_by_output: Dict[str, OutputResult] = {}
+        unjudged: List[str] = []
         for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
             for oname, rv in r_out.items():
+                if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
+                    if oname not in unjudged:
+                        unjudged.append(oname)
+                    continue
                 if oname not in c_out:
                     res = OutputResult(oname, RUNTIME_ERROR, k,
                                        detail="the backend returned no output of this name")
@@ -256,6 +261,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 old = worst_by_output.get(oname)
                 if old is None or worse(res, old):
                     worst_by_output[oname] = res
+        if unjudged:
+            row.notes.append(f"not judged (not numeric tensors): {', '.join(unjudged)}")
         row.outputs = list(worst_by_output.values())
         if row.outputs and name != ref:  # the reference's row has no worst output
             row.worst = row.outputs[0]
