@@ -410,6 +410,18 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     assert proc.stdout.splitlines()[0] == data["summary"]
 
 
+def test_list_backends_says_which_can_run_here(models, plugins):
+    proc = cli("--list-backends", env={"DRIFTSCOPE_GUARD_PLUGINS": "guard_test_plugins",
+                                       "PYTHONPATH": str(models)})
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for family in ("onnx:", "tflite:", "torch:"):
+        assert f"\n{family}\n" in f"\n{text}"
+    assert "ort          ONNX Runtime, CPU provider, float32" in text
+    assert "unavailable: a test backend that is never available" in text
+    assert "(default reference)" in text
+
+
 def test_help_explains_the_command():
     proc = cli("--help")
     assert proc.returncode == 0
