@@ -199,6 +199,16 @@ def test_torch_float16_eager_overflow(models):
     assert two.inputs[0].how == "the entry point's value; samples 2..2: standard normal"
 
 
+def test_float16_conversion_says_which_weights_it_clipped(tmp_path):
+    """onnxconverter-common clips weights to 1e4, not to float16's 65504: x * 3e4 becomes
+    x * 1e4 without overflowing. The output is 3 times smaller, the cosine still 1."""
+    gm.overflow_onnx(tmp_path / "big.onnx", before=(3e4,))
+    r = driftscope.guard(tmp_path / "big.onnx", backends=["ort-fp16"], runs=1)
+    row = r["ort-fp16"]
+    assert "the float16 conversion clipped 1 weight(s) above 10000" in row.notes[0]
+    assert row.worst.norm_ref / row.worst.norm_cand == pytest.approx(3.0, rel=1e-3)
+
+
 # -- crashes, errors, unavailable backends --------------------------------------------------
 
 def test_a_backend_that_segfaults_is_a_runtime_error_and_the_others_run(models, plugins):
@@ -374,6 +384,7 @@ def test_samples_report_the_worst(models, tmp_path):
     bad = [k for k in range(4) if overflows(seed + k)]
     one = driftscope.guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, runs=1)
     assert one["ort-fp16"].status == G.PASS
+    assert not any("clipped" in n for n in one["ort-fp16"].notes)
     four = driftscope.guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, samples=4,
                             runs=1)
     assert four["ort-fp16"].status == G.NUMERICAL_INSTABILITY

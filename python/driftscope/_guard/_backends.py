@@ -135,6 +135,9 @@ class OrtBackend(Backend):
         proto, external_dir, name = dort._load_model(model)
         notes: List[str] = []
         if self.variant == "fp16":
+            clamped = _clamped_weights(proto) if external_dir is None else None
+            if clamped:
+                notes.append(clamped)
             proto, kept = dort._to_float16(proto if external_dir is None else model,
                                            [self.provider])
             external_dir = None
@@ -172,6 +175,29 @@ class OrtBackend(Backend):
         if self.variant == "fp16" and os.path.isfile(optimized):
             notes.append(_float16_kernels(optimized))
         return _OrtSession(session, notes)
+
+
+# onnxconverter-common's convert_float_to_float16 defaults: weights are clipped into
+# [1e-7, 1e4] in magnitude (zeros stay zero) before the cast, not to float16's own range.
+_CONVERTER_MIN, _CONVERTER_MAX = 1e-7, 1e4
+
+
+def _clamped_weights(proto) -> Optional[str]:
+    """Which float32 weights the float16 conversion changes by more than rounding."""
+    import onnx
+    from onnx import numpy_helper
+
+    big = small = 0
+    for t in proto.graph.initializer:
+        if t.data_type != onnx.TensorProto.FLOAT:
+            continue
+        a = np.abs(numpy_helper.to_array(t))
+        big += int(np.count_nonzero(a > _CONVERTER_MAX))
+        small += int(np.count_nonzero((a > 0) & (a < _CONVERTER_MIN)))
+    if not big and not small:
+        return None
+    return (f"the float16 conversion clipped {big} weight(s) above {_CONVERTER_MAX:g} and "
+            f"{small} nonzero weight(s) below {_CONVERTER_MIN:g} in magnitude")
 
 
 def _float16_kernels(optimized_path: str) -> str:
