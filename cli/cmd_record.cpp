@@ -1,4 +1,4 @@
-// driftscope record ...: the seam to the Python recorders (issue 4). The C++ binary stays
+// driftscope record ... and driftscope guard ...: the seam to the Python package (issues 4, 8). The C++ binary stays
 // standalone; recording needs a framework runtime, so `record` hands its arguments to
 // `python -m driftscope record ...` by exec, after checking that this Python has the package.
 // Which Python: $DRIFTSCOPE_PYTHON, else the one installed next to this executable (pip puts the
@@ -124,7 +124,10 @@ constexpr const char* kProbeCode =
     "import driftscope\n"
     "sys.exit(0 if importlib.util.find_spec('driftscope.__main__') else 3)";
 
-int run_record(const std::vector<std::string>& args) {
+// Runs `PYTHON -m driftscope <command> args...` by exec (the Python subcommands: record, guard);
+// `help` is printed when --help is asked for and no Python with the package is found.
+int run_python(const std::string& command, const char* help_text,
+               const std::vector<std::string>& args) {
   bool help = args.empty() || args[0] == "--help" || args[0] == "-h";
   const char* env = std::getenv("DRIFTSCOPE_PYTHON");
   const bool chosen = env && *env;
@@ -140,13 +143,13 @@ int run_record(const std::vector<std::string>& args) {
     if (st > 0) import_failure = st;
   }
   if (st != 0 && import_failure == 0) {
-    if (help) fmt::print("{}", kRecordHelp);
-    return fail(fmt::format("record: cannot run {}: {} (set DRIFTSCOPE_PYTHON to a Python that "
-                            "has the driftscope package)", python, std::strerror(-st)));
+    if (help) fmt::print("{}", help_text);
+    return fail(fmt::format("{}: cannot run {}: {} (set DRIFTSCOPE_PYTHON to a Python that "
+                            "has the driftscope package)", command, python, std::strerror(-st)));
   }
   if (st != 0) {
     if (help) {
-      fmt::print("{}", kRecordHelp);
+      fmt::print("{}", help_text);
       return kExitOk;
     }
     std::string who = python + " cannot";
@@ -157,12 +160,14 @@ int run_record(const std::vector<std::string>& args) {
       who += " can";
     }
     return fail(fmt::format(
-        "record: {} import the driftscope Python package{}; install it with `pip install "
-        "<driftscope checkout>` plus the runtime you record with (torch, onnxruntime or "
+        "{}: {} import the driftscope Python package{}; install it with `pip install "
+        "<driftscope checkout>` plus the runtime {} (torch, onnxruntime or "
         "ai-edge-litert), or set DRIFTSCOPE_PYTHON to a Python that has them",
-        who, import_failure == 3 ? " (or it is too old to have `python -m driftscope`)" : ""));
+        command, who,
+        import_failure == 3 ? " (or it is too old to have `python -m driftscope`)" : "",
+        command == "record" ? "you record with" : "you check"));
   }
-  std::vector<std::string> full = {python, "-m", "driftscope", "record"};
+  std::vector<std::string> full = {python, "-m", "driftscope", command};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : full) argv.push_back(s.data());
@@ -170,7 +175,7 @@ int run_record(const std::vector<std::string>& args) {
   std::fflush(stdout);
   std::fflush(stderr);
   ::execvp(python.c_str(), argv.data());
-  return fail(fmt::format("record: cannot run {}: {}", python, std::strerror(errno)));
+  return fail(fmt::format("{}: cannot run {}: {}", command, python, std::strerror(errno)));
 }
 
 std::function<int()> setup_record(CLI::App& app) {
@@ -181,11 +186,36 @@ std::function<int()> setup_record(CLI::App& app) {
   sub->allow_extras();
   sub->set_help_flag();
   sub->footer(kRecordHelp);
-  return [sub] { return run_record(sub->remaining()); };
+  return [sub] { return run_python("record", kRecordHelp, sub->remaining()); };
+}
+
+constexpr const char* kGuardHelp = R"(Usage: driftscope guard MODEL [options]
+       driftscope guard --model FILE.py:FUNCTION [options]
+
+Runs one model on every runtime and precision this machine has (ONNX Runtime float32, float16,
+INT8, ...; LiteRT XNNPACK and reference kernels; PyTorch float32, bfloat16, float16), compares
+each with a reference backend on the same generated inputs, and gives one verdict: exit 0 pass,
+1 degraded, 3 silent failure (zeros, NaN/Inf, constant output), 2 usage error or the reference
+failed. Like `record`, this runs the driftscope Python package:
+  PYTHON -m driftscope guard ARGS...
+(PYTHON chosen as for `driftscope record`; it needs the package and the runtimes to check).
+The options are listed by `driftscope guard --help` once that Python is found; see
+docs/howto/guard.md.
+)";
+
+std::function<int()> setup_guard(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "guard", "Check a model on every runtime and precision here: zeros, NaN, drift");
+  sub->prefix_command();
+  sub->allow_extras();
+  sub->set_help_flag();
+  sub->footer(kGuardHelp);
+  return [sub] { return run_python("guard", kGuardHelp, sub->remaining()); };
 }
 
 }  // namespace
 
 DRIFTSCOPE_COMMAND(record, 5, setup_record);
+DRIFTSCOPE_COMMAND(guard, 37, setup_guard);
 
 }  // namespace driftscope::cli

@@ -55,12 +55,18 @@ __all__ = [
 _LAZY_SUBMODULES = ("torch", "onnxruntime", "litert")
 
 
+# driftscope.guard(model, ...) -> GuardReport (docs/howto/guard.md), loaded on first use.
+_LAZY_GUARD = ("guard", "GuardReport", "GuardError")
+
+
 def __getattr__(name: str) -> Any:
     # PEP 562: `driftscope.torch` imports the adapter (and its framework) only when touched.
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_GUARD:
+        return getattr(importlib.import_module(f"{__name__}._guard"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES) | set(_LAZY_GUARD))

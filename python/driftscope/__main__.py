@@ -3,6 +3,7 @@
     python -m driftscope record torch  --model MODULE:FUNCTION -o run.tdump [...]
     python -m driftscope record onnx   MODEL.onnx --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope record tflite MODEL.tflite --input NAME=FILE.npy -o run.tdump [...]
+    python -m driftscope guard MODEL.onnx|MODEL.tflite|--model FILE.py:FUNCTION [...]
 
 The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
 arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
@@ -25,6 +26,7 @@ RECORDERS = {
 }
 
 USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
+       python -m driftscope guard MODEL [OPTIONS]   (python -m driftscope guard --help)
        python -m driftscope --version
 
 Record the intermediate tensors of one run of a model into a .tdump file.
@@ -78,8 +80,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if args[0] == "record":
         return record_main(args[1:])
+    if args[0] == "guard":
+        from ._guard import cli_main as guard_main
+
+        return guard_main(args[1:])
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record' (other commands are in the driftscope executable)", file=sys.stderr)
+          f"'record' and 'guard' (other commands are in the driftscope executable)",
+          file=sys.stderr)
     return 2
 
 

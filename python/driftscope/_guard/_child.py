@@ -1,0 +1,79 @@
+"""One backend in its own process: ``python -m driftscope._guard._child JOB.pkl RESULT.pkl``.
+
+The guard writes the job (backend name, model, input samples, timed runs, seed), this process
+loads the model through the backend, runs every sample once, times `runs` more runs of sample 0,
+and writes the result. Whatever goes wrong in Python comes back as an error message; a crash
+(a signal) is seen by the parent as the child's exit status, so the guard goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+from typing import Any, Dict, List
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else ""
+    from ..errors import Error
+
+    if isinstance(err, Error):  # driftscope's own errors are written as sentences
+        return line or type(err).__name__
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+
+
+def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    from ._backends import BACKENDS, load_plugins
+
+    load_plugins()
+    result: Dict[str, Any] = {"outputs": [], "latency_s": [], "load_s": None, "notes": [],
+                              "error": None, "stage": "load"}
+    try:
+        backend = BACKENDS[job["backend"]]
+        start = time.perf_counter()
+        session = backend.load(job["model"], job["work"], job["seed"])
+        result["load_s"] = time.perf_counter() - start
+        result["notes"] = list(getattr(session, "notes", []))
+        for k, feeds in enumerate(job["samples"]):
+            result["stage"] = f"sample {k + 1}"
+            start = time.perf_counter()
+            outputs = session.run(feeds)
+            first = time.perf_counter() - start
+            result["outputs"].append(outputs)
+            if k == 0:
+                result["first_run_s"] = first
+                times: List[float] = []
+                for _ in range(job["runs"]):
+                    start = time.perf_counter()
+                    session.run(feeds)
+                    times.append(time.perf_counter() - start)
+                result["latency_s"] = times
+        result["stage"] = "done"
+    except Exception as err:  # noqa: BLE001 - every failure is reported, the guard goes on
+        result["error"] = _first_line(err)
+    return result
+
+
+def main(argv: List[str]) -> int:
+    try:  # a crash is reported by its signal; no core file
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except Exception:  # pragma: no cover - platforms without it
+        pass
+    job_path, out_path = argv
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)
+    result = run_job(job)
+    tmp = out_path + ".part"
+    with open(tmp, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

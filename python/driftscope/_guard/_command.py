@@ -1,0 +1,175 @@
+"""``driftscope guard`` / ``python -m driftscope guard``: the command line of driftscope.guard."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from .._cli import parse_args
+from ..errors import Error
+from . import _backends as B
+from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
+from ._inputs import InputError, parse_dims
+
+PROG = "driftscope guard"
+
+DESCRIPTION = """\
+Run one model on every runtime and precision this machine has (the backends), compare each
+backend's outputs with a reference backend on the same generated inputs, and give one verdict:
+does any backend silently return zeros, NaN/Inf, a constant, or drifted values?
+
+Each backend runs in its own process, so one that crashes is reported (RUNTIME_ERROR, with the
+signal) and the others still run. Backends that cannot run here are listed as UNAVAILABLE with
+the reason; that is never a pass, and --require makes it an error."""
+
+EPILOG = """\
+backends (reference first; --list-backends says which can run here):
+  .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-cuda
+  .tflite  litert-ref (reference), litert, litert-gpu
+  PyTorch  torch (reference), torch-bf16, torch-fp16   (--model file.py:FUNCTION)
+
+inputs: generated from the model's signature, the same for every backend: ids within the
+vocabulary when the graph shows the embedding table, masks as ones, floats standard normal
+(image-like tensors uniform in [0,1)); sample k is seeded with SEED+k. Dynamic dimensions
+default to 1 for the first axis and 16 for the others (--dim changes them).
+
+verdicts per backend: PASS, NUMERICAL_INSTABILITY (NaN/Inf where the reference is finite),
+SILENT_ZERO_VECTOR (L2 norm < --min-norm where the reference's is not), CONSTANT_OUTPUT,
+PRECISION_DEGRADATION (cosine < --min-cosine), ARGMAX_FLIP (top-1 over the last axis changes),
+RUNTIME_ERROR, UNAVAILABLE.
+
+exit status: 0 every available backend passes; 1 degraded (PRECISION_DEGRADATION, ARGMAX_FLIP,
+RUNTIME_ERROR); 3 silent failure (NUMERICAL_INSTABILITY, SILENT_ZERO_VECTOR, CONSTANT_OUTPUT);
+2 usage or input error, the reference backend failed, or a --require'd backend is unavailable.
+
+examples:
+  driftscope guard model.onnx
+  driftscope guard model.onnx --backends ort-fp16,ort-int8 --dim seq=32 --json guard.json
+  driftscope guard model.tflite --input image=cat.npy --require litert
+  driftscope guard --model net.py:build --backends torch-fp16 --markdown "$GITHUB_STEP_SUMMARY"
+
+docs/howto/guard.md explains every backend, input rule and formula."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, as every driftscope usage error
+        print(f"{PROG}: error: {message} (try {PROG} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model_file", nargs="?", metavar="MODEL",
+                   help="the .onnx or .tflite model (for PyTorch use --model)")
+    p.add_argument("--model", metavar="FILE.py:FUNCTION",
+                   help="a PyTorch model: FUNCTION() returns (model, inputs), as for "
+                        "`driftscope record torch`; called after torch.manual_seed(SEED)")
+    p.add_argument("--backends", metavar="A,B,...",
+                   help="backends to check (default: every backend for this kind of model)")
+    p.add_argument("--reference", metavar="NAME",
+                   help="the backend the others are compared with (default: ort, litert-ref "
+                        "or torch)")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="use this array for input NAME instead of a generated one (repeatable; "
+                        "FILE.npz alone gives every array in it by name)")
+    p.add_argument("--samples", type=int, default=1, metavar="N",
+                   help="run N seeded input samples; each backend reports its worst (default 1)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the generated inputs (default 0)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help="size of a dynamic dimension: a symbolic name (seq=32) or INPUT:AXIS "
+                        "(repeatable)")
+    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
+                   help="PRECISION_DEGRADATION below this cosine similarity (default 0.99)")
+    p.add_argument("--min-norm", type=float, default=1e-4, metavar="N",
+                   help="SILENT_ZERO_VECTOR below this L2 norm where the reference's is at "
+                        "least this (default 1e-4)")
+    p.add_argument("--max-argmax-flip", type=float, default=0.0, metavar="F",
+                   help="ARGMAX_FLIP when more than this share of positions change their top-1 "
+                        "(default 0: any change)")
+    p.add_argument("--require", action="append", default=[], metavar="NAME",
+                   help="this backend must be available here (repeatable; comma lists too)")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
+                   help=f"timed runs per backend; latency is their median (default "
+                        f"{DEFAULT_RUNS})")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on a backend after this long (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the JSON report (docs/guard-schema.json); '-' for stdout, then "
+                        "no text report")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="write a Markdown report, e.g. for $GITHUB_STEP_SUMMARY")
+    p.add_argument("--list-backends", action="store_true",
+                   help="list every backend, whether it can run here and why not; then exit")
+    return p
+
+
+def _split(values: Sequence[str]) -> list:
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+
+
+def _list_backends() -> int:
+    for family in B.FAMILIES:
+        print(f"{family}:")
+        for b in B.family_backends(family):
+            why = b.unavailable()
+            ref = " (default reference)" if B.DEFAULT_REFERENCE[family] == b.name else ""
+            state = "available" if why is None else f"unavailable: {why}"
+            print(f"  {b.name:<12} {b.summary}{ref}\n  {'':<12} {state}")
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``driftscope guard``; returns the exit status."""
+    B.load_plugins()
+    try:
+        args = parse_args(_parser(), argv)
+    except SystemExit as e:  # --help (0) or an argparse usage error (2)
+        return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args.list_backends:
+        return _list_backends()
+    try:
+        if (args.model_file is None) == (args.model is None):
+            raise GuardError("give one model: a .onnx or .tflite file, or --model "
+                             "file.py:FUNCTION for PyTorch (try driftscope guard --help)")
+        model = args.model_file if args.model is None else args.model
+        if args.model is not None and ":" not in args.model:
+            raise GuardError(f"--model '{args.model}': expected file.py:FUNCTION or "
+                             "module:FUNCTION")
+        from ..onnxruntime import load_cli_inputs
+
+        try:
+            given = load_cli_inputs(args.input)
+            dims = parse_dims(args.dim)
+        except (InputError, Error) as err:
+            raise GuardError(str(err)) from err
+        report = guard(model, backends=_split([args.backends]) if args.backends else None,
+                       reference=args.reference, inputs=given, samples=args.samples,
+                       seed=args.seed, dims=dims, min_cosine=args.min_cosine,
+                       min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
+                       require=_split(args.require), runs=args.runs, timeout=args.timeout)
+        if args.json:
+            _write(args.json, report.to_json())
+        if args.markdown:
+            _write(args.markdown, report.to_markdown())
+    except (Error, OSError) as err:
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    if args.json != "-":
+        sys.stdout.write(report.to_text())
+    return report.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(cli_main())

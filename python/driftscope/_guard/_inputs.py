@@ -1,0 +1,289 @@
+"""The guard's inputs: read the model's signature, then make deterministic values for it.
+
+Rules (docs/howto/guard.md, "Inputs"), per input, in this order:
+  given with --input          that array, for every sample
+  bool                        all True
+  integer named *mask*        ones
+  integer ids of an embedding uniform in [0, V) where the graph feeds the input (through
+                              Cast/Reshape/Unsqueeze/...) into a Gather over a constant table of
+                              V rows (ONNX)
+  other integer               zeros (give real values with --input)
+  float, image-like           uniform in [0, 1): rank 4 with 1, 3 or 4 channels on axis 1 or 3
+  float                       standard normal
+Quantized LiteRT inputs get the float rule's values quantized with the tensor's scale/zero point.
+Sample k uses numpy's default_rng(seed + k). Dynamic dimensions: --dim NAME=SIZE (NAME a symbolic
+dimension such as "seq", or INPUT:AXIS), else the size an --input array gives them, else 1 for
+axis 0 and 16 for every other axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+DEFAULT_BATCH = 1
+DEFAULT_DIM = 16
+
+Dim = Union[int, str, None]  # a static size, a symbolic name, or unnamed dynamic
+
+
+class InputError(ValueError):
+    """--input / --dim values that do not fit the model's signature (one line)."""
+
+
+@dataclass
+class InputSpec:
+    name: str
+    dtype: np.dtype
+    shape: List[Dim]
+    vocab: Optional[int] = None                     # rows of the embedding table it indexes
+    quant: Optional[Tuple[float, int]] = None       # LiteRT (scale, zero_point)
+    example: Optional[np.ndarray] = None            # torch: the entry point's own value
+    vocab_from: str = "embedding table"             # where vocab came from (for the report)
+
+
+@dataclass
+class InputInfo:
+    """How one input was made (goes into the report)."""
+
+    name: str
+    dtype: str
+    shape: List[int]
+    how: str
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "how": self.how}
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+_ONNX_ELEM = {1: np.float32, 10: np.float16, 11: np.float64, 7: np.int64, 6: np.int32,
+              5: np.int16, 3: np.int8, 13: np.uint64, 12: np.uint32, 4: np.uint16, 2: np.uint8,
+              9: np.bool_}
+_PASSTHROUGH = frozenset({"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten"})
+
+
+def onnx_signature(proto) -> List[InputSpec]:
+    """The graph inputs that are not initializers, with the vocabulary size of the embedding
+    table each integer input indexes, when the graph shows one."""
+    graph = proto.graph
+    inits = {t.name: t for t in graph.initializer}
+    consumers: Dict[str, List[Tuple[Any, int]]] = {}
+    for node in graph.node:
+        for k, x in enumerate(node.input):
+            consumers.setdefault(x, []).append((node, k))
+    specs = []
+    for vi in graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if tt.elem_type not in _ONNX_ELEM:
+            raise InputError(f"input '{vi.name}' has ONNX element type {tt.elem_type}, which the "
+                             f"guard cannot generate")
+        shape: List[Dim] = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                shape.append(int(d.dim_value))
+            else:
+                shape.append(d.dim_param or None)
+        spec = InputSpec(vi.name, np.dtype(_ONNX_ELEM[tt.elem_type]), shape)
+        if spec.dtype.kind in "iu":
+            spec.vocab = _embedding_rows(vi.name, consumers, inits)
+        specs.append(spec)
+    return specs
+
+
+def _embedding_rows(name: str, consumers, inits) -> Optional[int]:
+    rows: List[int] = []
+    frontier, seen = [name], {name}
+    while frontier:
+        value = frontier.pop()
+        for node, k in consumers.get(value, []):
+            if node.op_type == "Gather" and k == 1 and node.input[0] in inits:
+                dims = list(inits[node.input[0]].dims)
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                if len(dims) == 2 and axis == 0:
+                    rows.append(int(dims[0]))
+            elif node.op_type in _PASSTHROUGH and k == 0:
+                for out in node.output:
+                    if out and out not in seen:
+                        seen.add(out)
+                        frontier.append(out)
+    return min(rows) if rows else None
+
+
+def litert_signature(details: Sequence[Mapping[str, Any]]) -> List[InputSpec]:
+    specs = []
+    for d in details:
+        sig = d.get("shape_signature")
+        dims = list(sig) if sig is not None and len(sig) else list(d["shape"])
+        shape: List[Dim] = [int(x) if int(x) >= 0 else None for x in dims]
+        scale, zero = d.get("quantization", (0.0, 0))
+        quant = (float(scale), int(zero)) if scale else None
+        specs.append(InputSpec(d["name"], np.dtype(d["dtype"]), shape, quant=quant))
+    return specs
+
+
+def example_signature(named: Mapping[str, np.ndarray]) -> List[InputSpec]:
+    """Torch: the entry point's example inputs give names, dtypes and shapes; the ids of an
+    integer example bound the ids of the other samples."""
+    specs = []
+    for n, v in named.items():
+        spec = InputSpec(n, v.dtype, [int(s) for s in v.shape], example=v)
+        if v.dtype.kind in "iu" and v.size and int(v.min()) >= 0:
+            spec.vocab, spec.vocab_from = int(v.max()) + 1, "the example's range"
+        specs.append(spec)
+    return specs
+
+
+# -- values ------------------------------------------------------------------------------------
+
+def parse_dims(specs: Sequence[str]) -> Dict[str, int]:
+    dims: Dict[str, int] = {}
+    for spec in specs:
+        name, sep, size = spec.rpartition("=")
+        try:
+            value = int(size)
+        except ValueError:
+            value = -1
+        if not sep or not name or value < 1:
+            raise InputError(f"--dim '{spec}': expected NAME=SIZE with SIZE >= 1 (NAME a "
+                             f"symbolic dimension such as seq, or INPUT:AXIS)")
+        dims[name] = value
+    return dims
+
+
+def _describe(spec: InputSpec) -> str:
+    dims = ", ".join("?" if d is None else str(d) for d in spec.shape)
+    return f"{spec.dtype.name} [{dims}]"
+
+
+def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
+            dims: Mapping[str, int]) -> Dict[str, List[int]]:
+    """Concrete shapes for every input; checks --input arrays and --dim names."""
+    by_name = {s.name: s for s in specs}
+    for name in given:
+        if name not in by_name:
+            raise InputError(f"--input '{name}': the model has no input of that name; its inputs "
+                             "are: " + ", ".join(f"{s.name} ({_describe(s)})" for s in specs))
+    symbolic = {d for s in specs for d in s.shape if isinstance(d, str)}
+    for key in dims:
+        base, colon, axis = key.rpartition(":")
+        if colon and base in by_name and axis.isdigit():
+            if int(axis) >= len(by_name[base].shape):
+                raise InputError(f"--dim '{key}': input '{base}' has only "
+                                 f"{len(by_name[base].shape)} axes")
+            continue
+        if key not in symbolic:
+            known = sorted(symbolic)
+            raise InputError(f"--dim '{key}': the model has no dynamic dimension of that name "
+                             f"(named dynamic dimensions: {', '.join(known) or 'none'}; an "
+                             f"unnamed one is INPUT:AXIS)")
+    bound: Dict[str, int] = dict((k, v) for k, v in dims.items() if ":" not in k)
+    for name, value in given.items():
+        spec = by_name[name]
+        if value.dtype != spec.dtype:
+            raise InputError(f"--input '{name}' has dtype {value.dtype}, the model expects "
+                             f"{_describe(spec)}")
+        if value.ndim != len(spec.shape) or any(
+                isinstance(d, int) and d != s for d, s in zip(spec.shape, value.shape)):
+            raise InputError(f"--input '{name}' has shape {tuple(value.shape)}, the model "
+                             f"expects {_describe(spec)}")
+        for d, s in zip(spec.shape, value.shape):
+            if isinstance(d, str):
+                if d in bound and bound[d] != s and d not in dims:
+                    raise InputError(f"--input '{name}' gives dimension '{d}' size {s}, another "
+                                     f"input gives it {bound[d]}")
+                bound.setdefault(d, int(s))
+    shapes: Dict[str, List[int]] = {}
+    for spec in specs:
+        if spec.name in given:
+            shapes[spec.name] = [int(s) for s in given[spec.name].shape]
+            continue
+        out = []
+        for axis, d in enumerate(spec.shape):
+            key = f"{spec.name}:{axis}"
+            if key in dims:
+                out.append(dims[key])
+            elif isinstance(d, int):
+                out.append(d)
+            elif isinstance(d, str) and d in bound:
+                out.append(bound[d])
+            else:
+                out.append(DEFAULT_BATCH if axis == 0 else DEFAULT_DIM)
+                if isinstance(d, str):
+                    bound[d] = out[-1]
+        shapes[spec.name] = out
+    return shapes
+
+
+def _image_like(shape: Sequence[int]) -> bool:
+    return len(shape) == 4 and (shape[1] in (1, 3, 4) or shape[3] in (1, 3, 4))
+
+
+def _rule(spec: InputSpec, shape: Sequence[int]) -> str:
+    kind = spec.dtype.kind
+    if kind == "b":
+        return "ones (bool)"
+    if spec.quant is not None or kind == "f":
+        base = "uniform [0,1) (image-like)" if _image_like(shape) else "standard normal"
+        return base + (f", quantized (scale {spec.quant[0]:g}, zero point {spec.quant[1]})"
+                       if spec.quant is not None and kind != "f" else "")
+    if "mask" in spec.name.lower():
+        return "ones (mask)"
+    if spec.vocab:
+        return f"ids uniform in [0, {spec.vocab}) ({spec.vocab_from})"
+    return "zeros (integer; give real values with --input)"
+
+
+def _value(spec: InputSpec, shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    kind = spec.dtype.kind
+    shape = tuple(shape)
+    if kind == "b":
+        return np.ones(shape, dtype=spec.dtype)
+    if spec.quant is not None or kind == "f":
+        x = rng.random(shape) if _image_like(shape) else rng.standard_normal(shape)
+        if kind == "f":
+            return x.astype(spec.dtype)
+        scale, zero = spec.quant  # type: ignore[misc]
+        info = np.iinfo(spec.dtype)
+        return np.clip(np.round(x / scale) + zero, info.min, info.max).astype(spec.dtype)
+    if "mask" in spec.name.lower():
+        return np.ones(shape, dtype=spec.dtype)
+    if spec.vocab:
+        return rng.integers(0, spec.vocab, size=shape).astype(spec.dtype)
+    return np.zeros(shape, dtype=spec.dtype)
+
+
+def make_samples(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
+                 dims: Mapping[str, int], seed: int, samples: int
+                 ) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
+    """`samples` input dicts (sample k seeded with seed + k) and how each input was made.
+    A torch entry point's own example inputs are sample 0."""
+    given = {k: np.asarray(v) for k, v in given.items()}
+    shapes = resolve(specs, given, dims)
+    out: List[Dict[str, np.ndarray]] = []
+    for k in range(samples):
+        rng = np.random.default_rng(seed + k)
+        feeds: Dict[str, np.ndarray] = {}
+        for spec in specs:
+            if spec.name in given:
+                feeds[spec.name] = given[spec.name]
+            elif spec.example is not None and k == 0:
+                feeds[spec.name] = spec.example
+            else:
+                feeds[spec.name] = _value(spec, shapes[spec.name], rng)
+        out.append(feeds)
+    infos = []
+    for spec in specs:
+        if spec.name in given:
+            how = "given (--input)"
+        elif spec.example is not None:
+            how = ("the entry point's value" + (f"; samples 2..{samples}: {_rule(spec, shapes[spec.name])}"
+                                                if samples > 1 else ""))
+        else:
+            how = _rule(spec, shapes[spec.name])
+        infos.append(InputInfo(spec.name, spec.dtype.name, shapes[spec.name], how))
+    return out, infos

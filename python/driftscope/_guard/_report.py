@@ -1,0 +1,260 @@
+"""The guard's report: verdict, one row per backend, findings in plain words; text, Markdown and
+JSON (docs/guard-schema.json)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from ._inputs import InputInfo
+from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT, UNAVAILABLE,
+                       OutputResult, Thresholds)
+
+SCHEMA = "driftscope.guard.report/1"
+
+EXIT_CODES = {"pass": 0, "degraded": 1, "incomplete": 2, "silent_failure": 3}
+_HEADLINE = {"pass": "PASS", "degraded": "DEGRADED", "incomplete": "INCOMPLETE",
+             "silent_failure": "SILENT FAILURE"}
+
+
+@dataclass
+class BackendResult:
+    """One backend's row. ``status`` is its worst output over every sample (``REFERENCE`` for
+    the reference); ``outputs`` holds each output's worst sample."""
+
+    name: str
+    summary: str
+    note: str
+    status: str
+    required: bool = False
+    reference: bool = False
+    reason: Optional[str] = None           # UNAVAILABLE: why
+    error: Optional[str] = None            # RUNTIME_ERROR: what the backend said
+    signal: Optional[str] = None           # RUNTIME_ERROR: the signal that killed it
+    notes: List[str] = field(default_factory=list)
+    outputs: List[OutputResult] = field(default_factory=list)
+    worst: Optional[OutputResult] = None
+    load_s: Optional[float] = None
+    latency_ms: Optional[float] = None
+    latency_ratio: Optional[float] = None
+    runs: int = 0
+
+    @property
+    def diagnostics(self) -> str:
+        parts: List[str] = []
+        if self.status == UNAVAILABLE:
+            parts.append(self.reason or "")
+        elif self.error:
+            parts.append(self.error)
+        elif self.worst is not None and self.worst.detail and self.status != REFERENCE:
+            w = self.worst
+            where = f"{w.name}" + (f", sample {w.sample + 1}" if w.sample else "")
+            parts.append(f"{where}: {w.detail}")
+        parts.extend(self.notes)
+        if self.note:
+            parts.append(self.note)
+        return "; ".join(p for p in parts if p)
+
+    def to_json(self) -> Dict[str, Any]:
+        def num(x: Optional[float]) -> Optional[float]:
+            return None if x is None or not math.isfinite(x) else float(x)
+
+        return {"name": self.name, "status": self.status, "reference": self.reference,
+                "required": self.required, "summary": self.summary, "note": self.note,
+                "available": self.status != UNAVAILABLE, "reason": self.reason,
+                "error": self.error, "signal": self.signal, "notes": list(self.notes),
+                "load_s": num(self.load_s),
+                "latency_ms": {"median": num(self.latency_ms), "runs": self.runs,
+                               "ratio_to_reference": num(self.latency_ratio)},
+                "worst_output": self.worst.name if self.worst else None,
+                "outputs": [o.to_json() for o in self.outputs]}
+
+
+def _fmt(x: Optional[float], spec: str) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return format(x, spec)
+
+
+class GuardReport:
+    """What :func:`driftscope.guard` found.
+
+    verdict: "pass", "degraded", "silent_failure" or "incomplete" (a --require'd backend is
+    unavailable); exit_code: 0, 1, 3, 2 as the command. backends: one BackendResult per
+    backend, the reference first. findings: plain sentences. to_json() / to_text() /
+    to_markdown()."""
+
+    def __init__(self, *, model: str, family: str, reference: str,
+                 backends: List[BackendResult], inputs: List[InputInfo], samples: int, seed: int,
+                 runs: int, thresholds: Thresholds, required: List[str],
+                 reference_nonfinite: Dict[str, int]) -> None:
+        self.model, self.family, self.reference = model, family, reference
+        self.backends, self.inputs = backends, inputs
+        self.samples, self.seed, self.runs = samples, seed, runs
+        self.thresholds, self.required = thresholds, required
+        self.reference_nonfinite = reference_nonfinite
+
+    def __getitem__(self, name: str) -> BackendResult:
+        for b in self.backends:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    @property
+    def verdict(self) -> str:
+        if any(b.required and b.status == UNAVAILABLE for b in self.backends):
+            return "incomplete"
+        if any(b.status in SILENT for b in self.backends):
+            return "silent_failure"
+        if any(b.status in DEGRADED for b in self.backends):
+            return "degraded"
+        return "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def summary(self) -> str:
+        """The first line of the text report."""
+        rows = [b for b in self.backends if not b.reference]
+        counts: Dict[str, int] = {}
+        for b in rows:
+            counts[b.status] = counts.get(b.status, 0) + 1
+        worst = sorted((b for b in rows if b.status not in (PASS, UNAVAILABLE)),
+                       key=lambda b: -SEVERITY[b.status])
+        head = _HEADLINE[self.verdict]
+        if self.verdict == "incomplete":
+            missing = [b.name for b in rows if b.required and b.status == UNAVAILABLE]
+            text = f"{head}: required backend(s) unavailable: {', '.join(missing)}"
+        elif worst:
+            text = f"{head}: " + ", ".join(f"{b.name} {b.status}" for b in worst[:4])
+            if len(worst) > 4:
+                text += f" and {len(worst) - 4} more"
+        else:
+            text = f"{head}: every available backend matches {self.reference}"
+        tally = ", ".join(f"{n} {s.lower().replace('_', ' ')}" for s, n in
+                          sorted(counts.items(), key=lambda kv: -SEVERITY[kv[0]]))
+        return f"{text} ({tally}; reference {self.reference})" if tally else text
+
+    @property
+    def findings(self) -> List[str]:
+        out: List[str] = []
+        ref = self.reference
+        for name, n in self.reference_nonfinite.items():
+            out.append(f"The reference {ref} itself has {n} NaN/Inf values in output '{name}'; "
+                       "those positions are left out of every comparison.")
+        for b in self.backends:
+            if b.reference:
+                continue
+            w = b.worst
+            where = (f"output '{w.name}'" + (f" (sample {w.sample + 1})" if w and w.sample else "")
+                     if w else "")
+            if b.status == UNAVAILABLE:
+                req = " It is required, so the guard is incomplete." if b.required else ""
+                out.append(f"{b.name} was not checked: {b.reason}.{req}")
+            elif b.status == RUNTIME_ERROR:
+                if b.signal:
+                    out.append(f"{b.name} crashed ({b.signal}); the other backends ran on.")
+                elif b.error:
+                    out.append(f"{b.name} failed: {b.error}")
+                elif w is not None:
+                    out.append(f"{b.name}: {where}: {w.detail}.")
+            elif b.status == PASS:
+                if w is not None:
+                    out.append(f"{b.name} matches {ref}: worst cosine {_fmt(w.cosine, '.6f')}, "
+                               f"max |difference| {_fmt(w.max_diff, '.3g')}.")
+            elif w is not None:
+                plain = {
+                    "NUMERICAL_INSTABILITY": "produces NaN/Inf where the reference is finite",
+                    "SILENT_ZERO_VECTOR": "returns a vanished (all-zero) output while the "
+                                          "reference's is healthy",
+                    "CONSTANT_OUTPUT": "returns one constant value where the reference varies",
+                    "PRECISION_DEGRADATION": "drifts from the reference beyond --min-cosine",
+                    "ARGMAX_FLIP": "changes the top-1 class at some positions",
+                }[b.status]
+                out.append(f"{b.name} {plain} ({b.status}) on {where}: {w.detail}.")
+            if b.note and b.status != UNAVAILABLE:
+                out.append(f"{b.name} exercises {b.note}.")
+        return out
+
+    # -- renderings ---------------------------------------------------------------------------
+
+    def _cells(self, b: BackendResult) -> List[str]:
+        w = b.worst
+        lat = "-"
+        if b.latency_ms is not None:
+            lat = f"{b.latency_ms:.3g} ms"
+            if b.latency_ratio is not None:
+                lat += f" ({b.latency_ratio:.2f}x)"
+        norms = "-"
+        if w is not None and w.norm_ref is not None:
+            norms = f"{_fmt(w.norm_ref, '.4g')}/{_fmt(w.norm_cand, '.4g')}"
+        cos = "-" if w is None or w.cosine is None else (
+            "1" if w.cosine == 1.0 else _fmt(w.cosine, ".6f"))
+        diff = "-" if w is None else _fmt(w.max_diff, ".3g")
+        return [b.name, b.status, cos, norms, diff, lat, b.diagnostics]
+
+    def to_text(self) -> str:
+        heads = ["backend", "status", "cosine", "norm ref/cand", "max diff", "latency",
+                 "diagnostics"]
+        rows = [self._cells(b) for b in self.backends]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
+        lines = [self.summary, "",
+                 f"model      {self.model} ({self.family}); reference {self.reference}; "
+                 f"{self.samples} sample(s), seed {self.seed}; latency = median of {self.runs} "
+                 "runs of sample 1 (ratio to the reference)",
+                 "inputs     " + "; ".join(f"{i.name} {i.dtype}{list(i.shape)}: {i.how}"
+                                          for i in self.inputs),
+                 f"thresholds min cosine {self.thresholds.min_cosine:g}, min norm "
+                 f"{self.thresholds.min_norm:g}, max argmax flip "
+                 f"{self.thresholds.max_argmax_flip:g}", ""]
+
+        def line(cells: List[str]) -> str:
+            return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
+
+        lines.append(line(heads).rstrip())
+        lines.extend(line(r).rstrip() for r in rows)
+        lines.append("")
+        lines.append("Findings")
+        lines.extend(f"  - {f}" for f in self.findings)
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self) -> str:
+        def esc(s: str) -> str:
+            return s.replace("|", "\\|").replace("\n", " ")
+
+        out = [f"### driftscope guard: {esc(self.summary)}", "",
+               f"Model `{esc(self.model)}` ({self.family}), reference `{self.reference}`, "
+               f"{self.samples} sample(s), seed {self.seed}.", "",
+               "| backend | status | cosine | norm ref/cand | max diff | latency | diagnostics |",
+               "|---|---|---:|---:|---:|---:|---|"]
+        for b in self.backends:
+            c = self._cells(b)
+            out.append("| " + " | ".join(esc(x) for x in c) + " |")
+        out += ["", "**Findings**", ""] + [f"- {esc(f)}" for f in self.findings]
+        return "\n".join(out) + "\n"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"schema": SCHEMA, "model": self.model, "family": self.family,
+                "reference": self.reference, "verdict": self.verdict,
+                "exit_code": self.exit_code, "summary": self.summary,
+                "samples": self.samples, "seed": self.seed, "runs": self.runs,
+                "thresholds": self.thresholds.to_json(), "required": list(self.required),
+                "inputs": [i.to_json() for i in self.inputs],
+                "backends": [b.to_json() for b in self.backends],
+                "findings": self.findings}
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n"
+
+    def __repr__(self) -> str:
+        return f"<GuardReport {self.verdict} {self.model!r}: {len(self.backends)} backends>"

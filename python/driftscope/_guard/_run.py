@@ -1,0 +1,291 @@
+"""``driftscope.guard(model, ...)``: run one model on every backend and judge each against the
+reference backend."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import Error
+from . import _backends as B
+from . import _inputs as I
+from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
+                       judge, worse)
+from ._report import BackendResult, GuardReport
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+DEFAULT_RUNS = 5
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class GuardError(Error, ValueError):
+    """Usage or input error, or the reference backend failed: the guard cannot judge anything
+    (the command exits 2). The message is one line."""
+
+    def __init__(self, message: str, code_name: str = "guard_error") -> None:
+        super().__init__(message, 0, code_name)
+
+
+def family_of(model: str) -> str:
+    low = model.lower()
+    if low.endswith(".onnx"):
+        return "onnx"
+    if low.endswith(".tflite"):
+        return "tflite"
+    module, sep, func = model.rpartition(":")
+    if sep and module and func and not os.path.isfile(model):
+        return "torch"
+    raise GuardError(f"cannot tell what kind of model '{model}' is: give a .onnx or .tflite file, "
+                     "or a PyTorch entry point as file.py:FUNCTION (or module:FUNCTION)")
+
+
+def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
+    try:
+        if family == "onnx":
+            from ..onnxruntime import _load_model
+
+            proto, _, _ = _load_model(model)
+            return I.onnx_signature(proto)
+        if family == "tflite":
+            from ..litert import _check_flatbuffer, _interpreter, _read_model
+
+            data, name = _read_model(model)
+            _check_flatbuffer(data, name)
+            it = _interpreter(data, name, "reference", None, preserve=False)
+            return I.litert_signature(it.get_input_details())
+    except (Error, ImportError, OSError, ValueError) as err:
+        raise GuardError(_first_line(err), "model_load_failed") from err
+    try:
+        example = B.torch_example(model, seed)[1]
+        leaves = B.torch_leaves(example)
+        import torch
+
+        return I.example_signature({
+            k: (v.detach().float() if v.dtype == torch.bfloat16 else v.detach()).cpu().numpy()
+            for k, v in leaves.items()})
+    except Error as err:
+        raise GuardError(_first_line(err), "model_load_failed") from err
+    except Exception as err:  # noqa: BLE001 - the user's entry point may raise anything
+        raise GuardError(f"--model {model}: {type(err).__name__}: {_first_line(err)}",
+                         "model_load_failed") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _child_env() -> Dict[str, str]:
+    env = dict(os.environ)
+    # The child must import this very package. An installed one it finds by itself; a checkout
+    # put on sys.path by hand is passed on (never a site-packages folder: on PYTHONPATH it would
+    # come before the standard library).
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.basename(here) not in ("site-packages", "dist-packages"):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_backend(backend: str, model: str, samples: List[Dict[str, np.ndarray]], runs: int,
+                seed: int, timeout: float) -> Dict[str, Any]:
+    """Runs one backend in a child process; returns the child's result, with "error" (and
+    "signal") set when it failed or died."""
+    with tempfile.TemporaryDirectory(prefix="driftscope-guard-") as work:
+        job_path = os.path.join(work, "job.pkl")
+        out_path = os.path.join(work, "result.pkl")
+        with open(job_path, "wb") as f:
+            pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
+                         "runs": runs, "seed": seed, "work": work}, f,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env=_child_env(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
+        tail = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        if proc.returncode < 0:
+            sig = -proc.returncode
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            return {"error": f"the backend's process was killed by {name}", "signal": name,
+                    "outputs": []}
+        if proc.returncode != 0 or not os.path.exists(out_path):
+            last = tail[-1] if tail else "no message"
+            return {"error": f"the backend's process exited with status {proc.returncode}: "
+                             f"{last}", "outputs": []}
+        with open(out_path, "rb") as f:
+            return pickle.load(f)
+
+
+def _median_ms(times: Sequence[float]) -> Optional[float]:
+    return statistics.median(times) * 1e3 if times else None
+
+
+def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference: Optional[str],
+                      require: Sequence[str]) -> Tuple[List[str], str]:
+    known = B.family_backends(family)
+    known_names = [b.name for b in known]
+
+    def check(name: str, what: str) -> None:
+        if name in known_names:
+            return
+        if name in B.BACKENDS:
+            raise GuardError(f"{what} '{name}' runs {B.BACKENDS[name].family} models, not "
+                             f"{family} ones (for this model: {', '.join(known_names)})",
+                             "invalid_argument")
+        raise GuardError(f"unknown backend '{name}' ({what}); for a {family} model choose from: "
+                         f"{', '.join(known_names)}", "invalid_argument")
+
+    chosen = list(backends) if backends else list(known_names)
+    for n in chosen:
+        check(n, "--backends")
+    ref = reference or B.DEFAULT_REFERENCE[family]
+    check(ref, "--reference")
+    for n in require:
+        check(n, "--require")
+    ordered = [ref] + [n for n in dict.fromkeys(list(chosen) + list(require)) if n != ref]
+    return ordered, ref
+
+
+def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
+          reference: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
+          samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
+          min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
+          require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
+          timeout: float = DEFAULT_TIMEOUT_S) -> GuardReport:
+    """Runs `model` on the reference backend and every backend of `backends` (default: every
+    backend for the model's kind), each in its own process, on the same deterministic inputs,
+    and judges every output of every backend against the reference.
+
+    model: a .onnx or .tflite path, or a PyTorch entry point "file.py:FUNCTION" whose FUNCTION()
+        returns (model, inputs) (called after torch.manual_seed(seed), in every process).
+    inputs: arrays by input name that replace the generated ones (every sample).
+    samples / seed: sample k's inputs come from numpy.random.default_rng(seed + k); each
+        backend's row shows its worst sample.
+    dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
+    min_cosine / min_norm / max_argmax_flip: the thresholds (docs/howto/guard.md).
+    require: backends that must be available (otherwise the verdict is "incomplete", exit 2).
+    runs: timed runs of the first sample per backend (latency = their median).
+    Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
+    and a reference backend that is unavailable or fails.
+    """
+    B.load_plugins()
+    model = os.fspath(model)
+    if not isinstance(samples, int) or samples < 1:
+        raise GuardError(f"samples={samples!r}: must be an integer >= 1", "invalid_argument")
+    if not isinstance(runs, int) or runs < 1:
+        raise GuardError(f"runs={runs!r}: must be an integer >= 1", "invalid_argument")
+    if not (-1.0 <= min_cosine <= 1.0):
+        raise GuardError(f"min_cosine={min_cosine!r}: must be in [-1, 1]", "invalid_argument")
+    if not (min_norm >= 0.0 and math.isfinite(min_norm)):
+        raise GuardError(f"min_norm={min_norm!r}: must be a finite number >= 0",
+                         "invalid_argument")
+    if not (0.0 <= max_argmax_flip <= 1.0):
+        raise GuardError(f"max_argmax_flip={max_argmax_flip!r}: must be in [0, 1]",
+                         "invalid_argument")
+    family = family_of(model)
+    order, ref = _resolve_backends(family, backends, reference, require)
+    if family != "torch" and not os.path.isfile(model):
+        raise GuardError(f"cannot load model '{model}': no such file", "model_load_failed")
+    why = B.BACKENDS[ref].unavailable()
+    if why:
+        raise GuardError(f"the reference backend '{ref}' is unavailable: {why}", "reference_failed")
+    specs = _signature(family, model, seed)
+    try:
+        feeds, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples)
+    except I.InputError as err:
+        raise GuardError(str(err), "input_mismatch") from err
+    thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
+
+    ref_run = run_backend(ref, model, feeds, runs, seed, timeout)
+    if ref_run.get("error"):
+        raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
+                         "reference_failed")
+    ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
+    ref_ms = _median_ms(ref_run["latency_s"])
+    results: List[BackendResult] = []
+    for name in order:
+        b = B.BACKENDS[name]
+        row = BackendResult(name=name, summary=b.summary, note=b.note, status=PASS,
+                            required=name in require, reference=name == ref)
+        if name == ref:
+            run = ref_run
+        else:
+            why = b.unavailable()
+            if why:
+                row.status, row.reason = UNAVAILABLE, why
+                results.append(row)
+                continue
+            run = run_backend(name, model, feeds, runs, seed, timeout)
+        row.notes = list(run.get("notes", []))
+        row.load_s = run.get("load_s")
+        row.latency_ms = _median_ms(run.get("latency_s", []))
+        row.runs = len(run.get("latency_s", []))
+        if row.latency_ms is not None and ref_ms:
+            row.latency_ratio = row.latency_ms / ref_ms
+        if run.get("error"):
+            row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
+            results.append(row)
+            continue
+        worst_by_output: Dict[str, OutputResult] = {}
+        unjudged: List[str] = []
+        for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
+            for oname, rv in r_out.items():
+                if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
+                    if oname not in unjudged:
+                        unjudged.append(oname)
+                    continue
+                if oname not in c_out:
+                    res = OutputResult(oname, RUNTIME_ERROR, k,
+                                       detail="the backend returned no output of this name")
+                else:
+                    try:
+                        res = judge(oname, rv, c_out[oname], thresholds, k)
+                    except TypeError as err:
+                        res = OutputResult(oname, RUNTIME_ERROR, k, detail=str(err))
+                if name == ref:
+                    res.status = REFERENCE
+                old = worst_by_output.get(oname)
+                if old is None or worse(res, old):
+                    worst_by_output[oname] = res
+        if unjudged:
+            row.notes.append(f"not judged (not numeric tensors): {', '.join(unjudged)}")
+        row.outputs = list(worst_by_output.values())
+        if row.outputs and name != ref:  # the reference's row has no worst output
+            row.worst = row.outputs[0]
+            for o in row.outputs[1:]:
+                if worse(o, row.worst):
+                    row.worst = o
+            row.status = row.worst.status
+        elif name == ref:
+            row.status = REFERENCE
+        results.append(row)
+    return GuardReport(model=model, family=family, reference=ref, backends=results,
+                       inputs=infos, samples=samples, seed=seed, runs=runs,
+                       thresholds=thresholds, required=list(require),
+                       reference_nonfinite=_nonfinite(ref_outputs))
+
+
+def _nonfinite(outputs: List[Dict[str, np.ndarray]]) -> Dict[str, int]:
+    found: Dict[str, int] = {}
+    for out in outputs:
+        for name, v in out.items():
+            v = np.asarray(v)
+            if v.dtype.kind == "f":
+                n = int(np.count_nonzero(~np.isfinite(v)))
+                if n:
+                    found[name] = max(found.get(name, 0), n)
+    return found
