@@ -1,16 +1,24 @@
-// A TOML subset for policy and mapping files, parsed into nlohmann::json so that the TOML and the
-// JSON spelling of a file go through one validator. Supported (docs/compare.md "Policy file"):
-// comments, [table] and [[array-of-tables]] headers (dotted), bare/quoted/dotted keys, basic and
-// literal strings, integers (decimal, 0x/0o/0b, '_' separators), floats (incl. inf/nan), booleans,
-// arrays (multi-line, trailing comma) and inline tables. Not supported, and rejected by name:
-// multi-line strings and dates. Every error names the origin and the line.
-#include <cerrno>
+// Policy and mapping files: TOML (toml++) or JSON text into nlohmann::json, so that both spellings
+// of a file go through one validator (policy.cpp). docs/compare.md "Policy file" describes the
+// format: TOML 1.0 without multi-line strings and dates (refused by name, they mean nothing here).
+//
+// Hostile files: before any parser runs, one linear scan bounds how deeply values nest and how
+// many parts a dotted key has (issue 7 bug 3: recursion depth was reset inside inline tables).
+// The parsers are recursive, so the bound must hold before they start, not be detected by them.
+// toml++ is compiled into this one translation unit (header-only, no exceptions), so its limits
+// are ours and nothing of it can throw across the library API.
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
+#include <new>
 
 #include <fmt/format.h>
+
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 0
+#define TOML_ENABLE_FORMATTERS 0
+// toml++'s own guard (default 256) sits above ours: the pre-scan has already refused deeper text.
+#define TOML_MAX_NESTED_VALUES 64
+#include <toml++/toml.h>
 
 #include "common/bytes.hpp"
 #include "compare/internal.hpp"
@@ -20,369 +28,208 @@ namespace {
 
 using nlohmann::json;
 
-class TomlParser {
- public:
-  TomlParser(std::string_view text, std::string_view origin) : s_(text), origin_(origin) {}
+// Arrays and inline tables (or JSON arrays and objects) inside one another, and the parts of one
+// dotted key. A policy needs three levels; 32 leaves room for any real file while keeping every
+// recursion (parsers, conversion, destruction) a few kilobytes deep even under ASan.
+constexpr size_t kMaxNesting = 32;
+constexpr size_t kMaxKeyParts = 32;
+// Tables of the converted document inside one another: headers, dotted keys and inline tables
+// together.
+constexpr size_t kMaxDepth = 64;
 
-  Result<json> run() {
-    json root = json::object();
-    json* current = &root;
-    while (true) {
-      skip_ws_comments_newlines();
-      if (eof()) break;
-      if (peek() == '[') {
-        bool array = pos_ + 1 < s_.size() && s_[pos_ + 1] == '[';
-        pos_ += array ? 2 : 1;
-        std::vector<std::string> path;
-        if (!parse_key_path(path)) return error_;
-        skip_ws();
-        if (!expect(']')) return error_;
-        if (array && !expect(']')) return error_;
-        if (!end_of_line()) return error_;
-        json* node = &root;
-        for (size_t i = 0; i < path.size(); ++i) {
-          json& child = (*node)[path[i]];
-          bool last = i + 1 == path.size();
-          if (last && array) {
-            if (child.is_null()) child = json::array();
-            if (!child.is_array()) return fail(fmt::format("'{}' is not an array of tables", path[i]));
-            child.push_back(json::object());
-            node = &child.back();
-          } else {
-            if (child.is_null()) child = json::object();
-            if (child.is_array() && !child.empty() && child.back().is_object()) {
-              node = &child.back();  // [[a]] then [a.b]: b belongs to the last a
-              continue;
-            }
-            if (!child.is_object()) return fail(fmt::format("'{}' is not a table", path[i]));
-            node = &child;
-          }
+Error config_error(std::string_view origin, uint64_t line, uint64_t column, std::string_view msg) {
+  return make_error(Errc::bad_policy, fmt::format("{}:{}:{}: {}", origin, line, column, msg));
+}
+
+bool bare_key_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+// Line and column (1-based, columns in code points as toml++ counts them) of a byte offset.
+struct Position {
+  uint64_t line = 1, column = 1;
+};
+Position position_of(std::string_view text, size_t offset) {
+  Position p;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+// The scan: strings and comments are skipped exactly as TOML (or JSON) lexes them, so brackets and
+// dots inside them never count. For text that is not valid TOML the counts may be off, but only
+// towards refusing earlier; the parser would refuse that text anyway.
+Result<void> check_nesting(std::string_view s, std::string_view origin, bool is_json) {
+  size_t depth = 0, dots = 0;
+  bool after_part = false;  // the last token was a bare or quoted key part (a '.' continues it)
+  auto fail = [&](size_t at, std::string_view what) -> Error {
+    Position p = position_of(s, at);
+    return config_error(origin, p.line, p.column, what);
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '"' || (c == '\'' && !is_json)) {
+      const bool multi = !is_json && s.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
+      const bool escapes = c == '"';
+      i += multi ? 3 : 1;
+      while (i < s.size()) {
+        if (escapes && s[i] == '\\') {
+          i += 2;
+          continue;
         }
-        current = node;
-        continue;
-      }
-      if (!parse_assignment(*current)) return error_;
-      if (!end_of_line()) return error_;
-    }
-    return root;
-  }
-
- private:
-  std::string_view s_;
-  std::string_view origin_;
-  size_t pos_ = 0;
-  size_t line_ = 1;
-  Error error_;
-
-  bool eof() const { return pos_ >= s_.size(); }
-  char peek() const { return eof() ? '\0' : s_[pos_]; }
-
-  bool set_error(std::string msg) {
-    error_ = make_error(Errc::bad_policy, fmt::format("{}:{}: {}", origin_, line_, msg));
-    return false;
-  }
-  Error fail(std::string msg) {
-    set_error(std::move(msg));
-    return error_;
-  }
-  // Messages stay one line: control characters are shown escaped.
-  static std::string shown(char c) {
-    if (c == '\n') return "end of line";
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      return fmt::format("byte 0x{:02x}", static_cast<unsigned char>(c));
-    return fmt::format("'{}'", c);
-  }
-  bool expect(char c) {
-    if (peek() != c) {
-      return set_error(eof() ? fmt::format("expected '{}' before the end of the file", c)
-                             : fmt::format("expected '{}', found {}", c, shown(peek())));
-    }
-    ++pos_;
-    return true;
-  }
-  void skip_ws() {
-    while (!eof() && (peek() == ' ' || peek() == '\t')) ++pos_;
-  }
-  void skip_comment() {
-    if (peek() == '#')
-      while (!eof() && peek() != '\n') ++pos_;
-  }
-  void skip_ws_comments_newlines() {
-    while (!eof()) {
-      skip_ws();
-      skip_comment();
-      if (peek() == '\r' && pos_ + 1 < s_.size() && s_[pos_ + 1] == '\n') ++pos_;
-      if (peek() == '\n') {
-        ++pos_;
-        ++line_;
-        continue;
-      }
-      break;
-    }
-  }
-  bool end_of_line() {
-    skip_ws();
-    skip_comment();
-    if (peek() == '\r') ++pos_;
-    if (eof()) return true;
-    if (peek() != '\n') return set_error(fmt::format("unexpected {} after a value", shown(peek())));
-    return true;
-  }
-
-  static bool bare_char(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  }
-
-  bool parse_simple_key(std::string& out) {
-    skip_ws();
-    if (peek() == '"') return parse_basic_string(out);
-    if (peek() == '\'') return parse_literal_string(out);
-    size_t start = pos_;
-    while (!eof() && bare_char(peek())) ++pos_;
-    if (pos_ == start) return set_error(eof() ? "expected a key" : fmt::format("expected a key, found {}", shown(peek())));
-    out.assign(s_.substr(start, pos_ - start));
-    return true;
-  }
-  bool parse_key_path(std::vector<std::string>& path) {
-    while (true) {
-      std::string k;
-      if (!parse_simple_key(k)) return false;
-      path.push_back(std::move(k));
-      skip_ws();
-      if (peek() != '.') return true;
-      ++pos_;
-    }
-  }
-
-  bool parse_assignment(json& table) {
-    std::vector<std::string> path;
-    if (!parse_key_path(path)) return false;
-    skip_ws();
-    if (!expect('=')) return false;
-    skip_ws();
-    json value;
-    if (!parse_value(value)) return false;
-    json* node = &table;
-    for (size_t i = 0; i + 1 < path.size(); ++i) {
-      json& child = (*node)[path[i]];
-      if (child.is_null()) child = json::object();
-      if (!child.is_object()) return set_error(fmt::format("'{}' is not a table", path[i]));
-      node = &child;
-    }
-    if (node->contains(path.back()))
-      return set_error(fmt::format("key '{}' is defined twice", path.back()));
-    (*node)[path.back()] = std::move(value);
-    return true;
-  }
-
-  bool parse_basic_string(std::string& out) {
-    if (s_.substr(pos_, 3) == "\"\"\"") return set_error("multi-line strings are not supported");
-    ++pos_;
-    out.clear();
-    while (true) {
-      if (eof() || peek() == '\n') return set_error("unterminated string");
-      char c = s_[pos_++];
-      if (c == '"') break;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (eof()) return set_error("unterminated string");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'u':
-        case 'U': {
-          size_t n = e == 'u' ? 4 : 8;
-          if (pos_ + n > s_.size()) return set_error("truncated \\u escape");
-          uint32_t cp = 0;
-          for (size_t i = 0; i < n; ++i) {
-            char h = s_[pos_ + i];
-            uint32_t d;
-            if (h >= '0' && h <= '9') d = static_cast<uint32_t>(h - '0');
-            else if (h >= 'a' && h <= 'f') d = static_cast<uint32_t>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') d = static_cast<uint32_t>(h - 'A' + 10);
-            else return set_error("bad hex digit in \\u escape");
-            cp = cp * 16 + d;
-          }
-          pos_ += n;
-          if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return set_error(fmt::format("\\u escape U+{:X} is not a Unicode scalar value", cp));
-          if (cp < 0x80) {
-            out += static_cast<char>(cp);
-          } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-          } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-          } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
+        if (!multi && s[i] == '\n' && !is_json) break;  // an unterminated string: resync
+        if (multi ? s.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''") : s[i] == c) {
+          if (multi) {
+            i += 2;
+            while (i + 1 < s.size() && s[i + 1] == c) ++i;  // up to two quotes end the content
           }
           break;
         }
-        default: return set_error(fmt::format("unknown escape '\\{}'", e));
+        ++i;
       }
+      after_part = true;
+      continue;
     }
-    if (!detail::valid_utf8(out)) return set_error("string is not valid UTF-8");
-    return true;
+    if (c == '#' && !is_json) {
+      while (i + 1 < s.size() && s[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t') continue;
+    if (c == '.' && after_part && !is_json) {
+      if (++dots >= kMaxKeyParts)
+        return fail(i, fmt::format("a dotted key has more than {} parts", kMaxKeyParts));
+      after_part = false;
+      continue;
+    }
+    if (bare_key_char(c)) {
+      after_part = true;
+      continue;
+    }
+    after_part = false;
+    dots = 0;
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        return fail(i, fmt::format("values nested more than {} deep", kMaxNesting));
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
   }
-  bool parse_literal_string(std::string& out) {
-    if (s_.substr(pos_, 3) == "'''") return set_error("multi-line strings are not supported");
-    ++pos_;
-    size_t start = pos_;
-    while (!eof() && peek() != '\'' && peek() != '\n') ++pos_;
-    if (peek() != '\'') return set_error("unterminated string");
-    out.assign(s_.substr(start, pos_ - start));
-    ++pos_;
-    if (!detail::valid_utf8(out)) return set_error("string is not valid UTF-8");
-    return true;
+  return {};
+}
+
+class Converter {
+ public:
+  Converter(std::string_view text, std::string_view origin) : text_(text), origin_(origin) {}
+
+  Result<json> convert(const toml::node& node, size_t depth) {
+    if (depth > kMaxDepth) return error(node, fmt::format("tables nested more than {} deep", kMaxDepth));
+    if (const auto* t = node.as_table()) {
+      json out = json::object();
+      for (const auto& [key, value] : *t) {
+        auto v = convert(value, depth + 1);
+        if (!v) return v;
+        out[std::string(key.str())] = std::move(*v);
+      }
+      return out;
+    }
+    if (const auto* a = node.as_array()) {
+      json out = json::array();
+      for (const auto& value : *a) {
+        auto v = convert(value, depth + 1);
+        if (!v) return v;
+        out.push_back(std::move(*v));
+      }
+      return out;
+    }
+    if (const auto* str = node.as_string()) {
+      if (multi_line(node)) return error(node, "multi-line strings are not supported");
+      return json(str->get());
+    }
+    if (const auto* i = node.as_integer()) return json(i->get());
+    if (const auto* f = node.as_floating_point()) return json(f->get());
+    if (const auto* b = node.as_boolean()) return json(b->get());
+    return error(node, "dates and times are not supported");
   }
 
-  bool parse_number_or_keyword(json& out) {
-    size_t start = pos_;
-    while (!eof() && (bare_char(peek()) || peek() == '.' || peek() == '+' || peek() == ':')) ++pos_;
-    std::string tok(s_.substr(start, pos_ - start));
-    if (tok.empty()) return set_error(eof() ? "expected a value" : fmt::format("expected a value, found {}", shown(peek())));
-    if (tok == "true") return out = true, true;
-    if (tok == "false") return out = false, true;
-    std::string body = tok;
-    bool neg = false;
-    if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
-      neg = body[0] == '-';
-      body.erase(0, 1);
-    }
-    if (body == "inf") return out = neg ? -HUGE_VAL : HUGE_VAL, true;
-    if (body == "nan") return out = std::nan(""), true;
-    if (tok.find(':') != std::string::npos || (tok.size() >= 10 && tok[4] == '-' && tok[7] == '-'))
-      return set_error(fmt::format("dates and times are not supported ('{}')", tok));
-    std::string clean;
-    for (size_t i = 0; i < body.size(); ++i) {
-      if (body[i] == '_') {
-        if (i == 0 || i + 1 == body.size() || body[i - 1] == '_')
-          return set_error(fmt::format("misplaced '_' in number '{}'", tok));
-        continue;
-      }
-      clean += body[i];
-    }
-    int base = 10;
-    if (clean.size() > 2 && clean[0] == '0' && (clean[1] == 'x' || clean[1] == 'o' || clean[1] == 'b')) {
-      base = clean[1] == 'x' ? 16 : clean[1] == 'o' ? 8 : 2;
-      clean.erase(0, 2);
-    }
-    bool is_float = base == 10 && clean.find_first_of(".eE") != std::string::npos;
-    errno = 0;
-    char* end = nullptr;
-    if (is_float) {
-      double v = std::strtod(clean.c_str(), &end);
-      if (clean.empty() || *end != '\0' || clean.front() == '.' || clean.back() == '.')
-        return set_error(fmt::format("'{}' is not a number", tok));
-      return out = neg ? -v : v, true;
-    }
-    if (clean.empty() || clean[0] == '-' || clean[0] == '+')
-      return set_error(fmt::format("'{}' is not a number", tok));
-    unsigned long long v = std::strtoull(clean.c_str(), &end, base);
-    if (*end != '\0') return set_error(fmt::format("'{}' is not a value (strings need quotes)", tok));
-    if (errno == ERANGE || v > (neg ? 0x8000000000000000ull : 0x7fffffffffffffffull))
-      return set_error(fmt::format("integer '{}' is out of range", tok));
-    if (neg) out = v == 0x8000000000000000ull ? INT64_MIN : -static_cast<int64_t>(v);
-    else out = static_cast<int64_t>(v);
-    return true;
-  }
+ private:
+  std::string_view text_;
+  std::string_view origin_;
 
-  bool skip_array_space() {
-    while (!eof()) {
-      skip_ws();
-      skip_comment();
-      if (peek() == '\r') { ++pos_; continue; }
-      if (peek() == '\n') {
-        ++pos_;
-        ++line_;
-        continue;
-      }
-      break;
-    }
-    return true;
+  Error error(const toml::node& node, std::string_view msg) const {
+    const auto& at = node.source().begin;
+    return config_error(origin_, at.line, at.column, msg);
   }
-
-  bool parse_value(json& out, int depth = 0) {
-    if (depth > 32) return set_error("values nested too deeply");
-    char c = peek();
-    if (c == '"' || c == '\'') {
-      std::string str;
-      if (!(c == '"' ? parse_basic_string(str) : parse_literal_string(str))) return false;
-      out = std::move(str);
-      return true;
-    }
-    if (c == '[') {
-      ++pos_;
-      out = json::array();
-      while (true) {
-        skip_array_space();
-        if (peek() == ']') {
-          ++pos_;
-          return true;
-        }
-        json item;
-        if (!parse_value(item, depth + 1)) return false;
-        out.push_back(std::move(item));
-        skip_array_space();
-        if (peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        return expect(']');
-      }
-    }
-    if (c == '{') {
-      ++pos_;
-      out = json::object();
-      skip_ws();
-      if (peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      while (true) {
-        if (!parse_assignment(out)) return false;
-        skip_ws();
-        if (peek() == ',') {
-          ++pos_;
-          skip_ws();
-          continue;
-        }
-        return expect('}');
-      }
-    }
-    return parse_number_or_keyword(out);
+  // toml++ does not say how a string was spelt; its first bytes in the text do.
+  bool multi_line(const toml::node& node) const {
+    const auto& at = node.source().begin;
+    size_t i = 0;
+    for (uint64_t line = 1; line < at.line && i < text_.size(); ++i)
+      if (text_[i] == '\n') ++line;
+    for (uint64_t col = 1; col < at.column && i < text_.size(); ++i)
+      if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) ++col;
+    while (i < text_.size() && (static_cast<unsigned char>(text_[i]) & 0xC0) == 0x80) ++i;
+    std::string_view rest = text_.substr(std::min(i, text_.size()));
+    return rest.starts_with("\"\"\"") || rest.starts_with("'''");
   }
 };
+
+// toml++ descriptions are one line; they may quote the offending text, so control characters are
+// shown escaped to keep the message one printable line.
+std::string one_line(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
+}
 
 }  // namespace
 
 Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin) {
-  return TomlParser(text, origin).run();
+  DRIFTSCOPE_TRY(check_nesting(text, origin, /*is_json=*/false));
+  try {
+    toml::parse_result parsed = toml::parse(text, std::string_view(origin));
+    if (!parsed) {
+      const auto& e = parsed.error();
+      return config_error(origin, e.source().begin.line, e.source().begin.column,
+                          one_line(e.description()));
+    }
+    return Converter(text, origin).convert(parsed.table(), 0);
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::limit_exceeded, fmt::format("{}: out of memory while parsing", origin));
+  }
 }
 
 Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin) {
+  // Checked before any parsing: the parsers' memory grows with the text.
+  if (text.size() > kMaxConfigBytes)
+    return make_error(Errc::limit_exceeded,
+                      fmt::format("{}: {} bytes, larger than {} bytes", origin, text.size(), kMaxConfigBytes));
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   size_t i = 0;
   while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
   if (i < text.size() && text[i] == '{') {
-    auto j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded())
-      return make_error(Errc::bad_policy, fmt::format("{}: not valid JSON", origin));
-    return j;
+    DRIFTSCOPE_TRY(check_nesting(text, origin, /*is_json=*/true));
+    try {
+      return nlohmann::json::parse(text.begin(), text.end());
+    } catch (const nlohmann::json::parse_error& e) {
+      // e.byte is 1-based: the position after the last byte read.
+      Position p = position_of(text, e.byte > 0 ? e.byte - 1 : 0);
+      std::string what = e.what();
+      if (auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
+      return config_error(origin, p.line, p.column, "not valid JSON: " + one_line(what));
+    } catch (const std::bad_alloc&) {
+      return make_error(Errc::limit_exceeded, fmt::format("{}: out of memory while parsing", origin));
+    }
   }
   return parse_toml(text, origin);  // whole text: line numbers in errors stay right
 }
