@@ -8,6 +8,7 @@
 
 #include "compare/internal.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/limits.hpp"
 
 namespace driftscope {
 
@@ -30,6 +31,9 @@ int precision_bits(DType t) noexcept {
     default: return 64;  // integers and bool are exact
   }
 }
+
+constexpr size_t kMaxRegexLength = limits::kMaxNameLength;
+constexpr size_t kMaxRegexNesting = 32;
 
 std::string g(double v) { return fmt::format("{:.6g}", v); }
 
@@ -301,6 +305,31 @@ Result<RenameRule> RenameRule::parse(std::string_view text) {
   RenameRule r{std::string(text.substr(0, arrow)), std::string(text.substr(arrow + 2))};
   if (r.pattern.empty())
     return make_error(Errc::invalid_argument, fmt::format("rename rule '{}' has an empty regex", text));
+  // std::regex compiles and matches recursively: a pattern nested thousands of groups deep
+  // overflows the stack. Names are at most limits::kMaxNameLength bytes; so are patterns.
+  if (r.pattern.size() > kMaxRegexLength)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("rename rule regex is {} bytes, allowed 1 .. {}", r.pattern.size(),
+                                  kMaxRegexLength));
+  size_t depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < r.pattern.size(); ++i) {
+    char c = r.pattern[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;  // ECMAScript: the first unescaped ']' closes a class, even "[]"
+    } else if (c == '(') {
+      if (++depth > kMaxRegexNesting)
+        return make_error(Errc::invalid_argument,
+                          fmt::format("rename rule regex nests groups more than {} deep (at byte {})",
+                                      kMaxRegexNesting, i));
+    } else if (c == ')' && depth > 0) {
+      --depth;
+    }
+  }
   try {
     std::regex re(r.pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {

@@ -342,3 +342,32 @@ TEST(ConfigDepth, ModerateNestingStillParses) {
 }
 
 }  // namespace
+
+namespace {
+
+// Sibling of bug 3: std::regex compiles recursively, so a rename rule nested 100,000 groups deep
+// (a mapping file, --map-a) overflowed the stack. Nesting and length are bounded before compiling.
+TEST(RenameRules, DeepOrHugePatternsAreRefused) {
+  using driftscope::RenameRule;
+  const size_t n = 100000;
+  auto deep = RenameRule::parse(std::string(2000, '(') + "a" + std::string(2000, ')') + "=>x");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error().code, driftscope::Errc::invalid_argument);
+  EXPECT_EQ(deep.error().message, "rename rule regex nests groups more than 32 deep (at byte 32)");
+  auto hidden = RenameRule::parse("[]" + std::string(100, '(') + "=>x");  // not inside a class
+  ASSERT_FALSE(hidden.ok());
+  EXPECT_NE(hidden.error().message.find("more than 32 deep"), std::string::npos);
+  auto huge = RenameRule::parse(std::string(5000, 'a') + "=>x");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().message, "rename rule regex is 5000 bytes, allowed 1 .. 4096");
+  EXPECT_TRUE(RenameRule::parse(std::string(32, '(') + "a" + std::string(32, ')') + "=>x").ok());
+  EXPECT_TRUE(RenameRule::parse("[(]+(a)=>x").ok());  // a '(' inside a class is no group
+  auto map = driftscope::NameMap::parse("a = ['" + std::string(n, '(') + "=>x']\n", "m.toml");
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.error().message, "m.toml: rename rule regex is 100000 bytes, allowed 1 .. 4096");
+  map = driftscope::NameMap::parse("a = ['" + std::string(1000, '(') + "=>x']\n", "m.toml");
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.error().code, driftscope::Errc::bad_policy);
+}
+
+}  // namespace
