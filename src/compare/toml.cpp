@@ -69,6 +69,7 @@ Position position_of(std::string_view text, size_t offset) {
 Result<void> check_nesting(std::string_view s, std::string_view origin, bool is_json) {
   size_t depth = 0, dots = 0;
   bool after_part = false;  // the last token was a bare or quoted key part (a '.' continues it)
+  bool line_start = true;   // only blanks since the last newline
   auto fail = [&](size_t at, std::string_view what) -> Error {
     Position p = position_of(s, at);
     return config_error(origin, p.line, p.column, what);
@@ -95,6 +96,7 @@ Result<void> check_nesting(std::string_view s, std::string_view origin, bool is_
         ++i;
       }
       after_part = true;
+      line_start = false;
       continue;
     }
     if (c == '#' && !is_json) {
@@ -102,6 +104,16 @@ Result<void> check_nesting(std::string_view s, std::string_view origin, bool is_
       continue;
     }
     if (c == ' ' || c == '\t') continue;
+    if (c == '[' && depth == 0 && line_start && !is_json) {
+      // A table header. toml++ 3.3 asserts (assumes, under NDEBUG) that a header's key starts
+      // with a key character or a quote; "[!x]" would break that assumption, so it stops here.
+      size_t j = i + 1;
+      if (j < s.size() && s[j] == '[') ++j;
+      while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
+      if (j < s.size() && !bare_key_char(s[j]) && s[j] != '"' && s[j] != '\'' && s[j] != ']')
+        return fail(j, "expected a key (bare, \"quoted\" or 'literal') in the table header");
+    }
+    line_start = c == '\n' || (c == '\r' && line_start);
     if (c == '.' && after_part && !is_json) {
       if (++dots >= kMaxKeyParts)
         return fail(i, fmt::format("a dotted key has more than {} parts", kMaxKeyParts));

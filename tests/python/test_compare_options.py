@@ -116,7 +116,7 @@ def nested(n: int) -> str:
 @pytest.mark.parametrize("text", [
     nested(100_000),
     "x = " + "[{a=" * 50_000 + "1" + "}]" * 50_000 + "\n",
-    "[" * (1 << 20),
+    "x = " + "[" * (1 << 20),
     "a." * 100_000 + "a = 1\n",
 ], ids=["inline-tables", "arrays-of-inline-tables", "brackets-1MiB", "dotted-key"])
 def test_deep_policy_and_mapping_files_are_refused(runs, tmp_path, text):

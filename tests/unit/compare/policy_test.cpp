@@ -306,7 +306,8 @@ TEST(ConfigDepth, DeepNestingIsRefusedEverywhere) {
       "x = " + repeat("{a=[", n) + "1" + repeat("]}", n) + "\n",
       "x = " + repeat("[{a=", n) + "1" + repeat("}]", n) + "\n",
       "x = " + repeat("[", n) + repeat("]", n) + "\n",
-      std::string(1u << 20, '['),
+      std::string(1u << 20, '['),  // a table header "[[" whose key starts with '['
+      "x = " + std::string(1u << 20, '['),
       "[rule]\nx = " + repeat("{ b = ", n) + "\n",
       "x = " + repeat("{a.b.c=", n) + "1" + repeat("}", n) + "\n",
       repeat("a.", n) + "a = 1\n",
@@ -321,13 +322,29 @@ TEST(ConfigDepth, DeepNestingIsRefusedEverywhere) {
     EXPECT_NE(p.error().message.find("deep.toml:"), std::string::npos) << p.error().message;
     const std::string& msg = p.error().message;
     EXPECT_TRUE(msg.find("nested more than") != std::string::npos ||
-                msg.find("dotted key has more than") != std::string::npos)
+                msg.find("dotted key has more than") != std::string::npos ||
+                msg.find("in the table header") != std::string::npos)
         << msg;
     EXPECT_EQ(p.error().message.find('\n'), std::string::npos);
     auto m = NameMap::parse(text, "deep.toml");
     ASSERT_FALSE(m.ok());
     EXPECT_EQ(m.error().code, Errc::bad_policy) << m.error().to_string();
   }
+}
+
+// Found by fuzz_policy_parse: toml++ 3.3 asserts (under NDEBUG: assumes) that a table header's key
+// starts with a key character; "[!x]" aborted the ASan build. Refused before toml++ sees it.
+TEST(ConfigSyntax, TableHeaderWithoutAKey) {
+  for (const char* text : {"[!x]\n", "[[!x]]\n", "a = 1\n  [ /=>.]\n", "[\x01]\n", "[[ =]]\n"}) {
+    auto p = Policy::parse(text, "h.toml");
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, Errc::bad_policy);
+    EXPECT_NE(p.error().message.find("expected a key (bare, \"quoted\" or 'literal') in the table header"),
+              std::string::npos)
+        << p.error().message;
+  }
+  auto ok = compare_detail::parse_config("x = [\n[1],\n ]\n[ \"q\" ]\n['l'.b]\n", "t");  // array lines are no headers
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
 }
 
 TEST(ConfigDepth, ModerateNestingStillParses) {
