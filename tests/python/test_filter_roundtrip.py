@@ -49,7 +49,8 @@ BUDGET = st.one_of(st.integers(0, 10**15).map(str),
 
 CLAUSES = st.one_of(
     st.builds(lambda sign, g: sign + g, st.sampled_from(["", "+", "-", "!"]), globs()),
-    st.builds(lambda gs: "op=" + ",".join(gs), st.lists(globs(), min_size=1, max_size=3)),
+    st.builds(lambda gs: "op=" + ",".join(gs),
+              st.lists(st.one_of(globs(), st.builds(lambda g: "=" + g, globs())), min_size=1, max_size=3)),
     st.builds(lambda rs: "role=" + ",".join(rs), st.lists(st.sampled_from(ROLES), min_size=1, max_size=3)),
     st.builds(lambda ds: "dtype=" + ",".join(ds), st.lists(st.sampled_from(DTYPES), min_size=1, max_size=3)),
     st.builds(lambda c, n: f"rank{c}{n}", st.sampled_from(CMP), st.integers(0, 20)),
@@ -102,6 +103,13 @@ def check_round_trip(text: str, tensors) -> None:
 @given(filter_texts(), st.lists(TENSORS, max_size=8))
 def test_grammar_filters_round_trip(text, tensors):
     check_round_trip(text, tensors)
+
+
+def test_found_by_the_fuzzer():
+    # fuzz_filter_parse: "op===x" (op glob "=x") printed as "op==x", which reads back as glob "x".
+    for text in ["op===x", "op===", "op===a,=b", " op===\x85\x85aye\r\r-*dropowt* opv*"]:
+        check_round_trip(text, [("x", "=x", "output", "f32", [], 0), ("a", "x", "input", "f16", [2], 1)])
+    assert Filter("op===x").accepts("n", op_type="=x") and not Filter("op===x").accepts("n", op_type="x")
 
 
 @settings(max_examples=400, deadline=None)

@@ -347,6 +347,21 @@ TEST(ConfigSyntax, TableHeaderWithoutAKey) {
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
 }
 
+// Found by the fuzz targets under UBSan: toml++ 3.3's whitespace classifier reached
+// __builtin_unreachable for most non-ASCII code points, and a value starting with a terminator
+// broke an assumption. Both must be plain values or plain errors (run under the asan preset).
+TEST(ConfigSyntax, NonAsciiAndTerminatorsAreNoUndefinedBehaviour) {
+  auto j = compare_detail::parse_config("[exact]\n\"caf\xC3\xA9\" = \"\xEF\xAD\xBF\"\n\"\xE3\x80\x81\" = 'x'\n", "t");
+  ASSERT_TRUE(j.ok()) << j.error().to_string();
+  EXPECT_EQ((*j)["exact"]["caf\xC3\xA9"], "\xEF\xAD\xBF");
+  for (const char* bad : {"a\xEF\xAD\xBF['^^{\"a\":{mode", "x = [1, 2.5, -inf,}\n", "x = {a = }\n", "x = [,]\n",
+                          "\xC3\xA9 = 1\n"}) {
+    auto e = compare_detail::parse_config(bad, "t");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.error().code, Errc::bad_policy);
+  }
+}
+
 TEST(ConfigDepth, ModerateNestingStillParses) {
   // Eight levels of arrays and inline tables is far inside the limit: a value, not an error.
   auto j = compare_detail::parse_config("x = " + repeat("{a=[", 8) + "1" + repeat("]}", 8) + "\n", "t");
