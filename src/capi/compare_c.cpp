@@ -76,7 +76,7 @@ Result<Request> parse_request(const char* text) {
     json j;
     try {
       j = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
       return make_error(Errc::invalid_argument, std::string("options_json is not valid JSON: ") + e.what());
     }
     if (!j.is_object()) return make_error(Errc::invalid_argument, "options_json must be a JSON object");

@@ -256,6 +256,12 @@ Result<nlohmann::json> parse_config(std::string_view text, std::string_view orig
       std::string what = e.what();
       if (auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
       return config_error(origin, p.line, p.column, "not valid JSON: " + one_line(what));
+    } catch (const nlohmann::json::exception& e) {
+      // Not a syntax error but still the text's fault: a number out of double's range (found by
+      // fuzz_policy_parse: "1e555555555" threw out_of_range past the parse_error handler).
+      std::string what = e.what();
+      if (auto bracket = what.find("] "); bracket != std::string::npos) what.erase(0, bracket + 2);
+      return make_error(Errc::bad_policy, fmt::format("{}: not valid JSON: {}", origin, one_line(what)));
     } catch (const std::bad_alloc&) {
       return make_error(Errc::limit_exceeded, fmt::format("{}: out of memory while parsing", origin));
     }

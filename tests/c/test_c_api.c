@@ -918,6 +918,7 @@ static void test_compare(void) {
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"threads\": -1}", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"min_sqnr\": 40", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "[1, 2]", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"atol\": 1e999}", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"max_mismatch_fraction\": 0.1}", NULL, NULL));
   FAILS_WITH(DS_E_BAD_POLICY, ds_compare(ref, same, "{\"policy_text\": \"[[[\"}", NULL, NULL));
 

@@ -362,6 +362,19 @@ TEST(ConfigSyntax, NonAsciiAndTerminatorsAreNoUndefinedBehaviour) {
   }
 }
 
+// Found by fuzz_policy_parse: a JSON number beyond double's range threw out_of_range, which only
+// parse_error was caught for: std::terminate.
+TEST(ConfigSyntax, JsonNumberOutOfRange) {
+  for (const char* text : {"{\"default\": {\"atol\": 1e555555555}}", "{\"a\": [-1e400]}"}) {
+    auto p = Policy::parse(text, "p.json");
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, Errc::bad_policy);
+    EXPECT_NE(p.error().message.find("p.json: not valid JSON: number overflow parsing"), std::string::npos)
+        << p.error().message;
+    EXPECT_FALSE(NameMap::parse(text, "m.json").ok());
+  }
+}
+
 TEST(ConfigDepth, ModerateNestingStillParses) {
   // Eight levels of arrays and inline tables is far inside the limit: a value, not an error.
   auto j = compare_detail::parse_config("x = " + repeat("{a=[", 8) + "1" + repeat("]}", 8) + "\n", "t");
