@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_internal.hpp"
+#include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
 
 using namespace driftscope;
@@ -29,7 +30,8 @@ struct Request {
 // Only the JSON types are checked here; values go to CompareSettings::resolve(), the validator
 // the CLI and Python use too, so ranges and their messages are the same in every front end.
 Error bad_key(const std::string& key, const std::string& want) {
-  return make_error(Errc::invalid_argument, "compare option '" + key + "' must be " + want);
+  return make_error(Errc::invalid_argument,
+                    compare_detail::printable("compare option '" + key + "' must be " + want));
 }
 
 Result<double> number(const std::string& key, const json& v) {
@@ -147,7 +149,8 @@ Result<Request> parse_request(const char* text) {
         else if (*s == "markdown") req.format = Format::markdown;
         else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
       } else {
-        return make_error(Errc::invalid_argument, "unknown compare option '" + key + "'");
+        return make_error(Errc::invalid_argument,
+                          compare_detail::printable("unknown compare option '" + key + "'"));
       }
     }
   }

@@ -22,6 +22,9 @@ Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin
 // TOML or JSON by the first non-blank character; longer than kMaxConfigBytes is limit_exceeded.
 Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin);
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
+// Error messages quote keys, names and rules from files and callers: control characters are
+// written \xNN so that a message stays one printable line.
+std::string printable(std::string_view s);
 
 // ---- policy.cpp ---------------------------------------------------------------------------------
 // The allowed range of each criterion: one table for policy files, options and validate().

@@ -18,7 +18,7 @@ constexpr int64_t kMaxTopK = 1000;
 constexpr double kMaxR64 = 1e12;  // k and floor; the same bound as in policy files
 
 Error option_error(std::string message) {
-  return make_error(Errc::invalid_argument, "compare option " + std::move(message));
+  return make_error(Errc::invalid_argument, compare_detail::printable("compare option " + message));
 }
 
 Result<void> check_integer(std::string_view key, int64_t v, int64_t lo, int64_t hi) {
@@ -147,7 +147,7 @@ Result<CompareOptions> CompareSettings::resolve() const {
       auto r = RenameRule::parse(text);
       if (!r) {
         Error e = std::move(r).error();
-        e.message = fmt::format("compare option '{}': {}", rules == &map_a ? "map_a" : "map_b", e.message);
+        e.message = fmt::format("compare option '{}': {}", rules == &map_a ? "map_a" : "map_b", e.message);  // already printable
         return e;
       }
       side->push_back(std::move(*r));

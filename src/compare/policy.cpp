@@ -38,7 +38,11 @@ constexpr size_t kMaxRegexNesting = 32;
 std::string g(double v) { return fmt::format("{:.6g}", v); }
 
 Error policy_error(std::string_view origin, std::string msg) {
-  return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));
+  return make_error(Errc::bad_policy, compare_detail::printable(fmt::format("{}: {}", origin, msg)));
+}
+
+Error rule_error(std::string msg) {
+  return make_error(Errc::invalid_argument, compare_detail::printable(msg));
 }
 
 Result<double> get_number(const json& v, std::string_view origin, std::string_view key, double lo,
@@ -300,11 +304,10 @@ Result<Policy> Policy::load(const std::string& path) {
 Result<RenameRule> RenameRule::parse(std::string_view text) {
   size_t arrow = text.find("=>");
   if (arrow == std::string_view::npos)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("rename rule '{}' has no '=>' (expected REGEX=>REPLACEMENT)", text));
+    return rule_error(fmt::format("rename rule '{}' has no '=>' (expected REGEX=>REPLACEMENT)", text));
   RenameRule r{std::string(text.substr(0, arrow)), std::string(text.substr(arrow + 2))};
   if (r.pattern.empty())
-    return make_error(Errc::invalid_argument, fmt::format("rename rule '{}' has an empty regex", text));
+    return rule_error(fmt::format("rename rule '{}' has an empty regex", text));
   // std::regex compiles and matches recursively: a pattern nested thousands of groups deep
   // overflows the stack. Names are at most limits::kMaxNameLength bytes; so are patterns.
   if (r.pattern.size() > kMaxRegexLength)
@@ -333,8 +336,7 @@ Result<RenameRule> RenameRule::parse(std::string_view text) {
   try {
     std::regex re(r.pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    return make_error(Errc::invalid_argument,
-                      fmt::format("rename rule '{}': invalid regex: {}", text, e.what()));
+    return rule_error(fmt::format("rename rule '{}': invalid regex: {}", text, e.what()));
   }
   return r;
 }

@@ -55,7 +55,7 @@ constexpr size_t kMaxKeyParts = 32;
 constexpr size_t kMaxDepth = 64;
 
 Error config_error(std::string_view origin, uint64_t line, uint64_t column, std::string_view msg) {
-  return make_error(Errc::bad_policy, fmt::format("{}:{}:{}: {}", origin, line, column, msg));
+  return make_error(Errc::bad_policy, printable(fmt::format("{}:{}:{}: {}", origin, line, column, msg)));
 }
 
 bool bare_key_char(char c) {
@@ -209,18 +209,6 @@ class Converter {
   }
 };
 
-// toml++ descriptions are one line; they may quote the offending text, so control characters are
-// shown escaped to keep the message one printable line.
-std::string one_line(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin) {
@@ -230,7 +218,7 @@ Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin
     if (!parsed) {
       const auto& e = parsed.error();
       return config_error(origin, e.source().begin.line, e.source().begin.column,
-                          one_line(e.description()));
+                          printable(e.description()));
     }
     return Converter(text, origin).convert(parsed.table(), 0);
   } catch (const std::bad_alloc&) {
@@ -255,18 +243,29 @@ Result<nlohmann::json> parse_config(std::string_view text, std::string_view orig
       Position p = position_of(text, e.byte > 0 ? e.byte - 1 : 0);
       std::string what = e.what();
       if (auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
-      return config_error(origin, p.line, p.column, "not valid JSON: " + one_line(what));
+      return config_error(origin, p.line, p.column, "not valid JSON: " + printable(what));
     } catch (const nlohmann::json::exception& e) {
       // Not a syntax error but still the text's fault: a number out of double's range (found by
       // fuzz_policy_parse: "1e555555555" threw out_of_range past the parse_error handler).
       std::string what = e.what();
       if (auto bracket = what.find("] "); bracket != std::string::npos) what.erase(0, bracket + 2);
-      return make_error(Errc::bad_policy, fmt::format("{}: not valid JSON: {}", origin, one_line(what)));
+      return make_error(Errc::bad_policy, printable(fmt::format("{}: not valid JSON: {}", origin, what)));
     } catch (const std::bad_alloc&) {
       return make_error(Errc::limit_exceeded, fmt::format("{}: out of memory while parsing", origin));
     }
   }
   return parse_toml(text, origin);  // whole text: line numbers in errors stay right
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
 }
 
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {

@@ -375,6 +375,20 @@ TEST(ConfigSyntax, JsonNumberOutOfRange) {
   }
 }
 
+// Found by fuzz_name_map_parse: a key with an escaped newline ("a\nb") reached the one-line
+// error message raw. Quoted file strings are shown with control characters as \xNN.
+TEST(ConfigSyntax, MessagesStayOneLine) {
+  auto m = NameMap::parse("\"enc\\nx\\u001b[31m\" = 1\n", "m.toml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().message, "m.toml: unknown key 'enc\\x0ax\\x1b[31m' (expected a, b, exact)");
+  auto p = Policy::parse("[[rule]]\nmatch = 'a'\n\"\\r\" = 1\n", "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message, "p.toml: unknown key '\\x0d' in rule 1");
+  auto r = RenameRule::parse("a\x1b]0;x\x07");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "rename rule 'a\\x1b]0;x\\x07' has no '=>' (expected REGEX=>REPLACEMENT)");
+}
+
 TEST(ConfigDepth, ModerateNestingStillParses) {
   // Eight levels of arrays and inline tables is far inside the limit: a value, not an error.
   auto j = compare_detail::parse_config("x = " + repeat("{a=[", 8) + "1" + repeat("]}", 8) + "\n", "t");
