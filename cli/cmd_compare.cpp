@@ -16,19 +16,14 @@
 namespace driftscope::cli {
 namespace {
 
+// The flags land in the library's CompareSettings as given: the range checks are the library's
+// (CompareSettings::resolve), the same for the CLI, the C ABI and Python.
 struct CompareArgs {
   std::string reference, candidate;
-  std::optional<double> atol, rtol, max_mismatch, min_cosine, min_sqnr, max_rel_l2, min_argmax, min_topk;
-  std::optional<int64_t> max_ulp;
-  std::string policy_file, map_file, reference64, filter, json_out, markdown_out;
-  std::vector<std::string> map_a, map_b, classes, r64_k;
-  std::optional<double> r64_floor;
-  std::string pairs = "name";
+  CompareSettings settings;
+  std::string json_out, markdown_out;
   std::string color = "auto";
-  bool reshape = false, nan_equal = false, stop_at_first = false, allow_unpaired = false,
-       allow_incomparable = false, all = false, quiet = false, no_progress = false;
-  unsigned threads = 0;
-  uint32_t top_k = 5;
+  bool all = false, quiet = false, no_progress = false;
 };
 
 // Redraws one line on stderr; only used when stderr is a terminal.
@@ -56,73 +51,9 @@ class Progress {
 };
 
 int run_compare(const CompareArgs& a) {
-  CompareOptions o;
-  if (!a.policy_file.empty()) {
-    auto p = Policy::load(a.policy_file);
-    if (!p) return fail(p.error().to_string());
-    o.policy = std::move(*p);
-  }
-  Criteria cli;
-  cli.atol = a.atol;
-  cli.rtol = a.rtol;
-  cli.max_mismatch_fraction = a.max_mismatch;
-  cli.min_cosine = a.min_cosine;
-  cli.min_sqnr_db = a.min_sqnr;
-  cli.max_rel_l2 = a.max_rel_l2;
-  cli.max_ulp = a.max_ulp;
-  cli.min_argmax_agreement = a.min_argmax;
-  cli.min_topk_overlap = a.min_topk;
-  if (cli.max_mismatch_fraction && !cli.uses_allclose())
-    return fail("--max-mismatch-fraction needs --atol or --rtol (it loosens the allclose rule)");
-  // Criteria on the command line replace the defaults (and a policy file's [default]) as a whole.
-  if (!cli.empty()) o.policy.global = cli;
-  for (const auto& g : a.classes) {
-    PolicyRule r;
-    r.match = g;
-    r.classes = true;
-    r.top_k = a.top_k;
-    o.policy.rules.push_back(r);
-  }
-  if (cli.min_argmax_agreement || cli.min_topk_overlap) {
-    PolicyRule r;  // argmax criteria on the command line apply to every tensor with a class axis
-    r.classes = true;
-    r.top_k = a.top_k;
-    o.policy.rules.push_back(r);
-  }
-  for (const auto& kv : a.r64_k) {
-    size_t eq = kv.find('=');
-    auto dt = eq == std::string::npos ? std::nullopt : parse_dtype(kv.substr(0, eq));
-    char* end = nullptr;
-    double k = eq == std::string::npos ? 0 : std::strtod(kv.c_str() + eq + 1, &end);
-    if (!dt || !end || *end != '\0' || !(k > 0) || !std::isfinite(k))
-      return fail(fmt::format("--r64-k '{}': expected DTYPE=K with K > 0, e.g. f16=3", kv));
-    o.policy.r64_k.emplace_back(*dt, k);
-  }
-  if (a.r64_floor) o.policy.r64_floor = a.r64_floor;
-  if (!a.map_file.empty()) {
-    auto m = NameMap::load(a.map_file);
-    if (!m) return fail(m.error().to_string());
-    o.names = std::move(*m);
-  }
-  for (const auto& s : a.map_a) {
-    auto r = RenameRule::parse(s);
-    if (!r) return fail("--map-a: " + r.error().message);
-    o.names.reference.push_back(*r);
-  }
-  for (const auto& s : a.map_b) {
-    auto r = RenameRule::parse(s);
-    if (!r) return fail("--map-b: " + r.error().message);
-    o.names.candidate.push_back(*r);
-  }
-  o.pairing = a.pairs == "positional" ? Pairing::positional : Pairing::by_name;
-  o.filter = a.filter;
-  o.reshape = a.reshape;
-  o.nan_equal = a.nan_equal;
-  o.stop_at_first = a.stop_at_first;
-  o.allow_unpaired = a.allow_unpaired;
-  o.allow_incomparable = a.allow_incomparable;
-  o.threads = a.threads;
-  o.reference64 = a.reference64;
+  auto resolved = a.settings.resolve();
+  if (!resolved) return fail(resolved.error().to_string());
+  CompareOptions o = std::move(*resolved);
 
   // Refused before the comparison runs, not after it spent minutes: a report path that names an
   // input (the same inode: a symlink or hard link too) would replace that dump.
@@ -187,42 +118,43 @@ std::function<int()> setup_compare(CLI::App& app) {
                   "the trusted run; its execution order defines 'first' and errors are relative to it")
       ->required();
   sub->add_option("CANDIDATE", a->candidate, "the run under test")->required();
+  CompareSettings& st = a->settings;
 
   const char* tol = "Tolerance (any of these replaces the per-dtype defaults as a whole)";
-  sub->add_option("--atol", a->atol, "allclose: |cand-ref| <= atol + rtol*|ref|")->group(tol)->check(CLI::NonNegativeNumber);
-  sub->add_option("--rtol", a->rtol, "allclose relative tolerance")->group(tol)->check(CLI::NonNegativeNumber);
-  sub->add_option("--max-mismatch-fraction", a->max_mismatch,
-                  "let allclose fail on up to this fraction of elements")->group(tol)->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--min-cosine", a->min_cosine, "cosine similarity at least this")->group(tol)->check(CLI::Range(-1.0, 1.0));
-  sub->add_option("--min-sqnr", a->min_sqnr, "SQNR in dB at least this: 10 log10(sum ref^2 / sum (ref-cand)^2)")->group(tol);
-  sub->add_option("--max-rel-l2", a->max_rel_l2, "relative L2 error ||cand-ref||/||ref|| at most this")->group(tol)->check(CLI::NonNegativeNumber);
-  sub->add_option("--max-ulp", a->max_ulp, "max ULP distance (both sides of one float dtype)")->group(tol)->check(CLI::NonNegativeNumber);
-  sub->add_option("--min-argmax", a->min_argmax, "argmax agreement along the class axis, fraction of rows")->group(tol)->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--min-topk", a->min_topk, "mean top-k overlap along the class axis")->group(tol)->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--policy", a->policy_file, "per-pattern tolerance file (TOML or JSON; docs/compare.md)")->group(tol);
-  sub->add_flag("--nan-equal", a->nan_equal, "NaN at the same position on both sides counts as equal")->group(tol);
-  sub->add_option("--reference64", a->reference64,
+  sub->add_option("--atol", st.atol, "allclose: |cand-ref| <= atol + rtol*|ref|")->group(tol);
+  sub->add_option("--rtol", st.rtol, "allclose relative tolerance")->group(tol);
+  sub->add_option("--max-mismatch-fraction", st.max_mismatch_fraction,
+                  "let allclose fail on up to this fraction of elements")->group(tol);
+  sub->add_option("--min-cosine", st.min_cosine, "cosine similarity at least this")->group(tol);
+  sub->add_option("--min-sqnr", st.min_sqnr, "SQNR in dB at least this: 10 log10(sum ref^2 / sum (ref-cand)^2)")->group(tol);
+  sub->add_option("--max-rel-l2", st.max_rel_l2, "relative L2 error ||cand-ref||/||ref|| at most this")->group(tol);
+  sub->add_option("--max-ulp", st.max_ulp, "max ULP distance (both sides of one float dtype)")->group(tol);
+  sub->add_option("--min-argmax", st.min_argmax, "argmax agreement along the class axis, fraction of rows")->group(tol);
+  sub->add_option("--min-topk", st.min_topk, "mean top-k overlap along the class axis")->group(tol);
+  sub->add_option("--policy", st.policy, "per-pattern tolerance file (TOML or JSON; docs/compare.md)")->group(tol);
+  sub->add_flag("--nan-equal", st.nan_equal, "NaN at the same position on both sides counts as equal")->group(tol);
+  sub->add_option("--reference64", st.reference64,
                   "float64 run: pass a tensor when err(cand) <= k * err(reference) + floor")->group(tol);
-  sub->add_option("--r64-k", a->r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->allow_extra_args(false)->group(tol);
-  sub->add_option("--r64-floor", a->r64_floor, "reference64 floor in units of unit-roundoff(cand) * RMS(float64)")
-      ->group(tol)->check(CLI::NonNegativeNumber);
+  sub->add_option("--r64-k", st.r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->allow_extra_args(false)->group(tol);
+  sub->add_option("--r64-floor", st.r64_floor, "reference64 floor in units of unit-roundoff(cand) * RMS(float64)")
+      ->group(tol);
 
   const char* al = "Alignment";
-  sub->add_option("--map-a", a->map_a, "rename reference tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
-  sub->add_option("--map-b", a->map_b, "rename candidate tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
-  sub->add_option("--map-file", a->map_file, "mapping file (TOML or JSON): a = [...], b = [...], [exact]")->group(al);
-  sub->add_option("--pairs", a->pairs, "pair by name (default) or by execution order")
-      ->group(al)->check(CLI::IsMember({"name", "positional"}));
-  sub->add_flag("--reshape", a->reshape, "compare same-size tensors of different shapes in row-major order")->group(al);
-  sub->add_option("--filter", a->filter, "compare only tensors passing this filter (docs/filters.md)")->group(al);
-  sub->add_option("--classes", a->classes, "tensors (glob) whose last axis holds classes: argmax/top-k agreement")->allow_extra_args(false)->group(al);
-  sub->add_option("--top-k", a->top_k, "k of top-k agreement (default 5)")->group(al)->check(CLI::Range(1, 1000));
+  sub->add_option("--map-a", st.map_a, "rename reference tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
+  sub->add_option("--map-b", st.map_b, "rename candidate tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
+  sub->add_option("--map-file", st.map_file, "mapping file (TOML or JSON): a = [...], b = [...], [exact]")->group(al);
+  sub->add_option("--pairs", st.pairs, "pair by name (default) or by execution order: name, positional")
+      ->group(al);
+  sub->add_flag("--reshape", st.reshape, "compare same-size tensors of different shapes in row-major order")->group(al);
+  sub->add_option("--filter", st.filter, "compare only tensors passing this filter (docs/filters.md)")->group(al);
+  sub->add_option("--classes", st.classes, "tensors (glob) whose last axis holds classes: argmax/top-k agreement")->allow_extra_args(false)->group(al);
+  sub->add_option("--top-k", st.top_k, "k of top-k agreement, 1 .. 1000 (default 5)")->group(al);
 
   const char* run = "Running and verdict";
-  sub->add_flag("--stop-at-first", a->stop_at_first, "stop after the first divergence (fastest CI answer)")->group(run);
-  sub->add_flag("--allow-unpaired", a->allow_unpaired, "tensors found in only one dump do not fail the comparison")->group(run);
-  sub->add_flag("--allow-incomparable", a->allow_incomparable, "incomparable pairs do not fail the comparison")->group(run);
-  sub->add_option("-j,--threads", a->threads, "worker threads (default: all cores; results never depend on it)")->group(run);
+  sub->add_flag("--stop-at-first", st.stop_at_first, "stop after the first divergence (fastest CI answer)")->group(run);
+  sub->add_flag("--allow-unpaired", st.allow_unpaired, "tensors found in only one dump do not fail the comparison")->group(run);
+  sub->add_flag("--allow-incomparable", st.allow_incomparable, "incomparable pairs do not fail the comparison")->group(run);
+  sub->add_option("-j,--threads", st.threads, "worker threads, 0 .. 4096 (default 0: all cores; results never depend on it)")->group(run);
 
   const char* out = "Output";
   sub->add_option("--json", a->json_out, "write the JSON report (docs/report-schema.json) to FILE, '-' for stdout")->group(out);

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
+  libtomlplusplus-dev   # policy and mapping files (compiled header-only into the library)
   libdeflate-dev        # CRC-32 at memory speed (zlib-compatible polynomial)
   zlib1g-dev            # npz export/import (deflate members)
   clang libclang-rt-14-dev   # libFuzzer + sanitizer runtimes

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._dump import Dump, open as _open
-from .errors import InvalidArgumentError, NotFoundError
+from .errors import NotFoundError
 
 __all__ = ["compare", "Report", "TensorResult"]
 
@@ -145,10 +145,10 @@ def _reader(x: PathOrDump) -> Any:
 def _policy(policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]]):
     """(text, path) for the engine: a mapping becomes JSON text, anything else is a file."""
     if policy is None:
-        return None, None
+        return "", ""
     if isinstance(policy, Mapping):
-        return json.dumps(policy), None
-    return None, os.fspath(policy)
+        return json.dumps(policy), ""
+    return "", os.fspath(policy)
 
 
 def compare(reference: PathOrDump, candidate: PathOrDump, *,
@@ -165,7 +165,10 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
             filter: str = "", reshape: bool = False, nan_equal: bool = False,
             stop_at_first: bool = False, allow_unpaired: bool = False,
             allow_incomparable: bool = False, threads: int = 0,
+            classes: Sequence[str] = (), top_k: int = 5,
             reference64: Optional[Union[str, "os.PathLike[str]"]] = None,
+            r64_k: Union[Sequence[str], Mapping[str, float]] = (),
+            r64_floor: Optional[float] = None,
             amplification_threshold: float = 10.0, max_amplifiers: int = 5,
             progress: Optional[Callable[[int, int], None]] = None) -> Report:
     """Compares a candidate run against a reference run and names the first divergence.
@@ -179,24 +182,29 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     map_a / map_b: rename rules "REGEX=>REPLACEMENT" for reference / candidate names;
     names: exact {reference name: candidate name} pairs; mapping: a mapping file.
     pairs: "name" (default) or "positional" (i-th with i-th in execution order).
-    reference64: a float64 run of the reference for the float64 ordering rule.
+    classes / top_k: globs of tensors whose last axis holds classes, and k of top-k agreement.
+    reference64: a float64 run of the reference for the float64 ordering rule; r64_k
+    ({"f16": 3} or ["f16=3"]) and r64_floor tune it.
+    Every value is checked by the library's one validator of compare options, as for the
+    command and the C ABI: out of range is InvalidArgumentError with the same message.
     The GIL is released while the engine runs; ``progress(done, total)`` is called as pairs
     complete.
     """
-    criteria = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine, "min_sqnr_db": min_sqnr,
-                "max_ulp": max_ulp, "max_rel_l2": max_rel_l2,
-                "max_mismatch_fraction": max_mismatch_fraction,
-                "min_argmax_agreement": min_argmax_agreement, "min_topk_overlap": min_topk_overlap}
-    criteria = {k: v for k, v in criteria.items() if v is not None}
-    if threads < 0:
-        raise InvalidArgumentError(f"threads={threads} must be >= 0", 1, "invalid_argument")
-    policy_text, policy_path = _policy(policy)
-    exact: Iterable = (names or {}).items()
-    native = _core.compare(
-        _reader(reference), _reader(candidate), criteria or None, policy_text, policy_path,
-        list(map_a), list(map_b), [(str(a), str(b)) for a, b in exact],
-        os.fspath(mapping) if mapping is not None else None, pairs, filter or "", reshape,
-        nan_equal, stop_at_first, allow_unpaired, allow_incomparable, int(threads),
-        os.fspath(reference64) if reference64 is not None else "", float(amplification_threshold),
-        int(max_amplifiers), progress)
-    return Report(native)
+    s = _core.CompareSettings()
+    s.atol, s.rtol, s.min_cosine, s.min_sqnr = atol, rtol, min_cosine, min_sqnr
+    s.max_ulp, s.max_rel_l2, s.max_mismatch_fraction = max_ulp, max_rel_l2, max_mismatch_fraction
+    s.min_argmax, s.min_topk = min_argmax_agreement, min_topk_overlap
+    s.policy_text, s.policy = _policy(policy)
+    s.map_a, s.map_b = list(map_a), list(map_b)
+    s.exact = [(str(a), str(b)) for a, b in (names or {}).items()]
+    s.map_file = os.fspath(mapping) if mapping is not None else ""
+    s.pairs, s.filter = pairs, filter or ""
+    s.reshape, s.nan_equal, s.stop_at_first = bool(reshape), bool(nan_equal), bool(stop_at_first)
+    s.allow_unpaired, s.allow_incomparable = bool(allow_unpaired), bool(allow_incomparable)
+    s.threads, s.classes, s.top_k = threads, list(classes), top_k
+    s.reference64 = os.fspath(reference64) if reference64 is not None else ""
+    s.r64_k = ([f"{k}={v!r}" for k, v in r64_k.items()] if isinstance(r64_k, Mapping)
+               else list(r64_k))
+    s.r64_floor = r64_floor
+    s.amplification_threshold, s.max_amplifiers = amplification_threshold, max_amplifiers
+    return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))

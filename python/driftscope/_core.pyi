@@ -125,12 +125,41 @@ class Report:
     def to_markdown(self) -> str: ...
     def to_text(self, color: bool = False, width: int = 100, all: bool = False) -> str: ...
 
-def compare(reference: Reader, candidate: Reader, criteria: Optional[Dict[str, float]],
-            policy_text: Optional[str], policy_path: Optional[str], map_a: List[str],
-            map_b: List[str], exact: List[Tuple[str, str]], mapping_path: Optional[str],
-            pairs: str, filter: str, reshape: bool, nan_equal: bool, stop_at_first: bool,
-            allow_unpaired: bool, allow_incomparable: bool, threads: int, reference64: str,
-            amplification_threshold: float, max_amplifiers: int,
+class CompareSettings:
+    """Compare options as given; CompareSettings::resolve() in the library checks them."""
+    atol: Optional[float]
+    rtol: Optional[float]
+    max_mismatch_fraction: Optional[float]
+    min_cosine: Optional[float]
+    min_sqnr: Optional[float]
+    max_rel_l2: Optional[float]
+    max_ulp: Optional[int]
+    min_argmax: Optional[float]
+    min_topk: Optional[float]
+    policy: str
+    policy_text: str
+    map_file: str
+    map_a: List[str]
+    map_b: List[str]
+    exact: List[Tuple[str, str]]
+    pairs: str
+    filter: str
+    classes: List[str]
+    top_k: int
+    reference64: str
+    r64_k: List[str]
+    r64_floor: Optional[float]
+    nan_equal: bool
+    reshape: bool
+    stop_at_first: bool
+    allow_unpaired: bool
+    allow_incomparable: bool
+    threads: int
+    amplification_threshold: float
+    max_amplifiers: int
+    def __init__(self) -> None: ...
+
+def compare(reference: Reader, candidate: Reader, settings: CompareSettings,
             progress: Optional[Any]) -> Report: ...
 
 def import_file(src: str, dst: str, format: Optional[str] = None, filter: str = "",

@@ -26,73 +26,11 @@ struct PyReport {
   std::shared_ptr<const Report> report;
 };
 
-Criteria criteria_from(const nb::dict& d) {
-  Criteria c;
-  for (auto [key, value] : d) {
-    std::string k = nb::cast<std::string>(key);
-    if (value.is_none()) continue;
-    if (k == "atol") c.atol = nb::cast<double>(value);
-    else if (k == "rtol") c.rtol = nb::cast<double>(value);
-    else if (k == "max_mismatch_fraction") c.max_mismatch_fraction = nb::cast<double>(value);
-    else if (k == "min_cosine") c.min_cosine = nb::cast<double>(value);
-    else if (k == "min_sqnr_db") c.min_sqnr_db = nb::cast<double>(value);
-    else if (k == "max_rel_l2") c.max_rel_l2 = nb::cast<double>(value);
-    else if (k == "max_ulp") c.max_ulp = nb::cast<int64_t>(value);
-    else if (k == "min_argmax_agreement") c.min_argmax_agreement = nb::cast<double>(value);
-    else if (k == "min_topk_overlap") c.min_topk_overlap = nb::cast<double>(value);
-    else
-      raise(Errc::invalid_argument,
-            "unknown criterion '" + k +
-                "' (atol, rtol, max_mismatch_fraction, min_cosine, min_sqnr_db, max_rel_l2, "
-                "max_ulp, min_argmax_agreement, min_topk_overlap)");
-  }
-  return c;
-}
-
-std::vector<RenameRule> rename_rules(const std::vector<std::string>& texts) {
-  std::vector<RenameRule> out;
-  for (const auto& t : texts) out.push_back(unwrap(RenameRule::parse(t)));
-  return out;
-}
-
+// Settings arrive as driftscope.compare()'s keyword arguments and are checked by the library's
+// one validator (CompareSettings::resolve), the same as the command's flags and the C ABI's JSON.
 PyReport run_compare(const PyReader& reference, const PyReader& candidate,
-                     std::optional<nb::dict> criteria, std::optional<std::string> policy_text,
-                     std::optional<std::string> policy_path, std::vector<std::string> map_a,
-                     std::vector<std::string> map_b,
-                     std::vector<std::pair<std::string, std::string>> exact,
-                     std::optional<std::string> mapping_path, std::string_view pairing,
-                     std::string filter, bool reshape, bool nan_equal, bool stop_at_first,
-                     bool allow_unpaired, bool allow_incomparable, unsigned threads,
-                     std::string reference64, double amplification_threshold,
-                     size_t max_amplifiers, std::optional<nb::callable> progress) {
-  CompareOptions o;
-  if (policy_path) o.policy = unwrap(Policy::load(*policy_path));
-  if (policy_text) o.policy = unwrap(Policy::parse(*policy_text, "policy"));
-  if (criteria) {
-    Criteria c = criteria_from(*criteria);
-    if (!c.empty()) o.policy.global = c;
-  }
-  if (mapping_path) o.names = unwrap(NameMap::load(*mapping_path));
-  for (auto& r : rename_rules(map_a)) o.names.reference.push_back(std::move(r));
-  for (auto& r : rename_rules(map_b)) o.names.candidate.push_back(std::move(r));
-  for (auto& e : exact) o.names.exact.push_back(std::move(e));
-  if (pairing == "name")
-    o.pairing = Pairing::by_name;
-  else if (pairing == "positional")
-    o.pairing = Pairing::positional;
-  else
-    raise(Errc::invalid_argument,
-          "pairs='" + std::string(pairing) + "' is not one of name, positional");
-  o.filter = std::move(filter);
-  o.reshape = reshape;
-  o.nan_equal = nan_equal;
-  o.stop_at_first = stop_at_first;
-  o.allow_unpaired = allow_unpaired;
-  o.allow_incomparable = allow_incomparable;
-  o.threads = threads;
-  o.reference64 = std::move(reference64);
-  o.amplification_threshold = amplification_threshold;
-  o.max_amplifiers = max_amplifiers;
+                     const CompareSettings& settings, std::optional<nb::callable> progress) {
+  CompareOptions o = unwrap(settings.resolve());
   if (progress) {
     nb::callable cb = *progress;
     // Runs on the calling thread while the GIL is released; a callback error must not unwind
@@ -161,14 +99,42 @@ void bind_compare(nb::module_& m) {
           },
           nb::arg("color") = false, nb::arg("width") = 100, nb::arg("all") = false);
 
-  m.def("compare", &run_compare, nb::arg("reference"), nb::arg("candidate"),
-        nb::arg("criteria").none(), nb::arg("policy_text").none(),
-        nb::arg("policy_path").none(), nb::arg("map_a"), nb::arg("map_b"), nb::arg("exact"),
-        nb::arg("mapping_path").none(), nb::arg("pairs"), nb::arg("filter"),
-        nb::arg("reshape"), nb::arg("nan_equal"), nb::arg("stop_at_first"),
-        nb::arg("allow_unpaired"), nb::arg("allow_incomparable"), nb::arg("threads"),
-        nb::arg("reference64"), nb::arg("amplification_threshold"),
-        nb::arg("max_amplifiers"), nb::arg("progress").none());
+  // Plain fields, no checks: CompareSettings::resolve() is the validator.
+  nb::class_<CompareSettings>(m, "CompareSettings")
+      .def(nb::init<>())
+      .def_rw("atol", &CompareSettings::atol)
+      .def_rw("rtol", &CompareSettings::rtol)
+      .def_rw("max_mismatch_fraction", &CompareSettings::max_mismatch_fraction)
+      .def_rw("min_cosine", &CompareSettings::min_cosine)
+      .def_rw("min_sqnr", &CompareSettings::min_sqnr)
+      .def_rw("max_rel_l2", &CompareSettings::max_rel_l2)
+      .def_rw("max_ulp", &CompareSettings::max_ulp)
+      .def_rw("min_argmax", &CompareSettings::min_argmax)
+      .def_rw("min_topk", &CompareSettings::min_topk)
+      .def_rw("policy", &CompareSettings::policy)
+      .def_rw("policy_text", &CompareSettings::policy_text)
+      .def_rw("map_file", &CompareSettings::map_file)
+      .def_rw("map_a", &CompareSettings::map_a)
+      .def_rw("map_b", &CompareSettings::map_b)
+      .def_rw("exact", &CompareSettings::exact)
+      .def_rw("pairs", &CompareSettings::pairs)
+      .def_rw("filter", &CompareSettings::filter)
+      .def_rw("classes", &CompareSettings::classes)
+      .def_rw("top_k", &CompareSettings::top_k)
+      .def_rw("reference64", &CompareSettings::reference64)
+      .def_rw("r64_k", &CompareSettings::r64_k)
+      .def_rw("r64_floor", &CompareSettings::r64_floor)
+      .def_rw("nan_equal", &CompareSettings::nan_equal)
+      .def_rw("reshape", &CompareSettings::reshape)
+      .def_rw("stop_at_first", &CompareSettings::stop_at_first)
+      .def_rw("allow_unpaired", &CompareSettings::allow_unpaired)
+      .def_rw("allow_incomparable", &CompareSettings::allow_incomparable)
+      .def_rw("threads", &CompareSettings::threads)
+      .def_rw("amplification_threshold", &CompareSettings::amplification_threshold)
+      .def_rw("max_amplifiers", &CompareSettings::max_amplifiers);
+
+  m.def("compare", &run_compare, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
+        nb::arg("progress").none());
 }
 
 }  // namespace driftscope::py

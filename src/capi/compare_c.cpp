@@ -1,14 +1,14 @@
 // C ABI: the comparison engine (include/driftscope/compare.hpp, docs/compare.md). Options come as
 // a JSON object whose keys mirror `driftscope compare`'s options (docs/c-api.md "Comparing"), so a
 // binding passes one string instead of mirroring a struct that grows with every release.
-#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_internal.hpp"
+#include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
 
 using namespace driftscope;
@@ -27,29 +27,23 @@ struct Request {
   Format format = Format::json;
 };
 
+// Only the JSON types are checked here; values go to CompareSettings::resolve(), the validator
+// the CLI and Python use too, so ranges and their messages are the same in every front end.
 Error bad_key(const std::string& key, const std::string& want) {
-  return make_error(Errc::invalid_argument, "compare option '" + key + "' must be " + want);
+  return make_error(Errc::invalid_argument,
+                    compare_detail::printable("compare option '" + key + "' must be " + want));
 }
 
 Result<double> number(const std::string& key, const json& v) {
   if (!v.is_number()) return bad_key(key, "a number");
-  double d = v.get<double>();
-  if (!std::isfinite(d)) return bad_key(key, "a finite number");
-  return d;
+  return v.get<double>();
 }
 
-Result<double> non_negative(const std::string& key, const json& v) {
-  auto d = number(key, v);
-  if (d && *d < 0) return bad_key(key, "a number >= 0");
-  return d;
-}
-
-Result<uint64_t> integer(const std::string& key, const json& v, uint64_t lo, uint64_t hi) {
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
-    uint64_t u = v.get<uint64_t>();
-    if (u >= lo && u <= hi) return u;
-  }
-  return bad_key(key, "an integer in " + std::to_string(lo) + " ... " + std::to_string(hi));
+Result<int64_t> integer(const std::string& key, const json& v) {
+  if (v.is_number_integer() &&
+      (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)))
+    return v.get<int64_t>();
+  return bad_key(key, "an integer");
 }
 
 Result<bool> boolean(const std::string& key, const json& v) {
@@ -76,118 +70,93 @@ Result<std::vector<std::string>> strings(const std::string& key, const json& v) 
   auto var = (expr);               \
   if (!var) return std::move(var).error()
 
-// Mirrors cli/cmd_compare.cpp: the same keys mean the same policy from C as from the command line.
+// The keys are CompareSettings' fields (docs/c-api.md "Comparing").
 Result<Request> parse_request(const char* text) {
   Request req;
-  if (!text || text[0] == '\0') return req;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return make_error(Errc::invalid_argument, std::string("options_json is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) return make_error(Errc::invalid_argument, "options_json must be a JSON object");
-
-  CompareOptions& o = req.options;
-  Criteria crit;
-  std::vector<std::string> classes;
-  uint32_t top_k = 5;
-  std::string policy_file, policy_text, map_file;
-  std::vector<std::string> map_a, map_b;
-  for (const auto& [key, v] : j.items()) {
-    if (key == "atol") { DS_GET(d, non_negative(key, v)); crit.atol = *d; }
-    else if (key == "rtol") { DS_GET(d, non_negative(key, v)); crit.rtol = *d; }
-    else if (key == "max_mismatch_fraction") { DS_GET(d, non_negative(key, v)); crit.max_mismatch_fraction = *d; }
-    else if (key == "min_cosine") {
-      DS_GET(d, number(key, v));
-      if (*d < -1 || *d > 1) return bad_key(key, "in -1 ... 1");
-      crit.min_cosine = *d;
+  CompareSettings st;
+  if (text && text[0] != '\0') {
+    json j;
+    try {
+      j = json::parse(text);
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
+      return make_error(Errc::invalid_argument, std::string("options_json is not valid JSON: ") + e.what());
     }
-    else if (key == "min_sqnr") { DS_GET(d, number(key, v)); crit.min_sqnr_db = *d; }
-    else if (key == "max_rel_l2") { DS_GET(d, non_negative(key, v)); crit.max_rel_l2 = *d; }
-    else if (key == "max_ulp") {
-      DS_GET(n, integer(key, v, 0, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
-      crit.max_ulp = static_cast<int64_t>(*n);
+    if (!j.is_object()) return make_error(Errc::invalid_argument, "options_json must be a JSON object");
+    for (const auto& [key, v] : j.items()) {
+      std::optional<double>* num = key == "atol"                    ? &st.atol
+                                   : key == "rtol"                  ? &st.rtol
+                                   : key == "max_mismatch_fraction" ? &st.max_mismatch_fraction
+                                   : key == "min_cosine"            ? &st.min_cosine
+                                   : key == "min_sqnr"              ? &st.min_sqnr
+                                   : key == "max_rel_l2"            ? &st.max_rel_l2
+                                   : key == "min_argmax"            ? &st.min_argmax
+                                   : key == "min_topk"              ? &st.min_topk
+                                   : key == "r64_floor"             ? &st.r64_floor
+                                                                    : nullptr;
+      int64_t* whole = key == "top_k"            ? &st.top_k
+                       : key == "threads"        ? &st.threads
+                       : key == "max_amplifiers" ? &st.max_amplifiers
+                                                 : nullptr;
+      bool* flag = key == "nan_equal"            ? &st.nan_equal
+                   : key == "reshape"            ? &st.reshape
+                   : key == "stop_at_first"      ? &st.stop_at_first
+                   : key == "allow_unpaired"     ? &st.allow_unpaired
+                   : key == "allow_incomparable" ? &st.allow_incomparable
+                                                 : nullptr;
+      std::string* str = key == "policy"        ? &st.policy
+                         : key == "policy_text" ? &st.policy_text
+                         : key == "map_file"    ? &st.map_file
+                         : key == "pairs"       ? &st.pairs
+                         : key == "filter"      ? &st.filter
+                         : key == "reference64" ? &st.reference64
+                                                : nullptr;
+      std::vector<std::string>* list = key == "map_a"     ? &st.map_a
+                                       : key == "map_b"   ? &st.map_b
+                                       : key == "classes" ? &st.classes
+                                       : key == "r64_k"   ? &st.r64_k
+                                                          : nullptr;
+      if (num) {
+        DS_GET(d, number(key, v));
+        *num = *d;
+      } else if (whole) {
+        DS_GET(n, integer(key, v));
+        *whole = *n;
+      } else if (flag) {
+        DS_GET(b, boolean(key, v));
+        *flag = *b;
+      } else if (str) {
+        DS_GET(s, text_value(key, v));
+        *str = *s;
+      } else if (list) {
+        DS_GET(s, strings(key, v));
+        *list = *s;
+      } else if (key == "max_ulp") {
+        DS_GET(n, integer(key, v));
+        st.max_ulp = *n;
+      } else if (key == "amplification_threshold") {
+        DS_GET(d, number(key, v));
+        st.amplification_threshold = *d;
+      } else if (key == "exact") {
+        if (!v.is_object()) return bad_key(key, "an object of \"reference name\": \"candidate name\"");
+        for (const auto& [ref, cand] : v.items()) {
+          if (!cand.is_string()) return bad_key(key, "an object of \"reference name\": \"candidate name\"");
+          st.exact.emplace_back(ref, cand.get<std::string>());
+        }
+      } else if (key == "format") {
+        DS_GET(s, text_value(key, v));
+        if (*s == "json") req.format = Format::json;
+        else if (*s == "text") req.format = Format::text;
+        else if (*s == "markdown") req.format = Format::markdown;
+        else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
+      } else {
+        return make_error(Errc::invalid_argument,
+                          compare_detail::printable("unknown compare option '" + key + "'"));
+      }
     }
-    else if (key == "min_argmax" || key == "min_topk") {
-      DS_GET(d, number(key, v));
-      if (*d < 0 || *d > 1) return bad_key(key, "in 0 ... 1");
-      (key == "min_argmax" ? crit.min_argmax_agreement : crit.min_topk_overlap) = *d;
-    }
-    else if (key == "policy") { DS_GET(s, text_value(key, v)); policy_file = *s; }
-    else if (key == "policy_text") { DS_GET(s, text_value(key, v)); policy_text = *s; }
-    else if (key == "nan_equal") { DS_GET(b, boolean(key, v)); o.nan_equal = *b; }
-    else if (key == "reshape") { DS_GET(b, boolean(key, v)); o.reshape = *b; }
-    else if (key == "stop_at_first") { DS_GET(b, boolean(key, v)); o.stop_at_first = *b; }
-    else if (key == "allow_unpaired") { DS_GET(b, boolean(key, v)); o.allow_unpaired = *b; }
-    else if (key == "allow_incomparable") { DS_GET(b, boolean(key, v)); o.allow_incomparable = *b; }
-    else if (key == "map_a") { DS_GET(s, strings(key, v)); map_a = *s; }
-    else if (key == "map_b") { DS_GET(s, strings(key, v)); map_b = *s; }
-    else if (key == "map_file") { DS_GET(s, text_value(key, v)); map_file = *s; }
-    else if (key == "pairs") {
-      DS_GET(s, text_value(key, v));
-      if (*s != "name" && *s != "positional") return bad_key(key, "\"name\" or \"positional\"");
-      o.pairing = *s == "positional" ? Pairing::positional : Pairing::by_name;
-    }
-    else if (key == "filter") { DS_GET(s, text_value(key, v)); o.filter = *s; }
-    else if (key == "classes") { DS_GET(s, strings(key, v)); classes = *s; }
-    else if (key == "top_k") { DS_GET(n, integer(key, v, 1, 1000)); top_k = static_cast<uint32_t>(*n); }
-    else if (key == "reference64") { DS_GET(s, text_value(key, v)); o.reference64 = *s; }
-    else if (key == "threads") { DS_GET(n, integer(key, v, 0, 4096)); o.threads = static_cast<unsigned>(*n); }
-    else if (key == "format") {
-      DS_GET(s, text_value(key, v));
-      if (*s == "json") req.format = Format::json;
-      else if (*s == "text") req.format = Format::text;
-      else if (*s == "markdown") req.format = Format::markdown;
-      else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
-    }
-    else return make_error(Errc::invalid_argument, "unknown compare option '" + key + "'");
   }
-
-  if (!policy_file.empty() && !policy_text.empty())
-    return make_error(Errc::invalid_argument, "give either 'policy' (a path) or 'policy_text', not both");
-  if (!policy_file.empty()) {
-    auto p = Policy::load(policy_file);
-    if (!p) return std::move(p).error();
-    o.policy = std::move(*p);
-  } else if (!policy_text.empty()) {
-    auto p = Policy::parse(policy_text, "policy_text");
-    if (!p) return std::move(p).error();
-    o.policy = std::move(*p);
-  }
-  if (crit.max_mismatch_fraction && !crit.uses_allclose())
-    return make_error(Errc::invalid_argument,
-                      "compare option 'max_mismatch_fraction' needs 'atol' or 'rtol' (it loosens the allclose rule)");
-  // Criteria given here replace the defaults (and a policy's [default]) as a whole, as on the CLI.
-  if (!crit.empty()) o.policy.global = crit;
-  for (const auto& g : classes) {
-    PolicyRule r;
-    r.match = g;
-    r.classes = true;
-    r.top_k = top_k;
-    o.policy.rules.push_back(r);
-  }
-  if (crit.min_argmax_agreement || crit.min_topk_overlap) {
-    PolicyRule r;
-    r.classes = true;
-    r.top_k = top_k;
-    o.policy.rules.push_back(r);
-  }
-  if (!map_file.empty()) {
-    auto m = NameMap::load(map_file);
-    if (!m) return std::move(m).error();
-    o.names = std::move(*m);
-  }
-  for (const auto& s : map_a) {
-    auto r = RenameRule::parse(s);
-    if (!r) return std::move(r).error();
-    o.names.reference.push_back(*r);
-  }
-  for (const auto& s : map_b) {
-    auto r = RenameRule::parse(s);
-    if (!r) return std::move(r).error();
-    o.names.candidate.push_back(*r);
-  }
+  auto o = st.resolve();
+  if (!o) return std::move(o).error();
+  req.options = std::move(*o);
   return req;
 }
 

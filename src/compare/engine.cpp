@@ -575,10 +575,7 @@ OpenOptions lazy_checksums() {
 
 Result<Report> run_engine(const Reader& reference, const Reader& candidate, const CompareOptions& options,
                           bool own_maps) {
-  if (options.amplification_threshold <= 1.0 || !std::isfinite(options.amplification_threshold))
-    return make_error(Errc::invalid_argument,
-                      fmt::format("amplification_threshold is {}, allowed: finite and > 1",
-                                  options.amplification_threshold));
+  DRIFTSCOPE_TRY(validate(options));  // options built in code meet the front ends' ranges
   std::optional<Reader> r64;
   if (!options.reference64.empty()) {
     auto r = Reader::open(options.reference64, lazy_checksums());

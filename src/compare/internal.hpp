@@ -1,6 +1,7 @@
 // Internals of the comparison engine shared by src/compare/*.cpp (not installed).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,13 +15,28 @@
 
 namespace driftscope::compare_detail {
 
-// ---- toml.cpp: the TOML subset of docs/compare.md ("Policy file") into JSON values ------------
+// ---- toml.cpp: policy and mapping files (docs/compare.md "Policy file") into JSON values -------
+inline constexpr uint64_t kMaxConfigBytes = 16u << 20;
+// Errors are Errc::bad_policy, "ORIGIN:LINE:COLUMN: what", one line.
 Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin);
-// TOML or JSON by the first non-blank character.
+// TOML or JSON by the first non-blank character; longer than kMaxConfigBytes is limit_exceeded.
 Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin);
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
+// Error messages quote keys, names and rules from files and callers: control characters are
+// written \xNN so that a message stays one printable line.
+std::string printable(std::string_view s);
 
 // ---- policy.cpp ---------------------------------------------------------------------------------
+// The allowed range of each criterion: one table for policy files, options and validate().
+struct CriterionSpec {
+  std::optional<double> Criteria::*member;
+  std::string_view key;     // policy-file key, as the Criteria field is named
+  std::string_view option;  // CompareSettings / C ABI / CLI name (policy files accept it too)
+  double lo, hi;
+};
+extern const CriterionSpec kCriteria[8];
+// "'atol' is -1, allowed 0 .. inf", or "" when lo <= v <= hi (NaN is never inside).
+std::string range_problem(std::string_view key, double v, double lo, double hi);
 struct Judgement {
   Criteria criteria;
   std::string source;

@@ -8,16 +8,16 @@
 
 #include "compare/internal.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/limits.hpp"
 
 namespace driftscope {
 
 using nlohmann::json;
+using compare_detail::kMaxConfigBytes;
 using compare_detail::parse_config;
 using compare_detail::read_text_file;
 
 namespace {
-
-constexpr uint64_t kMaxConfigBytes = 16u << 20;
 
 // Significand bits (including the implicit one): what "coarser" means for tolerances.
 int precision_bits(DType t) noexcept {
@@ -32,18 +32,25 @@ int precision_bits(DType t) noexcept {
   }
 }
 
+constexpr size_t kMaxRegexLength = limits::kMaxNameLength;
+constexpr size_t kMaxRegexNesting = 32;
+
 std::string g(double v) { return fmt::format("{:.6g}", v); }
 
 Error policy_error(std::string_view origin, std::string msg) {
-  return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));
+  return make_error(Errc::bad_policy, compare_detail::printable(fmt::format("{}: {}", origin, msg)));
+}
+
+Error rule_error(std::string msg) {
+  return make_error(Errc::invalid_argument, compare_detail::printable(msg));
 }
 
 Result<double> get_number(const json& v, std::string_view origin, std::string_view key, double lo,
                           double hi) {
   if (!v.is_number()) return policy_error(origin, fmt::format("'{}' must be a number", key));
   double d = v.get<double>();
-  if (!(d >= lo && d <= hi))
-    return policy_error(origin, fmt::format("'{}' is {}, allowed {} .. {}", key, g(d), g(lo), g(hi)));
+  if (auto problem = compare_detail::range_problem(key, d, lo, hi); !problem.empty())
+    return policy_error(origin, problem);
   return d;
 }
 
@@ -55,21 +62,13 @@ Result<std::optional<Criteria>> criteria_from_json(const json& obj, std::string_
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
-    auto num = [&](double lo, double hi) { return get_number(v, origin, k, lo, hi); };
-    std::optional<double>* slot = nullptr;
-    double lo = 0, hi = HUGE_VAL;
-    if (k == "atol") slot = &c.atol;
-    else if (k == "rtol") slot = &c.rtol;
-    else if (k == "max_mismatch_fraction") slot = &c.max_mismatch_fraction, hi = 1;
-    else if (k == "min_cosine") slot = &c.min_cosine, lo = -1, hi = 1;
-    else if (k == "min_sqnr_db" || k == "min_sqnr") slot = &c.min_sqnr_db, lo = -HUGE_VAL;
-    else if (k == "max_rel_l2") slot = &c.max_rel_l2;
-    else if (k == "min_argmax_agreement" || k == "min_argmax") slot = &c.min_argmax_agreement, hi = 1;
-    else if (k == "min_topk_overlap" || k == "min_topk") slot = &c.min_topk_overlap, hi = 1;
-    if (slot) {
-      auto r = num(lo, hi);
+    const compare_detail::CriterionSpec* spec = nullptr;
+    for (const auto& s : compare_detail::kCriteria)
+      if (k == s.key || k == s.option) spec = &s;
+    if (spec) {
+      auto r = get_number(v, origin, k, spec->lo, spec->hi);
       if (!r) return std::move(r).error();
-      *slot = *r;
+      c.*(spec->member) = *r;
       any = true;
       used.push_back(k);
     } else if (k == "max_ulp") {
@@ -99,6 +98,26 @@ Result<void> reject_unknown(const json& obj, std::string_view origin, std::strin
 }  // namespace
 
 // ---- criteria -----------------------------------------------------------------------------------
+
+namespace compare_detail {
+
+const CriterionSpec kCriteria[8] = {
+    {&Criteria::atol, "atol", "atol", 0, HUGE_VAL},
+    {&Criteria::rtol, "rtol", "rtol", 0, HUGE_VAL},
+    {&Criteria::max_mismatch_fraction, "max_mismatch_fraction", "max_mismatch_fraction", 0, 1},
+    {&Criteria::min_cosine, "min_cosine", "min_cosine", -1, 1},
+    {&Criteria::min_sqnr_db, "min_sqnr_db", "min_sqnr", -HUGE_VAL, HUGE_VAL},
+    {&Criteria::max_rel_l2, "max_rel_l2", "max_rel_l2", 0, HUGE_VAL},
+    {&Criteria::min_argmax_agreement, "min_argmax_agreement", "min_argmax", 0, 1},
+    {&Criteria::min_topk_overlap, "min_topk_overlap", "min_topk", 0, 1},
+};
+
+std::string range_problem(std::string_view key, double v, double lo, double hi) {
+  if (v >= lo && v <= hi) return {};
+  return fmt::format("'{}' is {}, allowed {} .. {}", key, g(v), g(lo), g(hi));
+}
+
+}  // namespace compare_detail
 
 bool Criteria::empty() const noexcept {
   return !atol && !rtol && !max_mismatch_fraction && !min_cosine && !min_sqnr_db && !max_rel_l2 &&
@@ -285,16 +304,39 @@ Result<Policy> Policy::load(const std::string& path) {
 Result<RenameRule> RenameRule::parse(std::string_view text) {
   size_t arrow = text.find("=>");
   if (arrow == std::string_view::npos)
-    return make_error(Errc::invalid_argument,
-                      fmt::format("rename rule '{}' has no '=>' (expected REGEX=>REPLACEMENT)", text));
+    return rule_error(fmt::format("rename rule '{}' has no '=>' (expected REGEX=>REPLACEMENT)", text));
   RenameRule r{std::string(text.substr(0, arrow)), std::string(text.substr(arrow + 2))};
   if (r.pattern.empty())
-    return make_error(Errc::invalid_argument, fmt::format("rename rule '{}' has an empty regex", text));
+    return rule_error(fmt::format("rename rule '{}' has an empty regex", text));
+  // std::regex compiles and matches recursively: a pattern nested thousands of groups deep
+  // overflows the stack. Names are at most limits::kMaxNameLength bytes; so are patterns.
+  if (r.pattern.size() > kMaxRegexLength)
+    return make_error(Errc::invalid_argument,
+                      fmt::format("rename rule regex is {} bytes, allowed 1 .. {}", r.pattern.size(),
+                                  kMaxRegexLength));
+  size_t depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < r.pattern.size(); ++i) {
+    char c = r.pattern[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;  // ECMAScript: the first unescaped ']' closes a class, even "[]"
+    } else if (c == '(') {
+      if (++depth > kMaxRegexNesting)
+        return make_error(Errc::invalid_argument,
+                          fmt::format("rename rule regex nests groups more than {} deep (at byte {})",
+                                      kMaxRegexNesting, i));
+    } else if (c == ')' && depth > 0) {
+      --depth;
+    }
+  }
   try {
     std::regex re(r.pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    return make_error(Errc::invalid_argument,
-                      fmt::format("rename rule '{}': invalid regex: {}", text, e.what()));
+    return rule_error(fmt::format("rename rule '{}': invalid regex: {}", text, e.what()));
   }
   return r;
 }

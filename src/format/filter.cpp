@@ -186,7 +186,10 @@ bool any_glob(const std::vector<Glob>& globs, std::string_view text) noexcept {
 std::string join_globs(const std::vector<Glob>& globs, std::string_view sep) {
   std::string out;
   for (const auto& g : globs) {
-    if (!out.empty()) out += sep;
+    // "op=" then a glob starting with '=' would read back as the operator "==" (found by
+    // fuzz_filter_parse: "op===x" printed "op==x", which parses to the glob "x").
+    if (out.empty() && g.text.starts_with('=')) out += '\\';
+    else if (!out.empty()) out += sep;
     out += g.text;
   }
   return out;

@@ -946,8 +946,30 @@ static void test_compare(void) {
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"threads\": -1}", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"min_sqnr\": 40", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "[1, 2]", NULL, NULL));
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"atol\": 1e999}", NULL, NULL));
   FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"max_mismatch_fraction\": 0.1}", NULL, NULL));
   FAILS_WITH(DS_E_BAD_POLICY, ds_compare(ref, same, "{\"policy_text\": \"[[[\"}", NULL, NULL));
+
+  /* Out-of-range values: the library's one validator of compare options decides, with the same
+     message as the command and Python (tests/python/test_compare_options.py has the same table). */
+  static const char* const bad[][2] = {
+      {"{\"atol\": -1}", "compare option 'atol' is -1, allowed 0 .. inf"},
+      {"{\"min_cosine\": 2}", "compare option 'min_cosine' is 2, allowed -1 .. 1"},
+      {"{\"max_ulp\": -1}", "compare option 'max_ulp' is -1, allowed 0 .. 9223372036854775807"},
+      {"{\"threads\": -1}", "compare option 'threads' is -1, allowed 0 .. 4096"},
+      {"{\"threads\": 100000}", "compare option 'threads' is 100000, allowed 0 .. 4096"},
+      {"{\"top_k\": 0}", "compare option 'top_k' is 0, allowed 1 .. 1000"},
+      {"{\"top_k\": -3}", "compare option 'top_k' is -3, allowed 1 .. 1000"},
+      {"{\"r64_floor\": -1}", "compare option 'r64_floor' is -1, allowed 0 .. 1e+12"},
+      {"{\"max_amplifiers\": -1}", "compare option 'max_amplifiers' is -1, allowed 0 .. 1000"},
+      {"{\"pairs\": \"sideways\"}", "compare option 'pairs' is 'sideways', allowed name, positional"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, bad[i][0], NULL, NULL));
+    if (strcmp(ds_last_error_message(), bad[i][1]) != 0)
+      fprintf(stderr, "  %s: got '%s', expected '%s'\n", bad[i][0], ds_last_error_message(), bad[i][1]);
+    CHECK(strcmp(ds_last_error_message(), bad[i][1]) == 0);
+  }
 }
 
 /* ds_import / ds_export: a round trip through both formats, and the refusals. */

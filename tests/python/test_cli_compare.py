@@ -82,11 +82,11 @@ def test_summary_line_comes_first(dumps):
 @pytest.mark.parametrize("args,needle", [
     (["ref.tdump", "missing.tdump"], "candidate 'missing.tdump'"),
     (["ref.tdump", "same.tdump", "--policy", "nope.toml"], "nope.toml"),
-    (["ref.tdump", "same.tdump", "--map-a", "no-arrow"], "--map-a"),
+    (["ref.tdump", "same.tdump", "--map-a", "no-arrow"], "compare option 'map_a': rename rule 'no-arrow'"),
     (["ref.tdump", "same.tdump", "--pairs", "sideways"], "sideways"),
-    (["ref.tdump", "same.tdump", "--min-cosine", "2"], "--min-cosine"),
-    (["ref.tdump", "same.tdump", "--r64-k", "f16"], "--r64-k"),
-    (["ref.tdump", "same.tdump", "--max-mismatch-fraction", "0.1"], "--atol"),
+    (["ref.tdump", "same.tdump", "--min-cosine", "2"], "'min_cosine' is 2"),
+    (["ref.tdump", "same.tdump", "--r64-k", "f16"], "'r64_k' entry 'f16'"),
+    (["ref.tdump", "same.tdump", "--max-mismatch-fraction", "0.1"], "'atol' or 'rtol'"),
     (["ref.tdump", "same.tdump", "--filter", "rank=?"], "filter"),
     (["ref.tdump"], "CANDIDATE"),
 ])

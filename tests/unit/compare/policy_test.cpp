@@ -172,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadPolicy{"[[rule]]\nmatch = \"a\"\ntop_k = 0\n", "top_k"},
                       BadPolicy{"{\"rules\": [1,}", "not valid JSON"},
                       BadPolicy{"[default\nx=1\n", "expected ']'"},
-                      BadPolicy{"a = 1\na = 2\n", "defined twice"}));
+                      BadPolicy{"a = 1\na = 2\n", "p.toml:2:5: Error while parsing key-value pair: cannot redefine existing integer 'a'"}));
 
 TEST(TomlSubset, Values) {
   auto j = parse_toml(R"(# comment
@@ -281,6 +281,152 @@ TEST(CriteriaText, Readable) {
   c.min_cosine = 0.999;
   EXPECT_EQ(c.to_string(), "allclose(atol=1e-05, rtol=0.001) cosine>=0.999");
   EXPECT_FALSE(c.empty());
+}
+
+}  // namespace
+
+namespace {
+
+using namespace driftscope;
+
+std::string repeat(std::string_view s, size_t n) {
+  std::string out;
+  out.reserve(s.size() * n);
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Issue 7 bug 3: the depth limit was reset inside inline tables, so nesting them recursed without
+// bound. Every way of nesting values, in TOML and in JSON, policy and mapping files alike, is a
+// one-line bad_policy error naming the place, never a stack overflow (also under ASan).
+TEST(ConfigDepth, DeepNestingIsRefusedEverywhere) {
+  const size_t n = 200000;
+  const std::vector<std::string> texts = {
+      "x = " + repeat("{a=", n) + "1" + repeat("}", n) + "\n",
+      "x = " + repeat("{a=[", n) + "1" + repeat("]}", n) + "\n",
+      "x = " + repeat("[{a=", n) + "1" + repeat("}]", n) + "\n",
+      "x = " + repeat("[", n) + repeat("]", n) + "\n",
+      std::string(1u << 20, '['),  // a table header "[[" whose key starts with '['
+      "x = " + std::string(1u << 20, '['),
+      "[rule]\nx = " + repeat("{ b = ", n) + "\n",
+      "x = " + repeat("{a.b.c=", n) + "1" + repeat("}", n) + "\n",
+      repeat("a.", n) + "a = 1\n",
+      "[" + repeat("a.", n) + "a]\n",
+      "{\"a\": " + repeat("[", n) + repeat("]", n) + "}",
+      "{\"a\": " + repeat("{\"b\":", n) + "1" + repeat("}", n) + "}",
+  };
+  for (const auto& text : texts) {
+    auto p = Policy::parse(text, "deep.toml");
+    ASSERT_FALSE(p.ok()) << text.substr(0, 40);
+    EXPECT_EQ(p.error().code, Errc::bad_policy) << p.error().to_string();
+    EXPECT_NE(p.error().message.find("deep.toml:"), std::string::npos) << p.error().message;
+    const std::string& msg = p.error().message;
+    EXPECT_TRUE(msg.find("nested more than") != std::string::npos ||
+                msg.find("dotted key has more than") != std::string::npos ||
+                msg.find("in the table header") != std::string::npos)
+        << msg;
+    EXPECT_EQ(p.error().message.find('\n'), std::string::npos);
+    auto m = NameMap::parse(text, "deep.toml");
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.error().code, Errc::bad_policy) << m.error().to_string();
+  }
+}
+
+// Found by fuzz_policy_parse: toml++ 3.3 asserts (under NDEBUG: assumes) that a table header's key
+// starts with a key character; "[!x]" aborted the ASan build. Refused before toml++ sees it.
+TEST(ConfigSyntax, TableHeaderWithoutAKey) {
+  for (const char* text : {"[!x]\n", "[[!x]]\n", "a = 1\n  [ /=>.]\n", "[\x01]\n", "[[ =]]\n"}) {
+    auto p = Policy::parse(text, "h.toml");
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, Errc::bad_policy);
+    EXPECT_NE(p.error().message.find("expected a key (bare, \"quoted\" or 'literal') in the table header"),
+              std::string::npos)
+        << p.error().message;
+  }
+  auto ok = compare_detail::parse_config("x = [\n[1],\n ]\n[ \"q\" ]\n['l'.b]\n", "t");  // array lines are no headers
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+}
+
+// Found by the fuzz targets under UBSan: toml++ 3.3's whitespace classifier reached
+// __builtin_unreachable for most non-ASCII code points, and a value starting with a terminator
+// broke an assumption. Both must be plain values or plain errors (run under the asan preset).
+TEST(ConfigSyntax, NonAsciiAndTerminatorsAreNoUndefinedBehaviour) {
+  auto j = compare_detail::parse_config("[exact]\n\"caf\xC3\xA9\" = \"\xEF\xAD\xBF\"\n\"\xE3\x80\x81\" = 'x'\n", "t");
+  ASSERT_TRUE(j.ok()) << j.error().to_string();
+  EXPECT_EQ((*j)["exact"]["caf\xC3\xA9"], "\xEF\xAD\xBF");
+  for (const char* bad : {"a\xEF\xAD\xBF['^^{\"a\":{mode", "x = [1, 2.5, -inf,}\n", "x = {a = }\n", "x = [,]\n",
+                          "\xC3\xA9 = 1\n"}) {
+    auto e = compare_detail::parse_config(bad, "t");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.error().code, Errc::bad_policy);
+  }
+}
+
+// Found by fuzz_policy_parse: a JSON number beyond double's range threw out_of_range, which only
+// parse_error was caught for: std::terminate.
+TEST(ConfigSyntax, JsonNumberOutOfRange) {
+  for (const char* text : {"{\"default\": {\"atol\": 1e555555555}}", "{\"a\": [-1e400]}"}) {
+    auto p = Policy::parse(text, "p.json");
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, Errc::bad_policy);
+    EXPECT_NE(p.error().message.find("p.json: not valid JSON: number overflow parsing"), std::string::npos)
+        << p.error().message;
+    EXPECT_FALSE(NameMap::parse(text, "m.json").ok());
+  }
+}
+
+// Found by fuzz_name_map_parse: a key with an escaped newline ("a\nb") reached the one-line
+// error message raw. Quoted file strings are shown with control characters as \xNN.
+TEST(ConfigSyntax, MessagesStayOneLine) {
+  auto m = NameMap::parse("\"enc\\nx\\u001b[31m\" = 1\n", "m.toml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().message, "m.toml: unknown key 'enc\\x0ax\\x1b[31m' (expected a, b, exact)");
+  auto p = Policy::parse("[[rule]]\nmatch = 'a'\n\"\\r\" = 1\n", "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message, "p.toml: unknown key '\\x0d' in rule 1");
+  auto r = RenameRule::parse("a\x1b]0;x\x07");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "rename rule 'a\\x1b]0;x\\x07' has no '=>' (expected REGEX=>REPLACEMENT)");
+}
+
+TEST(ConfigDepth, ModerateNestingStillParses) {
+  // Eight levels of arrays and inline tables is far inside the limit: a value, not an error.
+  auto j = compare_detail::parse_config("x = " + repeat("{a=[", 8) + "1" + repeat("]}", 8) + "\n", "t");
+  ASSERT_TRUE(j.ok()) << j.error().to_string();
+  auto p = Policy::parse("[[rule]]\nmatch = \"a\"\n" + std::string("x = ") + repeat("{a=", 8) + "1" +
+                             repeat("}", 8) + "\n",
+                         "p.toml");
+  ASSERT_FALSE(p.ok());  // parsed, then refused by the validator for the unknown key
+  EXPECT_NE(p.error().message.find("unknown key 'x' in rule 1"), std::string::npos) << p.error().message;
+}
+
+}  // namespace
+
+namespace {
+
+// Sibling of bug 3: std::regex compiles recursively, so a rename rule nested 100,000 groups deep
+// (a mapping file, --map-a) overflowed the stack. Nesting and length are bounded before compiling.
+TEST(RenameRules, DeepOrHugePatternsAreRefused) {
+  using driftscope::RenameRule;
+  const size_t n = 100000;
+  auto deep = RenameRule::parse(std::string(2000, '(') + "a" + std::string(2000, ')') + "=>x");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error().code, driftscope::Errc::invalid_argument);
+  EXPECT_EQ(deep.error().message, "rename rule regex nests groups more than 32 deep (at byte 32)");
+  auto hidden = RenameRule::parse("[]" + std::string(100, '(') + "=>x");  // not inside a class
+  ASSERT_FALSE(hidden.ok());
+  EXPECT_NE(hidden.error().message.find("more than 32 deep"), std::string::npos);
+  auto huge = RenameRule::parse(std::string(5000, 'a') + "=>x");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().message, "rename rule regex is 5000 bytes, allowed 1 .. 4096");
+  EXPECT_TRUE(RenameRule::parse(std::string(32, '(') + "a" + std::string(32, ')') + "=>x").ok());
+  EXPECT_TRUE(RenameRule::parse("[(]+(a)=>x").ok());  // a '(' inside a class is no group
+  auto map = driftscope::NameMap::parse("a = ['" + std::string(n, '(') + "=>x']\n", "m.toml");
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.error().message, "m.toml: rename rule regex is 100000 bytes, allowed 1 .. 4096");
+  map = driftscope::NameMap::parse("a = ['" + std::string(1000, '(') + "=>x']\n", "m.toml");
+  ASSERT_FALSE(map.ok());
+  EXPECT_EQ(map.error().code, driftscope::Errc::bad_policy);
 }
 
 }  // namespace
