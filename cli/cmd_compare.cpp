@@ -155,7 +155,7 @@ int run_compare(const CompareArgs& a) {
     if (auto w = write_output(a.markdown_out, report_to_markdown(r)); !w) return fail(w.error().to_string());
   if (!json_stdout && !md_stdout) {
     if (a.quiet) {
-      fmt::print("{}\n", r.summary);
+      fmt::print("{}\n", printable(r.summary));
     } else {
       TextOptions t;
       bool tty = ::isatty(STDOUT_FILENO);

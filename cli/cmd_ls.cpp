@@ -119,7 +119,8 @@ int run_ls(const LsArgs& a) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Record& rec = *rows[i];
     const TensorInfo& t = rec.info;
-    auto set = [&](int c, std::string v) { cols[static_cast<size_t>(c)].cells.push_back(std::move(v)); };
+    // Names, op types and axis names come from the file: escaped before widths are measured.
+    auto set = [&](int c, std::string_view v) { cols[static_cast<size_t>(c)].cells.push_back(printable(v)); };
     set(kIdx, std::to_string(t.exec_index));
     set(kName, t.name);
     set(kOcc, std::to_string(t.occurrence));

@@ -133,8 +133,9 @@ int run_show(const ShowArgs& a) {
                      identity(rec)));
 
   const TensorInfo& t = rec.info;
+  // Every row may quote the file (name, op, axes, attributes): one escaping rule for all.
   auto row = [](std::string_view key, const std::string& value) {
-    fmt::print("{:<11} {}\n", key, value);
+    fmt::print("{:<11} {}\n", key, printable(value));
   };
   row("name", t.name);
   row("index", std::to_string(t.exec_index));

@@ -59,12 +59,13 @@ int verify_one(const std::string& file, const VerifyArgs& a) {
   const Integrity& in = r.integrity();
   const size_t n = r.records().size();
   auto say = [&](std::string_view verdict, const std::string& text) {
-    if (!a.quiet) fmt::print("{}: {}: {}\n", file, verdict, text);
+    if (!a.quiet) fmt::print("{}\n", printable(fmt::format("{}: {}: {}", file, verdict, text)));
   };
   auto say_warnings = [&] {
     if (!a.quiet)
       for (const Error& e : in.warnings)
-        fmt::print("{}: warning: {}: {}\n", file, errc_name(e.code), e.message);
+        fmt::print("{}\n", printable(fmt::format("{}: warning: {}: {}", file, errc_name(e.code),
+                                                  e.message)));
   };
 
   switch (in.state) {

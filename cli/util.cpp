@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "driftscope/decode.hpp"
+#include "driftscope/text.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "the CLI's archive codecs read little-endian fields with memcpy");
@@ -25,40 +26,6 @@ static_assert(std::endian::native == std::endian::little,
 namespace driftscope::cli {
 
 namespace {
-// Length of the valid UTF-8 sequence starting at s[i], 0 when it is not one (RFC 3629).
-size_t utf8_seq(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3Fu);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-// Diagnostics quote names and bytes from hostile files: keep them one valid UTF-8 line.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t n = utf8_seq(s, i);
-    auto c = static_cast<unsigned char>(s[i]);
-    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
-      out += fmt::format("\\x{:02x}", c);
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 void diagnostic(std::string_view kind, std::string_view message) {
   std::string line = fmt::format("driftscope: {}: {}\n", kind, printable(message));
   std::fwrite(line.data(), 1, line.size(), stderr);
@@ -226,19 +193,7 @@ std::string fmt_role(Role role, uint16_t index, bool always_index) {
 
 std::string fmt_hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
-std::string quote(std::string_view s) {
-  std::string out = "'";
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else if (c == '\'' || c == '\\')
-      out += fmt::format("\\{}", static_cast<char>(c));
-    else
-      out += static_cast<char>(c);
-  }
-  out += '\'';
-  return out;
-}
+std::string quote(std::string_view s) { return "'" + printable(s) + "'"; }
 
 size_t terminal_width() {
   if (const char* c = std::getenv("COLUMNS"); c && *c) {

@@ -16,6 +16,7 @@
 #include "driftscope/reader.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope::cli {
 
@@ -102,7 +103,8 @@ std::string fmt_shape(const std::vector<uint64_t>& shape, bool compact);
 // "output", "input:1", "parameter:0" (index shown when not 0 or when `always_index`).
 std::string fmt_role(Role role, uint16_t index, bool always_index = false);
 std::string fmt_hex64(uint64_t v);  // "0x0123456789abcdef"
-// Quotes a name for messages: 'encoder.layers.0' (control characters escaped).
+// Quotes a name for messages: 'encoder.layers.0', escaped by printable() (driftscope/text.hpp),
+// the one rule for every file-supplied text the CLI prints.
 std::string quote(std::string_view s);
 
 // Columns of the terminal stdout goes to: $COLUMNS when set, else the tty's width, else 0
