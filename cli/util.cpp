@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -148,6 +149,63 @@ std::string fmt_num(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (v == 0) return std::signbit(v) ? "-0" : "0";
   return fmt::format("{:.6g}", v);
+}
+
+namespace {
+// Explicit mantissa bits and smallest normal exponent of the narrow float dtypes.
+struct NarrowFloat {
+  int mantissa_bits;
+  int min_exponent;
+};
+std::optional<NarrowFloat> narrow_float(DType t) {
+  switch (t) {
+    case DType::f16: return NarrowFloat{10, -14};
+    case DType::bf16: return NarrowFloat{7, -126};
+    case DType::f8e4m3fn: return NarrowFloat{3, -6};
+    case DType::f8e5m2: return NarrowFloat{2, -14};
+    default: return std::nullopt;
+  }
+}
+}  // namespace
+
+std::string fmt_exact(double v, DType t) {
+  if (std::isnan(v) || std::isinf(v) || v == 0) return fmt_num(v);
+  char buf[64];
+  auto nf = narrow_float(t);
+  if (!nf) {
+    auto r = t == DType::f32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                             : std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  }
+  // The decimals that round to v: between the midpoints to its neighbours, a midpoint itself
+  // when v's last mantissa bit is even. All of these are exact in double (<= 11 significant bits
+  // plus two), and so is every comparison below.
+  const double a = std::fabs(v);
+  const int e = std::max(std::ilogb(a), nf->min_exponent);
+  const double ulp = std::ldexp(1.0, e - nf->mantissa_bits);
+  const bool binade_start = a == std::ldexp(1.0, e) && e > nf->min_exponent;
+  const double lo = a - (binade_start ? ulp / 4 : ulp / 2), hi = a + ulp / 2;
+  const bool even = std::fmod(a / ulp, 2.0) == 0;
+  auto inside = [&](double d) { return (d > lo && d < hi) || (even && (d == lo || d == hi)); };
+  for (int p = 1; p <= 17; ++p) {
+    // The nearest p-digit decimal M x 10^k, then its neighbours M-1 and M+1: near a power of two
+    // the interval is lopsided and the nearest may miss where a neighbour fits.
+    std::string sci = fmt::format("{:.{}e}", a, p - 1);
+    size_t epos = sci.find('e');
+    std::string digits;
+    for (size_t i = 0; i < epos; ++i)
+      if (sci[i] != '.') digits += sci[i];
+    const int k = std::stoi(sci.substr(epos + 1)) - (p - 1);
+    const uint64_t m = std::stoull(digits);
+    for (uint64_t cand : {m, m - 1, m + 1}) {
+      if (cand == 0) continue;
+      std::string dec = fmt::format("{}e{}", cand, k);
+      double d = 0;
+      std::from_chars(dec.data(), dec.data() + dec.size(), d);
+      if (inside(d)) return fmt::format("{:.{}g}", std::signbit(v) ? -d : d, p);
+    }
+  }
+  return fmt::format("{:.17g}", v);  // not reached: 17 digits always fit
 }
 
 std::string fmt_count(uint64_t v) {

@@ -94,6 +94,11 @@ class AtomicOutput {
 
 // Shortest of %.6g style: "1.5", "-0.000123", "1.2e+08", "nan", "inf", "-inf".
 std::string fmt_num(double v);
+// A value of dtype `t` (given widened to double) as the shortest decimal that reads back as the
+// same value of `t`: f64 and f32 through std::to_chars, f16/bf16/fp8 by searching the shortest
+// decimal inside the value's rounding interval (round to nearest, ties to even). "nan", "inf",
+// "-inf", "0", "-0" as fmt_num. Integer dtypes are printed by their callers, not through double.
+std::string fmt_exact(double v, DType t);
 // "12,345"
 std::string fmt_count(uint64_t v);
 // "12,345 bytes (12.1 KiB)" — the parenthesis only above 1 KiB.
