@@ -57,23 +57,29 @@ size_t edit_distance(std::string_view a, std::string_view b, size_t bound) {
   return std::min(row[b.size()], inf);
 }
 
-// Up to three names close to `name`. Linear in the number of records: each distinct name is
-// looked at once (a hash set, not a scan of the names seen so far) and costs O(length * bound).
+// Up to three names close to `name`, closest first (earlier in the file on ties). Linear in the
+// number of records: each distinct name is looked at once (a hash set, not a scan of the names
+// seen so far), and once three are found only a strictly closer name can enter, so the distance
+// bound, and with it the cost of each comparison, shrinks as the search goes.
 std::string suggestions(const Reader& r, std::string_view name) {
   const size_t bound = std::max<size_t>(2, name.size() / 3);
-  std::vector<std::pair<size_t, std::string_view>> scored;
+  std::vector<std::pair<size_t, std::string_view>> best;  // at most 3, by distance
   std::unordered_set<std::string_view> seen;
   for (const Record& rec : r.records()) {
     std::string_view n = rec.info.name;
     if (!seen.insert(n).second) continue;
-    size_t d = n.find(name) != std::string_view::npos ? 0 : edit_distance(n, name, bound);
-    if (d <= bound) scored.emplace_back(d, n);
+    if (best.size() == 3 && best.back().first == 0) break;
+    const size_t limit = best.size() == 3 ? best.back().first - 1 : bound;
+    size_t d = n.find(name) != std::string_view::npos ? 0 : edit_distance(n, name, limit);
+    if (d > limit) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), d,
+                               [](size_t v, const auto& e) { return v < e.first; });
+    best.insert(at, {d, n});
+    if (best.size() > 3) best.pop_back();
   }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
   std::string s;
-  for (size_t i = 0; i < scored.size() && i < 3; ++i)
-    s += fmt::format("{}{}", i ? ", " : "; did you mean ", quote(scored[i].second));
+  for (size_t i = 0; i < best.size(); ++i)
+    s += fmt::format("{}{}", i ? ", " : "; did you mean ", quote(best[i].second));
   if (!s.empty()) s += '?';
   return s;
 }

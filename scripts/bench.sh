@@ -12,4 +12,6 @@ run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \
   .venv/bin/python bench/bench_record_overhead.py
+[ -f bench/bench_show_suggest.py ] && run "show: 'did you mean' scaling with the record count" \
+  .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
 exit 0
