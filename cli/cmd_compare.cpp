@@ -169,12 +169,7 @@ int run_compare(const CompareArgs& a) {
     }
   }
   std::fflush(stdout);
-  switch (r.verdict) {
-    case Verdict::pass: return kExitOk;
-    case Verdict::diverged: return kExitDifferent;
-    case Verdict::silent_failure: return kExitSilentFailure;
-  }
-  return kExitTrouble;
+  return verdict_exit_code(r.verdict);
 }
 
 std::function<int()> setup_compare(CLI::App& app) {
@@ -244,7 +239,9 @@ Always checked: NaN/Inf where the reference is finite, an all-zero, vanished or 
 candidate where the reference is healthy (a "silent failure").
 
 Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compared,
-unless --allow-unpaired / --allow-incomparable), 2 usage or input error, 3 silent failure.
+unless --allow-unpaired / --allow-incomparable), 2 usage or input error, or NOTHING COMPARED
+(no pair was compared: dumps without tensors, a --filter or name map that paired nothing;
+the reports are still written), 3 silent failure.
 
 Examples:
   driftscope compare fp32.tdump fp16.tdump

@@ -17,6 +17,7 @@ using nlohmann::json;
 static_assert(DS_VERDICT_PASS == static_cast<int>(Verdict::pass));
 static_assert(DS_VERDICT_DIVERGED == static_cast<int>(Verdict::diverged));
 static_assert(DS_VERDICT_SILENT_FAILURE == static_cast<int>(Verdict::silent_failure));
+static_assert(DS_VERDICT_NOTHING_COMPARED == static_cast<int>(Verdict::nothing_compared));
 
 namespace {
 

@@ -152,8 +152,19 @@ std::string_view verdict_name(Verdict v) noexcept {
     case Verdict::pass: return "pass";
     case Verdict::diverged: return "diverged";
     case Verdict::silent_failure: return "silent_failure";
+    case Verdict::nothing_compared: return "nothing_compared";
   }
   return "unknown";
+}
+
+int verdict_exit_code(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::pass: return 0;
+    case Verdict::diverged: return 1;
+    case Verdict::nothing_compared: return 2;
+    case Verdict::silent_failure: return 3;
+  }
+  return 2;
 }
 
 std::string_view status_name(PairStatus s) noexcept {

@@ -163,7 +163,7 @@ std::string report_to_json(const Report& r, int indent) {
   ordered_json o;
   o["schema"] = Report::kSchema;
   o["verdict"] = verdict_name(r.verdict);
-  o["exit_code"] = r.verdict == Verdict::pass ? 0 : r.verdict == Verdict::diverged ? 1 : 3;
+  o["exit_code"] = verdict_exit_code(r.verdict);
   o["summary"] = r.summary;
   o["reference"] = dump_json(r.reference);
   o["candidate"] = dump_json(r.candidate);

@@ -81,6 +81,28 @@ std::string summary_line(const Report& r) {
       s += " (all identical)";
     return s;
   }
+  if (r.verdict == Verdict::nothing_compared) {
+    // Say why nothing was compared, in the words of the options that explain it.
+    std::string s = "NOTHING COMPARED: ";
+    if (r.reference.records == 0 && r.candidate.records == 0)
+      s += "neither dump holds a tensor";
+    else if (r.reference.records == 0 || r.candidate.records == 0)
+      s += fmt::format("the {} holds no tensor", r.reference.records == 0 ? "reference" : "candidate");
+    else if (r.pairs.empty() && r.only_in_reference.empty())
+      s += "no tensor of the reference passed --filter";
+    else
+      s += "no tensor pair was compared";
+    std::vector<std::string> why;
+    if (size_t n = r.count(PairStatus::skipped)) why.push_back(fmt::format("{} skipped by the policy", n));
+    if (!r.incomparable.empty()) why.push_back(fmt::format("{} incomparable (allowed)", r.incomparable.size()));
+    if (!r.only_in_reference.empty())
+      why.push_back(fmt::format("{} only in the reference (allowed)", r.only_in_reference.size()));
+    if (!r.only_in_candidate.empty())
+      why.push_back(fmt::format("{} only in the candidate (allowed)", r.only_in_candidate.size()));
+    for (size_t i = 0; i < why.size(); ++i) s += (i ? ", " : ": ") + why[i];
+    return s + fmt::format(" (reference: {} records, {}; candidate: {} records, {})", r.reference.records,
+                           r.reference.state, r.candidate.records, r.candidate.state);
+  }
   if (r.verdict == Verdict::silent_failure) {
     std::optional<size_t> first;
     for (size_t i = 0; i < r.pairs.size() && !first; ++i)
@@ -244,7 +266,10 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   using namespace compare_detail;
   Style st{o.color};
   std::string out;
-  std::string verdict_code = r.verdict == Verdict::pass ? "1;32" : r.verdict == Verdict::diverged ? "1;31" : "1;35";
+  std::string verdict_code = r.verdict == Verdict::pass             ? "1;32"
+                             : r.verdict == Verdict::diverged         ? "1;31"
+                             : r.verdict == Verdict::nothing_compared ? "1;33"
+                                                                      : "1;35";
   out += st.wrap(verdict_code, printable(r.summary)) + "\n\n";
   out += dump_line("reference", r.reference);
   out += dump_line("candidate", r.candidate);
