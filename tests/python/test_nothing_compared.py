@@ -91,7 +91,7 @@ def test_verify_says_a_dump_is_empty(work):
 def test_python_compare_nothing_compared(work):
     driftscope = pytest.importorskip("driftscope")
     r = driftscope.compare(str(work / "crashed_a.tdump"), str(work / "crashed_b.tdump"))
-    assert r.verdict == "nothing_compared" and r.exit_code == 2 and not r.ok
+    assert r.verdict == "nothing_compared" and r.exit_code == 2 and not r.passed
     assert r.summary.startswith("NOTHING COMPARED: neither dump holds a tensor")
     r = driftscope.compare(str(work / "one.tdump"), str(work / "one.tdump"))
-    assert r.verdict == "pass" and r.exit_code == 0 and r.ok
+    assert r.verdict == "pass" and r.exit_code == 0 and r.passed
