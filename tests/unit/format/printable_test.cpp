@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "driftscope/error.hpp"
 #include "driftscope/text.hpp"
 
 using driftscope::printable;
@@ -28,6 +29,12 @@ TEST(Printable, InvalidUtf8IsSpelledOutByteByByte) {
   EXPECT_EQ(printable("\xED\xA0\x80"), "\\xed\\xa0\\x80");     // surrogate
   EXPECT_EQ(printable("a\xE2\x80"), "a\\xe2\\x80");            // cut sequence
   EXPECT_EQ(printable("\xF4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+}
+
+TEST(Printable, LibraryErrorMessagesAreEscapedWhenMade) {
+  driftscope::Error e = driftscope::make_error(driftscope::Errc::bad_value,
+                                               "tensor 'a\x1b]0;x\x07\xE2\x80\xAE' is bad", 64);
+  EXPECT_EQ(e.message, "tensor 'a\\x1b]0;x\\x07\\u202e' is bad (at offset 64)");
 }
 
 TEST(Printable, IsIdempotent) {
