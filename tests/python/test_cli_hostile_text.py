@@ -173,3 +173,14 @@ def test_markdown_renders_names_literally(work):
     plain = "".join(c.content for c in summary.children if c.type == "text")
     assert plain.startswith("DIVERGED: first divergence at ")
     assert printable(EVIL_NAME) in plain or MD_NAME in plain
+
+
+def test_library_error_messages_are_escaped(work):
+    """Messages built inside the library (here Python's NotFoundError, with its suggestion) spell
+    out what they quote from the file: make_error escapes every message once."""
+    driftscope = pytest.importorskip("driftscope")
+    dump = driftscope.open(str(work / "ref.tdump"))
+    with pytest.raises(KeyError) as e:
+        dump["enc\x1b]0;pwned"]
+    assert_clean(str(e.value), "NotFoundError")
+    assert printable(EVIL_NAME) in str(e.value)
