@@ -58,7 +58,7 @@ int run_compare(const CompareArgs& a) {
   // Refused before the comparison runs, not after it spent minutes: a report path that names an
   // input (the same inode: a symlink or hard link too) would replace that dump.
   std::vector<std::string> inputs = {a.reference, a.candidate};
-  for (const std::string* in : {&a.reference64, &a.policy_file, &a.map_file})
+  for (const std::string* in : {&a.settings.reference64, &a.settings.policy, &a.settings.map_file})
     if (!in->empty()) inputs.push_back(*in);
   for (const std::string* out : {&a.json_out, &a.markdown_out})
     if (!out->empty() && *out != "-")
@@ -89,7 +89,7 @@ int run_compare(const CompareArgs& a) {
       return fail(w.error().to_string());
   if (!json_stdout && !md_stdout) {
     if (a.quiet) {
-      fmt::print("{}\n", r.summary);
+      fmt::print("{}\n", printable(r.summary));
     } else {
       TextOptions t;
       bool tty = ::isatty(STDOUT_FILENO);
@@ -103,12 +103,7 @@ int run_compare(const CompareArgs& a) {
     }
   }
   std::fflush(stdout);
-  switch (r.verdict) {
-    case Verdict::pass: return kExitOk;
-    case Verdict::diverged: return kExitDifferent;
-    case Verdict::silent_failure: return kExitSilentFailure;
-  }
-  return kExitTrouble;
+  return verdict_exit_code(r.verdict);
 }
 
 std::function<int()> setup_compare(CLI::App& app) {
@@ -179,7 +174,9 @@ Always checked: NaN/Inf where the reference is finite, an all-zero, vanished or 
 candidate where the reference is healthy (a "silent failure").
 
 Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compared,
-unless --allow-unpaired / --allow-incomparable), 2 usage or input error, 3 silent failure.
+unless --allow-unpaired / --allow-incomparable), 2 usage or input error, or NOTHING COMPARED
+(no pair was compared: dumps without tensors, a --filter or name map that paired nothing;
+the reports are still written), 3 silent failure.
 A --json / --markdown FILE that is one of the dumps (also through a link) is refused; reports
 are written to a temporary file and renamed into place. A dump truncated while it is read is
 an error ("file changed while reading"), never a verdict on zeros.

@@ -17,12 +17,6 @@ struct InfoArgs {
   bool json = false;
 };
 
-// Metadata values are free text: escape control characters so one entry stays one line.
-std::string one_line(std::string_view s) {
-  std::string q = quote(s);
-  return q.substr(1, q.size() - 2);
-}
-
 std::string integrity_line(const Integrity& in, const Reader& r) {
   switch (in.state) {
     case FileState::clean:
@@ -101,8 +95,9 @@ int run_info(const InfoArgs& a) {
     return kExitOk;
   }
 
+  // Metadata, warnings and corruption messages quote the file: one escaping rule for all.
   auto row = [](std::string_view key, const std::string& value) {
-    fmt::print("{:<11} {}\n", key, value);
+    fmt::print("{:<11} {}\n", key, printable(value));
   };
   row("file", a.file);
   row("format", fmt::format("TDUMP {}.{}, salt {}", h.version_major, h.version_minor,
@@ -129,9 +124,11 @@ int run_info(const InfoArgs& a) {
     row("warning", fmt::format("{}: {}", errc_name(e.code), e.message));
   row("metadata", fmt::format("{} entries", h.metadata.size()));
   size_t kw = 0;
-  for (const auto& [k, v] : h.metadata) kw = std::max(kw, display_width(k));
-  for (const auto& [k, v] : h.metadata)
-    fmt::print("  {}{} {}\n", one_line(k), std::string(kw - display_width(k), ' '), one_line(v));
+  for (const auto& [k, v] : h.metadata) kw = std::max(kw, display_width(printable(k)));
+  for (const auto& [k, v] : h.metadata) {
+    std::string key = printable(k);
+    fmt::print("  {}{} {}\n", key, std::string(kw - display_width(key), ' '), printable(v));
+  }
   return kExitOk;
 }
 

@@ -73,6 +73,19 @@ int run_ls(const LsArgs& a) {
       j["encoding"] = t.encoding.kind == EncodingKind::raw           ? "raw"
                       : t.encoding.kind == EncodingKind::affine_tensor ? "affine_tensor"
                                                                        : "affine_channel";
+      // The quantisation parameters: value = scale * (q - zero_point), per tensor or per
+      // channel along `axis` (null unless per channel); empty lists for raw tensors.
+      j["scales"] = t.encoding.scales;
+      j["zero_points"] = t.encoding.zero_points;
+      j["axis"] = t.encoding.kind == EncodingKind::affine_channel
+                      ? nlohmann::ordered_json(t.encoding.axis)
+                      : nlohmann::ordered_json(nullptr);
+      if (rec.kind == RecordKind::summary && rec.summary) {
+        // A SUMMARY record's projection (docs/light-mode.md): seed as hex like `info`'s salt.
+        j["projection_seed"] = fmt_hex64(rec.summary->projection_seed);
+        j["projection_kind"] = rec.summary->projection_kind;
+        j["projection_dim"] = rec.summary->projection.size();
+      }
       nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
       for (const auto& [k, v] : t.attrs) attrs[k] = v;
       j["attrs"] = attrs;
@@ -120,7 +133,8 @@ int run_ls(const LsArgs& a) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Record& rec = *rows[i];
     const TensorInfo& t = rec.info;
-    auto set = [&](int c, std::string v) { cols[static_cast<size_t>(c)].cells.push_back(std::move(v)); };
+    // Names, op types and axis names come from the file: escaped before widths are measured.
+    auto set = [&](int c, std::string_view v) { cols[static_cast<size_t>(c)].cells.push_back(printable(v)); };
     set(kIdx, std::to_string(t.exec_index));
     set(kName, t.name);
     set(kOcc, std::to_string(t.occurrence));
@@ -197,7 +211,9 @@ std::function<int()> setup_ls(CLI::App& app) {
   sub->add_option("FILE", a->file, "the .tdump file")->required();
   sub->add_option("-f,--filter", a->filter,
                   "only tensors matching this filter (docs/filters.md), e.g. 'encoder.* dtype=f16'");
-  sub->add_flag("--json", a->json, "print a JSON array (adds offset, size, payload_offset, attrs)");
+  sub->add_flag("--json", a->json,
+                "print a JSON array of every field (adds offset, size, payload_offset, attrs, "
+                "quantisation parameters)");
   sub->add_flag("--no-stats", a->no_stats, "skip min/max/mean/std and counts (faster on huge dumps)");
   sub->add_flag("--wide", a->wide, "never shorten names or drop columns to fit the terminal");
   sub->footer(R"HELP(
@@ -213,8 +229,9 @@ useful columns (occ when every occurrence is 0, axes, op, bytes, std, mean, zero
 dropped; pipe the output or pass
 --wide to get everything. $COLUMNS overrides the terminal width.
 
---json prints every field, plus each record's offset and size in the file (so tools can
-reason about truncation). NaN statistics (a tensor with no finite value) are null.
+--json prints every field (quantisation scales, zero points and axis; a summary record's
+projection seed, kind and dimension), plus each record's offset and size in the file (so tools
+can reason about truncation). NaN statistics (a tensor with no finite value) are null.
 
 Examples:
   driftscope ls run.tdump

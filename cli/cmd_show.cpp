@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -30,37 +31,55 @@ std::optional<Role> parse_role(std::string_view s) {
   return std::nullopt;
 }
 
-// Levenshtein distance, for "did you mean" on a mistyped tensor name.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+// Levenshtein distance for "did you mean" on a mistyped tensor name, or `bound + 1` as soon as it
+// must exceed `bound`: only the band |i - j| <= bound of the table is computed, so one call costs
+// O(|a| * bound), not O(|a| * |b|).
+size_t edit_distance(std::string_view a, std::string_view b, size_t bound) {
+  if (a.size() > b.size()) std::swap(a, b);
+  if (b.size() - a.size() > bound) return bound + 1;
+  const size_t inf = bound + 1;
+  std::vector<size_t> row(b.size() + 1, inf);
+  for (size_t j = 0; j <= std::min(b.size(), bound); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
+    const size_t from = i > bound ? i - bound : 1, to = std::min(b.size(), i + bound);
+    size_t diag = row[from - 1];
+    row[from - 1] = from == 1 && i <= bound ? i : inf;
+    size_t best = row[from - 1];
+    for (size_t j = from; j <= to; ++j) {
       size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min({up + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1), inf});
       diag = up;
+      best = std::min(best, row[j]);
     }
+    if (to < b.size()) row[to + 1] = inf;
+    if (best > bound) return inf;
   }
-  return row[b.size()];
+  return std::min(row[b.size()], inf);
 }
 
+// Up to three names close to `name`, closest first (earlier in the file on ties). Linear in the
+// number of records: each distinct name is looked at once (a hash set, not a scan of the names
+// seen so far), and once three are found only a strictly closer name can enter, so the distance
+// bound, and with it the cost of each comparison, shrinks as the search goes.
 std::string suggestions(const Reader& r, std::string_view name) {
-  std::vector<std::pair<size_t, std::string_view>> scored;
-  std::vector<std::string_view> seen;
+  const size_t bound = std::max<size_t>(2, name.size() / 3);
+  std::vector<std::pair<size_t, std::string_view>> best;  // at most 3, by distance
+  std::unordered_set<std::string_view> seen;
   for (const Record& rec : r.records()) {
     std::string_view n = rec.info.name;
-    if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
-    seen.push_back(n);
-    size_t d = n.find(name) != std::string_view::npos ? 0 : edit_distance(n, name);
-    if (d <= std::max<size_t>(2, name.size() / 3)) scored.emplace_back(d, n);
+    if (!seen.insert(n).second) continue;
+    if (best.size() == 3 && best.back().first == 0) break;
+    const size_t limit = best.size() == 3 ? best.back().first - 1 : bound;
+    size_t d = n.find(name) != std::string_view::npos ? 0 : edit_distance(n, name, limit);
+    if (d > limit) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), d,
+                               [](size_t v, const auto& e) { return v < e.first; });
+    best.insert(at, {d, n});
+    if (best.size() > 3) best.pop_back();
   }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
   std::string s;
-  for (size_t i = 0; i < scored.size() && i < 3; ++i)
-    s += fmt::format("{}{}", i ? ", " : "; did you mean ", quote(scored[i].second));
+  for (size_t i = 0; i < best.size(); ++i)
+    s += fmt::format("{}{}", i ? ", " : "; did you mean ", quote(best[i].second));
   if (!s.empty()) s += '?';
   return s;
 }
@@ -71,7 +90,8 @@ std::string identity(const Record& r) {
 }
 
 // The value of element `flat` as text: integers exactly (an i64 is not always a double),
-// floats and dequantized values through decode().
+// floats and dequantized values through decode(), as the shortest decimal that reads back as
+// the same value of the stored dtype.
 Result<std::string> element_text(const Record& rec, uint64_t flat) {
   const TensorInfo& t = rec.info;
   size_t size = dtype_size(t.dtype);
@@ -92,7 +112,8 @@ Result<std::string> element_text(const Record& rec, uint64_t flat) {
   }
   double v = 0;
   DRIFTSCOPE_TRY(decode(t, rec.payload, flat, std::span<double>(&v, 1)));
-  return fmt_num(v);
+  // Dequantized values are computed in double (docs/format.md §3.3.2): exact as a double.
+  return fmt_exact(v, t.encoding.kind == EncodingKind::raw ? t.dtype : DType::f64);
 }
 
 int run_show(const ShowArgs& a) {
@@ -133,8 +154,9 @@ int run_show(const ShowArgs& a) {
                      identity(rec)));
 
   const TensorInfo& t = rec.info;
+  // Every row may quote the file (name, op, axes, attributes): one escaping rule for all.
   auto row = [](std::string_view key, const std::string& value) {
-    fmt::print("{:<11} {}\n", key, value);
+    fmt::print("{:<11} {}\n", key, printable(value));
   };
   row("name", t.name);
   row("index", std::to_string(t.exec_index));
@@ -150,7 +172,7 @@ int run_show(const ShowArgs& a) {
     case EncodingKind::raw: row("encoding", "raw"); break;
     case EncodingKind::affine_tensor:
       row("encoding", fmt::format("affine per tensor: value = {} * (q - {})",
-                                  fmt_num(t.encoding.scales.at(0)), t.encoding.zero_points.at(0)));
+                                  fmt_exact(t.encoding.scales.at(0), DType::f64), t.encoding.zero_points.at(0)));
       break;
     case EncodingKind::affine_channel:
       row("encoding", fmt::format("affine per channel along axis {} ({} scales)", t.encoding.axis,
@@ -176,37 +198,53 @@ int run_show(const ShowArgs& a) {
   }
   if (a.limit == 0) return kExitOk;
 
+  if (t.numel() == 0) {
+    // Before any selection: the other dims of a zero-element tensor may be huge ([2^40, 0]).
+    row("values", "all 0 shown");
+    fmt::print("(no elements)\n");
+    return kExitOk;
+  }
+
   // Which indices of each axis to print: all, or the first and last `edge` (numpy's
   // summarised printing) when the tensor has more than `limit` elements. -1 marks the gap.
+  // Every loop below is bounded by what is printed (at most `cap` values), never by a dim:
+  // numel > 0 here, so each dim is at most numel, yet numel can be far above what is printed.
   const uint64_t numel = t.numel();
   const size_t rank = t.shape.size();
-  uint64_t edge = std::max<uint64_t>(a.edge, 1);
-  bool summarised = numel > a.limit;
-  std::vector<std::vector<int64_t>> picks;
-  auto choose = [&] {
-    picks.assign(rank, {});
-    uint64_t printed = 1;
-    for (size_t k = 0; k < rank; ++k) {
-      uint64_t d = t.shape[k];
-      if (summarised && d > 2 * edge) {
-        for (uint64_t i = 0; i < edge; ++i) picks[k].push_back(static_cast<int64_t>(i));
-        picks[k].push_back(-1);
-        for (uint64_t i = d - edge; i < d; ++i) picks[k].push_back(static_cast<int64_t>(i));
-        printed = checked_mul(printed, 2 * edge).value_or(UINT64_MAX);
-      } else {
-        for (uint64_t i = 0; i < d; ++i) picks[k].push_back(static_cast<int64_t>(i));
-        printed = checked_mul(printed, d).value_or(UINT64_MAX);
-      }
-    }
-    return printed;
+  const bool summarised = numel > a.limit;
+  // An edge past the limit prints no more than the limit does; 2^31 keeps 2 * edge exact.
+  uint64_t edge = std::clamp<uint64_t>(a.edge, 1, std::min<uint64_t>(a.limit, uint64_t{1} << 31));
+  auto kept = [&](uint64_t d, uint64_t e) { return summarised && d > 2 * e ? 2 * e : d; };
+  auto count = [&](uint64_t e) {
+    uint64_t n = 1;
+    for (uint64_t d : t.shape) n = checked_mul(n, kept(d, e)).value_or(UINT64_MAX);
+    return n;
   };
-  uint64_t printed = choose();
-  while (summarised && printed > a.limit && edge > 1) {
-    --edge;
-    printed = choose();
+  if (summarised && count(edge) > a.limit) {
+    // The widest edge whose selection fits the limit (the count grows with the edge), else 1.
+    uint64_t lo = 1, hi = edge;
+    while (lo < hi) {
+      uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (count(mid) <= a.limit) lo = mid;
+      else hi = mid - 1;
+    }
+    edge = lo;
   }
-  // Many small axes can still multiply past the limit; stop after `cap` values then.
+  const uint64_t printed = count(edge);
+  // Stop after `cap` values: many small axes can still multiply past the limit at edge 1.
   const uint64_t cap = std::max<uint64_t>(a.limit, 2 * edge);
+  std::vector<std::vector<int64_t>> picks(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    // At most 2 * edge + 1 picks (summarised: <= 2 * limit + 1), else d <= numel <= limit.
+    uint64_t d = t.shape[k];
+    if (kept(d, edge) == d) {
+      for (uint64_t i = 0; i < d; ++i) picks[k].push_back(static_cast<int64_t>(i));
+    } else {
+      for (uint64_t i = 0; i < edge; ++i) picks[k].push_back(static_cast<int64_t>(i));
+      picks[k].push_back(-1);
+      for (uint64_t i = d - edge; i < d; ++i) picks[k].push_back(static_cast<int64_t>(i));
+    }
+  }
   row("values", summarised ? fmt::format("{} of {} shown (first and last {} along each axis; "
                                          "--limit N prints up to N in full)",
                                          fmt_count(std::min(printed, cap)), fmt_count(numel), edge)
@@ -269,10 +307,6 @@ int run_show(const ShowArgs& a) {
       if (stopped) return;
     }
   };
-  if (numel == 0) {
-    fmt::print("(no elements)\n");
-    return kExitOk;
-  }
   if (rank == 0) {
     auto v = element_text(rec, 0);
     if (!v) return fail(a.file, v.error());
@@ -342,8 +376,9 @@ Prints where the record lies in the file, its statistics (min/max/mean/std of th
 values, L2 norm, NaN/Inf/zero counts), then its values: one line per innermost row, each
 starting with its coordinates, e.g. [0, 2, :] is row 2 of the first matrix. A tensor with
 more than --limit elements is summarised like numpy does: the first and last --edge entries
-of each axis, with "..." for the rest. Integers print exactly; quantized tensors print their
-dequantized values; bf16/f16/fp8 print their exact value widened to double.
+of each axis, with "..." for the rest. Every value prints exactly: integers in full, floats
+(f64, f32, f16, bf16, fp8) as the shortest decimal that reads back as the same value of their
+dtype, quantized tensors as their dequantized value (a double) the same way.
 
 Examples:
   driftscope show run.tdump encoder.layers.0.attn

@@ -28,27 +28,34 @@ int verify_one(const std::string& file, const VerifyArgs& a) {
   const Reader& r = *scanned;
   const Integrity& in = r.integrity();
   const size_t n = r.records().size();
+  // A dump without records is intact but holds nothing (a run that died before its first
+  // tensor): say so, and --strict counts it as damaged, like an unfinished run.
+  const bool empty = n == 0;
+  const std::string records =
+      empty ? std::string("no records (empty: the run recorded nothing)") : fmt::format("{} records", n);
   auto say = [&](std::string_view verdict, const std::string& text) {
-    if (!a.quiet) fmt::print("{}: {}: {}\n", file, verdict, text);
+    if (!a.quiet) fmt::print("{}\n", printable(fmt::format("{}: {}: {}", file, verdict, text)));
   };
   auto say_warnings = [&] {
     if (!a.quiet)
       for (const Error& e : in.warnings)
-        fmt::print("{}: warning: {}: {}\n", file, errc_name(e.code), e.message);
+        fmt::print("{}\n", printable(fmt::format("{}: warning: {}: {}", file, errc_name(e.code),
+                                                  e.message)));
   };
 
   switch (in.state) {
     case FileState::clean:
       // The reader judged the footer index entry by entry and slot by slot against the scan
       // (docs/format.md §3.4); an unsound one makes the file corrupt, below.
-      say("OK", fmt::format("clean, {} records, {}, every checksum verified, index agrees with "
-                            "the scan", n, fmt_bytes(in.file_size)));
+      say(empty && a.strict ? "DAMAGED" : "OK",
+          fmt::format("clean, {}, {}, every checksum verified, index agrees with the scan", records,
+                      fmt_bytes(in.file_size)));
       say_warnings();
-      return kExitOk;
+      return empty && a.strict ? kExitDifferent : kExitOk;
     case FileState::unfinished:
       say(a.strict ? "DAMAGED" : "OK",
-          fmt::format("unfinished (no END record: the run crashed or is still running), {} "
-                      "records, {}, every checksum verified", n, fmt_bytes(in.file_size)));
+          fmt::format("unfinished (no END record: the run crashed or is still running), {}, {}, "
+                      "every checksum verified", records, fmt_bytes(in.file_size)));
       say_warnings();
       return a.strict ? kExitDifferent : kExitOk;
     case FileState::cut:
@@ -84,7 +91,8 @@ std::function<int()> setup_verify(CLI::App& app) {
   auto a = std::make_shared<VerifyArgs>();
   auto* sub = app.add_subcommand("verify", "Check every checksum and the index of dumps");
   sub->add_option("FILE", a->files, "one or more .tdump files")->required();
-  sub->add_flag("--strict", a->strict, "count an unfinished run (no END record) as damaged");
+  sub->add_flag("--strict", a->strict,
+                "count an unfinished run (no END record) or an empty one (no records) as damaged");
   sub->add_flag("-q,--quiet", a->quiet, "print nothing; only the exit status tells");
   sub->footer(R"HELP(
 Reads every record of each file, checks every CRC-32, padding byte and field, and checks
@@ -93,6 +101,7 @@ table those entries give); an unsound index is bad_index at the field that disag
 verdict is the reader's, the same one `info` shows. One line per file on stdout:
   FILE: OK: clean, ...              intact
   FILE: OK: unfinished ...          intact, but the run never wrote its END record
+  FILE: OK: ... no records (empty)  intact, but the run recorded nothing (--strict: DAMAGED)
   FILE: DAMAGED: cut at offset ...  torn tail: what was recovered and where the cut is
   FILE: DAMAGED: corrupt: ...       the first bad record: error code, tensor, offset
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 
 #include "command.hpp"
 #include "driftscope/decode.hpp"
+#include "driftscope/text.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "the CLI's archive codecs read little-endian fields with memcpy");
@@ -25,40 +27,6 @@ static_assert(std::endian::native == std::endian::little,
 namespace driftscope::cli {
 
 namespace {
-// Length of the valid UTF-8 sequence starting at s[i], 0 when it is not one (RFC 3629).
-size_t utf8_seq(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3Fu);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-// Diagnostics quote names and bytes from hostile files: keep them one valid UTF-8 line.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t n = utf8_seq(s, i);
-    auto c = static_cast<unsigned char>(s[i]);
-    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
-      out += fmt::format("\\x{:02x}", c);
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 void diagnostic(std::string_view kind, std::string_view message) {
   std::string line = fmt::format("driftscope: {}: {}\n", kind, printable(message));
   std::fwrite(line.data(), 1, line.size(), stderr);
@@ -106,6 +74,63 @@ std::string fmt_num(double v) {
   return fmt::format("{:.6g}", v);
 }
 
+namespace {
+// Explicit mantissa bits and smallest normal exponent of the narrow float dtypes.
+struct NarrowFloat {
+  int mantissa_bits;
+  int min_exponent;
+};
+std::optional<NarrowFloat> narrow_float(DType t) {
+  switch (t) {
+    case DType::f16: return NarrowFloat{10, -14};
+    case DType::bf16: return NarrowFloat{7, -126};
+    case DType::f8e4m3fn: return NarrowFloat{3, -6};
+    case DType::f8e5m2: return NarrowFloat{2, -14};
+    default: return std::nullopt;
+  }
+}
+}  // namespace
+
+std::string fmt_exact(double v, DType t) {
+  if (std::isnan(v) || std::isinf(v) || v == 0) return fmt_num(v);
+  char buf[64];
+  auto nf = narrow_float(t);
+  if (!nf) {
+    auto r = t == DType::f32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                             : std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  }
+  // The decimals that round to v: between the midpoints to its neighbours, a midpoint itself
+  // when v's last mantissa bit is even. All of these are exact in double (<= 11 significant bits
+  // plus two), and so is every comparison below.
+  const double a = std::fabs(v);
+  const int e = std::max(std::ilogb(a), nf->min_exponent);
+  const double ulp = std::ldexp(1.0, e - nf->mantissa_bits);
+  const bool binade_start = a == std::ldexp(1.0, e) && e > nf->min_exponent;
+  const double lo = a - (binade_start ? ulp / 4 : ulp / 2), hi = a + ulp / 2;
+  const bool even = std::fmod(a / ulp, 2.0) == 0;
+  auto inside = [&](double d) { return (d > lo && d < hi) || (even && (d == lo || d == hi)); };
+  for (int p = 1; p <= 17; ++p) {
+    // The nearest p-digit decimal M x 10^k, then its neighbours M-1 and M+1: near a power of two
+    // the interval is lopsided and the nearest may miss where a neighbour fits.
+    std::string sci = fmt::format("{:.{}e}", a, p - 1);
+    size_t epos = sci.find('e');
+    std::string digits;
+    for (size_t i = 0; i < epos; ++i)
+      if (sci[i] != '.') digits += sci[i];
+    const int k = std::stoi(sci.substr(epos + 1)) - (p - 1);
+    const uint64_t m = std::stoull(digits);
+    for (uint64_t cand : {m, m - 1, m + 1}) {
+      if (cand == 0) continue;
+      std::string dec = fmt::format("{}e{}", cand, k);
+      double d = 0;
+      std::from_chars(dec.data(), dec.data() + dec.size(), d);
+      if (inside(d)) return fmt::format("{:.{}g}", std::signbit(v) ? -d : d, p);
+    }
+  }
+  return fmt::format("{:.17g}", v);  // not reached: 17 digits always fit
+}
+
 std::string fmt_count(uint64_t v) {
   std::string digits = std::to_string(v);
   std::string out;
@@ -149,19 +174,7 @@ std::string fmt_role(Role role, uint16_t index, bool always_index) {
 
 std::string fmt_hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
-std::string quote(std::string_view s) {
-  std::string out = "'";
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else if (c == '\'' || c == '\\')
-      out += fmt::format("\\{}", static_cast<char>(c));
-    else
-      out += static_cast<char>(c);
-  }
-  out += '\'';
-  return out;
-}
+std::string quote(std::string_view s) { return "'" + printable(s) + "'"; }
 
 size_t terminal_width() {
   if (const char* c = std::getenv("COLUMNS"); c && *c) {

@@ -17,6 +17,7 @@
 #include "driftscope/reader.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope::cli {
 
@@ -65,6 +66,11 @@ using driftscope::write_output_file;
 
 // Shortest of %.6g style: "1.5", "-0.000123", "1.2e+08", "nan", "inf", "-inf".
 std::string fmt_num(double v);
+// A value of dtype `t` (given widened to double) as the shortest decimal that reads back as the
+// same value of `t`: f64 and f32 through std::to_chars, f16/bf16/fp8 by searching the shortest
+// decimal inside the value's rounding interval (round to nearest, ties to even). "nan", "inf",
+// "-inf", "0", "-0" as fmt_num. Integer dtypes are printed by their callers, not through double.
+std::string fmt_exact(double v, DType t);
 // "12,345"
 std::string fmt_count(uint64_t v);
 // "12,345 bytes (12.1 KiB)" — the parenthesis only above 1 KiB.
@@ -74,7 +80,8 @@ std::string fmt_shape(const std::vector<uint64_t>& shape, bool compact);
 // "output", "input:1", "parameter:0" (index shown when not 0 or when `always_index`).
 std::string fmt_role(Role role, uint16_t index, bool always_index = false);
 std::string fmt_hex64(uint64_t v);  // "0x0123456789abcdef"
-// Quotes a name for messages: 'encoder.layers.0' (control characters escaped).
+// Quotes a name for messages: 'encoder.layers.0', escaped by printable() (driftscope/text.hpp),
+// the one rule for every file-supplied text the CLI prints.
 std::string quote(std::string_view s);
 
 // Columns of the terminal stdout goes to: $COLUMNS when set, else the tty's width, else 0

@@ -395,7 +395,14 @@ int ds_record_summary(const ds_record* record, ds_summary* out);
 
 /* ---- compare (docs/compare.md) ------------------------------------------------------------ */
 
-enum { DS_VERDICT_PASS = 0, DS_VERDICT_DIVERGED = 1, DS_VERDICT_SILENT_FAILURE = 2 };
+/* DS_VERDICT_NOTHING_COMPARED: no pair was compared (dumps without tensors, a filter or name map
+ * that paired nothing, every pair skipped); not a pass. */
+enum {
+  DS_VERDICT_PASS = 0,
+  DS_VERDICT_DIVERGED = 1,
+  DS_VERDICT_SILENT_FAILURE = 2,
+  DS_VERDICT_NOTHING_COMPARED = 3
+};
 
 /* Compares a candidate run against a reference run with the engine of `driftscope compare`.
  * options_json: NULL, "" or a JSON object whose keys mirror the command's options

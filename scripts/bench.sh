@@ -15,4 +15,6 @@ run "compare: peak RSS against the record count (plain, --json)" \
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \
   .venv/bin/python bench/bench_record_overhead.py
+[ -f bench/bench_show_suggest.py ] && run "show: 'did you mean' scaling with the record count" \
+  .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
 exit 0

@@ -165,7 +165,10 @@ Result<void> validate(const CompareOptions& options);
 
 // ---- report -------------------------------------------------------------------------------------
 
-enum class Verdict : uint8_t { pass, diverged, silent_failure };
+// nothing_compared: no pair was compared (dumps without tensors, a filter or name map that paired
+// nothing, every pair skipped, unpaired or incomparable but allowed). Not a pass: a CI job whose
+// runs recorded nothing must not go green. Numeric values are the C ABI's DS_VERDICT_*.
+enum class Verdict : uint8_t { pass, diverged, silent_failure, nothing_compared };
 enum class PairStatus : uint8_t {
   pass,
   fail,            // over tolerance, or NaN/Inf disagreement where the reference is not healthy
@@ -176,6 +179,10 @@ enum class PairStatus : uint8_t {
 };
 enum class Origin : uint8_t { none, introduced, inherited };
 std::string_view verdict_name(Verdict v) noexcept;
+// The exit status of `driftscope compare` for a verdict (also Python's Report.exit_code and the
+// JSON report's exit_code): 0 pass, 1 diverged, 2 nothing_compared (like an input error: there
+// was nothing to judge), 3 silent_failure.
+int verdict_exit_code(Verdict v) noexcept;
 std::string_view status_name(PairStatus s) noexcept;
 std::string_view origin_name(Origin o) noexcept;
 

@@ -68,7 +68,9 @@ inline constexpr uint64_t kNoOffset = ~uint64_t{0};
 
 struct Error {
   Errc code = Errc::ok;
-  std::string message;          // one line, no trailing newline, offset already included
+  // One line, no trailing newline, offset already included; made by make_error, which spells
+  // out control characters from file text in it (driftscope::printable, driftscope/text.hpp).
+  std::string message;
   uint64_t offset = kNoOffset;  // file offset the error refers to, kNoOffset if none
 
   // "bad_frame_checksum at offset 4096: record 3 frame CRC is 0x1234, computed 0x5678"

@@ -37,7 +37,9 @@ class TensorResult(dict):
 class Report:
     """The result of :func:`compare`.
 
-    verdict: "pass", "diverged" or "silent_failure"; exit_code: 0, 1 or 3 as the command.
+    verdict: "pass", "diverged", "silent_failure" or "nothing_compared" (no pair was compared:
+    dumps without tensors, a filter that matched nothing; not a pass); exit_code: 0, 1, 3 or 2
+    as the command.
     first_divergence / first_nonfinite / first_silent_zero: a TensorResult or None.
     tensors: every pair in reference execution order. to_json() / to_markdown() / to_text().
     """

@@ -57,16 +57,6 @@ PyReport run_compare(const PyReader& reference, const PyReader& candidate,
   return PyReport{std::make_shared<const Report>(std::move(report))};
 }
 
-int exit_code(Verdict v) {
-  // The driftscope command's exit codes (cli/command.hpp).
-  switch (v) {
-    case Verdict::pass: return 0;
-    case Verdict::diverged: return 1;
-    case Verdict::silent_failure: return 3;
-  }
-  return 2;
-}
-
 }  // namespace
 
 void bind_compare(nb::module_& m) {
@@ -74,7 +64,7 @@ void bind_compare(nb::module_& m) {
       .def_prop_ro("verdict",
                    [](const PyReport& r) { return std::string(verdict_name(r.report->verdict)); })
       .def_prop_ro("summary", [](const PyReport& r) { return r.report->summary; })
-      .def_prop_ro("exit_code", [](const PyReport& r) { return exit_code(r.report->verdict); })
+      .def_prop_ro("exit_code", [](const PyReport& r) { return verdict_exit_code(r.report->verdict); })
       .def(
           "to_json",
           [](const PyReport& r, int indent) {

@@ -10,6 +10,7 @@
 #include "capi/capi_internal.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/text.hpp"
 
 using namespace driftscope;
 using nlohmann::json;
@@ -17,6 +18,7 @@ using nlohmann::json;
 static_assert(DS_VERDICT_PASS == static_cast<int>(Verdict::pass));
 static_assert(DS_VERDICT_DIVERGED == static_cast<int>(Verdict::diverged));
 static_assert(DS_VERDICT_SILENT_FAILURE == static_cast<int>(Verdict::silent_failure));
+static_assert(DS_VERDICT_NOTHING_COMPARED == static_cast<int>(Verdict::nothing_compared));
 
 namespace {
 
@@ -31,7 +33,7 @@ struct Request {
 // the CLI and Python use too, so ranges and their messages are the same in every front end.
 Error bad_key(const std::string& key, const std::string& want) {
   return make_error(Errc::invalid_argument,
-                    compare_detail::printable("compare option '" + key + "' must be " + want));
+                    driftscope::printable("compare option '" + key + "' must be " + want));
 }
 
 Result<double> number(const std::string& key, const json& v) {
@@ -150,7 +152,7 @@ Result<Request> parse_request(const char* text) {
         else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
       } else {
         return make_error(Errc::invalid_argument,
-                          compare_detail::printable("unknown compare option '" + key + "'"));
+                          driftscope::printable("unknown compare option '" + key + "'"));
       }
     }
   }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "driftscope/text.hpp"
+
 namespace driftscope {
 
 std::string_view errc_name(Errc code) noexcept {
@@ -56,8 +58,10 @@ Error make_error(Errc code, std::string message, uint64_t offset) {
   Error e;
   e.code = code;
   e.offset = offset;
-  e.message = offset == kNoOffset ? std::move(message)
-                                  : fmt::format("{} (at offset {})", message, offset);
+  // Messages quote names and values from hostile files and reach terminals through every front
+  // end (CLI, C ABI, Python exceptions): escaped once, here, they are safe wherever they go.
+  e.message = offset == kNoOffset ? printable(message)
+                                  : fmt::format("{} (at offset {})", printable(message), offset);
   return e;
 }
 

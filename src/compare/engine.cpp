@@ -555,6 +555,8 @@ class Engine {
     else if (!o_.allow_unpaired && (!r.only_in_reference.empty() || !r.only_in_candidate.empty()))
       r.verdict = Verdict::diverged;
     else if (!o_.allow_incomparable && !r.incomparable.empty()) r.verdict = Verdict::diverged;
+    else if (std::none_of(r.pairs.begin(), r.pairs.end(), [](const PairResult& p) { return p.compared; }))
+      r.verdict = Verdict::nothing_compared;
     else r.verdict = Verdict::pass;
   }
 

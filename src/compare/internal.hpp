@@ -22,9 +22,8 @@ Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin
 // TOML or JSON by the first non-blank character; longer than kMaxConfigBytes is limit_exceeded.
 Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin);
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
-// Error messages quote keys, names and rules from files and callers: control characters are
-// written \xNN so that a message stays one printable line.
-std::string printable(std::string_view s);
+// Error messages quote keys, names and rules from files and callers; make_error() passes every
+// message through driftscope::printable (include/driftscope/text.hpp), so it stays one line.
 
 // ---- policy.cpp ---------------------------------------------------------------------------------
 // The allowed range of each criterion: one table for policy files, options and validate().

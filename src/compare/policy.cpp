@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/text.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/limits.hpp"
 
@@ -38,11 +39,11 @@ constexpr size_t kMaxRegexNesting = 32;
 std::string g(double v) { return fmt::format("{:.6g}", v); }
 
 Error policy_error(std::string_view origin, std::string msg) {
-  return make_error(Errc::bad_policy, compare_detail::printable(fmt::format("{}: {}", origin, msg)));
+  return make_error(Errc::bad_policy, printable(fmt::format("{}: {}", origin, msg)));
 }
 
 Error rule_error(std::string msg) {
-  return make_error(Errc::invalid_argument, compare_detail::printable(msg));
+  return make_error(Errc::invalid_argument, printable(msg));
 }
 
 Result<double> get_number(const json& v, std::string_view origin, std::string_view key, double lo,
@@ -171,8 +172,19 @@ std::string_view verdict_name(Verdict v) noexcept {
     case Verdict::pass: return "pass";
     case Verdict::diverged: return "diverged";
     case Verdict::silent_failure: return "silent_failure";
+    case Verdict::nothing_compared: return "nothing_compared";
   }
   return "unknown";
+}
+
+int verdict_exit_code(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::pass: return 0;
+    case Verdict::diverged: return 1;
+    case Verdict::nothing_compared: return 2;
+    case Verdict::silent_failure: return 3;
+  }
+  return 2;
 }
 
 std::string_view status_name(PairStatus s) noexcept {

@@ -233,7 +233,7 @@ Result<void> report_to_json(const Report& r, int indent,
   DRIFTSCOPE_TRY(e.begin());
   DRIFTSCOPE_TRY(e.member("schema", Report::kSchema));
   DRIFTSCOPE_TRY(e.member("verdict", verdict_name(r.verdict)));
-  DRIFTSCOPE_TRY(e.member("exit_code", r.verdict == Verdict::pass ? 0 : r.verdict == Verdict::diverged ? 1 : 3));
+  DRIFTSCOPE_TRY(e.member("exit_code", verdict_exit_code(r.verdict)));
   DRIFTSCOPE_TRY(e.member("summary", r.summary));
   DRIFTSCOPE_TRY(e.member("reference", dump_json(r.reference)));
   DRIFTSCOPE_TRY(e.member("candidate", dump_json(r.candidate)));

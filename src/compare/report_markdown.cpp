@@ -1,30 +1,67 @@
 // The Markdown report for CI job summaries (GitHub's $GITHUB_STEP_SUMMARY and the like): verdict
 // first, the first divergence in detail, then every pair inside a collapsed <details> block.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope {
 namespace {
 
 using namespace compare_detail;
 
-// Markdown table cells: '|' would end the cell, newlines the row; backticks keep names literal.
-std::string cell(std::string_view s) {
+// Every text from the dumps (names, op types, metadata, messages quoting them) must render as the
+// literal text: a tensor named "[x](https://evil)" or "<img src=...>" must not become a link or an
+// image in a CI summary. Control characters are spelled out first (driftscope::printable, the
+// rule every driftscope report follows), so nothing below ever sees a line break.
+
+// Free text: every ASCII character Markdown (or GitHub: emoji :x:, math $x$, @mentions, #refs,
+// autolinks after "www." or "://") gives a meaning is backslash-escaped, < > & become entities.
+// Parentheses stay: with '[' and ']' escaped they cannot form a link.
+// A backslash-escaped '|' is also how a GFM table cell holds a pipe.
+std::string text(std::string_view s) {
   std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
+  for (char c : printable(s)) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '\\': case '`': case '*': case '_': case '{': case '}': case '[': case ']': case '#':
+      case '+': case '!': case '|': case '~': case '.': case ':': case '@': case '$': case '^':
+        out += '\\';
+        out += c;
+        break;
+      default: out += c;
+    }
   }
   return out;
 }
-std::string code(std::string_view s) {
-  std::string t = cell(s);
-  return t.find('`') == std::string::npos ? "`" + t + "`" : "`` " + t + " ``";
+
+// A name as a code span, which shows its content literally: the fence is one backtick longer
+// than the longest run inside; padding spaces (the renderer strips one from each side when both
+// are there) keep a leading or trailing backtick from joining the fence, and keep a name that
+// starts and ends with a space whole. Inside a table a '|' still ends the cell
+// unless escaped (GFM removes that backslash before the span is parsed); elsewhere it is literal.
+enum class Where { table, text };
+std::string code(std::string_view s, Where where) {
+  std::string body;
+  size_t run = 0, longest = 0;
+  for (char c : printable(s)) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (c == '|' && where == Where::table) body += '\\';
+    body += c;
+  }
+  std::string fence(longest + 1, '`');
+  bool pad = !body.empty() && (body.front() == '`' || body.back() == '`' ||
+                               (body.front() == ' ' && body.back() == ' '));
+  return pad ? fence + " " + body + " " + fence : fence + body + fence;
 }
+std::string cell_code(std::string_view s) { return code(s, Where::table); }
+std::string line_code(std::string_view s) { return code(s, Where::text); }
 
 std::string pair_row(const Report& r, size_t i) {
   const PairResult& p = r.pairs[i];
@@ -33,10 +70,10 @@ std::string pair_row(const Report& r, size_t i) {
   std::string status(status_name(p.status));
   if (r.first_divergence == i) status = "**" + status + "** (first)";
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index,
-                     code(fmt_identity(p.ref)), cell(p.ref.op_type), status,
+                     cell_code(fmt_identity(p.ref)), text(p.ref.op_type), status,
                      p.compared ? fmt_num(p.error, 3) : "-", n(m.cosine, 6), n(m.sqnr_db, 4),
                      n(m.max_abs_diff, 3),
-                     p.reasons.empty() ? std::string() : cell(p.reasons.front().code + ": " + p.reasons.front().message));
+                     p.reasons.empty() ? std::string() : text(p.reasons.front().code + ": " + p.reasons.front().message));
 }
 
 constexpr const char* kHeader =
@@ -49,18 +86,18 @@ std::string report_to_markdown(const Report& r) {
   std::string out;
   const char* icon = r.verdict == Verdict::pass ? "\u2705" : r.verdict == Verdict::diverged ? "\u274C" : "\u26A0\uFE0F";
   out += fmt::format("## {} driftscope compare: {}\n\n", icon, verdict_name(r.verdict));
-  out += fmt::format("**{}**\n\n", cell(r.summary));
+  out += fmt::format("**{}**\n\n", text(r.summary));
   out += "| | reference | candidate |\n|---|---|---|\n";
-  out += fmt::format("| file | {} | {} |\n", code(r.reference.path), code(r.candidate.path));
+  out += fmt::format("| file | {} | {} |\n", cell_code(r.reference.path), cell_code(r.candidate.path));
   out += fmt::format("| state | {} | {} |\n", r.reference.state, r.candidate.state);
   out += fmt::format("| records | {} | {} |\n", r.reference.records, r.candidate.records);
   for (std::string_view k : {"framework", "backend", "device", "precision", "model"}) {
     std::string a, b;
     for (const auto& [kk, v] : r.reference.metadata) if (kk == k) a = v;
     for (const auto& [kk, v] : r.candidate.metadata) if (kk == k) b = v;
-    if (!a.empty() || !b.empty()) out += fmt::format("| {} | {} | {} |\n", k, cell(a), cell(b));
+    if (!a.empty() || !b.empty()) out += fmt::format("| {} | {} | {} |\n", k, text(a), text(b));
   }
-  if (!r.reference64.path.empty()) out += fmt::format("| reference64 | {} | |\n", code(r.reference64.path));
+  if (!r.reference64.path.empty()) out += fmt::format("| reference64 | {} | |\n", cell_code(r.reference64.path));
   out += fmt::format("\n{} pairs: {} pass, {} fail, {} silent failure, {} incomparable, {} skipped, {} not "
                      "compared; {} only in reference, {} only in candidate.\n",
                      r.pairs.size(), r.count(PairStatus::pass), r.count(PairStatus::fail),
@@ -70,11 +107,11 @@ std::string report_to_markdown(const Report& r) {
 
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
-    out += fmt::format("\n### {}: {}\n\n", title, code(fmt_identity(p.ref)));
-    out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type.empty() ? "-" : cell(p.ref.op_type),
+    out += fmt::format("\n### {}: {}\n\n", title, line_code(fmt_identity(p.ref)));
+    out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type.empty() ? "-" : text(p.ref.op_type),
                        dtype_name(p.ref.dtype), fmt_shape(p.ref.shape), dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
-    out += fmt::format("- judged by {}: `{}`\n", cell(p.criteria_source), p.criteria.to_string());
-    for (const auto& rs : p.reasons) out += fmt::format("- **{}**: {}\n", rs.code, cell(rs.message));
+    out += fmt::format("- judged by {}: {}\n", text(p.criteria_source), line_code(p.criteria.to_string()));
+    for (const auto& rs : p.reasons) out += fmt::format("- **{}**: {}\n", text(rs.code), text(rs.message));
     if (p.origin != Origin::none) {
       out += fmt::format("- **{}**", origin_name(p.origin));
       if (p.basis != "none")
@@ -83,7 +120,7 @@ std::string report_to_markdown(const Report& r) {
                            fmt_num(p.amplification, 3));
       out += "\n";
     }
-    for (const auto& n : p.notes) out += fmt::format("- note: {}\n", cell(n));
+    for (const auto& n : p.notes) out += fmt::format("- note: {}\n", text(n));
   };
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
   if (r.first_nonfinite && r.first_nonfinite != r.first_divergence) detail("First NaN/Inf", *r.first_nonfinite);
@@ -100,21 +137,21 @@ std::string report_to_markdown(const Report& r) {
     out += "\n### Biggest amplifiers\n\n| index | name | amplification | input error | error | basis |\n|---:|---|---:|---:|---:|---|\n";
     for (size_t i : r.amplifiers) {
       const PairResult& p = r.pairs[i];
-      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index, code(fmt_identity(p.ref)),
+      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index, cell_code(fmt_identity(p.ref)),
                          fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3), p.basis);
     }
   }
   if (!r.only_in_reference.empty() || !r.only_in_candidate.empty() || !r.incomparable.empty()) {
     out += "\n### Unpaired and incomparable\n\n";
-    for (const auto& d : r.only_in_reference) out += fmt::format("- only in reference: {}\n", code(fmt_identity(d)));
-    for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", code(fmt_identity(d)));
+    for (const auto& d : r.only_in_reference) out += fmt::format("- only in reference: {}\n", line_code(fmt_identity(d)));
+    for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", line_code(fmt_identity(d)));
     for (size_t i : r.incomparable)
-      out += fmt::format("- incomparable: {}: {}\n", code(fmt_identity(r.pairs[i].ref)),
-                         cell(r.pairs[i].reasons.front().message));
+      out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),
+                         text(r.pairs[i].reasons.front().message));
   }
   if (!r.warnings.empty()) {
     out += "\n### Warnings\n\n";
-    for (const auto& w : r.warnings) out += fmt::format("- {}\n", cell(w));
+    for (const auto& w : r.warnings) out += fmt::format("- {}\n", text(w));
   }
   out += fmt::format("\n<details><summary>All {} pairs</summary>\n\n", r.pairs.size());
   out += kHeader;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope::compare_detail {
 
@@ -80,6 +81,28 @@ std::string summary_line(const Report& r) {
       s += " (all identical)";
     return s;
   }
+  if (r.verdict == Verdict::nothing_compared) {
+    // Say why nothing was compared, in the words of the options that explain it.
+    std::string s = "NOTHING COMPARED: ";
+    if (r.reference.records == 0 && r.candidate.records == 0)
+      s += "neither dump holds a tensor";
+    else if (r.reference.records == 0 || r.candidate.records == 0)
+      s += fmt::format("the {} holds no tensor", r.reference.records == 0 ? "reference" : "candidate");
+    else if (r.pairs.empty() && r.only_in_reference.empty())
+      s += "no tensor of the reference passed --filter";
+    else
+      s += "no tensor pair was compared";
+    std::vector<std::string> why;
+    if (size_t n = r.count(PairStatus::skipped)) why.push_back(fmt::format("{} skipped by the policy", n));
+    if (!r.incomparable.empty()) why.push_back(fmt::format("{} incomparable (allowed)", r.incomparable.size()));
+    if (!r.only_in_reference.empty())
+      why.push_back(fmt::format("{} only in the reference (allowed)", r.only_in_reference.size()));
+    if (!r.only_in_candidate.empty())
+      why.push_back(fmt::format("{} only in the candidate (allowed)", r.only_in_candidate.size()));
+    for (size_t i = 0; i < why.size(); ++i) s += (i ? ", " : ": ") + why[i];
+    return s + fmt::format(" (reference: {} records, {}; candidate: {} records, {})", r.reference.records,
+                           r.reference.state, r.candidate.records, r.candidate.state);
+  }
   if (r.verdict == Verdict::silent_failure) {
     std::optional<size_t> first;
     for (size_t i = 0; i < r.pairs.size() && !first; ++i)
@@ -146,12 +169,20 @@ std::string pad(std::string s, size_t w, bool right = false) {
   return right ? std::string(w - c, ' ') + s : s + std::string(w - c, ' ');
 }
 
-// Keeps the tail of a long name: "...layers.31.norm" says more than "encoder.lay...".
+// Keeps the tail of a long name: "...layers.31.norm" says more than "encoder.lay...". Cuts
+// between code points, never inside one.
 std::string fit(const std::string& s, size_t w) {
-  if (columns(s) <= w) return s;
-  if (w <= 3) return s.substr(s.size() - w);
-  return "..." + s.substr(s.size() - (w - 3));
+  size_t c = columns(s);
+  if (c <= w) return s;
+  size_t keep = w <= 3 ? w : w - 3, skip = c - keep, i = 0;
+  for (size_t seen = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == skip) break;
+  return (w <= 3 ? "" : "...") + s.substr(i);
 }
+
+// Text from the dumps (names, op types, metadata, messages quoting them) as the terminal may
+// see it: one rule, driftscope::printable().
+std::string shown(const TensorDesc& d) { return printable(fmt_identity(d)); }
 
 class Table {
  public:
@@ -176,10 +207,10 @@ class Table {
   std::string row(size_t i, bool mark = false) const {
     const PairResult& p = r_.pairs[i];
     const Metrics& m = p.metrics;
-    std::string name = fit(fmt_identity(p.ref), name_w_);
+    std::string name = fit(shown(p.ref), name_w_);
     std::string s = (mark ? "> " : "  ") + pad(std::to_string(p.ref.exec_index), 6, true) + " " +
                     pad(name, name_w_) + " ";
-    if (wide_) s += pad(fit(p.ref.op_type, 13), 13) + " ";
+    if (wide_) s += pad(fit(printable(p.ref.op_type), 13), 13) + " ";
     std::string status(status_name(p.status));
     s += st_.status(p.status, pad(status, 14)) + " ";
     auto n = [&](double v, int sig) { return p.compared ? fmt_num(v, sig) : std::string("-"); };
@@ -199,10 +230,10 @@ class Table {
 };
 
 std::string dump_line(std::string_view label, const DumpInfo& d) {
-  std::string s = fmt::format("{:<10} {}  ({}, {} records", label, d.path.empty() ? "-" : d.path, d.state, d.records);
+  std::string s = fmt::format("{:<10} {}  ({}, {} records", label, d.path.empty() ? "-" : printable(d.path), d.state, d.records);
   for (std::string_view k : {"framework", "backend", "device", "precision"})
     for (const auto& [kk, v] : d.metadata)
-      if (kk == k && !v.empty()) s += fmt::format(", {}", v);
+      if (kk == k && !v.empty()) s += fmt::format(", {}", printable(v));
   return s + ")\n";
 }
 
@@ -235,8 +266,11 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   using namespace compare_detail;
   Style st{o.color};
   std::string out;
-  std::string verdict_code = r.verdict == Verdict::pass ? "1;32" : r.verdict == Verdict::diverged ? "1;31" : "1;35";
-  out += st.wrap(verdict_code, r.summary) + "\n\n";
+  std::string verdict_code = r.verdict == Verdict::pass             ? "1;32"
+                             : r.verdict == Verdict::diverged         ? "1;31"
+                             : r.verdict == Verdict::nothing_compared ? "1;33"
+                                                                      : "1;35";
+  out += st.wrap(verdict_code, printable(r.summary)) + "\n\n";
   out += dump_line("reference", r.reference);
   out += dump_line("candidate", r.candidate);
   if (!r.reference64.path.empty()) out += dump_line("reference64", r.reference64);
@@ -261,16 +295,16 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
     const Metrics& m = p.metrics;
-    out += "\n" + st.bold(fmt::format("{}: {}", title, fmt_identity(p.ref))) +
-           fmt::format("  ({}; {}{} vs {}{})\n", where(p), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
+    out += "\n" + st.bold(fmt::format("{}: {}", title, shown(p.ref))) +
+           fmt::format("  ({}; {}{} vs {}{})\n", printable(where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
                        dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
-    out += fmt::format("  judged by  {}: {}\n", p.criteria_source, p.criteria.to_string());
-    for (const auto& rs : p.reasons) out += fmt::format("  {:<10} {}\n", rs.code, rs.message);
+    out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source), p.criteria.to_string());
+    for (const auto& rs : p.reasons) out += fmt::format("  {:<10} {}\n", printable(rs.code), printable(rs.message));
     std::string origin = origin_text(p);
     if (!origin.empty()) {
       out += fmt::format("  origin     {}", origin);
       if (!p.basis_pairs.empty() && p.basis == "predecessor")
-        out += fmt::format(" ({})", fmt_identity(r.pairs[p.basis_pairs.front()].ref));
+        out += fmt::format(" ({})", shown(r.pairs[p.basis_pairs.front()].ref));
       out += "\n";
     }
     if (p.compared && !p.estimated && m.finite_pairs > 0) {
@@ -285,7 +319,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                            m.count, fmt_shape(m.first_mismatch_coords), fmt_num(m.first_mismatch_ref, 7),
                            fmt_num(m.first_mismatch_cand, 7));
     }
-    for (const auto& n : p.notes) out += fmt::format("  note       {}\n", n);
+    for (const auto& n : p.notes) out += fmt::format("  note       {}\n", printable(n));
   };
 
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
@@ -334,7 +368,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     for (size_t i : r.amplifiers) {
       const PairResult& p = r.pairs[i];
       out += fmt::format("  {:>6} {}  amplification {}: {} -> {} ({})\n", p.ref.exec_index,
-                         fit(fmt_identity(p.ref), std::max<size_t>(16, o.width > 60 ? o.width - 60 : 16)),
+                         fit(shown(p.ref), std::max<size_t>(16, o.width > 60 ? o.width - 60 : 16)),
                          fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3),
                          p.basis);
     }
@@ -344,7 +378,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     out += "\n" + st.bold(fmt::format("{} ({})", title, v.size())) + "\n";
     size_t n = o.all ? v.size() : std::min<size_t>(v.size(), 10);
     for (size_t i = 0; i < n; ++i)
-      out += fmt::format("  {:>6} {}  {}{}\n", v[i].exec_index, fmt_identity(v[i]), dtype_name(v[i].dtype),
+      out += fmt::format("  {:>6} {}  {}{}\n", v[i].exec_index, shown(v[i]), dtype_name(v[i].dtype),
                          fmt_shape(v[i].shape));
     if (n < v.size()) out += fmt::format("  ... and {} more (--all lists them)\n", v.size() - n);
   };
@@ -355,14 +389,14 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     size_t n = o.all ? r.incomparable.size() : std::min<size_t>(r.incomparable.size(), 10);
     for (size_t k = 0; k < n; ++k) {
       const PairResult& p = r.pairs[r.incomparable[k]];
-      out += fmt::format("  {:>6} {}  {}\n", p.ref.exec_index, fmt_identity(p.ref), first_reason(p));
+      out += fmt::format("  {:>6} {}  {}\n", p.ref.exec_index, shown(p.ref), printable(first_reason(p)));
     }
     if (n < r.incomparable.size())
       out += fmt::format("  ... and {} more (--all lists them)\n", r.incomparable.size() - n);
   }
   if (!r.warnings.empty()) {
     out += "\n" + st.wrap("1;33", "Warnings") + "\n";
-    for (const auto& w : r.warnings) out += "  " + w + "\n";
+    for (const auto& w : r.warnings) out += "  " + printable(w) + "\n";
   }
   return out;
 }

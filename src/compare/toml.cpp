@@ -40,6 +40,7 @@
 
 #include "common/bytes.hpp"
 #include "compare/internal.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -256,17 +257,6 @@ Result<nlohmann::json> parse_config(std::string_view text, std::string_view orig
     }
   }
   return parse_toml(text, origin);  // whole text: line numbers in errors stay right
-}
-
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
-  }
-  return out;
 }
 
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {

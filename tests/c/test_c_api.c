@@ -935,6 +935,13 @@ static void test_compare(void) {
   ds_string_free(report);
   ds_string_free(NULL);
 
+  /* Nothing compared (here: a filter that matches no tensor) is not a pass. */
+  CHECK(ds_compare(ref, same, "{\"filter\": \"no.such.tensor\"}", &report, NULL) ==
+        DS_VERDICT_NOTHING_COMPARED);
+  CHECK(strstr(report, "\"verdict\": \"nothing_compared\"") != NULL);
+  CHECK(strstr(report, "\"exit_code\": 2") != NULL);
+  ds_string_free(report);
+
   /* Errors: the request, not the comparison. */
   report = (char*)ref;
   FAILS_WITH(DS_E_IO, ds_compare(ref, missing, NULL, &report, NULL));

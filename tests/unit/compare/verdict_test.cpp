@@ -1,6 +1,8 @@
 // The verdict taxonomy and the judgement of one pair: health checks (NaN positions, Inf signs,
 // silent zeros) before the tolerance criteria, command-line criteria replacing the defaults,
 // policy rules, argmax agreement, light-mode summaries, the float64 ordering rule, warnings.
+#include <nlohmann/json.hpp>
+
 #include "compare_test_util.hpp"
 
 namespace {
@@ -176,7 +178,48 @@ TEST(Verdict, SkipRule) {
   o.policy.rules.push_back(rule);
   Report r = one_pair(d, {"m.dropout", noise(4, 1)}, {"m.dropout", noise(4, 2)}, o);
   EXPECT_EQ(r.pairs[0].status, PairStatus::skipped);
-  EXPECT_EQ(r.verdict, Verdict::pass);
+  // Skipping the only pair leaves nothing compared: not a pass (issue 7, bug 18).
+  EXPECT_EQ(r.verdict, Verdict::nothing_compared);
+  EXPECT_EQ(r.summary.rfind("NOTHING COMPARED: no tensor pair was compared: 1 skipped by the policy", 0), 0u)
+      << r.summary;
+  Report two = run_compare(write_dump(d.file("a2.tdump"), {{"m.dropout", noise(4, 1)}, {"m.out", noise(4, 3)}}),
+                           write_dump(d.file("b2.tdump"), {{"m.dropout", noise(4, 2)}, {"m.out", noise(4, 3)}}), o);
+  EXPECT_EQ(two.verdict, Verdict::pass);
+}
+
+// Nothing compared is never a pass: dumps without tensors (crashed recordings), a filter that
+// matches nothing, tensors that only pair with nothing (allowed). Exit status 2 everywhere.
+TEST(Verdict, NothingComparedIsNotAPass) {
+  ScratchDir d;
+  std::string e1 = write_dump(d.file("e1.tdump"), {}), e2 = write_dump(d.file("e2.tdump"), {});
+  Report empty = run_compare(e1, e2);
+  EXPECT_EQ(empty.verdict, Verdict::nothing_compared);
+  EXPECT_EQ(empty.summary.rfind("NOTHING COMPARED: neither dump holds a tensor (reference: 0 records", 0), 0u)
+      << empty.summary;
+  EXPECT_EQ(verdict_exit_code(empty.verdict), 2);
+  EXPECT_EQ(verdict_name(empty.verdict), "nothing_compared");
+  auto j = nlohmann::json::parse(report_to_json(empty));
+  EXPECT_EQ(j["verdict"], "nothing_compared");
+  EXPECT_EQ(j["exit_code"], 2);
+  EXPECT_EQ(report_to_text(empty, {}).rfind("NOTHING COMPARED", 0), 0u);
+  EXPECT_NE(report_to_markdown(empty).find("driftscope compare: nothing_compared"), std::string::npos);
+
+  std::string a = write_dump(d.file("a.tdump"), {{"x", noise(4, 1)}, {"y", noise(4, 2)}});
+  CompareOptions f;
+  f.filter = "no.such.tensor";
+  Report filtered = run_compare(a, a, f);
+  EXPECT_EQ(filtered.verdict, Verdict::nothing_compared);
+  EXPECT_NE(filtered.summary.find("passed --filter"), std::string::npos) << filtered.summary;
+
+  // Unpaired tensors fail the comparison unless allowed; allowed, nothing is left to compare.
+  EXPECT_EQ(run_compare(a, e1).verdict, Verdict::diverged);
+  CompareOptions allow;
+  allow.allow_unpaired = true;
+  Report one_sided = run_compare(a, e1, allow);
+  EXPECT_EQ(one_sided.verdict, Verdict::nothing_compared);
+  EXPECT_NE(one_sided.summary.find("the candidate holds no tensor: 2 only in the reference (allowed)"),
+            std::string::npos) << one_sided.summary;
+  EXPECT_EQ(run_compare(a, a).verdict, Verdict::pass);
 }
 
 TEST(Verdict, RunPrecisionMetadataNarrowsTheDefault) {
