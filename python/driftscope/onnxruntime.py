@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
+import stat
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -797,6 +798,21 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+def _require_regular_file(path: str) -> None:
+    """A FIFO, device or directory given as an input would block np.load (a FIFO waits for a
+    writer forever) or read without end: refuse anything but a regular file, without opening it
+    for a blocking read (the same rule as the driftscope command, docs/cli.md "Conventions")."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device or socket")
+        raise ValueError(f"it is {kind}, not a regular file")
+
+
 def load_cli_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
     """Parses ``NAME=FILE.npy`` and ``FILE.npz`` arguments (shared with driftscope.litert)."""
     feeds: Dict[str, np.ndarray] = {}
@@ -807,6 +823,7 @@ def load_cli_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
         if not file:
             raise InputMismatchError(f"--input '{spec}': expected NAME=FILE.npy or FILE.npz")
         try:
+            _require_regular_file(file)
             loaded = np.load(file, allow_pickle=False)
         except FileNotFoundError as err:
             raise InputMismatchError(f"--input '{spec}': no such file '{file}'") from err

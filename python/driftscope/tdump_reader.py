@@ -7,7 +7,7 @@ integrity (clean, unfinished, cut, corrupt).  A file whose header is invalid rai
     python tdump_reader.py FILE            print a summary
     python tdump_reader.py --example OUT   write the worked example of §8, then read it
 """
-import math, mmap, struct, sys, zlib
+import math, mmap, os, stat, struct, sys, zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -360,7 +360,17 @@ def read(path, dequantize=False):
     if isinstance(path, (bytes, bytearray, memoryview)):
         buf = bytes(path)
     else:
-        with open(path, "rb") as f:
+        # Regular files only, checked before anything can block: opening a FIFO for reading
+        # waits for a writer forever (O_NONBLOCK returns at once; SECURITY.md promise 3).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a character device" if stat.S_ISCHR(mode) else "a block device"
+                    if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+            raise TdumpError("io_error", 0, f"cannot read '{path}': it is {kind}, not a regular file")
+        with open(fd, "rb") as f:
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.seek(0, 2) else b""
     dump = Dump(file_size=len(buf), **read_header(buf))
     pos = dump.valid_end = dump.header_length
