@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
+import tempfile
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
@@ -56,3 +59,57 @@ def warnings_to_stderr(prog: str, fn: Callable[[], T]) -> T:
                 print(f"{prog}: warning: {text}", file=sys.stderr)
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def input_paths(model: str, input_specs: Sequence[str] = ()) -> List[str]:
+    """The files a recorder reads: the model and each ``--input`` (``NAME=FILE`` or ``FILE``)."""
+    return [model] + [spec.partition("=")[2] or spec for spec in input_specs]
+
+
+def refuse_output_onto_inputs(output: str, inputs: Sequence[str]) -> Optional[str]:
+    """The rule every driftscope verb follows (include/driftscope/file.hpp,
+    refuse_input_as_output): an output never names an input, also not through a symbolic or a
+    hard link (same device and inode). A recorder writes its dump in place, record by record, so
+    ``-o model.onnx`` would destroy the model at the first record. Returns the one-line message,
+    worded as the command's, or None when the output is safe."""
+    try:
+        out = os.stat(output)
+    except OSError:
+        return None  # does not exist yet: it cannot be an input
+    for path in inputs:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            return (f"output {output} is the input file; choose another name (driftscope never "
+                    f"modifies its inputs)")
+    return None
+
+
+def write_output(path: str, text: str) -> None:
+    """Writes a report by the command's output rules (include/driftscope/file.hpp, OutputFile):
+    "-" is stdout; an existing FIFO or character device (/dev/null, a pipe) is written in place, as
+    the stream it is; anything else goes to a temporary file in the same folder, renamed into
+    place, so the file is complete or absent (check refuse_output_onto_inputs first)."""
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from ._cli import parse_args, warnings_to_stderr
+from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
 from .errors import Error
 from .onnxruntime import (
     InputMismatchError,
@@ -634,6 +634,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record tflite") -> int:
     """Entry point of ``driftscope record tflite``: 0 recorded, 2 bad usage/input/model."""
     args = parse_args(_parser(prog), argv)
+    same = refuse_output_onto_inputs(args.output, input_paths(args.model, args.input))
+    if same:
+        print(f"{prog}: error: {same}", file=sys.stderr)
+        return 2
     try:
         feeds = load_cli_inputs(args.input)
         result = warnings_to_stderr(prog, lambda: record(

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ._cli import parse_args, warnings_to_stderr
+from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
 from ._naming import NodeInfo, PlannedName, plan_names
 from .errors import Error
 
@@ -862,6 +862,10 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
     """Entry point of ``driftscope record onnx``. Returns the exit code: 0 recorded, 2 bad usage
     or input, model that fails to load or run."""
     args = parse_args(_parser(prog), argv)
+    same = refuse_output_onto_inputs(args.output, input_paths(args.model, args.input))
+    if same:
+        print(f"{prog}: error: {same}", file=sys.stderr)
+        return 2
     try:
         feeds = load_cli_inputs(args.input)
         result = warnings_to_stderr(prog, lambda: record(

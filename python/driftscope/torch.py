@@ -32,7 +32,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Op
 import torch
 
 from . import _core
-from ._cli import parse_args
+from ._cli import parse_args, refuse_output_onto_inputs
 from ._writer import Writer
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -572,6 +572,12 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                    help="fdatasync on close (default) or after every record")
     p.add_argument("--seed", type=int, default=None, help="torch.manual_seed before loading")
     args = parse_args(p, argv)
+    # The entry point's file (MODULE may be a path "file.py:function"): never the output.
+    module_file = args.model.rpartition(":")[0]
+    same = refuse_output_onto_inputs(args.output, [module_file] if module_file else [])
+    if same:
+        print(f"driftscope record torch: error: {same}", file=sys.stderr)
+        return 2
 
     def pairs(items: Sequence[str], flag: str) -> Dict[str, str]:
         out = {}

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .._cli import parse_args
+from .._cli import input_paths, parse_args, refuse_output_onto_inputs, write_output
 from ..errors import Error
 from . import _backends as B
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
@@ -121,14 +121,6 @@ def _list_backends() -> int:
     return 0
 
 
-def _write(path: str, text: str) -> None:
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``driftscope guard``; returns the exit status."""
     B.load_plugins()
@@ -148,6 +140,14 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                              "module:FUNCTION")
         from ..onnxruntime import load_cli_inputs
 
+        # Refused before minutes of runs, not after: a report never replaces what guard reads.
+        reads = input_paths(model.rpartition(":")[0] if args.model is not None else model,
+                            args.input)
+        for out in (args.json, args.markdown):
+            same = refuse_output_onto_inputs(out, reads) if out and out != "-" else None
+            if same:
+                raise GuardError(same)
+
         try:
             given = load_cli_inputs(args.input)
             dims = parse_dims(args.dim)
@@ -159,9 +159,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                        min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                        require=_split(args.require), runs=args.runs, timeout=args.timeout)
         if args.json:
-            _write(args.json, report.to_json())
+            write_output(args.json, report.to_json())
         if args.markdown:
-            _write(args.markdown, report.to_markdown())
+            write_output(args.markdown, report.to_markdown())
     except (Error, OSError) as err:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{PROG}: error: {msg}", file=sys.stderr)
