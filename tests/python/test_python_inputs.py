@@ -54,6 +54,17 @@ except Exception as e:
                                 ".npy/.npz (it is a FIFO, not a regular file)")
 
 
+def relu_model(path):
+    """y = relu(x) over two floats: a model the ONNX recorder and guard both run."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 def record(args, cwd):
     return subprocess.run([sys.executable, "-m", "driftscope", "record", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
@@ -61,14 +72,8 @@ def record(args, cwd):
 
 @pytest.mark.parametrize("how", ["same", "symlink", "hardlink", "input"])
 def test_onnx_recorder_never_writes_over_what_it_reads(tmp_path, how):
-    onnx = pytest.importorskip("onnx")
-    pytest.importorskip("onnxruntime")
     import numpy as np
-    from onnx import TensorProto, helper
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    relu_model(tmp_path / "m.onnx")
     np.save(tmp_path / "x.npy", np.array([1, -1], np.float32))
     out = {"same": "m.onnx", "symlink": "link.tdump", "hardlink": "hard.tdump", "input": "x.npy"}[how]
     if how == "symlink":
@@ -96,13 +101,7 @@ def test_torch_recorder_never_writes_over_its_entry_point(tmp_path):
 
 
 def test_guard_report_never_replaces_the_model(tmp_path):
-    onnx = pytest.importorskip("onnx")
-    pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    relu_model(tmp_path / "m.onnx")
     before = (tmp_path / "m.onnx").read_bytes()
     os.link(tmp_path / "m.onnx", tmp_path / "hard.json")
     for flag, out in (("--json", "m.onnx"), ("--markdown", "hard.json")):
