@@ -10,7 +10,6 @@
 #include "capi/capi_internal.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
-#include "driftscope/text.hpp"
 
 using namespace driftscope;
 using nlohmann::json;
@@ -33,7 +32,7 @@ struct Request {
 // the CLI and Python use too, so ranges and their messages are the same in every front end.
 Error bad_key(const std::string& key, const std::string& want) {
   return make_error(Errc::invalid_argument,
-                    driftscope::printable("compare option '" + key + "' must be " + want));
+                    "compare option '" + key + "' must be " + want);
 }
 
 Result<double> number(const std::string& key, const json& v) {
@@ -152,7 +151,7 @@ Result<Request> parse_request(const char* text) {
         else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
       } else {
         return make_error(Errc::invalid_argument,
-                          driftscope::printable("unknown compare option '" + key + "'"));
+                          "unknown compare option '" + key + "'");
       }
     }
   }

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
-#include "driftscope/text.hpp"
 
 namespace driftscope {
 namespace {
@@ -19,7 +18,7 @@ constexpr int64_t kMaxTopK = 1000;
 constexpr double kMaxR64 = 1e12;  // k and floor; the same bound as in policy files
 
 Error option_error(std::string message) {
-  return make_error(Errc::invalid_argument, printable("compare option " + message));
+  return make_error(Errc::invalid_argument, "compare option " + message);
 }
 
 Result<void> check_integer(std::string_view key, int64_t v, int64_t lo, int64_t hi) {

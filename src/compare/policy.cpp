@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
-#include "driftscope/text.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/limits.hpp"
 
@@ -39,11 +38,11 @@ constexpr size_t kMaxRegexNesting = 32;
 std::string g(double v) { return fmt::format("{:.6g}", v); }
 
 Error policy_error(std::string_view origin, std::string msg) {
-  return make_error(Errc::bad_policy, printable(fmt::format("{}: {}", origin, msg)));
+  return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));
 }
 
 Error rule_error(std::string msg) {
-  return make_error(Errc::invalid_argument, printable(msg));
+  return make_error(Errc::invalid_argument, msg);
 }
 
 Result<double> get_number(const json& v, std::string_view origin, std::string_view key, double lo,

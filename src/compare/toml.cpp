@@ -40,7 +40,6 @@
 
 #include "common/bytes.hpp"
 #include "compare/internal.hpp"
-#include "driftscope/text.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -57,7 +56,7 @@ constexpr size_t kMaxKeyParts = 32;
 constexpr size_t kMaxDepth = 64;
 
 Error config_error(std::string_view origin, uint64_t line, uint64_t column, std::string_view msg) {
-  return make_error(Errc::bad_policy, printable(fmt::format("{}:{}:{}: {}", origin, line, column, msg)));
+  return make_error(Errc::bad_policy, fmt::format("{}:{}:{}: {}", origin, line, column, msg));
 }
 
 bool bare_key_char(char c) {
@@ -220,7 +219,7 @@ Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin
     if (!parsed) {
       const auto& e = parsed.error();
       return config_error(origin, e.source().begin.line, e.source().begin.column,
-                          printable(e.description()));
+                          std::string(e.description()));
     }
     return Converter(text, origin).convert(parsed.table(), 0);
   } catch (const std::bad_alloc&) {
@@ -245,13 +244,13 @@ Result<nlohmann::json> parse_config(std::string_view text, std::string_view orig
       Position p = position_of(text, e.byte > 0 ? e.byte - 1 : 0);
       std::string what = e.what();
       if (auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
-      return config_error(origin, p.line, p.column, "not valid JSON: " + printable(what));
+      return config_error(origin, p.line, p.column, "not valid JSON: " + what);
     } catch (const nlohmann::json::exception& e) {
       // Not a syntax error but still the text's fault: a number out of double's range (found by
       // fuzz_policy_parse: "1e555555555" threw out_of_range past the parse_error handler).
       std::string what = e.what();
       if (auto bracket = what.find("] "); bracket != std::string::npos) what.erase(0, bracket + 2);
-      return make_error(Errc::bad_policy, printable(fmt::format("{}: not valid JSON: {}", origin, what)));
+      return make_error(Errc::bad_policy, fmt::format("{}: not valid JSON: {}", origin, what));
     } catch (const std::bad_alloc&) {
       return make_error(Errc::limit_exceeded, fmt::format("{}: out of memory while parsing", origin));
     }
