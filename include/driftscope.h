@@ -477,6 +477,24 @@ typedef struct ds_export_result {
 int ds_export(const char* in_path, const char* out_path, const ds_export_options* options,
               ds_export_result* result);
 
+/* ---- reference weights: the hash initialiser (docs/references.md) ------------------------ */
+
+enum { DS_HASH_UNIFORM = 0, DS_HASH_NORMAL = 1 };
+
+/* Fills out[0 .. count-1] with elements first .. first+count-1 (flat row-major index) of the
+ * tensor `name` (name_len bytes, any bytes; NUL allowed) drawn by the hash initialiser with
+ * distribution DS_HASH_UNIFORM or DS_HASH_NORMAL, mean 0 and standard deviation std_dev, key
+ * `seed`. The same bits as driftscope::reference::hash_fill, driftscope.reference.hash_tensor and
+ * org.driftscope.tdump.HashInit. DS_E_INVALID_ARGUMENT for a NULL pointer with count > 0, a
+ * negative or non-finite std_dev or an unknown distribution. */
+int ds_hash_fill_f32(const char* name, size_t name_len, int32_t distribution, double std_dev,
+                     uint64_t seed, uint64_t first, float* out, size_t count);
+int ds_hash_fill_f64(const char* name, size_t name_len, int32_t distribution, double std_dev,
+                     uint64_t seed, uint64_t first, double* out, size_t count);
+/* Integer inputs: out[i] = low + (draw i mod (high - low)); needs low < high, width fits int64. */
+int ds_hash_fill_i64(const char* name, size_t name_len, int64_t low, int64_t high, uint64_t seed,
+                     uint64_t first, int64_t* out, size_t count);
+
 #ifdef __cplusplus
 }
 #endif
