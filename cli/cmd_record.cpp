@@ -165,7 +165,7 @@ int run_python(const std::string& command, const char* help_text,
         "ai-edge-litert), or set DRIFTSCOPE_PYTHON to a Python that has them",
         command, who,
         import_failure == 3 ? " (or it is too old to have `python -m driftscope`)" : "",
-        command == "record" ? "you record with" : "you check"));
+        command == "record" ? "you record with" : "you use"));
   }
   std::vector<std::string> full = {python, "-m", "driftscope", command};
   full.insert(full.end(), args.begin(), args.end());
@@ -213,9 +213,61 @@ std::function<int()> setup_guard(CLI::App& app) {
   return [sub] { return run_python("guard", kGuardHelp, sub->remaining()); };
 }
 
+// `reference` and `evidence` (docs/references.md) are Python for the same reason as `record`:
+// the ONNX rewrite needs the onnx package, reference runs the recorders, and evidence runs the
+// ordering check through the package's compare.
+constexpr const char* kReferenceHelp = R"(Usage: driftscope reference init MODEL.onnx -o MODEL.hash.onnx [--seed N]
+       driftscope reference run --model FILE.py:FUNCTION -o DIR [--hash-init]
+       driftscope reference check REF32.tdump CAND.tdump --reference64 REF64.tdump
+                                  [--format text|json|markdown] [-o OUT]
+
+Numerical references both sides of a port can rebuild (docs/references.md):
+  init   rewrite an ONNX model's weights with the hash initialiser at native scale
+  run    record a PyTorch model in float32 and float64 on the same inputs
+  check  the float64 ordering rule per intermediate (compare --reference64) and argmax flips
+         on every output; exit 0 all pass, 1 any fails, 2 trouble
+Like `record`, this runs the driftscope Python package (PYTHON -m driftscope reference ...).
+)";
+
+constexpr const char* kEvidenceHelp = R"(Usage: driftscope evidence declare LEDGER --id ID --reference REF32.tdump --reference64 REF64.tdump [...]
+       driftscope evidence measure LEDGER --id ID --candidate CAND.tdump
+       driftscope evidence verify LEDGER [--head SHA256]
+
+Evidence that cannot be re-tuned: an append-only, hash-chained JSONL ledger. `declare` hashes
+the reference dumps, model, inputs and policy and fixes the tolerances before anything is
+measured; `measure` runs the declared ordering check once (refused twice, or when a declared file
+changed); `verify` re-hashes every line and file and reports any edit (exit 1). See
+docs/references.md. Runs the driftscope Python package (PYTHON -m driftscope evidence ...).
+)";
+
+std::function<int()> setup_python_verb(CLI::App& app, const char* name, const char* summary,
+                                       const char* help) {
+  auto* sub = app.add_subcommand(name, summary);
+  sub->prefix_command();
+  sub->allow_extras();
+  sub->set_help_flag();
+  sub->footer(help);
+  return [sub, name, help] { return run_python(name, help, sub->remaining()); };
+}
+
+std::function<int()> setup_reference(CLI::App& app) {
+  return setup_python_verb(app, "reference",
+                           "Hash-initialised reference weights, float32/float64 reference runs, "
+                           "the float64 ordering rule",
+                           kReferenceHelp);
+}
+
+std::function<int()> setup_evidence(CLI::App& app) {
+  return setup_python_verb(app, "evidence",
+                           "Declare a reference check, measure it once, verify nothing was edited",
+                           kEvidenceHelp);
+}
+
 }  // namespace
 
 DRIFTSCOPE_COMMAND(record, 5, setup_record);
 DRIFTSCOPE_COMMAND(guard, 37, setup_guard);
+DRIFTSCOPE_COMMAND(reference, 38, setup_reference);
+DRIFTSCOPE_COMMAND(evidence, 39, setup_evidence);
 
 }  // namespace driftscope::cli

@@ -4,6 +4,8 @@
     python -m driftscope record onnx   MODEL.onnx --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope record tflite MODEL.tflite --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope guard MODEL.onnx|MODEL.tflite|--model FILE.py:FUNCTION [...]
+    python -m driftscope reference {init,run,check} ...   (docs/references.md)
+    python -m driftscope evidence {declare,measure,verify} LEDGER ...
 
 The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
 arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
@@ -27,6 +29,8 @@ RECORDERS = {
 
 USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
        python -m driftscope guard MODEL [OPTIONS]   (python -m driftscope guard --help)
+       python -m driftscope reference {init,run,check} ...
+       python -m driftscope evidence {declare,measure,verify} LEDGER ...
        python -m driftscope --version
 
 Record the intermediate tensors of one run of a model into a .tdump file.
@@ -80,12 +84,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if args[0] == "record":
         return record_main(args[1:])
+    if args[0] == "reference":
+        from .reference._cli import reference_main
+
+        return reference_main(args[1:])
+    if args[0] == "evidence":
+        from .reference._cli import evidence_main
+
+        return evidence_main(args[1:])
     if args[0] == "guard":
         from ._guard import cli_main as guard_main
 
         return guard_main(args[1:])
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record' and 'guard' (other commands are in the driftscope executable)",
+          f"'record', 'guard', 'reference' and 'evidence' (other commands are in the driftscope executable)",
           file=sys.stderr)
     return 2
 

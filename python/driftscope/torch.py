@@ -208,7 +208,14 @@ def default_metadata(model: "torch.nn.Module", granularity: str) -> Dict[str, st
     device = device or torch.device("cpu")
     default_dtype = str(torch.get_default_dtype()).replace("torch.", "")
     cls = type(model)
+    extra: Dict[str, str] = {}
+    reference = getattr(model, "driftscope_reference", None)
+    if reference:  # set by driftscope.reference.hash_init_ (docs/references.md)
+        import json
+
+        extra["reference.init"] = json.dumps(reference, sort_keys=True, separators=(",", ":"))
     return {
+        **extra,
         "framework": f"pytorch {torch.__version__}",
         "backend": device.type,
         "device": _device_description(device),
