@@ -273,3 +273,116 @@ def test_periodic_pattern_is_rank_deficient_and_blows_up():
     assert got["hash, native std"][0] == 64 and got["hash, native std"][1] >= 60
     assert got["periodic integers"][2] > 1e12  # the activation blow-up
     assert 1e-3 < got["hash, native std"][2] < 10
+
+
+# -- reference runs, the ordering-rule table, argmax flips, evidence -----------------------------
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """float32 and float64 reference runs of a small hash-initialised classifier, a bfloat16
+    candidate and a float32 rerun, on hash-integer inputs."""
+    import copy
+
+    import driftscope.torch as dt
+
+    d = tmp_path_factory.mktemp("refs")
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 10))
+    R.hash_init_(m)
+    x = torch.from_numpy(R.hash_integers("input", (64, 16), -8, 8).astype(np.float32) / 8)
+    paths = R.reference_runs(m, x, str(d / "refs"))
+    c = copy.deepcopy(m).to(torch.bfloat16)
+    with torch.no_grad(), dt.record(c, d / "bf16.tdump"):
+        c(x.to(torch.bfloat16))
+    paths.update(bf16=str(d / "bf16.tdump"), dir=d)
+    return paths
+
+
+def test_reference_runs_are_the_same_model_in_two_widths(runs):
+    r32, r64 = driftscope.open(runs["float32"]), driftscope.open(runs["float64"])
+    assert r32.metadata["reference.precision"] == "float32" and r64["2"].dtype == np.float64
+    assert r32.record("2").dtype == "f32" and "reference.init" in r64.metadata
+    # float32 vs float64 differ by rounding only
+    np.testing.assert_allclose(r32["<root>"], r64["<root>"], rtol=1e-5, atol=1e-6)
+
+
+def test_check_table_matches_compare_and_independent_argmax_flips(runs, tmp_path):
+    proc = run("reference", "check", runs["float32"], runs["bf16"], "--reference64",
+               runs["float64"], "--format", "json", "-o", tmp_path / "t.json")
+    assert proc.returncode in (0, 1), proc.stderr
+    table = json.loads((tmp_path / "t.json").read_text())
+    rep = driftscope.compare(runs["float32"], runs["bf16"], reference64=runs["float64"])
+    by_name = {t["name"]: t["reference64"] for t in rep.tensors}
+    c, r32, r64 = (driftscope.open(runs[k]) for k in ("bf16", "float32", "float64"))
+    assert table["judged"] == 4
+    for row in table["rows"]:
+        want = by_name[row["name"]]
+        assert row["candidate_vs_float64"] == want["error_candidate"]
+        assert row["limit"] == want["limit"]
+        assert row["rule"] == ("pass" if want["error_candidate"] <= want["limit"] else "fail")
+        # argmax flips counted here with numpy, independently
+        ref = r64[row["name"]].reshape(-1, r64[row["name"]].shape[-1])
+        cand = c[row["name"]].astype(np.float64).reshape(ref.shape)
+        flipped = np.nonzero(ref.argmax(1) != cand.argmax(1))[0]
+        assert row["argmax"]["flips"] == flipped.size and row["argmax"]["rows"] == ref.shape[0]
+        assert [f["position"][0] for f in row["argmax"]["listed"]] == flipped[:20].tolist()
+    assert table["passed"] == (proc.returncode == 0) == (not table["failed"])
+    # a strict rule (k = 1, no floor) fails bfloat16: its error is far above float32's own
+    proc = run("reference", "check", runs["float32"], runs["bf16"], "--reference64",
+               runs["float64"], "--r64-k", "bf16=1", "--r64-floor", "0", "--format", "markdown")
+    assert proc.returncode == 1 and "| tensor | cand vs f64 |" in proc.stdout
+    assert "first failing: 0" in proc.stdout
+
+
+def test_evidence_declare_measure_verify_and_tampering(runs, tmp_path):
+    ledger = tmp_path / "evidence.jsonl"
+    base = ["--reference", runs["float32"], "--reference64", runs["float64"]]
+    cand = tmp_path / "cand.tdump"
+    cand.write_bytes(Path(runs["bf16"]).read_bytes())
+    proc = run("evidence", "measure", ledger, "--id", "bf16", "--candidate", cand)
+    assert proc.returncode == 2 and "declare" in proc.stderr  # nothing declared yet
+    proc = run("evidence", "declare", ledger, "--id", "bf16", *base, "--r64-k", "bf16=3",
+               "--design", "hash init seed 0, inputs hash_integers('input')")
+    assert proc.returncode == 0, proc.stderr
+    assert run("evidence", "declare", ledger, "--id", "bf16", *base).returncode == 2  # id in use
+    proc = run("evidence", "measure", ledger, "--id", "bf16", "--candidate", cand)
+    assert proc.returncode in (0, 1) and "measured bf16" in proc.stdout, proc.stderr
+    proc = run("evidence", "measure", ledger, "--id", "bf16", "--candidate", cand)
+    assert proc.returncode == 2 and "measured already" in proc.stderr
+    proc = run("evidence", "verify", ledger)
+    assert proc.returncode == 0 and "2 lines, intact" in proc.stdout, proc.stdout
+    head = proc.stdout.split("head ")[-1].strip()
+    assert run("evidence", "verify", ledger, "--head", head).returncode == 0
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[0])["entry"]["tolerances"] == {"r64_k": {"bf16": 3.0}}
+
+    # an edited tolerance in the declaration is detected, and blocks further measuring
+    edited = lines[0].replace(b'"bf16":3.0', b'"bf16":30.0')
+    assert edited != lines[0]
+    ledger.write_bytes(edited + lines[1])
+    proc = run("evidence", "verify", ledger)
+    assert proc.returncode == 1 and "line 1" in proc.stdout and "edited" in proc.stdout
+    ledger.write_bytes(b"".join(lines))
+    assert run("evidence", "verify", ledger).returncode == 0
+    # a removed last line is caught against the recorded head
+    ledger.write_bytes(lines[0])
+    proc = run("evidence", "verify", ledger, "--head", head)
+    assert proc.returncode == 1 and "expected " + head in proc.stdout
+    ledger.write_bytes(b"".join(lines))
+    # an edited candidate (a measured file) is detected
+    data = bytearray(cand.read_bytes())
+    data[-200] ^= 1
+    cand.write_bytes(bytes(data))
+    proc = run("evidence", "verify", ledger)
+    assert proc.returncode == 1 and "candidate" in proc.stdout and "changed" in proc.stdout
+    # a declared file changed after the declaration: the measurement is refused
+    ref_copy = tmp_path / "ref32.tdump"
+    ref_copy.write_bytes(Path(runs["float32"]).read_bytes())
+    proc = run("evidence", "declare", ledger, "--id", "again", "--reference", ref_copy,
+               "--reference64", runs["float64"])
+    assert proc.returncode == 0, proc.stderr
+    data = bytearray(ref_copy.read_bytes())
+    data[-200] ^= 1
+    ref_copy.write_bytes(bytes(data))
+    proc = run("evidence", "measure", ledger, "--id", "again", "--candidate", runs["bf16"])
+    assert proc.returncode == 2 and "changed since it was declared" in proc.stderr
+    assert ledger.read_bytes().count(b"\n") == 3  # nothing was appended

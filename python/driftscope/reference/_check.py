@@ -107,8 +107,8 @@ def verdict_line(result: Dict[str, Any]) -> str:
     if not result["judged"]:
         return "no tensor of the candidate has a float64 counterpart: nothing judged by the rule"
     n, bad = result["judged"], len(result["failed"])
-    head = (f"ordering rule: {n - bad}/{n} intermediates within float32's own error against "
-            f"float64")
+    head = (f"ordering rule: {n - bad}/{n} intermediates within k x float32's own error against "
+            f"float64 + floor")
     if bad:
         head += f"; first failing: {result['failed'][0]}"
     return head + (f"; argmax flips on outputs: {result['argmax_flips']} "
