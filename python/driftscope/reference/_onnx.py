@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -35,11 +35,6 @@ def plan(model: Any) -> Tuple[Dict[str, Tuple[str, float]], Dict[str, str]]:
     inits = {t.name: t for t in model.graph.initializer}
     rules: Dict[str, Tuple[str, float]] = {}
     weight_fan: Dict[str, int] = {}  # node output -> fan_in of the weight that produced it
-    consumers: Dict[str, List[Any]] = defaultdict(list)
-    for node in model.graph.node:
-        for i, name in enumerate(node.input):
-            consumers[name].append((node, i))
-
     def is_float(name: str) -> bool:
         t = inits.get(name)
         return t is not None and t.data_type in _FLOATS
