@@ -252,8 +252,7 @@ std::function<int()> setup_python_verb(CLI::App& app, const char* name, const ch
 
 std::function<int()> setup_reference(CLI::App& app) {
   return setup_python_verb(app, "reference",
-                           "Hash-initialised reference weights, float32/float64 reference runs, "
-                           "the float64 ordering rule",
+                           "Checkpoint-free reference weights, float64 reference runs, ordering rule",
                            kReferenceHelp);
 }
 

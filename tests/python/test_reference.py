@@ -134,6 +134,17 @@ def test_hash_init_native_scale_per_module_and_metadata(tmp_path):
     assert meta["scheme"] == "driftscope-hash/1" and meta["parameters"]["0.weight"][0] == "uniform"
 
 
+def test_hash_init_second_build_is_bit_identical():
+    def build(seed):
+        torch.manual_seed(seed)  # torch's own init differs; the hash must not care
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Linear(5, 6),
+                                torch.nn.Embedding(7, 3))
+        R.hash_init_(m)
+        return {k: v.numpy().tobytes() for k, v in m.state_dict().items()}
+
+    assert build(1) == build(2)
+
+
 def test_hash_init_unknown_module_needs_an_override():
     class Scale(torch.nn.Module):
         def __init__(self):
