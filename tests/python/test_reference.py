@@ -316,6 +316,26 @@ def test_reference_runs_are_the_same_model_in_two_widths(runs):
     np.testing.assert_allclose(r32["<root>"], r64["<root>"], rtol=1e-5, atol=1e-6)
 
 
+def test_reference_run_cli(tmp_path):
+    (tmp_path / "net.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())\n"
+        "    return m, torch.ones(2, 4)\n")
+    proc = run("reference", "run", "--model", tmp_path / "net.py:make", "-o", tmp_path / "refs",
+               "--hash-init", "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    r32, r64 = (driftscope.open(tmp_path / "refs" / f"{w}.tdump") for w in ("float32", "float64"))
+    assert json.loads(r64.metadata["reference.init"])["seed"] == "3"
+    w = R.hash_tensor("0.weight", (3, 4), "uniform", 1 / (3 * 4) ** 0.5, seed=3)
+    want = np.tanh(np.ones((2, 4)) @ w.astype(np.float64).T +
+                   R.hash_tensor("0.bias", (3,), "uniform", 1 / (3 * 4) ** 0.5, seed=3))
+    np.testing.assert_allclose(r64["1"], want, rtol=1e-12)
+    np.testing.assert_allclose(r32["1"], want, rtol=1e-6)
+    proc = run("reference", "run", "--model", tmp_path / "net.py:nothing", "-o", tmp_path / "x")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
 def test_check_table_matches_compare_and_independent_argmax_flips(runs, tmp_path):
     proc = run("reference", "check", runs["float32"], runs["bf16"], "--reference64",
                runs["float64"], "--format", "json", "-o", tmp_path / "t.json")
