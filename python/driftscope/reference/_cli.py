@@ -227,6 +227,8 @@ def evidence_main(argv: Sequence[str]) -> int:
         return 1 if problems else 0
     except (LedgerError, ValueError, OSError) as e:
         return _err(prog, str(e))
+    except (KeyError, TypeError) as e:  # a hand-made entry that hashes correctly but lacks fields
+        return _err(prog, f"{args.ledger}: a ledger entry lacks or mistypes a field ({e})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:  # pragma: no cover - python -m

@@ -92,7 +92,7 @@ def _line_problems(lines: List[bytes]) -> Tuple[List[str], List[Dict[str, Any]]]
             problems.append(f"{where}: its content was edited (sha256 mismatch)")
         if raw != _canon(obj).encode("utf-8"):
             problems.append(f"{where}: not in canonical form (edited by hand)")
-        entries.append(obj["entry"])
+        entries.append(dict(obj["entry"], _line=n) if isinstance(obj["entry"], dict) else {"_line": n})
         prev = hashlib.sha256(raw).hexdigest()
     return problems, entries
 
@@ -210,23 +210,26 @@ def verify(ledger: str, expect_head: Optional[str] = None) -> Tuple[List[str], s
     lines = read_lines(ledger)
     problems, entries = _line_problems(lines)
     declared = set()
-    for n, e in enumerate(entries, start=1):
+    for e in entries:
+        n = e["_line"]
         kind = e.get("kind")
-        files = list(e.get("files", []))
+        files = list(e["files"]) if isinstance(e.get("files"), list) else []
         if kind == "declare":
             declared.add(e.get("id"))
         elif kind == "measure":
             if e.get("id") not in declared:
-                problems.append(f"entry {n}: measurement of {e.get('id')!r} has no earlier "
+                problems.append(f"line {n}: measurement of {e.get('id')!r} has no earlier "
                                 f"declaration")
-            files.append(dict(e.get("candidate", {}), role="candidate"))
+            cand = e.get("candidate")
+            files.append(dict(cand, role="candidate") if isinstance(cand, dict) else {})
         for f in files:
             try:
                 if file_digest(f["path"]) != f["sha256"]:
-                    problems.append(f"entry {n}: {f['role']} {f['path']} changed since it was "
+                    problems.append(f"line {n}: {f['role']} {f['path']} changed since it was "
                                     f"recorded")
-            except LedgerError as err:
-                problems.append(f"entry {n}: {f['role']}: {err}")
+            except (LedgerError, KeyError, TypeError) as err:
+                problems.append(f"line {n}: {f.get('role') if isinstance(f, dict) else '?'}: "
+                                f"cannot check ({err})")
     h = head(lines)
     if expect_head is not None and expect_head != h:
         problems.append(f"head is {h}, expected {expect_head} (lines were rewritten or added)")
