@@ -98,13 +98,17 @@ def hash_tensor(name: Union[str, bytes], shape: Sequence[int], distribution: str
                 std: float = 1.0, dtype: Union[str, np.dtype] = "float32",
                 seed: int = 0) -> np.ndarray:
     """A tensor filled by the hash initialiser: element at flat row-major index i is value i of
-    `hash_values`, rounded to nearest-even in `dtype` (float64, float32 or float16)."""
+    `hash_values`, rounded to nearest-even in `dtype` (float64 or float32; float16 is made from
+    the float32 values, as the spec makes every other float dtype)."""
     dt = np.dtype(dtype)
     if dt not in (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)):
         raise ValueError(f"dtype {dt} is not float64, float32 or float16 (cast the float32 "
                          f"values for other types)")
     shape = tuple(int(d) for d in shape)
-    return hash_values(name, _numel(shape), distribution, std, seed).astype(dt).reshape(shape)
+    v = hash_values(name, _numel(shape), distribution, std, seed)
+    if dt == np.dtype(np.float16):
+        v = v.astype(np.float32)
+    return v.astype(dt).reshape(shape)
 
 
 def hash_integers(name: Union[str, bytes], shape: Sequence[int], low: int, high: int,
