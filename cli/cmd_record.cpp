@@ -229,7 +229,8 @@ Numerical references both sides of a port can rebuild (docs/references.md):
 Like `record`, this runs the driftscope Python package (PYTHON -m driftscope reference ...).
 )";
 
-constexpr const char* kEvidenceHelp = R"(Usage: driftscope evidence declare LEDGER --id ID --reference REF32.tdump --reference64 REF64.tdump [...]
+constexpr const char* kEvidenceHelp = R"(Usage: driftscope evidence declare LEDGER --id ID --reference REF32.tdump
+                                   --reference64 REF64.tdump [--model F] [--input F]... [...]
        driftscope evidence measure LEDGER --id ID --candidate CAND.tdump
        driftscope evidence verify LEDGER [--head SHA256]
 

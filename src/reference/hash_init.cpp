@@ -24,7 +24,8 @@ Result<void> fill(std::string_view name, Distribution dist, double std_dev, std:
   if (!a) return std::move(a).error();
   if (dist != Distribution::uniform && dist != Distribution::normal)
     return make_error(Errc::invalid_argument,
-                      fmt::format("distribution {} is not uniform (0) or normal (1)", static_cast<int>(dist)));
+                      fmt::format("distribution {} is not uniform (0) or normal (1)",
+                                  static_cast<int>(dist)));
   const uint64_t key = name_key(name, seed);
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = static_cast<T>(hash_value(key, first + i, dist, *a));

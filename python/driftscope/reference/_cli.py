@@ -223,7 +223,8 @@ def evidence_main(argv: Sequence[str]) -> int:
         problems, h, n = verify(args.ledger, args.head)
         for line in problems:
             print(f"{args.ledger}: {line}")
-        print(f"{args.ledger}: {n} lines, {'intact' if not problems else str(len(problems)) + ' problem(s)'}; head {h}")
+        state = "intact" if not problems else f"{len(problems)} problem(s)"
+        print(f"{args.ledger}: {n} lines, {state}; head {h}")
         return 1 if problems else 0
     except (LedgerError, ValueError, OSError) as e:
         return _err(prog, str(e))
