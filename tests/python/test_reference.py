@@ -417,3 +417,25 @@ def test_evidence_declare_measure_verify_and_tampering(runs, tmp_path):
     proc = run("evidence", "measure", ledger, "--id", "again", "--candidate", runs["bf16"])
     assert proc.returncode == 2 and "changed since it was declared" in proc.stderr
     assert ledger.read_bytes().count(b"\n") == 3  # nothing was appended
+
+
+def test_check_with_a_nan_candidate_fails_and_stays_valid_json(runs, tmp_path):
+    import copy
+
+    import driftscope.torch as dt
+
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 10))
+    R.hash_init_(m)
+    bad = copy.deepcopy(m)
+    with torch.no_grad():
+        bad[2].bias[3] = float("nan")
+    x = torch.from_numpy(R.hash_integers("input", (64, 16), -8, 8).astype(np.float32) / 8)
+    with torch.no_grad(), dt.record(bad, tmp_path / "nan.tdump"):
+        bad(x)
+    proc = run("reference", "check", runs["float32"], tmp_path / "nan.tdump", "--reference64",
+               runs["float64"], "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    table = json.loads(proc.stdout)  # strict JSON: no NaN/Infinity literals
+    row = next(r for r in table["rows"] if r["name"] == "2")
+    assert row["rule"] == "fail" and row["candidate_vs_float64"] == "inf"
+    assert table["failed"][0] == "2" and "0" not in table["failed"]
