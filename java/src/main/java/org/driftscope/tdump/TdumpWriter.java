@@ -430,6 +430,21 @@ public final class TdumpWriter implements AutoCloseable {
   /** Light mode: records a summary (statistics and projection) instead of the values (§3.6). */
   public WriteResult writeSummary(TensorInfo info, Summary summary) throws TdumpException {
     Codec.validateSummary(summary);
+    Codec.validateTensorInfo(info, TdumpException.NO_OFFSET);
+    // What a reader would refuse (§3.6), refused here rather than written (§5).
+    long numel = info.numel();
+    if (summary.count != numel) {
+      throw TdumpException.make(ErrorCode.BAD_VALUE, "summary of '" + info.name() + "' counts " + Text.u64(summary.count)
+          + " elements, its shape has " + Text.u64(numel));
+    }
+    long[] counts = {summary.nanCount, summary.posinfCount, summary.neginfCount, summary.zeroCount};
+    long sum = 0;
+    for (long c : counts) {
+      if (Unsigned.addOverflows(sum, c) || Unsigned.gt(sum + c, summary.count)) {
+        throw TdumpException.make(ErrorCode.BAD_VALUE, "summary of '" + info.name() + "': nan, inf and zero counts add up to more than count");
+      }
+      sum += c;
+    }
     byte[] p = Codec.encodeSummary(summary);
     return put(Codec.KIND_SUMMARY, info, ByteBuffer.wrap(p), p.length);
   }
