@@ -145,7 +145,7 @@ final class Codec {
       throw err(ErrorCode.LIMIT_EXCEEDED, base, "'" + info.name() + "' has " + attrs.size()
           + " attributes, allowed at most " + Limits.MAX_ATTRIBUTES);
     }
-    Set<String> keys = new HashSet<>();
+    Set<String> keys = attrs.isEmpty() ? null : new HashSet<>();
     for (String[] kv : attrs) {
       checkString("attribute key", kv[0], 1, Limits.MAX_KEY_LENGTH, base);
       checkString("attribute value", kv[1], 0, Limits.MAX_VALUE_LENGTH, base);
@@ -195,7 +195,11 @@ final class Codec {
   /** Serialises a validated descriptor whose exec_index and occurrence are resolved. */
   static byte[] encodeTensorMeta(TensorInfo info) throws TdumpException {
     validateTensorInfo(info, NO_OFFSET);
-    byte[] name = Text.utf8(info.name());
+    return encodeValidated(info, Text.utf8(info.name()));
+  }
+
+  /** encodeTensorMeta for a descriptor validateTensorInfo already passed; {@code name} is its UTF-8. */
+  static byte[] encodeValidated(TensorInfo info, byte[] name) throws TdumpException {
     byte[] op = Text.utf8(info.opType());
     byte[] axes = Text.utf8(joinAxes(info.axes()));
     int size = 32 + 8 * info.rank() + name.length + op.length + axes.length;

@@ -210,7 +210,7 @@ public final class TdumpWriter implements AutoCloseable {
     } catch (IOException e) {
       throw io("cannot create", e);
     }
-    writeFully(new ByteBuffer[] {ByteBuffer.wrap(header)}, 0);
+    writeFully(new ByteBuffer[] {ByteBuffer.wrap(header)});
     pos = header.length;
     afterWrite(0);
   }
@@ -239,6 +239,7 @@ public final class TdumpWriter implements AutoCloseable {
       file = FileChannel.open(p, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
       // Drop a torn tail and the old INDEX/END: they are rewritten on close (§5 Append).
       file.truncate(pos);
+      file.position(pos);
     } catch (IOException e) {
       throw io("cannot append to", e);
     }
@@ -267,11 +268,11 @@ public final class TdumpWriter implements AutoCloseable {
     entryKind[n] = (short) kind;
   }
 
-  private void writeFully(ByteBuffer[] pieces, long at) throws TdumpException {
+  /** Writes every byte of the pieces at the channel's position, which is always the end of the file. */
+  private void writeFully(ByteBuffer[] pieces) throws TdumpException {
     try {
       long want = 0;
       for (ByteBuffer b : pieces) want += b.remaining();
-      file.position(at);
       while (want > 0) want -= file.write(pieces);
     } catch (IOException e) {
       throw io("cannot write", e);
@@ -321,7 +322,7 @@ public final class TdumpWriter implements AutoCloseable {
     long plen = payload.remaining();
     long recordLength = Unsigned.align64(h.capacity() + plen);
     int tail = (int) (recordLength - h.capacity() - plen);
-    writeFully(new ByteBuffer[] {h, payload.duplicate(), ByteBuffer.wrap(ZEROS, 0, tail)}, pos);
+    writeFully(new ByteBuffer[] {h, payload.duplicate(), ByteBuffer.wrap(ZEROS, 0, tail)});
     long at = pos;
     pos += recordLength;
     afterWrite(recordLength);
@@ -354,9 +355,11 @@ public final class TdumpWriter implements AutoCloseable {
     if (occ > 0xFFFFFFFEL) {
       throw TdumpException.make(ErrorCode.LIMIT_EXCEEDED, "occurrence of '" + in.name() + "' would be " + occ + ", allowed at most 4294967294");
     }
-    TensorInfo info = in.copy().execIndex(exec).occurrence(occ);
-    byte[] meta = Codec.encodeTensorMeta(info);
-    long hash = Codec.fnv1a64(Text.utf8(info.name()));
+    // `in` is the writer's own validated copy; exec_index and occurrence are the only fields set here.
+    TensorInfo info = in.execIndex(exec).occurrence(occ);
+    byte[] name = Text.utf8(info.name());
+    byte[] meta = Codec.encodeValidated(info, name);
+    long hash = Codec.fnv1a64(name);
     addEntry(pos, hash, occ, kind);
     long at;
     try {
@@ -377,7 +380,9 @@ public final class TdumpWriter implements AutoCloseable {
    * and the buffer's position is left unchanged. The descriptor is checked against the format's
    * limits exactly as a reader checks it.
    */
-  public WriteResult write(TensorInfo info, ByteBuffer payload) throws TdumpException {
+  public WriteResult write(TensorInfo tensor, ByteBuffer payload) throws TdumpException {
+    // Validated on a copy, so a caller that changes its TensorInfo later cannot slip anything past.
+    TensorInfo info = tensor.copy();
     Codec.validateTensorInfo(info, TdumpException.NO_OFFSET);
     long expected = Codec.tensorPayloadSize(info, TdumpException.NO_OFFSET);
     if (payload.remaining() != expected) {
@@ -428,7 +433,8 @@ public final class TdumpWriter implements AutoCloseable {
   }
 
   /** Light mode: records a summary (statistics and projection) instead of the values (§3.6). */
-  public WriteResult writeSummary(TensorInfo info, Summary summary) throws TdumpException {
+  public WriteResult writeSummary(TensorInfo tensor, Summary summary) throws TdumpException {
+    TensorInfo info = tensor.copy();
     Codec.validateSummary(summary);
     Codec.validateTensorInfo(info, TdumpException.NO_OFFSET);
     // What a reader would refuse (§3.6), refused here rather than written (§5).
