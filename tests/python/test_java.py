@@ -105,10 +105,14 @@ def expected_values(name, data, kw):
 
 
 def same(a, b):
+    """Equal values, NaN where NaN (of any sign: §3.3.1 leaves an fp8 NaN's sign open), and the
+    sign of zero counts."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype.kind == "f" or b.dtype.kind == "f":
-        return a.shape == b.shape and np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True) \
-            and np.array_equal(np.signbit(a.astype(np.float64)), np.signbit(b.astype(np.float64)))
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        num = ~np.isnan(x)
+        return a.shape == b.shape and np.array_equal(x, y, equal_nan=True) \
+            and np.array_equal(np.signbit(x[num]), np.signbit(y[num]))
     return a.shape == b.shape and np.array_equal(a, b)
 
 
@@ -116,18 +120,8 @@ def test_java_file_is_the_python_file_and_reads_everywhere(java, tmp_path):
     jfile, pfile = tmp_path / "java.tdump", tmp_path / "python.tdump"
     r = java("dtypes", jfile, SALT)
     assert r.returncode == 0, r.stderr
-    with driftscope.Writer(pfile, {"framework": "interop", "writer": "interop-test", "device": "jvm"},
-                           salt=SALT) as w:
-        for name, data, kw in TENSORS:
-            kw = dict(kw)
-            if "dtype" in kw:
-                w.write(name, data.tobytes(), shape=data.shape, **kw)
-            else:
-                w.write(name, data, **kw)
+    python_write(pfile, {"framework": "interop", "writer": "interop-test", "device": "jvm"}, TENSORS)
     assert jfile.read_bytes() == pfile.read_bytes(), "the Java and the Python writer made different bytes"
-
-    proc = subprocess.run([driftscope_bin(), "compare", str(pfile), str(jfile)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
     # The C++ reader (through the Python package) and the reference reader.
     cpp = driftscope.open(jfile)
@@ -153,15 +147,60 @@ def test_java_file_is_the_python_file_and_reads_everywhere(java, tmp_path):
     np.testing.assert_array_equal(deq, np.array([0.5, 0.25, 0.125]) * (TENSORS[16][1] - np.array([128, 0, 255])))
 
 
+FINITE = [
+    ("f.f64", np.array([0.0, -0.0, 1.5, -1e300, 5e-324]), {}),
+    ("f.f32", np.array([[1.0, -2.5, 3.4028235e38, 1e-45], [0.1, -0.0, 7, 8]], np.float32),
+     dict(op_type="Linear", axes="batch,hidden")),
+    ("f.f16", np.array([0x0000, 0x8000, 0x0001, 0x3c00, 0x7bff], np.uint16).view(np.float16), {}),
+    ("f.bf16", np.array([0x3F80, 0xC000, 0x0001, 0x4049], np.uint16), dict(dtype="bf16")),
+    ("f.f8e4m3fn", np.arange(120, dtype=np.uint8), dict(dtype="f8e4m3fn")),
+    ("f.f8e5m2", np.arange(120, dtype=np.uint8), dict(dtype="f8e5m2")),
+    ("f.i64", np.array([I(np.int64).min, -1, 0, I(np.int64).max], np.int64), {}),
+    ("f.i32", np.array([I(np.int32).min, -1, 0, I(np.int32).max], np.int32), {}),
+    ("f.i16", np.array([I(np.int16).min, -1, 0, I(np.int16).max], np.int16), {}),
+    ("f.i8", np.array([-128, -1, 0, 127], np.int8), {}),
+    ("f.u8", np.array([0, 1, 128, 255], np.uint8), {}),
+    ("f.bool", np.array([True, False, True]), {}),
+    ("f.u16", np.array([0, 1, 65535], np.uint16), {}),
+    ("f.u32", np.array([0, 1, 2 ** 32 - 1], np.uint32), {}),
+    ("f.u64", np.array([0, 1, 2 ** 64 - 1], np.uint64), {}),
+    ("f.q", np.array([[-128, -3, 0], [17, 100, 127]], np.int8),
+     dict(encoding={"kind": "affine_tensor", "scale": 0.05, "zero_point": -3})),
+]
+
+
+def python_write(path, meta, tensors):
+    with driftscope.Writer(path, meta, salt=SALT) as w:
+        for name, data, kw in tensors:
+            kw = dict(kw)
+            if "dtype" in kw:
+                w.write(name, data.tobytes(), shape=data.shape, **kw)
+            else:
+                w.write(name, data, **kw)
+
+
+def test_java_dump_compares_identical_to_the_python_dump(java, tmp_path):
+    """Every dtype with finite values (compare counts NaN against NaN as a mismatch)."""
+    jfile, pfile = tmp_path / "java.tdump", tmp_path / "python.tdump"
+    r = java("finite", jfile, SALT)
+    assert r.returncode == 0, r.stderr
+    python_write(pfile, {"writer": "interop-test"}, FINITE)
+    assert jfile.read_bytes() == pfile.read_bytes()
+    proc = subprocess.run([driftscope_bin(), "compare", str(pfile), str(jfile)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "16" in proc.stdout, proc.stdout
+
+
 def cpp_verdict(path: Path) -> str:
     try:
         d = driftscope.open(path)
     except driftscope.Error as e:
-        return f"error:{e.code_name}\t{e.offset}\t{e.message}"
+        return f"error:{e.code_name}\t{e.offset}\t{e.message.removeprefix(e.code_name + ': ')}"
     c = d.integrity.corruption
     if c is None:
         return f"{d.state}\t-\t-"
-    return f"corrupt:{c.code_name}\t{c.offset}\t{c.message}"
+    # The binding reports a corruption as Error::to_string(), "code: message".
+    return f"corrupt:{c.code_name}\t{c.offset}\t{c.message.removeprefix(c.code_name + ': ')}"
 
 
 def test_java_reader_words_match_the_cpp_reader_on_every_vector(java):

@@ -10,6 +10,8 @@ import java.nio.file.Paths;
  * <pre>
  *   InteropTool dtypes OUT SALT   one tensor per dtype (the tensors test_java.py also writes with
  *                                 the Python writer: the two files must be byte-identical)
+ *   InteropTool finite OUT SALT   every dtype with finite values only (what `driftscope compare` can
+ *                                 call identical: it counts NaN against NaN as a mismatch)
  *   InteropTool crash OUT         writes records with sync-per-record forever, printing
  *                                 "durable INDEX OFFSET" after each write returns (for SIGKILL)
  *   InteropTool verdict FILE...   per file one line: state or error code, offset, message (tab-separated)
@@ -23,6 +25,9 @@ public final class InteropTool {
       switch (args[0]) {
         case "dtypes":
           dtypes(Paths.get(args[1]), Long.parseUnsignedLong(args[2]));
+          break;
+        case "finite":
+          finite(Paths.get(args[1]), Long.parseUnsignedLong(args[2]));
           break;
         case "crash":
           crash(Paths.get(args[1]));
@@ -89,6 +94,30 @@ public final class InteropTool {
       w.write(new TensorInfo("block", DType.F32, 2), new float[] {7, 8});  // occurrence 1
       w.write(new TensorInfo("scalar", DType.F32), new float[] {0.5f});
       w.write(new TensorInfo("empty", DType.F32, 3, 0), new float[0]);
+    }
+  }
+
+  static void finite(Path out, long salt) throws TdumpException {
+    byte[] fp8 = new byte[120];  // codes 0..119: finite in both fp8 formats
+    for (int i = 0; i < fp8.length; ++i) fp8[i] = (byte) i;
+    try (TdumpWriter w = TdumpWriter.create(out, new TdumpWriter.Options().salt(salt).meta("writer", "interop-test"))) {
+      w.write(new TensorInfo("f.f64", DType.F64, 5), new double[] {0.0, -0.0, 1.5, -1e300, 4.9e-324});
+      w.write(new TensorInfo("f.f32", DType.F32, 2, 4).opType("Linear").axes("batch", "hidden"),
+          new float[] {1.0f, -2.5f, 3.4028235e38f, 1e-45f, 0.1f, -0.0f, 7f, 8f});
+      w.write(new TensorInfo("f.f16", DType.F16, 5), new short[] {0x0000, (short) 0x8000, 0x0001, 0x3c00, 0x7bff});
+      w.write(new TensorInfo("f.bf16", DType.BF16, 4), new short[] {0x3F80, (short) 0xC000, 0x0001, 0x4049});
+      w.write(new TensorInfo("f.f8e4m3fn", DType.F8E4M3FN, 120), fp8);
+      w.write(new TensorInfo("f.f8e5m2", DType.F8E5M2, 120), fp8);
+      w.write(new TensorInfo("f.i64", DType.I64, 4), new long[] {Long.MIN_VALUE, -1, 0, Long.MAX_VALUE});
+      w.write(new TensorInfo("f.i32", DType.I32, 4), new int[] {Integer.MIN_VALUE, -1, 0, Integer.MAX_VALUE});
+      w.write(new TensorInfo("f.i16", DType.I16, 4), new short[] {Short.MIN_VALUE, -1, 0, Short.MAX_VALUE});
+      w.write(new TensorInfo("f.i8", DType.I8, 4), new byte[] {-128, -1, 0, 127});
+      w.write(new TensorInfo("f.u8", DType.U8, 4), new byte[] {0, 1, (byte) 128, (byte) 255});
+      w.write(new TensorInfo("f.bool", DType.BOOL, 3), new byte[] {1, 0, 1});
+      w.write(new TensorInfo("f.u16", DType.U16, 3), new short[] {0, 1, (short) 65535});
+      w.write(new TensorInfo("f.u32", DType.U32, 3), new int[] {0, 1, -1});
+      w.write(new TensorInfo("f.u64", DType.U64, 3), new long[] {0, 1, -1});
+      w.write(new TensorInfo("f.q", DType.I8, 2, 3).encoding(Encoding.affineTensor(0.05, -3)), new byte[] {-128, -3, 0, 17, 100, 127});
     }
   }
 
