@@ -217,6 +217,82 @@ def test_java_reader_words_match_the_cpp_reader_on_every_vector(java):
         assert got == cpp_verdict(f), f"{f.name}: Java and C++ readers disagree"
 
 
+# ---- filters: the Java parser and matcher against the C++ one ---------------------------------
+
+FILTER_TENSORS = [
+    ("encoder.layers.3", "Linear", "output", "f32", (1, 8, 768), 0),
+    ("encoder.layers.30.mlp", "GELU", "output", "f16", (1, 8, 3072), 3),
+    ("encoder.layers.13", "LayerNorm", "input", "bf16", (8,), 4),
+    ("encoder.layers.3.attn.dropout", "Dropout", "output", "f32", (2, 2), 8),
+    ("m.layers.2.bias", "Parameter", "parameter", "f32", (768,), 12),
+    ("módulo.ñame", "Op", "other", "i8", (), 5),
+    ("x", "", "output", "u8", (3, 0), 16),
+    ("rank=2", "MatMul", "output", "f64", (2, 2), 20),
+    ("-x", "Add", "output", "bool", (1,), 7),
+    ("my layer", "Mul", "output", "f8e4m3fn", (1500,), 100),
+    ("a[b]", "Conv", "output", "i64", (4, 3, 3, 3), 1000000),
+]
+
+FILTER_CORPUS = [
+    "", " ;; ", "encoder.layers.3*", "*.attn.* -*.dropout", "op=Linear,MatMul role=output",
+    "dtype=f16,bf16 numel>=1M", "dim[-1]=768 rank>=3", "every=10 budget=2GiB",
+    "*.layers.[0-3].* -*.bias !*.weight", "budget=1KiB every=4 dim[-1]=3 numel>1k dtype=half role=input op=Add -z +a",
+    "+rank=2", "+-x", "my\\ layer", "a\\[b\\]", "op===x", "op=a\\,b", "numel=1.5k", "numel=1.5", "rank<=x",
+    "foo=3", "layers.[0-3", "budget=1 budget=2", "x[9-0]", "a\\", "every=0", "role=boss", "dim[16]=1",
+    "dim[-17]=1", "dim[x]=1", "rank=99999999999999999999", "budget=1.5GiB", "budget=3TB", "budget=1.2.3",
+    "budget=12XB", "numel>=2G", "numel<1T", "dtype=float32,int8,uint8,boolean", "role=input role=output",
+    "op=*Norm op=Layer*", "[!a-z]*", "[^e]*", "[]]", "[!]]*", "[a-]*", "?", "??*", "*é*", "ñ*", "op=",
+    "rank>", "-", "+", "!", "dim!=0", "dim=0", "rank!=0 rank<5", "numel=0", "numel=1", "every=3 every=2",
+    "op=\\=x,y", "rank=1;rank>=1", "\\;x", "a\tb", "*\x00*",
+]
+
+
+def random_filters(rng, n):
+    keys = ["op=", "role=", "dtype=", "rank", "numel", "dim", "dim[-1]", "dim[2]", "every=", "budget="]
+    cmp = ["=", "==", "!=", "<", "<=", ">", ">="]
+    atoms = ["a", "encoder", ".", "layers", "3", "*", "?", "[0-3]", "[!a]", "\\*", "é", "-", "+", "!", ",", "k",
+             "M", "GiB", "1", "0", "768", "1.5", "output", "f32", "half", "Linear", "Norm", " ", ";", "[", "]"]
+    out = []
+    for _ in range(n):
+        clauses = []
+        for _ in range(rng.randint(1, 4)):
+            r = rng.random()
+            if r < 0.4:
+                clauses.append(rng.choice(["", "+", "-", "!"]) + "".join(rng.choice(atoms) for _ in range(rng.randint(1, 5))))
+            else:
+                k = rng.choice(keys)
+                op = "" if k.endswith("=") else rng.choice(cmp)
+                clauses.append(k + op + "".join(rng.choice(atoms) for _ in range(rng.randint(0, 3))))
+        out.append(rng.choice([" ", ";", "  "]).join(clauses))
+    return out
+
+
+def test_java_filters_match_the_cpp_filter(java):
+    rng = random.Random(14)
+    filters = FILTER_CORPUS + random_filters(rng, 600)
+    lines = ["\t".join(["T", n, op, role, dt, ",".join(map(str, shape)), str(ex)])
+             for n, op, role, dt, shape, ex in FILTER_TENSORS]
+    lines += ["F\t" + f.encode().hex() for f in filters]
+    r = java("filter", input="\n".join(lines) + "\n")
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.split("\n")[:-1]
+    assert len(got) == len(filters)
+    parsed = errors = 0
+    for text, line in zip(filters, got):
+        try:
+            f = driftscope.Filter(text)
+        except driftscope.FilterSyntaxError as e:
+            errors += 1
+            assert line == "error\t" + e.message.removeprefix("filter_syntax: "), text
+            continue
+        parsed += 1
+        bits = "".join("1" if f.accepts(n, op, role, dt, shape, ex) else "0"
+                       for n, op, role, dt, shape, ex in FILTER_TENSORS)
+        budget = "-" if f.byte_budget is None else str(f.byte_budget)
+        assert line == f"ok\t{f}\t{budget}\t{bits}", text
+    assert parsed > 100 and errors > 50, (parsed, errors)
+
+
 def parse_durable(line: str):
     """'durable I OFFSET': printed by the writer after write() returned for record I."""
     m = re.fullmatch(r"durable (\d+) (\d+)\n", line)

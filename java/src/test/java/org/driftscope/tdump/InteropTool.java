@@ -14,6 +14,9 @@ import java.nio.file.Paths;
  *                                 call identical: it counts NaN against NaN as a mismatch)
  *   InteropTool crash OUT         writes records with sync-per-record forever, printing
  *                                 "durable INDEX OFFSET" after each write returns (for SIGKILL)
+ *   InteropTool filter            stdin: "T\tname\top\trole\tdtype\tdims\texec" tensors, then
+ *                                 "F\tHEX" filters (UTF-8 in hex); per filter one line:
+ *                                 "ok\tCANONICAL\tBUDGET\tBITS" (accepts() per tensor) or "error\tMESSAGE"
  *   InteropTool verdict FILE...   per file one line: state or error code, offset, message (tab-separated)
  * </pre>
  */
@@ -32,6 +35,9 @@ public final class InteropTool {
         case "crash":
           crash(Paths.get(args[1]));
           break;
+        case "filter":
+          filter();
+          break;
         case "verdict":
           for (int i = 1; i < args.length; ++i) verdict(Paths.get(args[i]));
           break;
@@ -42,6 +48,36 @@ public final class InteropTool {
       System.err.println("error: " + e);
       System.exit(2);
     }
+  }
+
+  static void filter() throws java.io.IOException {
+    java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, java.nio.charset.StandardCharsets.UTF_8));
+    java.util.List<TensorInfo> tensors = new java.util.ArrayList<>();
+    java.util.List<Long> execs = new java.util.ArrayList<>();
+    StringBuilder out = new StringBuilder();
+    for (String line; (line = in.readLine()) != null; ) {
+      String[] f = line.split("\t", -1);
+      if (f[0].equals("T")) {
+        String[] d = f[5].isEmpty() ? new String[0] : f[5].split(",");
+        long[] dims = new long[d.length];
+        for (int i = 0; i < d.length; ++i) dims[i] = Long.parseUnsignedLong(d[i]);
+        tensors.add(new TensorInfo(f[1], DType.parse(f[4]), dims).opType(f[2]).role(Role.parse(f[3])));
+        execs.add(Long.parseUnsignedLong(f[6]));
+        continue;
+      }
+      byte[] b = new byte[f[1].length() / 2];
+      for (int i = 0; i < b.length; ++i) b[i] = (byte) Integer.parseInt(f[1].substring(2 * i, 2 * i + 2), 16);
+      try {
+        Filter flt = Filter.parse(new String(b, java.nio.charset.StandardCharsets.UTF_8));
+        StringBuilder bits = new StringBuilder();
+        for (int i = 0; i < tensors.size(); ++i) bits.append(flt.accepts(tensors.get(i), execs.get(i)) ? '1' : '0');
+        out.append("ok\t").append(flt).append('\t').append(flt.byteBudget() < 0 ? "-" : Long.toUnsignedString(flt.byteBudget()))
+            .append('\t').append(bits).append('\n');
+      } catch (TdumpException e) {
+        out.append("error\t").append(e.getMessage()).append('\n');
+      }
+    }
+    System.out.print(out);
   }
 
   /** What the reader says about a file, for comparison with the C++ reader's words. */
