@@ -167,7 +167,9 @@ public final class WriterTest {
       Check.eq("after_cut", r.records().get(2).name(), "appended after the cut");
     }
     byte[] bad = Files.readAllBytes(p);
-    bad[(int) TdumpReader.open(p).records().get(0).payloadOffset()] ^= 1;
+    try (TdumpReader r = TdumpReader.open(p)) {
+      bad[(int) r.records().get(0).payloadOffset()] ^= 1;
+    }
     Files.write(p, bad);
     TdumpException e = Check.fails(ErrorCode.BAD_RECORD_CHECKSUM, () -> TdumpWriter.create(p, new TdumpWriter.Options().append(true)), "corrupt file");
     Check.that(e.getMessage().startsWith("cannot append to a damaged file: "), e.getMessage());
