@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -102,7 +101,7 @@ public final class TdumpReader implements AutoCloseable {
     }
     FileChannel ch = null;
     try {
-      ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+      ch = FileChannel.open(path, StandardOpenOption.READ);
       long size = ch.size();
       TdumpReader r = new TdumpReader(Source.map(ch, size), options, ch, p);
       TdumpException loaded = null;

@@ -6,7 +6,6 @@ import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
@@ -171,8 +170,13 @@ public final class TdumpWriter implements AutoCloseable {
     }
     Filter f = Filter.parse(options.filter == null ? "" : options.filter);
     TdumpWriter w = new TdumpWriter(path, options, f);
-    if (options.append) w.openAppend(path);
-    else w.openNew(path);
+    try {
+      if (options.append) w.openAppend(path);
+      else w.openNew(path);
+    } catch (TdumpException | RuntimeException e) {
+      if (w.file != null) w.closeQuietly();
+      throw e;
+    }
     return w;
   }
 
@@ -236,7 +240,7 @@ public final class TdumpWriter implements AutoCloseable {
       }
     }
     try {
-      file = FileChannel.open(p, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+      file = FileChannel.open(p, StandardOpenOption.WRITE);
       // Drop a torn tail and the old INDEX/END: they are rewritten on close (§5 Append).
       file.truncate(pos);
       file.position(pos);

@@ -127,6 +127,11 @@ public final class WriterTest {
     Check.fails(ErrorCode.IO_ERROR, () -> TdumpWriter.create(p, new TdumpWriter.Options().overwrite(false)), "overwrite(false)");
     Check.fails(ErrorCode.IO_ERROR, () -> TdumpReader.open(dir), "a directory is not a file to read");
     Check.fails(ErrorCode.IO_ERROR, () -> TdumpReader.open(tmp("missing.tdump")), "a missing file");
+    Path link = tmp("link.tdump");
+    Files.createSymbolicLink(link, p);
+    try (TdumpReader r = TdumpReader.open(link)) {
+      Check.eq(1, r.records().size(), "a symbolic link to a dump reads as the dump");
+    }
     Path fifo = tmp("fifo");
     if (new ProcessBuilder("mkfifo", fifo.toString()).start().waitFor() == 0) {
       TdumpException x = Check.fails(ErrorCode.IO_ERROR, () -> TdumpReader.open(fifo), "a FIFO is refused without blocking");
