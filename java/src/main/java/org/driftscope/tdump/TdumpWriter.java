@@ -130,6 +130,7 @@ public final class TdumpWriter implements AutoCloseable {
   }
 
   private static final byte[] ZEROS = new byte[64];
+  private static final ByteBuffer ZERO_PAD = ByteBuffer.allocateDirect(64).asReadOnlyBuffer();
 
   private final Options opt;
   private final String path;
@@ -149,8 +150,7 @@ public final class TdumpWriter implements AutoCloseable {
   private long[] entryHash = new long[64];
   private int[] entryOcc = new int[64];
   private short[] entryKind = new short[64];
-  private final byte[] frame = new byte[Codec.FRAME];
-  private final ByteBuffer frameBuf = ByteBuffer.wrap(frame).order(ByteOrder.LITTLE_ENDIAN);
+  private ByteBuffer headBuf = ByteBuffer.allocateDirect(4096).order(ByteOrder.LITTLE_ENDIAN);
   private final CRC32 crc = new CRC32();
 
   private TdumpWriter(Path path, Options opt, Filter filter) {
@@ -296,37 +296,47 @@ public final class TdumpWriter implements AutoCloseable {
     }
   }
 
-  /** Frame, meta and padding of a record (§3.1), record_crc over frame ‖ meta ‖ payload. */
+  /**
+   * Frame, meta and padding of a record (§3.1) in the reused direct buffer (no allocation and no
+   * heap-to-native copy per record); record_crc covers frame[0..44) ‖ meta ‖ payload.
+   */
   private ByteBuffer head(int kind, byte[] meta, ByteBuffer payload) {
     long plen = payload.remaining();
-    long start = Unsigned.align64(Codec.FRAME + meta.length);
+    int start = (int) Unsigned.align64(Codec.FRAME + meta.length);
     long recordLength = Unsigned.align64(start + plen);
-    ByteBuffer f = frameBuf;
-    java.util.Arrays.fill(frame, (byte) 0);
-    f.put(0, Codec.RECORD_MAGIC[0]).put(1, Codec.RECORD_MAGIC[1]).put(2, Codec.RECORD_MAGIC[2]).put(3, Codec.RECORD_MAGIC[3]);
-    f.putShort(4, (short) kind).putShort(6, (short) 0).putLong(8, recordLength).putLong(16, plen);
-    f.putInt(24, meta.length).putInt(28, 0).putLong(32, salt);
+    if (headBuf.capacity() < start) headBuf = ByteBuffer.allocateDirect(Integer.highestOneBit(start) * 2).order(ByteOrder.LITTLE_ENDIAN);
+    ByteBuffer h = headBuf;
+    h.clear();
+    h.put(Codec.RECORD_MAGIC).putShort((short) kind).putShort((short) 0).putLong(recordLength).putLong(plen)
+        .putInt(meta.length).putInt(0).putLong(salt);
+    ByteBuffer d = h.duplicate();
+    d.flip();
     crc.reset();
-    crc.update(frame, 0, 40);
-    f.putInt(40, (int) crc.getValue());
+    crc.update(d);
+    h.putInt((int) crc.getValue());
+    d = h.duplicate();
+    d.flip();
     crc.reset();
-    crc.update(frame, 0, 44);
+    crc.update(d);
     crc.update(meta, 0, meta.length);
     crc.update(payload.duplicate());
-    f.putInt(44, (int) crc.getValue());
-    byte[] h = new byte[(int) start];
-    System.arraycopy(frame, 0, h, 0, Codec.FRAME);
-    System.arraycopy(meta, 0, h, Codec.FRAME, meta.length);
-    return ByteBuffer.wrap(h);
+    h.putInt((int) crc.getValue());
+    h.put(meta);
+    h.put(ZEROS, 0, start - h.position());
+    h.flip();
+    return h;
   }
 
   /** Appends a record with one gathered write: head, the caller's payload in place, padding. */
   private long writeRecord(int kind, byte[] meta, ByteBuffer payload) throws TdumpException {
     ByteBuffer h = head(kind, meta, payload);
     long plen = payload.remaining();
-    long recordLength = Unsigned.align64(h.capacity() + plen);
-    int tail = (int) (recordLength - h.capacity() - plen);
-    writeFully(new ByteBuffer[] {h, payload.duplicate(), ByteBuffer.wrap(ZEROS, 0, tail)});
+    int headLen = h.remaining();
+    long recordLength = Unsigned.align64(headLen + plen);
+    int tail = (int) (recordLength - headLen - plen);
+    ByteBuffer zeros = ZERO_PAD.duplicate();
+    zeros.limit(tail);
+    writeFully(new ByteBuffer[] {h, payload.duplicate(), zeros});
     long at = pos;
     pos += recordLength;
     afterWrite(recordLength);
