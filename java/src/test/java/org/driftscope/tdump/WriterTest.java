@@ -73,7 +73,7 @@ public final class WriterTest {
     }
     // Payloads stream from any ByteBuffer, direct or not, and its position is left alone.
     Path q = tmp("buffers.tdump");
-    try (TdumpWriter w = TdumpWriter.create(q, new TdumpWriter.Options().sync(TdumpWriter.SyncPolicy.EVERY_RECORD))) {
+    try (TdumpWriter w = TdumpWriter.create(q, new TdumpWriter.Options().syncEvery(24))) {
       ByteBuffer d = ByteBuffer.allocateDirect(16).order(ByteOrder.LITTLE_ENDIAN);
       d.putInt(0, 7).putInt(4, 8).putInt(8, 9).putInt(12, 10);
       w.write(new TensorInfo("d", DType.I32, 2, 2), d);
