@@ -39,12 +39,6 @@ final class Codec {
     return TdumpException.make(c, msg, off);
   }
 
-  static int crc(int seed, byte[] b, int off, int len) {
-    CRC32 c = new CRC32();
-    c.update(b, off, len);
-    return (int) c.getValue();
-  }
-
   static ByteBuffer le(byte[] b) {
     return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
   }
@@ -67,47 +61,26 @@ final class Codec {
     return String.join(",", axes);
   }
 
-  static String fmtName(TensorInfo info) {
-    return info.name();
-  }
-
   // ---- the shape rule (§3.3) ----------------------------------------------------------------
 
-  /** Bytes the shape claims, zero dims skipped; -1 on u64 overflow (then shape_overflow). */
-  static long shapeBytes(TensorInfo info) {
+  /**
+   * The payload size of a tensor. The bytes the shape claims, zero dims skipped (so the position
+   * of a zero does not matter), must fit in a u64 (shape_overflow) and stay within 2^48
+   * (limit_exceeded); both are reported at {@code base}, the first dim.
+   */
+  static long tensorPayloadSize(TensorInfo info, long base) throws TdumpException {
     long n = info.dtype().size();
     for (int i = 0; i < info.rank(); ++i) {
       long d = info.dim(i);
       if (d == 0) continue;
-      if (Unsigned.mulOverflows(n, d)) return -1L;
+      if (Unsigned.mulOverflows(n, d)) throw err(ErrorCode.SHAPE_OVERFLOW, base, "shape of '" + info.name() + "' overflows 64 bits");
       n *= d;
-    }
-    return n;
-  }
-
-  static long tensorPayloadSize(TensorInfo info, long base) throws TdumpException {
-    long n = shapeBytes(info);
-    if (n == -1L && info.dtype().size() > 0) {
-      // -1 is also 2^64 - 1, which no shape times an element size of 1..8 can be and fit... unless
-      // the size is 1; recheck exactly for that case.
-      if (!exactlyMax(info)) throw err(ErrorCode.SHAPE_OVERFLOW, base, "shape of '" + info.name() + "' overflows 64 bits");
     }
     if (Unsigned.gt(n, Limits.MAX_PAYLOAD_LENGTH)) {
       throw err(ErrorCode.LIMIT_EXCEEDED, base, "shape of '" + info.name() + "' spans " + Text.u64(n)
           + " bytes (zero dims skipped), allowed at most " + Limits.MAX_PAYLOAD_LENGTH);
     }
     return info.numel() == 0 ? 0 : n;
-  }
-
-  private static boolean exactlyMax(TensorInfo info) {
-    long n = info.dtype().size();
-    for (int i = 0; i < info.rank(); ++i) {
-      long d = info.dim(i);
-      if (d == 0) continue;
-      if (Unsigned.mulOverflows(n, d)) return false;
-      n *= d;
-    }
-    return true;
   }
 
   // ---- TENSOR meta (§3.3) -------------------------------------------------------------------

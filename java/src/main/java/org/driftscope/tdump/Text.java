@@ -41,11 +41,7 @@ final class Text {
     return true;
   }
 
-  static boolean validUtf8(byte[] b) {
-    return validUtf8(b, 0, b.length);
-  }
-
-  /** Bytes of a Java string; unpaired surrogates become '?' (then the bytes differ: see utf8Exact). */
+  /** Bytes of a Java string; an unpaired surrogate becomes '?' (writers refuse it first: encodable()). */
   static byte[] utf8(String s) {
     return s.getBytes(StandardCharsets.UTF_8);
   }
