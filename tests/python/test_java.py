@@ -225,6 +225,44 @@ def test_java_reader_words_match_the_cpp_reader_on_every_vector(java):
         assert got == cpp_verdict(f), f"{f.name}: Java and C++ readers disagree"
 
 
+def mutants(rng, seeds, n):
+    """Golden vectors with bit flips, random bytes, truncations and extreme u32/u64 fields."""
+    extremes = [0, 1, 2 ** 64 - 1, 2 ** 63 - 1, 2 ** 63, 2 ** 48, 2 ** 48 + 1, 2 ** 20 + 1, 2 ** 32 - 1, 64, 65]
+    for _ in range(n):
+        b = bytearray(rng.choice(seeds))
+        k = rng.randrange(4)
+        if k == 0:
+            for _ in range(rng.randint(1, 3)):
+                b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif k == 1:
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        elif k == 2:
+            del b[rng.randrange(len(b)):]
+        else:
+            at = rng.randrange(max(1, len(b) - 8)) & ~7
+            b[at:at + 8] = (rng.choice(extremes) & (2 ** 64 - 1)).to_bytes(8, "little")
+        yield bytes(b)
+
+
+def test_java_reader_words_match_the_cpp_reader_on_mutated_vectors(java, tmp_path):
+    seeds = [p.read_bytes() for p in sorted((ROOT / "tests" / "vectors").rglob("*.tdump"))]
+    files = []
+    for i, blob in enumerate(mutants(random.Random(1414), seeds, 400)):
+        f = tmp_path / f"m{i:03d}.tdump"
+        f.write_bytes(blob)
+        files.append(f)
+    r = java("verdict", *files)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(files)
+    kinds = set()
+    for f, line in zip(files, lines):
+        got = line.partition("\t")[2]
+        assert got == cpp_verdict(f), f"{f.name}: Java and C++ readers disagree"
+        kinds.add(got.split("\t")[0])
+    assert len(kinds) >= 8, kinds
+
+
 # ---- filters: the Java parser and matcher against the C++ one ---------------------------------
 
 FILTER_TENSORS = [
