@@ -17,4 +17,6 @@ run "compare: peak RSS against the record count (plain, --json)" \
   .venv/bin/python bench/bench_record_overhead.py
 [ -f bench/bench_show_suggest.py ] && run "show: 'did you mean' scaling with the record count" \
   .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
+command -v javac >/dev/null && run "java: TdumpWriter vs plain FileChannel.write of the same bytes" \
+  bench/java/run.sh /tmp
 exit 0

@@ -18,6 +18,7 @@ APT_PACKAGES=(
   libdeflate-dev        # CRC-32 at memory speed (zlib-compatible polynomial)
   zlib1g-dev            # npz export/import (deflate members)
   clang libclang-rt-14-dev   # libFuzzer + sanitizer runtimes
+  openjdk-17-jdk-headless    # javac/jar/java for the JDK-only Java library in java/ (built --release 11)
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test suite (what `make test` and CI run):
-#   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest)
+#   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
+#      Java library's tests, java/build.sh, registered as ctest java.tdump)
 #   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders)
 #   3. the C++ unit suite and the CLI tests under ASan+UBSan (asan preset, clang)
 #   4. a short libFuzzer smoke run of every fuzz target   (asan preset, one per parser)
@@ -20,7 +21,9 @@ if has cpp || has python; then
 fi
 
 if has cpp; then
-  banner "C++ unit, C ABI and example tests"
+  banner "C++ unit, C ABI, example and Java tests"
+  # The Java tests are registered only when a JDK is found: without one they would vanish silently.
+  command -v javac >/dev/null || { echo "run-tests: javac not found (scripts/install-deps.sh installs openjdk-17-jdk-headless)" >&2; failed+=(java); }
   ctest --test-dir build/dev --output-on-failure -j "$JOBS" || failed+=(cpp)
 fi
 
