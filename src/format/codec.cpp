@@ -499,12 +499,22 @@ std::string encode_summary_payload(const Summary& s) {
   return out;
 }
 
-Result<void> validate_summary(const Summary& s) {
+Result<void> validate_summary(const Summary& s, uint64_t numel) {
   if (s.projection.size() > limits::kMaxProjectionDim)
     return err(Errc::limit_exceeded, kNoOffset, fmt::format("projection_dim is {}, allowed at most {}",
                                                             s.projection.size(), limits::kMaxProjectionDim));
   if (s.projection_kind != 1)
     return err(Errc::bad_enum, kNoOffset, fmt::format("projection_kind is {}, allowed 1", s.projection_kind));
+  // The reader's §3.6 value rules, so a writer never produces a record a reader refuses (§5).
+  // An overflowing shape is left to the shape rule, which reports it as shape_overflow.
+  const TensorStats& t = s.stats;
+  if (numel != ~uint64_t{0} && t.count != numel)
+    return err(Errc::bad_value, kNoOffset, fmt::format("summary counts {} elements, its shape has {}", t.count, numel));
+  auto counted = checked_add(t.nan_count, t.posinf_count);
+  if (counted) counted = checked_add(*counted, t.neginf_count);
+  if (counted) counted = checked_add(*counted, t.zero_count);
+  if (!counted || *counted > t.count)
+    return err(Errc::bad_value, kNoOffset, "summary nan, inf and zero counts add up to more than count");
   return {};
 }
 

@@ -36,6 +36,8 @@ Result<FileHeader> decode_header(std::span<const std::byte> file);
 std::string encode_summary_payload(const Summary& s);
 // Checks in the order of docs/format.md §3.6; `numel` is the element count of the meta's shape.
 Result<Summary> decode_summary_payload(std::span<const std::byte> payload, uint64_t base, uint64_t numel);
-Result<void> validate_summary(const Summary& s);
+// The writer's side of §3.6: what decode_summary_payload would refuse; `numel` as above
+// (~0 when the shape overflows, which the shape rule reports).
+Result<void> validate_summary(const Summary& s, uint64_t numel);
 
 }  // namespace driftscope::detail

@@ -349,7 +349,7 @@ Result<WriteResult> Writer::write(const TensorInfo& info, std::span<const std::b
 }
 
 Result<WriteResult> Writer::write_summary(const TensorInfo& info, const Summary& summary) {
-  DRIFTSCOPE_TRY(validate_summary(summary));
+  DRIFTSCOPE_TRY(validate_summary(summary, info.numel()));
   std::string p = encode_summary_payload(summary);
   return impl_->put(kKindSummary, info, {reinterpret_cast<const std::byte*>(p.data()), p.size()}, p.size());
 }

@@ -331,6 +331,36 @@ TEST(WriterReader, SummaryRecordsRoundTrip) {
   EXPECT_EQ(rec.info.shape, (std::vector<uint64_t>{2, 3}));
 }
 
+// §5: a writer refuses what a reader would refuse. A summary whose count is not its shape's
+// element count, or whose NaN/Inf/zero counts exceed it, is bad_value in the reader (§3.6).
+TEST(WriterReader, SummaryValuesAReaderWouldRefuseAreRefused) {
+  std::string path = dstest::scratch_path("summary_bad");
+  auto w = Writer::create(path, fixed());
+  Summary s;
+  s.stats.count = 5;  // shape {2, 3} has 6 elements
+  auto r1 = (*w)->write_summary(dstest::f32_info("a", {2, 3}), s);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.error().code, Errc::bad_value);
+  EXPECT_NE(r1.error().message.find("summary counts 5 elements, its shape has 6"), std::string::npos);
+  s.stats.count = 6;
+  s.stats.nan_count = 4;
+  s.stats.zero_count = 3;
+  auto r2 = (*w)->write_summary(dstest::f32_info("b", {2, 3}), s);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().code, Errc::bad_value);
+  s.stats.nan_count = ~uint64_t{0};  // the sum overflows u64
+  auto r3 = (*w)->write_summary(dstest::f32_info("c", {2, 3}), s);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.error().code, Errc::bad_value);
+  s.stats.nan_count = 3;
+  ASSERT_TRUE((*w)->write_summary(dstest::f32_info("d", {2, 3}), s).ok());
+  ASSERT_TRUE((*w)->close().ok());
+  auto r = Reader::open(path);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->records().size(), 1u);
+  EXPECT_EQ(r->records()[0].info.name, "d");
+}
+
 TEST(WriterReader, OverwriteKeepsExistingMappingsValid) {
   std::string path = dstest::scratch_path("overwrite");
   auto v = dstest::ramp(1000);
