@@ -18,6 +18,7 @@ APT_PACKAGES=(
   libdeflate-dev        # CRC-32 at memory speed (zlib-compatible polynomial)
   zlib1g-dev            # npz export/import (deflate members)
   clang libclang-rt-14-dev   # libFuzzer + sanitizer runtimes
+  chromium              # headless browser: tests open the HTML report (tests/python/test_html_report.py)
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
