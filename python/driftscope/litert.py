@@ -278,8 +278,7 @@ def _display_name(raw: str, op_index: int, op_name: str, out_index: int) -> str:
 
 def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
            filter: Optional[str] = None, summary: Optional[str] = None,
-           progress(done, total): called as the planned tensors are written (the command's bar).
-    meta: Optional[Mapping[str, Any]] = None, num_threads: Optional[int] = None,
+           meta: Optional[Mapping[str, Any]] = None, num_threads: Optional[int] = None,
            check_observer: bool = True, parameters: bool = False,
            progress: Optional[Callable[[int, int], None]] = None) -> Recording:
     """Runs a .tflite model (path or bytes) on `inputs` with the LiteRT interpreter and records
@@ -289,6 +288,7 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     kernels: "optimized" (default interpreter: builtin kernels + XNNPACK), "builtin" (without the
         default delegate) or "reference" (reference kernels).
     filter / summary: driftscope filter syntax: which tensors to record, which as summaries.
+    progress(done, total): called as the planned tensors are written (the command's bar).
     meta: extra run metadata; overrides the keys filled in automatically.
     check_observer: also run without preserving tensors and record in ``observer_effect``
         whether the final outputs agree.
