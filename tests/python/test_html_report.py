@@ -277,12 +277,21 @@ def test_detail_matches_numpy(tmp_path):
             y[0, 10, :5] = x[0, 10, :5]
         refs.append(x)
         cands.append(np.asarray(y, np.float32))
+    # an NCHW reference against an NHWC candidate: the detail follows the reference's order
+    nchw = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    nhwc = (nchw.transpose(0, 2, 3, 1) + 1e-3 * rng.standard_normal((2, 4, 5, 3))).astype(np.float32)
+    refs.append(nchw)
+    cands.append(nhwc.transpose(0, 3, 1, 2))
+    shapes.append(nchw.shape)
     with driftscope.Writer(tmp_path / "a.tdump", salt=1) as a, \
             driftscope.Writer(tmp_path / "b.tdump", salt=1) as b:
-        for k in range(len(shapes)):
+        for k in range(len(shapes) - 1):
             a.write(f"t{k}", refs[k])
             b.write(f"t{k}", cands[k])
+        a.write("conv", nchw, axes="batch,channels,height,width")
+        b.write("conv", nhwc, axes="batch,height,width,channels")
     rep = driftscope.compare(tmp_path / "a.tdump", tmp_path / "b.tdump", details=True)
+    assert rep.tensor("conv").permutation == [0, 3, 1, 2]
     html = rep.to_html()
     details = embedded(html, "ds-detail")
     assert embedded(html, "ds-report")["summary"] == rep.summary
