@@ -228,7 +228,9 @@ def test_500_pairs_stay_small_and_names_cannot_inject_markup(tmp_path):
     assert result["pairs"] == result["points"] == result["rows"] == 500
     assert result["injected"] == 0
     assert result["csp"].startswith("blocked") and requests == []
-    print(f"500 pairs: {size / 1e6:.2f} MB")
+    # reported, not asserted (timings belong to benchmarks): the page is ready in well under 2 s
+    print(f"500 pairs: {size / 1e6:.2f} MB, page drawn and self-checked {result['ready_ms']} ms "
+          "after navigation start")
 
 
 def np_detail(ref, cand, grid=(32, 64), worst=8):
