@@ -293,10 +293,16 @@ def test_detail_matches_numpy(tmp_path):
             b.write(f"t{k}", cands[k])
         a.write("conv", nchw, axes="batch,channels,height,width")
         b.write("conv", nhwc, axes="batch,height,width,channels")
+    out = tmp_path / "r.html"
+    r = subprocess.run([DRIFTSCOPE, "compare", str(tmp_path / "a.tdump"), str(tmp_path / "b.tdump"),
+                        "--html", str(out), "-q"], capture_output=True, text=True)
+    assert r.returncode in (0, 1, 3), r.stderr
+    details = embedded(out.read_text(), "ds-detail")
+    # Python's compare(details=True).to_html() is the same library: the same page data
     rep = driftscope.compare(tmp_path / "a.tdump", tmp_path / "b.tdump", details=True)
     assert rep.tensor("conv").permutation == [0, 3, 1, 2]
     html = rep.to_html()
-    details = embedded(html, "ds-detail")
+    assert embedded(html, "ds-detail") == details
     assert embedded(html, "ds-report")["summary"] == rep.summary
     for k in range(len(shapes)):
         want, got = np_detail(refs[k], cands[k]), details[k]
