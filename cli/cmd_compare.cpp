@@ -202,9 +202,12 @@ Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compar
 unless --allow-unpaired / --allow-incomparable), 2 usage or input error, or NOTHING COMPARED
 (no pair was compared: dumps without tensors, a --filter or name map that paired nothing;
 the reports are still written), 3 silent failure.
-A --json / --markdown FILE that is one of the dumps (also through a link) is refused; reports
-are written to a temporary file and renamed into place. A dump truncated while it is read is
-an error ("file changed while reading"), never a verdict on zeros.
+A report FILE (--json, --markdown, --html, --plot, --model-explorer) that is one of the dumps
+(also through a link) is refused; reports are written to a temporary file and renamed into place.
+--html writes one offline page: error growth chart, every pair, and per tensor a histogram,
+a heatmap of where the error sits and the worst elements (docs/compare.md).
+A dump truncated while it is read is an error ("file changed while reading"), never a verdict
+on zeros.
 
 Examples:
   driftscope compare fp32.tdump fp16.tdump
@@ -213,6 +216,7 @@ Examples:
   driftscope compare fp32.tdump fp16.tdump --reference64 fp64.tdump --r64-k f16=4
   driftscope compare ref.tdump tflite.tdump --pairs positional --reshape --policy policy.toml
   driftscope compare ref.tdump cand.tdump --markdown "$GITHUB_STEP_SUMMARY" -q
+  driftscope compare fp32.tdump fp16.tdump --html report.html --plot growth.png
 
 Reading the report and writing policy files: docs/compare.md.)HELP");
   return [a] { return run_compare(*a); };
