@@ -21,7 +21,7 @@ namespace {
 struct CompareArgs {
   std::string reference, candidate;
   CompareSettings settings;
-  std::string json_out, markdown_out;
+  std::string json_out, markdown_out, html_out, plot_out, model_explorer_out;
   std::string color = "auto";
   bool all = false, quiet = false, no_progress = false;
 };
@@ -60,12 +60,23 @@ int run_compare(const CompareArgs& a) {
   std::vector<std::string> inputs = {a.reference, a.candidate};
   for (const std::string* in : {&a.settings.reference64, &a.settings.policy, &a.settings.map_file})
     if (!in->empty()) inputs.push_back(*in);
-  for (const std::string* out : {&a.json_out, &a.markdown_out})
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--json", &a.json_out}, {"--markdown", &a.markdown_out}, {"--html", &a.html_out},
+      {"--plot", &a.plot_out}, {"--model-explorer", &a.model_explorer_out}};
+  for (const auto& [flag, out] : outputs)
     if (!out->empty() && *out != "-")
       if (auto same = refuse_input_as_output(*out, inputs); !same) return fail(same.error().message);
-  if (!a.json_out.empty() && a.json_out == a.markdown_out && a.json_out != "-")
-    return fail(fmt::format("--json and --markdown both name {}; give each report its own file",
-                            a.json_out));
+  for (size_t i = 0; i < std::size(outputs); ++i)
+    for (size_t j = i + 1; j < std::size(outputs); ++j)
+      if (!outputs[i].second->empty() && *outputs[i].second == *outputs[j].second &&
+          *outputs[i].second != "-")
+        return fail(fmt::format("{} and {} both name {}; give each report its own file",
+                                outputs[i].first, outputs[j].first, *outputs[i].second));
+  size_t to_stdout = 0;
+  for (const auto& [flag, out] : outputs) to_stdout += *out == "-";
+  if (to_stdout > 1) return fail("only one report can go to stdout ('-')");
+  // The page's heatmaps, histograms and worst elements come from one more pass per pair.
+  o.details = !a.html_out.empty();
 
   Progress progress(!a.no_progress && !a.quiet && ::isatty(STDERR_FILENO));
   o.progress = [&progress](size_t done, size_t total) { progress.update(done, total); };
@@ -74,8 +85,6 @@ int run_compare(const CompareArgs& a) {
   if (!rep) return fail(rep.error().to_string());
   const Report& r = *rep;
 
-  const bool json_stdout = a.json_out == "-";
-  const bool md_stdout = a.markdown_out == "-";
   if (!a.json_out.empty()) {
     // Streamed pair by pair: the whole text of a large report is never held in memory.
     auto out = OutputFile::open(a.json_out, inputs);
@@ -87,7 +96,18 @@ int run_compare(const CompareArgs& a) {
   if (!a.markdown_out.empty())
     if (auto w = write_output_file(a.markdown_out, report_to_markdown(r), inputs); !w)
       return fail(w.error().to_string());
-  if (!json_stdout && !md_stdout) {
+  if (!a.html_out.empty())
+    if (auto w = write_output_file(a.html_out, report_to_html(r), inputs); !w)
+      return fail(w.error().to_string());
+  if (!a.plot_out.empty()) {
+    auto png = report_to_png(r);
+    if (!png) return fail(png.error().to_string());
+    if (auto w = write_output_file(a.plot_out, *png, inputs); !w) return fail(w.error().to_string());
+  }
+  if (!a.model_explorer_out.empty())
+    if (auto w = write_output_file(a.model_explorer_out, report_to_model_explorer(r), inputs); !w)
+      return fail(w.error().to_string());
+  if (to_stdout == 0) {
     if (a.quiet) {
       fmt::print("{}\n", printable(r.summary));
     } else {
@@ -154,6 +174,11 @@ std::function<int()> setup_compare(CLI::App& app) {
   const char* out = "Output";
   sub->add_option("--json", a->json_out, "write the JSON report (docs/report-schema.json) to FILE, '-' for stdout")->group(out);
   sub->add_option("--markdown", a->markdown_out, "write a Markdown report (CI job summary) to FILE, '-' for stdout")->group(out);
+  sub->add_option("--html", a->html_out,
+                  "write a self-contained HTML report (chart, sortable table, per-tensor heatmaps) to FILE")->group(out);
+  sub->add_option("--plot", a->plot_out, "write a PNG image of the error growth to FILE")->group(out);
+  sub->add_option("--model-explorer", a->model_explorer_out,
+                  "write per-node results as Model Explorer node data (JSON overlay) to FILE")->group(out);
   sub->add_flag("--all", a->all, "list every pair, not just the neighbourhood and the worst")->group(out);
   sub->add_flag("-q,--quiet", a->quiet, "print only the summary line")->group(out);
   sub->add_option("--color", a->color, "auto (TTY and no NO_COLOR), always or never")
@@ -177,9 +202,12 @@ Exit status: 0 pass, 1 diverged (also tensors that could not be paired or compar
 unless --allow-unpaired / --allow-incomparable), 2 usage or input error, or NOTHING COMPARED
 (no pair was compared: dumps without tensors, a --filter or name map that paired nothing;
 the reports are still written), 3 silent failure.
-A --json / --markdown FILE that is one of the dumps (also through a link) is refused; reports
-are written to a temporary file and renamed into place. A dump truncated while it is read is
-an error ("file changed while reading"), never a verdict on zeros.
+A report FILE (--json, --markdown, --html, --plot, --model-explorer) that is one of the dumps
+(also through a link) is refused; reports are written to a temporary file and renamed into place.
+--html writes one offline page: error growth chart, every pair, and per tensor a histogram,
+a heatmap of where the error sits and the worst elements (docs/compare.md).
+A dump truncated while it is read is an error ("file changed while reading"), never a verdict
+on zeros.
 
 Examples:
   driftscope compare fp32.tdump fp16.tdump
@@ -188,6 +216,7 @@ Examples:
   driftscope compare fp32.tdump fp16.tdump --reference64 fp64.tdump --r64-k f16=4
   driftscope compare ref.tdump tflite.tdump --pairs positional --reshape --policy policy.toml
   driftscope compare ref.tdump cand.tdump --markdown "$GITHUB_STEP_SUMMARY" -q
+  driftscope compare fp32.tdump fp16.tdump --html report.html --plot growth.png
 
 Reading the report and writing policy files: docs/compare.md.)HELP");
   return [a] { return run_compare(*a); };

@@ -410,7 +410,8 @@ enum {
  * unknown key or a mistyped value is DS_E_INVALID_ARGUMENT naming it.
  * Returns the verdict (DS_VERDICT_*, >= 0) or a negative status when the request failed (a file
  * that cannot be read, a bad policy). When `report` is not NULL it receives the report (JSON per
- * docs/report-schema.json unless options say "format": "text" or "markdown"), a NUL-terminated
+ * docs/report-schema.json unless options say "format": "text", "markdown", "html" (the
+ * self-contained page of `compare --html`) or "model_explorer" (node data)), a NUL-terminated
  * string the caller releases with ds_string_free; report_length (may be NULL) its length. */
 int ds_compare(const char* reference_path, const char* candidate_path, const char* options_json,
                char** report, size_t* report_length);

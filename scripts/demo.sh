@@ -19,9 +19,10 @@ mkdir -p "$OUT"
 "$BUILD/examples/tiny_encoder" "$OUT"
 
 echo
-echo "\$ driftscope compare $OUT/fp32.tdump $OUT/fp16.tdump"
+echo "\$ driftscope compare $OUT/fp32.tdump $OUT/fp16.tdump --html $OUT/report.html"
 rc=0
-"$BUILD/driftscope" compare "$OUT/fp32.tdump" "$OUT/fp16.tdump" --json "$OUT/report.json" || rc=$?
+"$BUILD/driftscope" compare "$OUT/fp32.tdump" "$OUT/fp16.tdump" --json "$OUT/report.json" \
+  --html "$OUT/report.html" --plot "$OUT/growth.png" --model-explorer "$OUT/model-explorer.json" || rc=$?
 
 # The localisation must be the known one; the JSON report is the machine-readable answer.
 first=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print((d.get("first_divergence") or {}).get("name",""))' "$OUT/report.json")
@@ -43,3 +44,6 @@ echo "\$ driftscope compare -q $OUT/fp32.tdump $OUT/fp16-safe.tdump"
   echo "demo: FAILED: the fixed float16 run does not pass" >&2
   exit 1
 }
+echo
+echo "Open $OUT/report.html in a browser (one self-contained file, no network): the error growth, every pair,"
+echo "and where in each tensor the error sits. $OUT/growth.png is the same growth as a static image."

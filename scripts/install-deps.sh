@@ -19,6 +19,7 @@ APT_PACKAGES=(
   zlib1g-dev            # npz export/import (deflate members)
   clang libclang-rt-14-dev   # libFuzzer + sanitizer runtimes
   openjdk-17-jdk-headless    # javac/jar/java for the JDK-only Java library in java/ (built --release 11)
+  chromium              # headless browser: tests open the HTML report (tests/python/test_html_report.py)
 )
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

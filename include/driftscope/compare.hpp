@@ -119,6 +119,10 @@ struct CompareOptions {
   double amplification_threshold = 10.0;  // introduced when error grows by this factor or more
   size_t max_amplifiers = 5;
   uint64_t max_permuted_elements = uint64_t{1} << 27;
+  // Also compute where the error of each element-wise pair sits (PairResult::detail): one more
+  // pass over each compared pair, in the same worker while its pages are resident; memory per
+  // pair is fixed (a few KiB), whatever the tensor's size. The HTML report needs it.
+  bool details = false;
   // Called by the calling thread as pairs complete (done, total). Must not throw.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -154,6 +158,7 @@ struct CompareSettings {
   int64_t threads = 0;                           // 0 (all cores) .. 4096
   double amplification_threshold = 10.0;         // finite, > 1
   int64_t max_amplifiers = 5;                    // 0 .. 1000
+  bool details = false;                          // CompareOptions::details (HTML report)
 
   // Checks every value, reads the policy and mapping files and builds the engine's options.
   Result<CompareOptions> resolve() const;
@@ -231,6 +236,38 @@ struct Metrics {
   double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
 };
 
+// Where the error of one pair sits, for visual reports (CompareOptions::details). d = |cand - ref|
+// per element, in float64, the candidate read in the reference's order (permuted or reshaped as
+// the metrics are). "Non-finite" positions are those where either side is NaN or ±Inf.
+struct PairDetail {
+  // Histogram of d over positions finite on both sides with d > 0, kHistBinsPerDecade bins per
+  // power of ten: bin k holds 10^(kHistFirstExp + k/B) <= d < 10^(kHistFirstExp + (k+1)/B);
+  // the first bin also holds smaller d, the last also larger.
+  static constexpr int kHistFirstExp = -12;
+  static constexpr int kHistBinsPerDecade = 2;
+  static constexpr int kHistBins = 40;          // 1e-12 .. 1e8
+  static constexpr uint32_t kMaxGridRows = 32;
+  static constexpr uint32_t kMaxGridCols = 64;
+  static constexpr size_t kWorst = 8;
+  std::vector<uint64_t> histogram;   // kHistBins counts
+  uint64_t exact = 0;                // d == 0 (finite on both sides)
+  uint64_t nonfinite_same = 0;       // both NaN, or the same infinity
+  uint64_t nonfinite_differ = 0;     // any other position with a NaN or Inf
+  // The 2-D view: rows = product of every axis but the last, cols = the last axis (a scalar or
+  // a vector is one row). It is cut into grid_rows x grid_cols cells (at most kMaxGridRows x
+  // kMaxGridCols); cell (i, j) covers view rows [i*rows/grid_rows, (i+1)*rows/grid_rows) and the
+  // columns likewise, and holds the largest d in it (+inf where non-finite values differ).
+  uint64_t rows = 0, cols = 0;
+  uint32_t grid_rows = 0, grid_cols = 0;
+  std::vector<float> heat;           // grid_rows * grid_cols, row-major
+  struct Element {
+    uint64_t index = 0;              // flat, reference order
+    std::vector<uint64_t> coords;    // in the reference's shape
+    double ref = 0, cand = 0, abs_diff = 0;  // abs_diff +inf where non-finite values differ
+  };
+  std::vector<Element> worst;        // largest d first (ties: lower index), at most kWorst
+};
+
 struct PairResult {
   TensorDesc ref, cand;
   PairStatus status = PairStatus::pass;
@@ -252,6 +289,8 @@ struct PairResult {
   std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
+  // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
+  std::optional<PairDetail> detail;
 };
 
 struct DumpInfo {
@@ -302,6 +341,26 @@ Result<void> report_to_json(const Report& report, int indent,
                             const std::function<Result<void>(std::string_view)>& sink);
 // GitHub-flavoured Markdown for CI job summaries.
 std::string report_to_markdown(const Report& report);
+
+// One self-contained HTML page (docs/compare.md "The HTML report"): verdict, first divergence,
+// error growth chart, sortable pair table, per-pair detail (from PairResult::detail, when the
+// comparison ran with CompareOptions::details) and both runs' metadata. No network: a
+// Content-Security-Policy forbids every fetch, and text from the dumps reaches the page only as
+// escaped JSON data that the page's script inserts as text, never as markup.
+std::string report_to_html(const Report& report);
+
+// A PNG image (width x height pixels) of the error growth: relative L2 error of every compared
+// pair over execution order, log scale, coloured by status, the first divergence marked.
+struct PlotOptions {
+  unsigned width = 960, height = 420;   // 320 .. 4096 and 200 .. 4096
+};
+Result<std::string> report_to_png(const Report& report, const PlotOptions& options = {});
+
+// Model Explorer node data (github.com/google-ai-edge/model-explorer, node_data_builder.py
+// GraphNodeData): per output tensor name, value = log10 of the pair's relative L2 error (-16 exact, 6 a
+// new NaN/Inf), background colour by status. Loaded as an overlay on the ONNX/TFLite graph,
+// whose nodes match by output tensor name.
+std::string report_to_model_explorer(const Report& report);
 
 struct TextOptions {
   bool color = false;   // ANSI colours (the caller decides: TTY and NO_COLOR)

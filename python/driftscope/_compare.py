@@ -41,7 +41,8 @@ class Report:
     dumps without tensors, a filter that matched nothing; not a pass); exit_code: 0, 1, 3 or 2
     as the command.
     first_divergence / first_nonfinite / first_silent_zero: a TensorResult or None.
-    tensors: every pair in reference execution order. to_json() / to_markdown() / to_text().
+    tensors: every pair in reference execution order. to_json() / to_markdown() / to_text() /
+    to_html() / to_png() / to_model_explorer(): the renderings of `driftscope compare`.
     """
 
     def __init__(self, native: Any) -> None:
@@ -131,6 +132,21 @@ class Report:
     def to_text(self, color: bool = False, width: int = 100, all: bool = False) -> str:
         return self._native.to_text(color, width, all)
 
+    def to_html(self) -> str:
+        """The self-contained HTML report (docs/compare.md "The HTML report"), as `driftscope
+        compare --html` writes it. Heatmaps, histograms and worst elements need
+        ``compare(..., details=True)``; without it the page says so."""
+        return self._native.to_html()
+
+    def to_png(self, width: int = 960, height: int = 420) -> bytes:
+        """A PNG image of the error growth (`driftscope compare --plot`)."""
+        return self._native.to_png(width, height)
+
+    def to_model_explorer(self) -> str:
+        """Model Explorer node data (JSON) painting each node by its pair's error
+        (`driftscope compare --model-explorer`)."""
+        return self._native.to_model_explorer()
+
     def __str__(self) -> str:
         return self.to_text()
 
@@ -172,6 +188,7 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
             r64_k: Union[Sequence[str], Mapping[str, float]] = (),
             r64_floor: Optional[float] = None,
             amplification_threshold: float = 10.0, max_amplifiers: int = 5,
+            details: bool = False,
             progress: Optional[Callable[[int, int], None]] = None) -> Report:
     """Compares a candidate run against a reference run and names the first divergence.
 
@@ -187,6 +204,8 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     classes / top_k: globs of tensors whose last axis holds classes, and k of top-k agreement.
     reference64: a float64 run of the reference for the float64 ordering rule; r64_k
     ({"f16": 3} or ["f16=3"]) and r64_floor tune it.
+    details: also find where each pair's error sits (histogram, heatmap, worst elements) for
+    Report.to_html(); one more pass over each pair's elements.
     Every value is checked by the library's one validator of compare options, as for the
     command and the C ABI: out of range is InvalidArgumentError with the same message.
     The GIL is released while the engine runs; ``progress(done, total)`` is called as pairs
@@ -209,4 +228,5 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
                else list(r64_k))
     s.r64_floor = r64_floor
     s.amplification_threshold, s.max_amplifiers = amplification_threshold, max_amplifiers
+    s.details = bool(details)
     return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))

@@ -35,11 +35,12 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
+from ._progress import Progress
 from .errors import Error
 from .onnxruntime import (
     InputMismatchError,
@@ -278,7 +279,8 @@ def _display_name(raw: str, op_index: int, op_name: str, out_index: int) -> str:
 def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
            filter: Optional[str] = None, summary: Optional[str] = None,
            meta: Optional[Mapping[str, Any]] = None, num_threads: Optional[int] = None,
-           check_observer: bool = True, parameters: bool = False) -> Recording:
+           check_observer: bool = True, parameters: bool = False,
+           progress: Optional[Callable[[int, int], None]] = None) -> Recording:
     """Runs a .tflite model (path or bytes) on `inputs` with the LiteRT interpreter and records
     every op's outputs into the TDUMP file `path`.
 
@@ -286,6 +288,7 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     kernels: "optimized" (default interpreter: builtin kernels + XNNPACK), "builtin" (without the
         default delegate) or "reference" (reference kernels).
     filter / summary: driftscope filter syntax: which tensors to record, which as summaries.
+    progress(done, total): called as the planned tensors are written (the command's bar).
     meta: extra run metadata; overrides the keys filled in automatically.
     check_observer: also run without preserving tensors and record in ``observer_effect``
         whether the final outputs agree.
@@ -368,7 +371,9 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
-        for role, t, tname, op, j in plan:
+        for done, (role, t, tname, op, j) in enumerate(plan):
+            if progress is not None:
+                progress(done, len(plan))
             if not writer.wants(tname):
                 continue
             value, why = reader.read(t)
@@ -626,6 +631,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="which tensors to record as summaries instead of values (filter syntax)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run metadata (repeatable)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
     p.add_argument("--no-observer-check", action="store_true",
                    help="skip the second, plain run that checks the capture changed nothing")
     return p
@@ -640,10 +647,13 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
         return 2
     try:
         feeds = load_cli_inputs(args.input)
-        result = warnings_to_stderr(prog, lambda: record(
-            args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
-            summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
-            parameters=args.parameters, check_observer=not args.no_observer_check))
+        with Progress("recording", "tensors written",
+                      enabled=False if args.no_progress else None) as bar:
+            result = warnings_to_stderr(prog, lambda: record(
+                args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
+                summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
+                parameters=args.parameters, check_observer=not args.no_observer_check,
+                progress=bar.update))
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2

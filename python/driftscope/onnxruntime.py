@@ -28,12 +28,13 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
 from ._naming import NodeInfo, PlannedName, plan_names
+from ._progress import Progress
 from .errors import Error
 
 __all__ = [
@@ -632,7 +633,8 @@ def _run(session, feeds, what: str, outputs: Optional[List[str]] = None) -> List
 def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Sequence[Any]] = None,
            session_options: Any = None, filter: Optional[str] = None,
            summary: Optional[str] = None, meta: Optional[Mapping[str, Any]] = None,
-           fp16: bool = False, check_observer: bool = True) -> Recording:
+           fp16: bool = False, check_observer: bool = True,
+           progress: Optional[Callable[[int, int], None]] = None) -> Recording:
     """Runs `model_path` (a path or an onnx.ModelProto) on `inputs` with ONNX Runtime and records
     every node output of the main graph into the TDUMP file `path`.
 
@@ -642,6 +644,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         in the run metadata.
     filter / summary: driftscope filter syntax (docs/filters.md): which tensors to record, and
         which of those to record as summaries (light mode) instead of values.
+    progress(done, total): called as the planned tensors are written (the command's bar).
     meta: extra run metadata (string values); overrides the keys filled in automatically.
     fp16: record the model converted to float16 (inputs and outputs keep their types). Nodes
         ONNX Runtime cannot load converted stay float32: a RuntimeWarning and the run metadata
@@ -723,7 +726,9 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     skipped: List[str] = []
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
-        for entry in plan:
+        for done, entry in enumerate(plan):
+            if progress is not None:
+                progress(done, len(plan))
             # Popping drops each array once written, so memory falls as the file grows.
             value = values.pop(entry.tensor, None)
             if not isinstance(value, np.ndarray) or (value.dtype.kind not in _RECORDABLE_KINDS
@@ -793,6 +798,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="which tensors to record as summaries instead of values (filter syntax)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run metadata (repeatable)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
     p.add_argument("--no-observer-check", action="store_true",
                    help="skip the second, plain run that checks the capture changed nothing")
     return p
@@ -868,10 +875,13 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
         return 2
     try:
         feeds = load_cli_inputs(args.input)
-        result = warnings_to_stderr(prog, lambda: record(
-            args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
-            summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
-            check_observer=not args.no_observer_check))
+        with Progress("recording", "tensors written",
+                      enabled=False if args.no_progress else None) as bar:
+            result = warnings_to_stderr(prog, lambda: record(
+                args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
+                summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
+                check_observer=not args.no_observer_check,
+                progress=bar.update))
     except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2

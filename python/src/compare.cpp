@@ -78,6 +78,15 @@ void bind_compare(nb::module_& m) {
           },
           nb::arg("indent") = 2)
       .def("to_markdown", [](const PyReport& r) { return report_to_markdown(*r.report); })
+      .def("to_html", [](const PyReport& r) { return report_to_html(*r.report); })
+      .def("to_model_explorer", [](const PyReport& r) { return report_to_model_explorer(*r.report); })
+      .def(
+          "to_png",
+          [](const PyReport& r, unsigned width, unsigned height) {
+            std::string png = unwrap(report_to_png(*r.report, PlotOptions{width, height}));
+            return nb::bytes(png.data(), png.size());
+          },
+          nb::arg("width") = 960, nb::arg("height") = 420)
       .def(
           "to_text",
           [](const PyReport& r, bool color, unsigned width, bool all) {
@@ -119,6 +128,7 @@ void bind_compare(nb::module_& m) {
       .def_rw("stop_at_first", &CompareSettings::stop_at_first)
       .def_rw("allow_unpaired", &CompareSettings::allow_unpaired)
       .def_rw("allow_incomparable", &CompareSettings::allow_incomparable)
+      .def_rw("details", &CompareSettings::details)
       .def_rw("threads", &CompareSettings::threads)
       .def_rw("amplification_threshold", &CompareSettings::amplification_threshold)
       .def_rw("max_amplifiers", &CompareSettings::max_amplifiers);

@@ -21,7 +21,7 @@ static_assert(DS_VERDICT_NOTHING_COMPARED == static_cast<int>(Verdict::nothing_c
 
 namespace {
 
-enum class Format { json, text, markdown };
+enum class Format { json, text, markdown, html, model_explorer };
 
 struct Request {
   CompareOptions options;
@@ -148,7 +148,9 @@ Result<Request> parse_request(const char* text) {
         if (*s == "json") req.format = Format::json;
         else if (*s == "text") req.format = Format::text;
         else if (*s == "markdown") req.format = Format::markdown;
-        else return bad_key(key, "\"json\", \"text\" or \"markdown\"");
+        else if (*s == "html") req.format = Format::html;
+        else if (*s == "model_explorer") req.format = Format::model_explorer;
+        else return bad_key(key, "\"json\", \"text\", \"markdown\", \"html\" or \"model_explorer\"");
       } else {
         return make_error(Errc::invalid_argument,
                           "unknown compare option '" + key + "'");
@@ -158,6 +160,8 @@ Result<Request> parse_request(const char* text) {
   auto o = st.resolve();
   if (!o) return std::move(o).error();
   req.options = std::move(*o);
+  // The page's per-tensor detail (histogram, heatmap, worst elements) is computed in the pass.
+  if (req.format == Format::html) req.options.details = true;
   return req;
 }
 
@@ -184,6 +188,8 @@ int ds_compare(const char* reference_path, const char* candidate_path, const cha
         case Format::json: text = report_to_json(*rep); break;
         case Format::text: text = report_to_text(*rep); break;
         case Format::markdown: text = report_to_markdown(*rep); break;
+        case Format::html: text = report_to_html(*rep); break;
+        case Format::model_explorer: text = report_to_model_explorer(*rep); break;
       }
       // malloc, not new[]: the caller may hand it to any C code; ds_string_free is free().
       char* out = static_cast<char*>(std::malloc(text.size() + 1));

@@ -390,6 +390,8 @@ class Engine {
     if (r64_) reference64(i, k, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
+    if (o_.details)
+      p.detail = pair_detail(plan.ref->info, plan.ref->payload, cand_info, plan.cand->payload, k.cand_index);
   }
 
   void compute_light(size_t i) {

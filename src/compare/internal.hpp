@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,14 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
 TensorDesc describe(const Record& r);
 // Row-major coordinates of a flat index.
 std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape);
+
+// ---- detail.cpp ---------------------------------------------------------------------------------
+// PairDetail of a pair the kernel already compared (same shapes and candidate order: `cand` has
+// the reference's shape unless permuted, `cand_index` maps reference to candidate flat indexes).
+// nullopt when an element fails to decode (the metrics then failed first).
+std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
+                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
+                                      std::span<const uint64_t> cand_index);
 
 // ---- localize.cpp -------------------------------------------------------------------------------
 // Fills first_* , origins, growth and amplifiers from judged pairs.

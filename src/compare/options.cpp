@@ -166,6 +166,7 @@ Result<CompareOptions> CompareSettings::resolve() const {
   o.reference64 = reference64;
   o.amplification_threshold = amplification_threshold;
   o.max_amplifiers = static_cast<size_t>(max_amplifiers);
+  o.details = details;
   DRIFTSCOPE_TRY(validate(o));
   return o;
 }

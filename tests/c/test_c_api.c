@@ -933,6 +933,15 @@ static void test_compare(void) {
   CHECK(ds_compare(ref, scaled, "{\"format\": \"text\"}", &report, NULL) == DS_VERDICT_DIVERGED);
   CHECK(strstr(report, "block.1") != NULL);
   ds_string_free(report);
+  /* The HTML page carries the per-tensor detail (computed because the format asks for it). */
+  CHECK(ds_compare(ref, scaled, "{\"format\": \"html\"}", &report, NULL) == DS_VERDICT_DIVERGED);
+  CHECK(strncmp(report, "<!DOCTYPE html>", 15) == 0 && strstr(report, "default-src 'none'") != NULL);
+  CHECK(strstr(report, "\"hm\":") != NULL && strstr(report, "block.1") != NULL);
+  ds_string_free(report);
+  CHECK(ds_compare(ref, scaled, "{\"format\": \"model_explorer\"}", &report, NULL) ==
+        DS_VERDICT_DIVERGED);
+  CHECK(strstr(report, "\"results\"") != NULL && strstr(report, "\"block.1\"") != NULL);
+  ds_string_free(report);
   ds_string_free(NULL);
 
   /* Nothing compared (here: a filter that matches no tensor) is not a pass. */

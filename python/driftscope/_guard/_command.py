@@ -7,6 +7,7 @@ import sys
 from typing import Optional, Sequence
 
 from .._cli import input_paths, parse_args, refuse_output_onto_inputs, write_output
+from .._progress import Progress
 from ..errors import Error
 from . import _backends as B
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
@@ -101,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
                         "no text report")
     p.add_argument("--markdown", metavar="FILE",
                    help="write a Markdown report, e.g. for $GITHUB_STEP_SUMMARY")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
     p.add_argument("--list-backends", action="store_true",
                    help="list every backend, whether it can run here and why not; then exit")
     return p
@@ -153,11 +156,13 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             dims = parse_dims(args.dim)
         except (InputError, Error) as err:
             raise GuardError(str(err)) from err
-        report = guard(model, backends=_split([args.backends]) if args.backends else None,
-                       reference=args.reference, inputs=given, samples=args.samples,
-                       seed=args.seed, dims=dims, min_cosine=args.min_cosine,
-                       min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
-                       require=_split(args.require), runs=args.runs, timeout=args.timeout)
+        with Progress("guard", "backends", enabled=False if args.no_progress else None) as bar:
+            report = guard(model, backends=_split([args.backends]) if args.backends else None,
+                           reference=args.reference, inputs=given, samples=args.samples,
+                           seed=args.seed, dims=dims, min_cosine=args.min_cosine,
+                           min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
+                           require=_split(args.require), runs=args.runs, timeout=args.timeout,
+                           progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())
         if args.markdown:

@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -165,7 +165,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
-          timeout: float = DEFAULT_TIMEOUT_S) -> GuardReport:
+          timeout: float = DEFAULT_TIMEOUT_S,
+          progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
     and judges every output of every backend against the reference.
@@ -179,6 +180,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     min_cosine / min_norm / max_argmax_flip: the thresholds (docs/howto/guard.md).
     require: backends that must be available (otherwise the verdict is "incomplete", exit 2).
     runs: timed runs of the first sample per backend (latency = their median).
+    progress(done, total, backend) is called before each backend runs.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -210,6 +212,11 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         raise GuardError(str(err), "input_mismatch") from err
     thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
 
+    def tick(done: int, name: str) -> None:
+        if progress is not None:
+            progress(done, len(order), name)
+
+    tick(0, ref)
     ref_run = run_backend(ref, model, feeds, runs, seed, timeout)
     if ref_run.get("error"):
         raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
@@ -217,7 +224,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
     ref_ms = _median_ms(ref_run["latency_s"])
     results: List[BackendResult] = []
-    for name in order:
+    for done, name in enumerate(order):
+        tick(done, name)
         b = B.BACKENDS[name]
         row = BackendResult(name=name, summary=b.summary, note=b.note, status=PASS,
                             required=name in require, reference=name == ref)

@@ -1,0 +1,79 @@
+"""Progress bars (issue 12): record, compare and guard draw one line on stderr when stderr is a
+terminal and nothing otherwise. compare's bar is C++ (cli/cmd_compare.cpp); the Python commands
+share driftscope._progress.Progress, drawn the same way."""
+import io
+import os
+import pty
+import subprocess
+
+import numpy as np
+
+import driftscope
+from driftscope._progress import Progress
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DRIFTSCOPE = os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope"))
+
+
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_bar_only_on_a_terminal():
+    quiet = io.StringIO()
+    with Progress("guard", "backends", stream=quiet) as bar:
+        bar.update(1, 3, "onnxruntime-cpu")
+    assert quiet.getvalue() == ""
+
+    tty = Tty()
+    with Progress("guard", "backends", stream=tty) as bar:
+        bar.update(1, 3, "onnxruntime-cpu")
+        assert tty.getvalue() == "\r\x1b[Kguard [##########....................] 1/3 backends (onnxruntime-cpu)"
+        bar.update(3, 3)
+    assert tty.getvalue().endswith("3/3 backends\r\x1b[K")  # the last state drawn, then erased
+
+    off = Tty()
+    with Progress("recording", enabled=False, stream=off) as bar:
+        bar.update(5, None)
+    assert off.getvalue() == ""
+
+
+def dumps(d):
+    rng = np.random.default_rng(0)
+    with driftscope.Writer(d / "a.tdump", salt=1) as a, driftscope.Writer(d / "b.tdump", salt=1) as b:
+        for i in range(3):
+            x = rng.standard_normal(64).astype(np.float32)
+            a.write(f"t{i}", x)
+            b.write(f"t{i}", x)
+    return str(d / "a.tdump"), str(d / "b.tdump")
+
+
+def on_pty(args):
+    """Runs `args` with stderr on a pseudo-terminal; (exit code, what the terminal got)."""
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the last writer is gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    return r.returncode, seen
+
+
+def test_compare_draws_its_bar_on_a_tty_only(tmp_path):
+    a, b = dumps(tmp_path)
+    piped = subprocess.run([DRIFTSCOPE, "compare", a, b], capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stderr == ""
+    rc, seen = on_pty([DRIFTSCOPE, "compare", a, b])
+    assert rc == 0 and b"comparing [" in seen and b"3/3 pairs" in seen
+    rc, seen = on_pty([DRIFTSCOPE, "compare", a, b, "--no-progress"])
+    assert rc == 0 and seen == b""
