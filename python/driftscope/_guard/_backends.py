@@ -32,6 +32,10 @@ class Session:
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        """node -> how the built variant proves it ran float32; a node missing is not proven."""
+        return {}
+
 
 class Backend:
     """One runtime + precision. Subclasses set the class attributes and implement load()."""
@@ -42,14 +46,24 @@ class Backend:
     # What it really exercises where that is less than its name suggests; completes the
     # sentence "NAME exercises ..." in every report that runs it.
     note: str = ""
+    # Run when --backends is not given (the slow opt-in ones, such as the ONNX backends of a
+    # PyTorch model through an export, are not).
+    default: bool = True
 
     def unavailable(self) -> Optional[str]:
         """None when this backend can run on this machine, else the reason it cannot."""
         return None
 
-    def load(self, model: str, work: str, seed: int) -> Session:
+    def can_keep_float32(self) -> bool:
+        """Whether load(..., keep_float32=...) can keep chosen nodes in float32."""
+        return False
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
+             ) -> Session:
         """In the child process: build this backend's variant of `model` (files go in the
-        folder `work`) and load it. Raise on failure; the message becomes the report's."""
+        folder `work`) and load it, with the nodes named in `keep_float32` (the source model's
+        node names) kept in float32 where can_keep_float32(). Raise on failure; the message
+        becomes the report's."""
         raise NotImplementedError
 
 
@@ -396,6 +410,18 @@ register_backend(TorchBackend("torch-bf16", "PyTorch eager, CPU, model and float
                               "bfloat16", "bfloat16"))
 register_backend(TorchBackend("torch-fp16", "PyTorch eager, CPU, model and float inputs in "
                               "float16 (float16 arithmetic)", "float16"))
+
+
+def _register_more() -> None:
+    """The backends of their own modules (OpenVINO, static QDQ INT8, torch.compile, the ONNX
+    backends of a PyTorch model through an export, runtimes that are not installed)."""
+    from . import _more
+
+    for b in _more.backends([b for b in BACKENDS.values() if b.family == "onnx"]):
+        register_backend(b)
+
+
+_register_more()
 
 
 def family_backends(family: str) -> List[Backend]:

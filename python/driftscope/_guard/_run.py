@@ -149,7 +149,7 @@ def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference:
         raise GuardError(f"unknown backend '{name}' ({what}); for a {family} model choose from: "
                          f"{', '.join(known_names)}", "invalid_argument")
 
-    chosen = list(backends) if backends else list(known_names)
+    chosen = list(backends) if backends else [b.name for b in known if b.default]
     for n in chosen:
         check(n, "--backends")
     ref = reference or B.DEFAULT_REFERENCE[family]

@@ -1,0 +1,27 @@
+"""The backends that live in their own modules, in the order ``--list-backends`` shows them."""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from ._backends import Backend
+
+
+def backends(onnx_backends: Sequence[Backend]) -> List[Backend]:
+    from ._openvino import BACKENDS as OPENVINO
+    from ._ortqdq import OrtQdqBackend
+    from ._torch_extra import NotInstalledBackend, TorchCompileBackend, exported_backends
+
+    onnx: List[Backend] = [OrtQdqBackend(), *OPENVINO]
+    onnx.append(NotInstalledBackend(
+        "iree", "onnx", "IREE, llvm-cpu target (iree-import-onnx, iree-compile, iree.runtime)",
+        "iree.runtime", "iree-base-compiler iree-base-runtime",
+        "the IREE runner is not implemented in this version of driftscope guard"))
+    torch: List[Backend] = [TorchCompileBackend()]
+    torch.append(NotInstalledBackend(
+        "executorch", "torch", "ExecuTorch, XNNPACK delegate (torch.export, to_edge, .pte)",
+        "executorch", "executorch",
+        "the ExecuTorch runner is not implemented in this version of driftscope guard"))
+    torch += exported_backends([b for b in list(onnx_backends) + onnx
+                                if b.name not in ("iree",)])
+    return onnx + torch
