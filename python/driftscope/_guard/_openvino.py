@@ -99,8 +99,10 @@ def _unescape(s: str) -> str:
 
 
 class _OvSession(Session):
-    def __init__(self, compiled: Any, notes: List[str], owners: Dict[str, str]) -> None:
+    def __init__(self, compiled: Any, notes: List[str], owners: Dict[str, str], model: str,
+                 work: str) -> None:
         self.compiled, self.notes, self.owners = compiled, notes, owners
+        self.model, self.work = model, work
         self.request = compiled.create_infer_request()
         self.outputs = [(o, o.get_any_name()) for o in compiled.outputs]
 
@@ -116,6 +118,15 @@ class _OvSession(Session):
 
     def precisions(self) -> Dict[str, Set[str]]:
         """Source node -> the runtime precisions of every operation made from its layers."""
+        if not self.owners:  # layer names are the same in the IR of the model as read
+            import openvino as ov
+
+            from ..onnxruntime import _load_model
+
+            xml = os.path.join(self.work, "openvino-names.xml")
+            ov.save_model(_core().read_model(self.model), xml, compress_to_fp16=False)
+            with open(xml, encoding="utf-8") as f:
+                self.owners = _ir_owners(f.read(), _load_model(self.model)[0])
         found: Dict[str, Set[str]] = {}
         for op in self.compiled.get_runtime_model().get_ordered_ops():
             info = op.get_rt_info()
@@ -169,16 +180,18 @@ class OpenVinoBackend(Backend):
 
         from ..onnxruntime import _load_model
 
-        proto, _, _ = _load_model(model)
         core = _core()
         ov_model = core.read_model(model)
-        xml = os.path.join(work, "openvino.xml")
-        ov.save_model(ov_model, xml, compress_to_fp16=False)
-        with open(xml, encoding="utf-8") as f:
-            text = f.read()
-        owners = _ir_owners(text, proto)
         notes: List[str] = []
+        owners: Dict[str, str] = {}
         if keep_float32:
+            # The attribute must come from the IR reader to be honoured (module docstring).
+            proto, _, _ = _load_model(model)
+            xml = os.path.join(work, "openvino.xml")
+            ov.save_model(ov_model, xml, compress_to_fp16=False)
+            with open(xml, encoding="utf-8") as f:
+                text = f.read()
+            owners = _ir_owners(text, proto)
             wanted = set(keep_float32)
             layers = {layer for layer, node in owners.items() if node in wanted}
             missing = wanted - set(owners[x] for x in layers)
@@ -192,7 +205,7 @@ class OpenVinoBackend(Backend):
                          f"{len(layers)} OpenVINO layer(s))")
         compiled = core.compile_model(ov_model, "CPU",
                                       {"INFERENCE_PRECISION_HINT": self.precision})
-        session = _OvSession(compiled, notes, owners)
+        session = _OvSession(compiled, notes, owners, model, work)
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         got = hint.to_string() if hasattr(hint, "to_string") else str(hint)
         counts: Dict[str, int] = {}
