@@ -274,7 +274,18 @@ class _LiteRTSession(Session):
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         from ..litert import _feed, _invoke
 
-        _feed(self.it, dict(feeds), self.name)
+        feeds = dict(feeds)
+        for d in self.it.get_input_details():
+            # A float value for a quantized input (--reference-model: the inputs follow the
+            # float reference): quantized with the input's own scale and zero point.
+            v = feeds.get(d["name"])
+            scale, zero = d.get("quantization", (0.0, 0))
+            if v is not None and scale and np.dtype(d["dtype"]).kind in "iu" and \
+                    np.asarray(v).dtype.kind == "f":
+                info = np.iinfo(d["dtype"])
+                feeds[d["name"]] = np.clip(np.round(np.asarray(v, np.float64) / scale) + zero,
+                                           info.min, info.max).astype(d["dtype"])
+        _feed(self.it, feeds, self.name)
         _invoke(self.it, self.name)
         out: Dict[str, np.ndarray] = {}
         for d in self.it.get_output_details():

@@ -93,6 +93,13 @@ def _mark_precise(xml_text: str, layer_names: Set[str]) -> str:
     return re.sub(r"<layer [^>]*>", add, xml_text)
 
 
+def _ov_message(err: BaseException) -> str:
+    """OpenVINO's exceptions start with the source line that threw; the reason is the last
+    line."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return "OpenVINO: " + (lines[-1] if lines else type(err).__name__)
+
+
 def _unescape(s: str) -> str:
     return (s.replace("&quot;", '"').replace("&apos;", "'").replace("&lt;", "<")
             .replace("&gt;", ">").replace("&amp;", "&"))
@@ -112,8 +119,11 @@ class _OvSession(Session):
             name = port.get_any_name()
             if name not in feeds:
                 raise ValueError(f"no value for input '{name}'")
-            by_name[name] = np.ascontiguousarray(feeds[name])
-        result = self.request.infer(by_name)
+            by_name[name] = np.asarray(feeds[name], order="C")  # keeps rank 0 (a scalar)
+        try:
+            result = self.request.infer(by_name)
+        except RuntimeError as err:
+            raise RuntimeError(_ov_message(err)) from None
         return {name: np.array(result[port]) for port, name in self.outputs}
 
     def precisions(self) -> Dict[str, Set[str]]:
@@ -203,8 +213,11 @@ class OpenVinoBackend(Backend):
             ov_model = core.read_model(xml)
             notes.append(f"{len(wanted)} node(s) marked precise (kept in float32, "
                          f"{len(layers)} OpenVINO layer(s))")
-        compiled = core.compile_model(ov_model, "CPU",
-                                      {"INFERENCE_PRECISION_HINT": self.precision})
+        try:
+            compiled = core.compile_model(ov_model, "CPU",
+                                          {"INFERENCE_PRECISION_HINT": self.precision})
+        except RuntimeError as err:
+            raise RuntimeError(_ov_message(err)) from None
         session = _OvSession(compiled, notes, owners, model, work)
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         got = hint.to_string() if hasattr(hint, "to_string") else str(hint)

@@ -30,7 +30,9 @@ def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray
         with open(job, "rb") as f:
             samples = pickle.load(f).get("samples")
         if samples:
-            return list(samples)
+            from ._stateful import first_steps
+
+            return first_steps(samples)
     from ..onnxruntime import _load_model
     from . import _inputs as I
 
