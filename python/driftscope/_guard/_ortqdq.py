@@ -80,6 +80,8 @@ class _QdqSession(_OrtSession):
                  for vi in list(q.graph.value_info) + list(q.graph.input) + list(q.graph.output)}
         inits = {t.name: t.data_type for t in q.graph.initializer}
         by_name = {n.name: n for n in q.graph.node}
+        dequantized = {o for n in q.graph.node if n.op_type == "DequantizeLinear"
+                       for o in n.output}
         f32 = onnx.TensorProto.FLOAT
         proof: Dict[str, str] = {}
         for name in nodes:
@@ -89,10 +91,11 @@ class _QdqSession(_OrtSession):
             ins = [types.get(x, inits.get(x)) for x in n.input if x]
             outs = [types.get(x) for x in n.output if x]
             ints = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
-            if outs and all(t == f32 for t in outs) and not any(t in ints for t in ins):
+            if outs and all(t == f32 for t in outs) and not any(t in ints for t in ins) and \
+                    not any(x in dequantized for x in n.input):
                 proof[name] = (f"ONNX Runtime's optimised graph still has {n.op_type} '{name}' "
-                               "with float32 inputs and outputs (not fused into an integer "
-                               "kernel)")
+                               "with float32 inputs and outputs, none "
+                               "of them dequantized INT8 (not fused into an integer kernel)")
         return proof
 
 
