@@ -272,6 +272,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
             results.append(row)
             continue
+        if ref_model != model and name != ref:
+            _by_position(run, ref_outputs, row.notes)
         worst_by_output: Dict[str, OutputResult] = {}
         unjudged: List[str] = []
         for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
@@ -309,6 +311,20 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                        inputs=infos, samples=samples, seed=seed, runs=runs,
                        thresholds=thresholds, required=list(require),
                        reference_nonfinite=_nonfinite(ref_outputs))
+
+
+def _by_position(run: Dict[str, Any], ref_outputs: List[Dict[str, np.ndarray]],
+                 notes: List[str]) -> None:
+    """--reference-model: two model files may name their outputs differently (a quantized
+    model's dequantized output); with as many outputs on both sides, they pair by position."""
+    if not run["outputs"] or not ref_outputs:
+        return
+    ref_names, names = list(ref_outputs[0]), list(run["outputs"][0])
+    if set(ref_names) == set(names) or len(ref_names) != len(names):
+        return
+    run["outputs"] = [dict(zip(ref_names, out.values())) for out in run["outputs"]]
+    notes.append("outputs paired with the reference model's by position: "
+                 + ", ".join(f"{a} = {b}" for a, b in zip(ref_names, names) if a != b))
 
 
 def _same_inputs(ref_specs: Sequence[I.InputSpec], specs: Sequence[I.InputSpec], model: str,
