@@ -30,6 +30,7 @@ class TorchCompileBackend(TorchBackend):
     def __init__(self) -> None:
         super().__init__("torch-compile", "torch.compile (inductor), CPU, float32: generated "
                          "C++/OpenMP kernels with fused operations", None)
+        self.default = False  # compiling takes seconds to minutes: run when named
 
     def unavailable(self) -> Optional[str]:
         why = _missing("torch", "torch")
@@ -46,8 +47,9 @@ class TorchCompileBackend(TorchBackend):
 
         net, example = torch_example(model, seed)
         net.eval()
-        # Inductor's caches go into the work folder: a run never reuses another's kernels.
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(work, "inductor"))
+        # One process compiles: a pool of compile workers costs more to start than a small
+        # model's kernels take to build.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         compiled = torch.compile(net, backend="inductor")
         session = _TorchSession(compiled, example, None)
         start = time.perf_counter()
