@@ -107,11 +107,13 @@ def _unescape(s: str) -> str:
 
 class _OvSession(Session):
     def __init__(self, compiled: Any, notes: List[str], owners: Dict[str, str], model: str,
-                 work: str) -> None:
+                 work: str, names: List[str]) -> None:
         self.compiled, self.notes, self.owners = compiled, notes, owners
         self.model, self.work = model, work
         self.request = compiled.create_infer_request()
-        self.outputs = [(o, o.get_any_name()) for o in compiled.outputs]
+        # Compiling can merge a value's names ({'t', 'y'} when y = f(t) is folded): the output
+        # names are the model's as read, in the same order.
+        self.outputs = list(zip(compiled.outputs, names))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         by_name = {}
@@ -213,12 +215,13 @@ class OpenVinoBackend(Backend):
             ov_model = core.read_model(xml)
             notes.append(f"{len(wanted)} node(s) marked precise (kept in float32, "
                          f"{len(layers)} OpenVINO layer(s))")
+        names = [o.get_any_name() for o in ov_model.outputs]
         try:
             compiled = core.compile_model(ov_model, "CPU",
                                           {"INFERENCE_PRECISION_HINT": self.precision})
         except RuntimeError as err:
             raise RuntimeError(_ov_message(err)) from None
-        session = _OvSession(compiled, notes, owners, model, work)
+        session = _OvSession(compiled, notes, owners, model, work, names)
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         got = hint.to_string() if hasattr(hint, "to_string") else str(hint)
         counts: Dict[str, int] = {}
