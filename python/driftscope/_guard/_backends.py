@@ -436,6 +436,10 @@ def _register_more() -> None:
 
     for b in _more.backends([b for b in BACKENDS.values() if b.family == "onnx"]):
         register_backend(b)
+    order = list(BACKENDS)  # the INT8 variants side by side in listings and reports
+    order.remove("ort-qdq")
+    order.insert(order.index("ort-int8") + 1, "ort-qdq")
+    BACKENDS.update({n: BACKENDS.pop(n) for n in order})
 
 
 _register_more()

@@ -16,12 +16,12 @@ def backends(onnx_backends: Sequence[Backend]) -> List[Backend]:
     onnx.append(NotInstalledBackend(
         "iree", "onnx", "IREE, llvm-cpu target (iree-import-onnx, iree-compile, iree.runtime)",
         "iree.runtime", "iree-base-compiler iree-base-runtime",
-        "the IREE runner is not implemented in this version of driftscope guard"))
+        "this version of driftscope guard has no IREE runner"))
     torch: List[Backend] = [TorchCompileBackend()]
     torch.append(NotInstalledBackend(
         "executorch", "torch", "ExecuTorch, XNNPACK delegate (torch.export, to_edge, .pte)",
         "executorch", "executorch",
-        "the ExecuTorch runner is not implemented in this version of driftscope guard"))
+        "this version of driftscope guard has no ExecuTorch runner"))
     torch += exported_backends([b for b in list(onnx_backends) + onnx
                                 if b.name not in ("iree",)])
     return onnx + torch

@@ -186,7 +186,9 @@ class NotInstalledBackend(Backend):
         self.module, self.pip, self.reason = module, pip, reason
 
     def unavailable(self) -> Optional[str]:
-        return _missing(self.module, self.pip) or self.reason
+        missing = _missing(self.module, self.pip)
+        return self.reason + ("; the package is not installed either (pip install "
+                              f"{self.pip})" if missing else "")
 
     def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
              ) -> Session:
