@@ -17,4 +17,6 @@ run "compare: peak RSS against the record count (plain, --json)" \
   .venv/bin/python bench/bench_record_overhead.py
 [ -f bench/bench_show_suggest.py ] && run "show: 'did you mean' scaling with the record count" \
   .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
+[ -f bench/bench_guard.py ] && run "guard: all-MiniLM-L6-v2 over the ONNX backends vs the runtimes' own time" \
+  .venv/bin/python bench/bench_guard.py
 exit 0

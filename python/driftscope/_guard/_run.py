@@ -53,10 +53,7 @@ def family_of(model: str) -> str:
 def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
     try:
         if family == "onnx":
-            from ..onnxruntime import _load_model
-
-            proto, _, _ = _load_model(model)
-            return I.onnx_signature(proto)
+            return I.onnx_signature(S.onnx_proto(model))
         if family == "tflite":
             from ..litert import _check_flatbuffer, _interpreter, _read_model
 
