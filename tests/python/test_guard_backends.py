@@ -106,7 +106,7 @@ def f16_cpu() -> bool:
 def test_stateful_model_with_a_scalar_input_through_openvino_and_qdq(tmp_path):
     w = gru_onnx(tmp_path / "gru.onnx")
     proc = cli(tmp_path / "gru.onnx", "--input", "sr=16000", "--backends",
-               "ort-fp16,ort-qdq,openvino,openvino-bf16,openvino-f16", "--runs", "1",
+               "ort-fp16,ort-qdq,openvino,openvino-bf16,openvino-f16,iree", "--runs", "1",
                "--json", tmp_path / "g.json")
     data = json.loads((tmp_path / "g.json").read_text())
     rows = {b["name"]: b for b in data["backends"]}
@@ -124,6 +124,9 @@ def test_stateful_model_with_a_scalar_input_through_openvino_and_qdq(tmp_path):
         assert by_name[f"y[step {t + 1}]"]["norm_ref"] == pytest.approx(np.linalg.norm(y),
                                                                         rel=1e-5)
     assert rows["openvino"]["status"] == "PASS"
+    # IREE compiles the graph for this CPU, in float32.
+    assert rows["iree"]["status"] == "PASS" and rows["iree"]["outputs"][0]["cosine"] > 0.99999
+    assert any("compiled for llvm-cpu" in n for n in rows["iree"]["notes"])
     assert rows["ort-qdq"]["status"] in ("PASS", "PRECISION_DEGRADATION")
     assert any("QLinearMatMul" in n for n in rows["ort-qdq"]["notes"])
     # bfloat16 has float32's range: the values survive; the row counts the bf16 operations.
@@ -278,5 +281,8 @@ def test_guard_backends_howto(tmp_path):
     data = json.loads((tmp_path / "minilm.json").read_text())
     rows = {b["name"]: b for b in data["backends"]}
     assert rows["openvino"]["status"] == "PASS"
+    # IREE compiles the graph for this CPU, in float32.
+    assert rows["iree"]["status"] == "PASS" and rows["iree"]["outputs"][0]["cosine"] > 0.99999
+    assert any("compiled for llvm-cpu" in n for n in rows["iree"]["notes"])
     assert rows["ort-qdq"]["status"] == "PRECISION_DEGRADATION"
     assert rows["openvino"]["outputs"][0]["cosine"] > 0.99999

@@ -28,7 +28,7 @@ the reason; that is never a pass, and --require makes it an error."""
 EPILOG = """\
 backends (reference first; --list-backends says which can run here):
   .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-qdq, ort-cuda, openvino,
-           openvino-bf16, openvino-f16, iree
+           openvino-bf16, openvino-f16; only when named: iree
   .tflite  litert-ref (reference), litert, litert-gpu
   PyTorch  torch (reference), torch-bf16, torch-fp16, torch-compile, executorch
            (--model file.py:FUNCTION); through an export, only when named: onnx-ort,

@@ -12,16 +12,13 @@ def backends(onnx_backends: Sequence[Backend]) -> List[Backend]:
     from ._ortqdq import OrtQdqBackend
     from ._torch_extra import NotInstalledBackend, TorchCompileBackend, exported_backends
 
-    onnx: List[Backend] = [OrtQdqBackend(), *OPENVINO]
-    onnx.append(NotInstalledBackend(
-        "iree", "onnx", "IREE, llvm-cpu target (iree-import-onnx, iree-compile, iree.runtime)",
-        "iree.runtime", "iree-base-compiler iree-base-runtime",
-        "this version of driftscope guard has no IREE runner"))
+    from ._iree import IreeBackend
+
+    onnx: List[Backend] = [OrtQdqBackend(), *OPENVINO, IreeBackend()]
     torch: List[Backend] = [TorchCompileBackend()]
     torch.append(NotInstalledBackend(
         "executorch", "torch", "ExecuTorch, XNNPACK delegate (torch.export, to_edge, .pte)",
         "executorch", "executorch",
         "this version of driftscope guard has no ExecuTorch runner"))
-    torch += exported_backends([b for b in list(onnx_backends) + onnx
-                                if b.name not in ("iree",)])
+    torch += exported_backends(list(onnx_backends) + onnx)
     return onnx + torch
