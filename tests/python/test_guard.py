@@ -189,8 +189,7 @@ def test_argmax_flip(models):
 def test_torch_float16_eager_overflow(models):
     pytest.importorskip("torch")
     r = driftscope.guard(f"{models / 'energy.py'}:build", runs=1)
-    # torch-compile and the export backends run only when named; executorch is listed.
-    assert [b.name for b in r.backends] == ["torch", "torch-bf16", "torch-fp16", "executorch"]
+    assert [b.name for b in r.backends] == ["torch", "torch-bf16", "torch-fp16"]
     assert r["torch-fp16"].status == G.NUMERICAL_INSTABILITY and r["torch-fp16"].worst.nan > 0
     assert r["torch-bf16"].status == G.PASS  # bfloat16 has float32's range
     assert r.inputs[0].how == "the entry point's value"

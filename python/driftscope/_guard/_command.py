@@ -30,9 +30,9 @@ backends (reference first; --list-backends says which can run here):
   .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-qdq, ort-cuda, openvino,
            openvino-bf16, openvino-f16; only when named: iree
   .tflite  litert-ref (reference), litert, litert-gpu
-  PyTorch  torch (reference), torch-bf16, torch-fp16, torch-compile, executorch
-           (--model file.py:FUNCTION); through an export, only when named: onnx-ort,
-           onnx-ort-noopt, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino, ...
+  PyTorch  torch (reference), torch-bf16, torch-fp16 (--model file.py:FUNCTION); only when
+           named: torch-compile, executorch, and the ONNX backends through an export:
+           onnx-ort, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino-f16, ...
 
 inputs: generated from the model's signature, the same for every backend: ids within the
 vocabulary when the graph shows the embedding table, masks as ones, floats standard normal
