@@ -284,8 +284,5 @@ def test_guard_backends_howto(tmp_path):
     data = json.loads((tmp_path / "minilm.json").read_text())
     rows = {b["name"]: b for b in data["backends"]}
     assert rows["openvino"]["status"] == "PASS"
-    # IREE compiles the graph for this CPU, in float32.
-    assert rows["iree"]["status"] == "PASS" and rows["iree"]["outputs"][0]["cosine"] > 0.99999
-    assert any("compiled for llvm-cpu" in n for n in rows["iree"]["notes"])
     assert rows["ort-qdq"]["status"] == "PRECISION_DEGRADATION"
     assert rows["openvino"]["outputs"][0]["cosine"] > 0.99999
