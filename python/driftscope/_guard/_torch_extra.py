@@ -172,25 +172,3 @@ class ExportedBackend(Backend):
 
 def exported_backends(onnx_backends: Sequence[Backend]) -> List[Backend]:
     return [ExportedBackend(b) for b in onnx_backends]
-
-
-# -- runtimes that would not install here -------------------------------------------------------
-
-class NotInstalledBackend(Backend):
-    """A runtime the project knows of and does not run yet: always unavailable, with the
-    reason."""
-
-    def __init__(self, name: str, family: str, summary: str, module: str, pip: str,
-                 reason: str) -> None:
-        self.name, self.family, self.summary = name, family, summary
-        self.module, self.pip, self.reason = module, pip, reason
-
-    def unavailable(self) -> Optional[str]:
-        missing = _missing(self.module, self.pip)
-        return self.reason + ("; the package is not installed either (pip install "
-                              f"{self.pip})" if missing else "")
-
-    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
-             ) -> Session:
-        raise RuntimeError(self.unavailable() or self.reason)
-
