@@ -214,6 +214,15 @@ def test_torch_compile_and_the_onnx_backends_through_an_export(tmp_path):
     ex = r["executorch"]
     assert ex.status == G.PASS and ex.worst.cosine > 0.99999, ex
     assert any("XNNPACK partition(s)" in n for n in ex.notes)
+    # Nodes to keep in float32 are named by module path: module proj is node /proj/Gemm.
+    exported = G.BACKENDS["onnx-openvino-f16"]
+    if f16_cpu():
+        (tmp_path / "w").mkdir()
+        kept = exported.load(spec, str(tmp_path / "w"), 0, keep_float32=["proj"])
+        proof = kept.float32_evidence(["proj"])
+        assert list(proof) == ["proj"] and "all 1 exported node(s)" in proof["proj"]
+        with pytest.raises(ValueError, match="no exported node belongs to nothere"):
+            exported.load(spec, str(tmp_path / "w"), 0, keep_float32=["nothere"])
     # Slow to build, they run only when named (the default is the eager ones); the list
     # shows them all.
     default = [b.name for b in G.family_backends("torch") if b.default]
