@@ -19,4 +19,6 @@ run "compare: peak RSS against the record count (plain, --json)" \
   .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
 command -v javac >/dev/null && run "java: TdumpWriter vs plain FileChannel.write of the same bytes" \
   bench/java/run.sh /tmp
+[ -f bench/bench_guard.py ] && run "guard: all-MiniLM-L6-v2 over the ONNX backends vs the runtimes' own time" \
+  .venv/bin/python bench/bench_guard.py
 exit 0

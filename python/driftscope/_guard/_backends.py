@@ -32,6 +32,10 @@ class Session:
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        """node -> how the built variant proves it ran float32; a node missing is not proven."""
+        return {}
+
 
 class Backend:
     """One runtime + precision. Subclasses set the class attributes and implement load()."""
@@ -42,14 +46,24 @@ class Backend:
     # What it really exercises where that is less than its name suggests; completes the
     # sentence "NAME exercises ..." in every report that runs it.
     note: str = ""
+    # Run when --backends is not given (the slow opt-in ones, such as the ONNX backends of a
+    # PyTorch model through an export, are not).
+    default: bool = True
 
     def unavailable(self) -> Optional[str]:
         """None when this backend can run on this machine, else the reason it cannot."""
         return None
 
-    def load(self, model: str, work: str, seed: int) -> Session:
+    def can_keep_float32(self) -> bool:
+        """Whether load(..., keep_float32=...) can keep chosen nodes in float32."""
+        return False
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
+             ) -> Session:
         """In the child process: build this backend's variant of `model` (files go in the
-        folder `work`) and load it. Raise on failure; the message becomes the report's."""
+        folder `work`) and load it, with the nodes named in `keep_float32` (the source model's
+        node names) kept in float32 where can_keep_float32(). Raise on failure; the message
+        becomes the report's."""
         raise NotImplementedError
 
 
@@ -132,7 +146,10 @@ class OrtBackend(Backend):
 
         from .. import onnxruntime as dort
 
-        proto, external_dir, name = dort._load_model(model)
+        if self.variant is None:
+            proto, external_dir, name = None, None, os.path.basename(model)
+        else:
+            proto, external_dir, name = dort._load_model(model)
         notes: List[str] = []
         if self.variant == "fp16":
             clamped = _clamped_weights(proto) if external_dir is None else None
@@ -166,8 +183,11 @@ class OrtBackend(Backend):
         optimized = os.path.join(work, "optimized.onnx")
         if self.variant == "fp16":
             options.optimized_model_filepath = optimized
-        session = dort._make_session(proto.SerializeToString(), [self.provider], options,
-                                     external_dir, f"'{name}'")
+        # The file itself when nothing was changed: ONNX Runtime reads it (and its external
+        # data) faster than a re-serialised copy (bench/bench_guard.py).
+        source = model if self.variant is None else proto.SerializeToString()
+        session = dort._make_session(source, [self.provider], options,
+                                     None if self.variant is None else external_dir, f"'{name}'")
         active = session.get_providers()
         if not active or active[0] != self.provider:
             raise RuntimeError(f"ONNX Runtime ran {active[0] if active else 'nothing'} instead "
@@ -254,7 +274,18 @@ class _LiteRTSession(Session):
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         from ..litert import _feed, _invoke
 
-        _feed(self.it, dict(feeds), self.name)
+        feeds = dict(feeds)
+        for d in self.it.get_input_details():
+            # A float value for a quantized input (--reference-model: the inputs follow the
+            # float reference): quantized with the input's own scale and zero point.
+            v = feeds.get(d["name"])
+            scale, zero = d.get("quantization", (0.0, 0))
+            if v is not None and scale and np.dtype(d["dtype"]).kind in "iu" and \
+                    np.asarray(v).dtype.kind == "f":
+                info = np.iinfo(d["dtype"])
+                feeds[d["name"]] = np.clip(np.round(np.asarray(v, np.float64) / scale) + zero,
+                                           info.min, info.max).astype(d["dtype"])
+        _feed(self.it, feeds, self.name)
         _invoke(self.it, self.name)
         out: Dict[str, np.ndarray] = {}
         for d in self.it.get_output_details():
@@ -396,6 +427,22 @@ register_backend(TorchBackend("torch-bf16", "PyTorch eager, CPU, model and float
                               "bfloat16", "bfloat16"))
 register_backend(TorchBackend("torch-fp16", "PyTorch eager, CPU, model and float inputs in "
                               "float16 (float16 arithmetic)", "float16"))
+
+
+def _register_more() -> None:
+    """The backends of their own modules (OpenVINO, static QDQ INT8, torch.compile, the ONNX
+    backends of a PyTorch model through an export, runtimes that are not installed)."""
+    from . import _more
+
+    for b in _more.backends([b for b in BACKENDS.values() if b.family == "onnx"]):
+        register_backend(b)
+    order = list(BACKENDS)  # the INT8 variants side by side in listings and reports
+    order.remove("ort-qdq")
+    order.insert(order.index("ort-int8") + 1, "ort-qdq")
+    BACKENDS.update({n: BACKENDS.pop(n) for n in order})
+
+
+_register_more()
 
 
 def family_backends(family: str) -> List[Backend]:

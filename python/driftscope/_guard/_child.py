@@ -35,6 +35,10 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
         backend = BACKENDS[job["backend"]]
         start = time.perf_counter()
         session = backend.load(job["model"], job["work"], job["seed"])
+        if job.get("state"):  # a stateful model: run step by step, carrying the state
+            from ._stateful import StatefulSession
+
+            session = StatefulSession(session, job["state"])
         result["load_s"] = time.perf_counter() - start
         result["notes"] = list(getattr(session, "notes", []))
         for k, feeds in enumerate(job["samples"]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -12,6 +13,7 @@ from ..errors import Error
 from . import _backends as B
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
 from ._inputs import InputError, parse_dims
+from ._stateful import parse_state
 
 PROG = "driftscope guard"
 
@@ -26,9 +28,12 @@ the reason; that is never a pass, and --require makes it an error."""
 
 EPILOG = """\
 backends (reference first; --list-backends says which can run here):
-  .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-cuda
+  .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-qdq, ort-cuda, openvino,
+           openvino-bf16, openvino-f16; only when named: iree
   .tflite  litert-ref (reference), litert, litert-gpu
-  PyTorch  torch (reference), torch-bf16, torch-fp16   (--model file.py:FUNCTION)
+  PyTorch  torch (reference), torch-bf16, torch-fp16 (--model file.py:FUNCTION); only when
+           named: torch-compile, executorch, and the ONNX backends through an export:
+           onnx-ort, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino-f16, ...
 
 inputs: generated from the model's signature, the same for every backend: ids within the
 vocabulary when the graph shows the embedding table, masks as ones, floats standard normal
@@ -72,9 +77,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", metavar="NAME",
                    help="the backend the others are compared with (default: ort, litert-ref "
                         "or torch)")
+    p.add_argument("--reference-model", metavar="FILE",
+                   help="run the reference backend on this model instead (a float .tflite for "
+                        "a quantized one); inputs follow its signature")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="use this array for input NAME instead of a generated one (repeatable; "
-                        "FILE.npz alone gives every array in it by name)")
+                        "FILE.npz alone gives every array in it by name; NAME=NUMBER gives a "
+                        "scalar such as a sample rate, in the input's dtype)")
+    p.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+                   help="a stateful model: output OUT is input IN's value at the next step "
+                        "(repeatable; default: pairs found by name, such as h_in/h_out)")
+    p.add_argument("--steps", type=int, default=None, metavar="T",
+                   help="steps to run a stateful model, carrying its state (default 3); every "
+                        "step's outputs are judged")
     p.add_argument("--samples", type=int, default=1, metavar="N",
                    help="run N seeded input samples; each backend reports its worst (default 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
@@ -107,6 +122,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list-backends", action="store_true",
                    help="list every backend, whether it can run here and why not; then exit")
     return p
+
+
+def _number_inputs(specs: Sequence[str]) -> tuple:
+    """``NAME=16000`` (a number, not a file of that name) apart from the file arguments."""
+    numbers, files = {}, []
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        number = None
+        if sep and name and not os.path.exists(value):
+            for kind in (int, float):
+                try:
+                    number = kind(value)
+                    break
+                except ValueError:
+                    pass
+        if number is None:
+            files.append(spec)
+        else:
+            numbers[name] = number
+    return numbers, files
 
 
 def _split(values: Sequence[str]) -> list:
@@ -145,16 +180,18 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
 
         # Refused before minutes of runs, not after: a report never replaces what guard reads.
         reads = input_paths(model.rpartition(":")[0] if args.model is not None else model,
-                            args.input)
+                            args.input) + ([args.reference_model] if args.reference_model else [])
         for out in (args.json, args.markdown):
             same = refuse_output_onto_inputs(out, reads) if out and out != "-" else None
             if same:
                 raise GuardError(same)
 
         try:
-            given = load_cli_inputs(args.input)
+            numbers, files = _number_inputs(args.input)
+            given = dict(load_cli_inputs(files), **numbers)
+            state = parse_state(args.state)
             dims = parse_dims(args.dim)
-        except (InputError, Error) as err:
+        except (InputError, ValueError, Error) as err:
             raise GuardError(str(err)) from err
         with Progress("guard", "backends", enabled=False if args.no_progress else None) as bar:
             report = guard(model, backends=_split([args.backends]) if args.backends else None,
@@ -162,6 +199,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                            require=_split(args.require), runs=args.runs, timeout=args.timeout,
+                           reference_model=args.reference_model, steps=args.steps,
+                           state=state or None,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())

@@ -257,25 +257,51 @@ def _value(spec: InputSpec, shape: Sequence[int], rng: np.random.Generator) -> n
     return np.zeros(shape, dtype=spec.dtype)
 
 
-def make_samples(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
-                 dims: Mapping[str, int], seed: int, samples: int
+def adapt_scalars(specs: Sequence[InputSpec], given: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    """A plain number given for an input (``--input sr=16000``, ``inputs={"sr": 16000}``) takes
+    the input's dtype and shape (rank 0, or static dims that are all 1), if it fits exactly."""
+    by_name = {s.name: s for s in specs}
+    out: Dict[str, np.ndarray] = {}
+    for name, value in given.items():
+        if isinstance(value, (bool, int, float, np.number)) and not isinstance(value, np.ndarray) \
+                and name in by_name:
+            spec = by_name[name]
+            if not all(d == 1 for d in spec.shape):
+                raise InputError(f"--input '{name}={value}': a single number fits only an input "
+                                 f"of rank 0 or size 1; the model expects {_describe(spec)}")
+            arr = np.asarray(value).astype(spec.dtype)
+            if spec.dtype.kind != "f" and arr.item() != value:
+                raise InputError(f"--input '{name}={value}': the value does not fit the "
+                                 f"model's {spec.dtype.name}")
+            out[name] = arr.reshape([1] * len(spec.shape))
+        else:
+            out[name] = np.asarray(value)
+    return out
+
+
+def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
+                 dims: Mapping[str, int], seed: int, samples: int, steps: int = 1
                  ) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
     """`samples` input dicts (sample k seeded with seed + k) and how each input was made.
-    A torch entry point's own example inputs are sample 0."""
-    given = {k: np.asarray(v) for k, v in given.items()}
+    A torch entry point's own example inputs are sample 0. With steps > 1 each sample is a list
+    of `steps` dicts, drawn in turn from the sample's generator (step 1 is what steps=1 gives)."""
+    given = adapt_scalars(specs, given)
     shapes = resolve(specs, given, dims)
-    out: List[Dict[str, np.ndarray]] = []
+    out: List[Any] = []
     for k in range(samples):
         rng = np.random.default_rng(seed + k)
-        feeds: Dict[str, np.ndarray] = {}
-        for spec in specs:
-            if spec.name in given:
-                feeds[spec.name] = given[spec.name]
-            elif spec.example is not None and k == 0:
-                feeds[spec.name] = spec.example
-            else:
-                feeds[spec.name] = _value(spec, shapes[spec.name], rng)
-        out.append(feeds)
+        per_step: List[Dict[str, np.ndarray]] = []
+        for t in range(steps):
+            feeds: Dict[str, np.ndarray] = {}
+            for spec in specs:
+                if spec.name in given:
+                    feeds[spec.name] = given[spec.name]
+                elif spec.example is not None and k == 0 and t == 0:
+                    feeds[spec.name] = spec.example
+                else:
+                    feeds[spec.name] = _value(spec, shapes[spec.name], rng)
+            per_step.append(feeds)
+        out.append(per_step if steps > 1 else per_step[0])
     infos = []
     for spec in specs:
         if spec.name in given:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import Error
 from . import _backends as B
 from . import _inputs as I
+from . import _stateful as S
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
                        judge, worse)
 from ._report import BackendResult, GuardReport
@@ -52,10 +53,7 @@ def family_of(model: str) -> str:
 def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
     try:
         if family == "onnx":
-            from ..onnxruntime import _load_model
-
-            proto, _, _ = _load_model(model)
-            return I.onnx_signature(proto)
+            return I.onnx_signature(S.onnx_proto(model))
         if family == "tflite":
             from ..litert import _check_flatbuffer, _interpreter, _read_model
 
@@ -96,8 +94,9 @@ def _child_env() -> Dict[str, str]:
     return env
 
 
-def run_backend(backend: str, model: str, samples: List[Dict[str, np.ndarray]], runs: int,
-                seed: int, timeout: float) -> Dict[str, Any]:
+def run_backend(backend: str, model: str, samples: List[Any], runs: int,
+                seed: int, timeout: float, state: Optional[Mapping[str, str]] = None
+                ) -> Dict[str, Any]:
     """Runs one backend in a child process; returns the child's result, with "error" (and
     "signal") set when it failed or died."""
     with tempfile.TemporaryDirectory(prefix="driftscope-guard-") as work:
@@ -105,7 +104,8 @@ def run_backend(backend: str, model: str, samples: List[Dict[str, np.ndarray]], 
         out_path = os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
             pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
-                         "runs": runs, "seed": seed, "work": work}, f,
+                         "runs": runs, "seed": seed, "work": work,
+                         "state": dict(state or {})}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
         try:
@@ -135,12 +135,16 @@ def _median_ms(times: Sequence[float]) -> Optional[float]:
 
 
 def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference: Optional[str],
-                      require: Sequence[str]) -> Tuple[List[str], str]:
+                      require: Sequence[str], ref_family: Optional[str] = None
+                      ) -> Tuple[List[str], str]:
     known = B.family_backends(family)
     known_names = [b.name for b in known]
+    ref_family = ref_family or family
 
     def check(name: str, what: str) -> None:
         if name in known_names:
+            return
+        if what == "--reference" and name in B.BACKENDS and B.BACKENDS[name].family == ref_family:
             return
         if name in B.BACKENDS:
             raise GuardError(f"{what} '{name}' runs {B.BACKENDS[name].family} models, not "
@@ -149,10 +153,10 @@ def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference:
         raise GuardError(f"unknown backend '{name}' ({what}); for a {family} model choose from: "
                          f"{', '.join(known_names)}", "invalid_argument")
 
-    chosen = list(backends) if backends else list(known_names)
+    chosen = list(backends) if backends else [b.name for b in known if b.default]
     for n in chosen:
         check(n, "--backends")
-    ref = reference or B.DEFAULT_REFERENCE[family]
+    ref = reference or B.DEFAULT_REFERENCE[ref_family]
     check(ref, "--reference")
     for n in require:
         check(n, "--require")
@@ -165,7 +169,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
-          timeout: float = DEFAULT_TIMEOUT_S,
+          timeout: float = DEFAULT_TIMEOUT_S, reference_model: Optional[PathLike] = None,
+          steps: Optional[int] = None, state: Optional[Mapping[str, str]] = None,
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -179,6 +184,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
     min_cosine / min_norm / max_argmax_flip: the thresholds (docs/howto/guard.md).
     require: backends that must be available (otherwise the verdict is "incomplete", exit 2).
+    reference_model: another model file for the reference backend (a float .tflite for a
+        quantized one); the inputs follow its signature, and a backend whose model takes
+        quantized integers quantizes them with its own scale and zero point.
+    state / steps: state input -> output pairs of a stateful model (default: found by name,
+        docs/howto/guard.md) and how many steps to run carrying them (default 3 when there
+        are pairs); every step's outputs are judged.
     runs: timed runs of the first sample per backend (latency = their median).
     progress(done, total, backend) is called before each backend runs.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
@@ -199,17 +210,34 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         raise GuardError(f"max_argmax_flip={max_argmax_flip!r}: must be in [0, 1]",
                          "invalid_argument")
     family = family_of(model)
-    order, ref = _resolve_backends(family, backends, reference, require)
-    if family != "torch" and not os.path.isfile(model):
-        raise GuardError(f"cannot load model '{model}': no such file", "model_load_failed")
+    ref_model = model if reference_model is None else os.fspath(reference_model)
+    ref_family = family_of(ref_model)
+    order, ref = _resolve_backends(family, backends, reference, require, ref_family)
+    for m, fam in ((model, family), (ref_model, ref_family)):
+        if fam != "torch" and not os.path.isfile(m):
+            raise GuardError(f"cannot load model '{m}': no such file", "model_load_failed")
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
+        raise GuardError(f"steps={steps!r}: must be an integer >= 1", "invalid_argument")
     why = B.BACKENDS[ref].unavailable()
     if why:
         raise GuardError(f"the reference backend '{ref}' is unavailable: {why}", "reference_failed")
-    specs = _signature(family, model, seed)
+    specs = _signature(ref_family, ref_model, seed)
+    if ref_model != model:
+        _same_inputs(specs, _signature(family, model, seed), model, ref_model)
+    pairs, steps = _state_pairs(family, model, state, steps)
     try:
-        feeds, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples)
+        made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
+                                     steps if pairs else 1)
     except I.InputError as err:
         raise GuardError(str(err), "input_mismatch") from err
+    feeds: List[Any] = made
+    if pairs:
+        per_sample = made if steps > 1 else [[m] for m in made]
+        feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
+        for info in infos:
+            if info.name in pairs:
+                info.how += (f"; steps 2..{steps}: the backend's own output '{pairs[info.name]}'"
+                             if steps > 1 else f"; state output '{pairs[info.name]}'")
     thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
 
     def tick(done: int, name: str) -> None:
@@ -217,7 +245,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             progress(done, len(order), name)
 
     tick(0, ref)
-    ref_run = run_backend(ref, model, feeds, runs, seed, timeout)
+    ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
     if ref_run.get("error"):
         raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
                          "reference_failed")
@@ -237,7 +265,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 row.status, row.reason = UNAVAILABLE, why
                 results.append(row)
                 continue
-            run = run_backend(name, model, feeds, runs, seed, timeout)
+            run = run_backend(name, model, feeds, runs, seed, timeout, pairs)
         row.notes = list(run.get("notes", []))
         row.load_s = run.get("load_s")
         row.latency_ms = _median_ms(run.get("latency_s", []))
@@ -248,6 +276,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
             results.append(row)
             continue
+        if ref_model != model and name != ref:
+            _by_position(run, ref_outputs, row.notes)
         worst_by_output: Dict[str, OutputResult] = {}
         unjudged: List[str] = []
         for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
@@ -285,6 +315,57 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                        inputs=infos, samples=samples, seed=seed, runs=runs,
                        thresholds=thresholds, required=list(require),
                        reference_nonfinite=_nonfinite(ref_outputs))
+
+
+def _by_position(run: Dict[str, Any], ref_outputs: List[Dict[str, np.ndarray]],
+                 notes: List[str]) -> None:
+    """--reference-model: two model files may name their outputs differently (a quantized
+    model's dequantized output); with as many outputs on both sides, they pair by position."""
+    if not run["outputs"] or not ref_outputs:
+        return
+    ref_names, names = list(ref_outputs[0]), list(run["outputs"][0])
+    if set(ref_names) == set(names) or len(ref_names) != len(names):
+        return
+    run["outputs"] = [dict(zip(ref_names, out.values())) for out in run["outputs"]]
+    notes.append("outputs paired with the reference model's by position: "
+                 + ", ".join(f"{a} = {b}" for a, b in zip(ref_names, names) if a != b))
+
+
+def _same_inputs(ref_specs: Sequence[I.InputSpec], specs: Sequence[I.InputSpec], model: str,
+                 ref_model: str) -> None:
+    """--reference-model: both models take inputs of the same names and shapes (a float
+    reference may take floats where the model takes quantized integers)."""
+    a = {s.name: s for s in ref_specs}
+    b = {s.name: s for s in specs}
+    if set(a) != set(b):
+        raise GuardError(f"--reference-model '{ref_model}' takes inputs {', '.join(a)}; "
+                         f"'{model}' takes {', '.join(b)}: the inputs must have the same names",
+                         "input_mismatch")
+    for n, s in a.items():
+        if [d if isinstance(d, int) else None for d in s.shape] != \
+                [d if isinstance(d, int) else None for d in b[n].shape]:
+            raise GuardError(f"--reference-model: input '{n}' has shape {s.shape} there and "
+                             f"{b[n].shape} in '{model}'", "input_mismatch")
+
+
+def _state_pairs(family: str, model: str, state: Optional[Mapping[str, str]],
+                 steps: Optional[int]) -> Tuple[Dict[str, str], int]:
+    if family == "torch" and not state:
+        return {}, 1
+    try:
+        ins, outs = S.io_types(family, model)
+    except Exception as err:  # noqa: BLE001 - the signature step already loaded it once
+        raise GuardError(_first_line(err), "model_load_failed") from err
+    if state:
+        why = S.check_pairs(state, ins, outs)
+        if why:
+            raise GuardError(why, "invalid_argument")
+        pairs = dict(state)
+    else:
+        pairs = S.find_pairs(ins, outs or {})
+    if not pairs:
+        return {}, 1
+    return pairs, steps or S.DEFAULT_STEPS
 
 
 def _nonfinite(outputs: List[Dict[str, np.ndarray]]) -> Dict[str, int]:

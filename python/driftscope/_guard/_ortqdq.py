@@ -1,0 +1,156 @@
+"""``ort-qdq``: static INT8 quantization in QDQ format
+(``onnxruntime.quantization.quantize_static``), calibrated on the guard's own input samples, run
+by ONNX Runtime's CPU provider (which fuses DequantizeLinear -> op -> QuantizeLinear into integer
+kernels).
+
+Keeping nodes in float32 uses quantize_static's own ``nodes_to_exclude``; the proof is the graph
+ONNX Runtime optimised and saved: the node is still there under its name, not fused into an
+integer kernel, with float32 inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ._backends import Backend, Session, _OrtSession, _missing
+
+_INTEGER_KINDS = ("QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
+
+
+def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray]]:
+    """The inputs this guard run feeds every backend: the child's job file in `work` holds them
+    (driftscope._guard._run.run_backend). Outside a guard run (no job file), four samples made
+    by the guard's input rules from the model's signature."""
+    job = os.path.join(work, "job.pkl")
+    if os.path.isfile(job):
+        with open(job, "rb") as f:
+            samples = pickle.load(f).get("samples")
+        if samples:
+            from ._stateful import first_steps
+
+            return first_steps(samples)
+    from ..onnxruntime import _load_model
+    from . import _inputs as I
+
+    proto, _, _ = _load_model(model)
+    return I.make_samples(I.onnx_signature(proto), {}, {}, seed, 4)[0]
+
+
+class _Reader:
+    """onnxruntime.quantization.CalibrationDataReader over a list of feed dicts."""
+
+    def __init__(self, samples: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> None:
+        self.items = [{k: np.asarray(s[k]) for k in names} for s in samples]
+        self.pos = 0
+
+    def get_next(self) -> Optional[Dict[str, np.ndarray]]:
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def rewind(self) -> None:
+        self.pos = 0
+
+
+def _integer_ops(proto) -> Dict[str, int]:
+    ops: Dict[str, int] = {}
+    for n in proto.graph.node:
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    return ops
+
+
+class _QdqSession(_OrtSession):
+    def __init__(self, session: Any, notes: List[str], optimized: str) -> None:
+        super().__init__(session, notes)
+        self.optimized = optimized
+
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        import onnx
+
+        if not os.path.isfile(self.optimized):
+            return {}
+        q = onnx.load(self.optimized, load_external_data=False)
+        types = {vi.name: vi.type.tensor_type.elem_type
+                 for vi in list(q.graph.value_info) + list(q.graph.input) + list(q.graph.output)}
+        inits = {t.name: t.data_type for t in q.graph.initializer}
+        by_name = {n.name: n for n in q.graph.node}
+        dequantized = {o for n in q.graph.node if n.op_type == "DequantizeLinear"
+                       for o in n.output}
+        f32 = onnx.TensorProto.FLOAT
+        proof: Dict[str, str] = {}
+        for name in nodes:
+            n = by_name.get(name)
+            if n is None or n.op_type.startswith(_INTEGER_KINDS) or "Integer" in n.op_type:
+                continue
+            ins = [types.get(x, inits.get(x)) for x in n.input if x]
+            outs = [types.get(x) for x in n.output if x]
+            ints = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+            if outs and all(t == f32 for t in outs) and not any(t in ints for t in ins) and \
+                    not any(x in dequantized for x in n.input):
+                proof[name] = (f"ONNX Runtime's optimised graph still has {n.op_type} '{name}' "
+                               "with float32 inputs and outputs, none "
+                               "of them dequantized INT8 (not fused into an integer kernel)")
+        return proof
+
+
+class OrtQdqBackend(Backend):
+    name = "ort-qdq"
+    family = "onnx"
+    summary = ("ONNX Runtime, CPU provider, static INT8 in QDQ format "
+               "(onnxruntime.quantization.quantize_static), calibrated on the guard's inputs")
+    note = ""
+
+    def unavailable(self) -> Optional[str]:
+        return _missing("onnxruntime.quantization", "onnxruntime")
+
+    def can_keep_float32(self) -> bool:
+        return True
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
+             ) -> Session:
+        import onnx
+        import onnxruntime as ort
+        from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+        from .. import onnxruntime as dort
+
+        proto, external_dir, name = dort._load_model(model)
+        inputs = [i.name for i in proto.graph.input
+                  if i.name not in {t.name for t in proto.graph.initializer}]
+        samples = guard_samples(work, model, seed)
+        out = os.path.join(work, "qdq.onnx")
+        quantize_static(model, out, _Reader(samples, inputs), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=list(keep_float32))
+        q = onnx.load(out)
+        ops = _integer_ops(q)
+        notes = [f"calibrated on {len(samples)} sample(s); "
+                 + (", ".join(f"{v} {k}" for k, v in sorted(ops.items())) if ops else
+                    "no node was quantized: int8 was not exercised")]
+        if keep_float32:
+            notes.append(f"{len(keep_float32)} node(s) excluded from quantization "
+                         "(nodes_to_exclude)")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        optimized = os.path.join(work, "qdq-optimized.onnx")
+        options.optimized_model_filepath = optimized
+        session = dort._make_session(q.SerializeToString(), ["CPUExecutionProvider"], options,
+                                     None, f"'{name}' (QDQ)")
+        opt = onnx.load(optimized, load_external_data=False) if os.path.isfile(optimized) else q
+        fused: Dict[str, int] = {}
+        for n in opt.graph.node:
+            if n.op_type.startswith("QLinear") or "Integer" in n.op_type or \
+                    n.op_type in ("QAttention", "QGemm", "DynamicQuantizeMatMul"):
+                fused[n.op_type] = fused.get(n.op_type, 0) + 1
+        notes.append("ONNX Runtime ran " + (", ".join(f"{v} {k}" for k, v in sorted(fused.items()))
+                                            if fused else "no integer kernel: the QDQ pairs "
+                                            "ran as float32 with rounding")
+                     + " (its optimised graph)")
+        del external_dir
+        return _QdqSession(session, notes, optimized)
