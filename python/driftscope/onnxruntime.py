@@ -416,8 +416,10 @@ def _nodes_in_error(message: str, proto, candidates) -> List[str]:
     return sorted(n for n in named if n in candidates)
 
 
-def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
-    """(converted model, names of the nodes kept in float32): see to_float16."""
+def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None, keep: Sequence[str] = ()):
+    """(converted model, names of the nodes kept in float32 because ONNX Runtime cannot load
+    them converted): see to_float16. `keep`: node names kept in float32 on purpose (the
+    converter's node_block_list; not listed in the result)."""
     import onnx
 
     try:
@@ -455,7 +457,8 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
                 node.name = temp
             else:
                 display[node.name] = node.name
-    blocked: List[str] = []
+    wanted = [n for n in keep if n in display]
+    blocked: List[str] = list(wanted)
     for _ in range(_MAX_FP16_ATTEMPTS):
         with warnings.catch_warnings():
             # The converter warns once per weight it clamps into float16 range; that is the point.
@@ -504,7 +507,7 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
         if node.name not in original:
             node.name = ""
             node.doc_string = _INSERTED
-    return converted, [display[b] for b in blocked]
+    return converted, [display[b] for b in blocked if b not in wanted]
 
 
 def _readable_error(message: str, display: Mapping[str, str]) -> str:

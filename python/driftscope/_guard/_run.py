@@ -20,6 +20,8 @@ from . import _backends as B
 from . import _inputs as I
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
                        judge, worse)
+from ._fallback import DEFAULT_FALLBACK_RUNS
+from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
 from ._report import BackendResult, GuardReport
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -97,15 +99,16 @@ def _child_env() -> Dict[str, str]:
 
 
 def run_backend(backend: str, model: str, samples: List[Dict[str, np.ndarray]], runs: int,
-                seed: int, timeout: float) -> Dict[str, Any]:
+                seed: int, timeout: float, **extra: Any) -> Dict[str, Any]:
     """Runs one backend in a child process; returns the child's result, with "error" (and
-    "signal") set when it failed or died."""
+    "signal") set when it failed or died. `extra` goes into the job (_child.py: kind,
+    keep_float32, evidence, record, save_variant, ...)."""
     with tempfile.TemporaryDirectory(prefix="driftscope-guard-") as work:
         job_path = os.path.join(work, "job.pkl")
         out_path = os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
             pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
-                         "runs": runs, "seed": seed, "work": work}, f,
+                         "runs": runs, "seed": seed, "work": work, **extra}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
         try:
@@ -165,7 +168,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
-          timeout: float = DEFAULT_TIMEOUT_S) -> GuardReport:
+          timeout: float = DEFAULT_TIMEOUT_S, probe: str = "auto", fallback: str = "auto",
+          policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
+          probe_method: str = "auto",
+          fallback_runs: int = DEFAULT_FALLBACK_RUNS) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
     and judges every output of every backend against the reference.
@@ -179,6 +185,16 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     min_cosine / min_norm / max_argmax_flip: the thresholds (docs/howto/guard.md).
     require: backends that must be available (otherwise the verdict is "incomplete", exit 2).
     runs: timed runs of the first sample per backend (latency = their median).
+    probe: "auto" (probe failing backends), "always" (every backend that ran) or "never":
+        record reference and candidate with intermediates (or bisect the graph) and name the
+        first divergence, NaN/Inf and silent zero by the source model's nodes.
+    fallback: "auto" (for failing backends that can keep nodes in float32, search, rebuild,
+        prove and re-run a variant with a small set of nodes in float32) or "never".
+    policy: a driftscope compare policy file for the probe's comparison (default: the
+        --min-cosine criterion). out: a folder that keeps the recorded dumps and variant models.
+    probe_method: "auto" (record; bisect where recording is impossible or changes outputs),
+        "record", "bisect", or "both" (record, and bisect as a cross-check).
+    fallback_runs: the cap on variant builds of one fallback search.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -196,6 +212,17 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     if not (0.0 <= max_argmax_flip <= 1.0):
         raise GuardError(f"max_argmax_flip={max_argmax_flip!r}: must be in [0, 1]",
                          "invalid_argument")
+    for value, allowed, what in ((probe, PROBE_MODES, "probe"),
+                                 (fallback, FALLBACK_MODES, "fallback"),
+                                 (probe_method, PROBE_METHODS, "probe_method")):
+        if value not in allowed:
+            raise GuardError(f"{what}={value!r}: must be one of {', '.join(allowed)}",
+                             "invalid_argument")
+    if not isinstance(fallback_runs, int) or fallback_runs < 1:
+        raise GuardError(f"fallback_runs={fallback_runs!r}: must be an integer >= 1",
+                         "invalid_argument")
+    if policy is not None:
+        _check_policy(os.fspath(policy))
     family = family_of(model)
     order, ref = _resolve_backends(family, backends, reference, require)
     if family != "torch" and not os.path.isfile(model):
@@ -273,10 +300,41 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         elif name == ref:
             row.status = REFERENCE
         results.append(row)
+    if probe != "never":
+        if out is not None:
+            work = os.fspath(out)
+            os.makedirs(work, exist_ok=True)
+        else:
+            work = tempfile.mkdtemp(prefix="driftscope-probe-")
+        ctx = Context(model=model, family=family, reference=ref, samples=feeds,
+                      ref_outputs=ref_outputs, seed=seed, thresholds=thresholds,
+                      policy=os.fspath(policy) if policy is not None else None, work=work,
+                      keep_files=out is not None, timeout=timeout, runs=runs,
+                      runner=run_backend, probe_method=probe_method,
+                      fallback_runs=fallback_runs)
+        investigate(results, ctx, probe, fallback)
     return GuardReport(model=model, family=family, reference=ref, backends=results,
                        inputs=infos, samples=samples, seed=seed, runs=runs,
                        thresholds=thresholds, required=list(require),
-                       reference_nonfinite=_nonfinite(ref_outputs))
+                       reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
+                       fallback=fallback, out=os.fspath(out) if out is not None else None)
+
+
+def _check_policy(path: str) -> None:
+    """A policy file that does not parse fails now, not after minutes of runs: the engine
+    reads it for a comparison of two one-tensor dumps."""
+    import driftscope
+
+    if not os.path.isfile(path):
+        raise GuardError(f"--policy '{path}': no such file", "invalid_argument")
+    with tempfile.TemporaryDirectory(prefix="driftscope-policy-") as d:
+        a = os.path.join(d, "a.tdump")
+        with driftscope.Writer(a) as w:
+            w.write("x", np.zeros(2, np.float32))
+        try:
+            driftscope.compare(a, a, policy=path)
+        except Error as err:
+            raise GuardError(f"--policy '{path}': {_first_line(err)}", "invalid_argument") from err
 
 
 def _nonfinite(outputs: List[Dict[str, np.ndarray]]) -> Dict[str, int]:
