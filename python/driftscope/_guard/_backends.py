@@ -265,9 +265,15 @@ class OrtBackend(Backend):
         if self.variant == "fp16":
             return ("import onnx\n"
                     "from onnxconverter_common import float16\n\n"
+                    "# onnxconverter-common's own mechanism:\n"
                     f"model = float16.convert_float_to_float16(onnx.load({base!r}), "
                     "keep_io_types=True,\n"
                     f"                                         node_block_list={listed})\n"
+                    "# exactly the variant guard verified: the same call, plus the float32\n"
+                    "# link between two kept nodes (the converter alone passes it through\n"
+                    "# float16) and the loading fixes of driftscope.onnxruntime.to_float16:\n"
+                    "from driftscope.onnxruntime import to_float16\n\n"
+                    f"model = to_float16({base!r}, keep_float32={listed})\n"
                     f"onnx.save(model, {stem + '.fp16.onnx'!r})\n")
         if self.variant == "int8":
             return ("from onnxruntime.quantization import quantize_dynamic\n\n"
@@ -306,7 +312,10 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
             if n.name not in want or n.name in found:
                 continue
             vals = [x for x in list(n.input) + list(n.output) if x]
-            kinds = [types.get(x) for x in vals]
+            # ONNX Runtime saves no type for the values its cast insertion created; those
+            # named InsertedPrecisionFreeCast_ are the float32 side of a cast it removed.
+            kinds = [types.get(x, FLOAT if x.startswith("InsertedPrecisionFreeCast_") else None)
+                     for x in vals]
             if any(k is None for k in kinds):
                 continue  # a type ONNX Runtime did not save: no proof
             fl = [k for k in kinds if k in floats]
