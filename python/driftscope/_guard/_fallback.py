@@ -47,12 +47,12 @@ class FallbackResult:
         def cos(x: Optional[float], status: Optional[str]) -> str:
             if status in ("NUMERICAL_INSTABILITY",):
                 return "NaN/Inf"
-            return "-" if x is None else f"{x:.6g}"
+            return "-" if x is None else ("1" if x == 1.0 else f"{x:.7g}")
 
         if self.error and not self.nodes:
             return f"{self.backend}: no FP32 fallback: {self.error}"
-        names = ", ".join(f"{n}: {op}" for n, op in self.nodes[:4]) + (
-            ", ..." if len(self.nodes) > 4 else "")
+        names = ", ".join(f"{n}: {op}" for n, op in self.nodes[:6]) + (
+            f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
         head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})")
         if self.status_after is None:
             return f"{self.backend}: {head}: not verified: {self.error}"
