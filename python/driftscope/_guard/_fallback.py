@@ -51,7 +51,9 @@ class FallbackResult:
 
         if self.error and not self.nodes:
             return f"{self.backend}: no FP32 fallback: {self.error}"
-        names = ", ".join(f"{n}: {op}" for n, op in self.nodes[:6]) + (
+        from ._probe import shown
+
+        names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
             f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
         head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})")
         if self.status_after is None:

@@ -29,6 +29,13 @@ from ._metrics import PASS, SEVERITY, Thresholds, judge
 RECORDED, BISECT = "recorded", "bisect"
 
 
+def shown(text: str) -> str:
+    """A name from the model, for people: control and other unprintable characters spelled out
+    (\\x1b, \\u202e), as every driftscope report shows text from a file."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 @dataclass
 class ProbeFinding:
     """One tensor the probe names. `node` is the source model's node name (ONNX) or module path
@@ -46,9 +53,9 @@ class ProbeFinding:
                 "origin": self.origin, "detail": self.detail, "index": self.index}
 
     def describe(self) -> str:
-        where = f"{self.node} ({self.op_type})"
+        where = f"{shown(self.node)} ({shown(self.op_type)})"
         if self.tensor and self.tensor != self.node:
-            where += f", tensor {self.tensor}"
+            where += f", tensor {shown(self.tensor)}"
         origin = f", {self.origin} there" if self.origin else ""
         return f"{where}{origin}: {self.detail}" if self.detail else where + origin
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -13,7 +14,6 @@ from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SEVERITY, SILEN
                        OutputResult, Thresholds)
 
 SCHEMA = "driftscope.guard.report/1"
-_FENCE = "`" * 3
 
 EXIT_CODES = {"pass": 0, "degraded": 1, "incomplete": 2, "silent_failure": 3}
 _HEADLINE = {"pass": "PASS", "degraded": "DEGRADED", "incomplete": "INCOMPLETE",
@@ -264,8 +264,12 @@ class GuardReport:
         out += ["", "**Findings**", ""] + [f"- {esc(f)}" for f in self.findings]
         for name, fb in self.recipes:
             state = "verified" if fb.verified else "NOT verified"
+            # A fence longer than any run of backticks in the recipe (node names are the
+            # model's text) cannot be closed by it (CommonMark 4.5).
+            runs = [len(r) for r in re.findall("`+", fb.recipe)]
+            fence = "`" * max(3, max(runs, default=0) + 1)
             out += ["", f"**FP32 fallback recipe for {esc(name)}** ({state}):", "",
-                    _FENCE + "python", fb.recipe.rstrip("\n"), _FENCE]
+                    fence + "python", fb.recipe.rstrip("\n"), fence]
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> Dict[str, Any]:
