@@ -60,7 +60,7 @@ class FallbackResult:
             return f"{self.backend}: {head}: not verified: {self.error}"
         lat = ""
         if self.latency_change is not None:
-            lat = f"; latency {self.latency_change * 100:+.0f}%"
+            lat = f"; latency {self.latency_change * 100:+.1f}%"
         if self.verified:
             return (f"{self.backend}: {head} restores cosine "
                     f"{cos(self.cosine_after, self.status_after)} (was "
