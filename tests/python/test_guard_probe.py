@@ -54,11 +54,11 @@ def howto(tmp_path_factory):
     d = tmp_path_factory.mktemp("probe-howto")
     shutil.copy(MODELS / "tiny_encoder_torch.py", d / "tiny_encoder.py")
     ran = run_page(PAGE, d, sections=_probe_sections)
-    assert ran == ["driftscope guard --model tiny_encoder.py:build --backends torch-fp16,torch-bf16 "
-                   "--out probe-out --json tiny.json",
+    assert ran == ["driftscope guard --model tiny_encoder.py:build --backends "
+                   "torch-fp16,torch-bf16 --out probe-out --json tiny.json",
                    "python",
                    "driftscope guard outlier.onnx --backends ort-int8 --probe-method both "
-                   "--json int8.json",
+                   "--json int8.json --markdown int8.md",
                    "driftscope guard storage.onnx --backends ort-fp16 --json fp16.json"]
     return d
 
@@ -163,7 +163,7 @@ def test_the_torch_recipe_runs_as_printed(howto):
     assert _cosine(ref, out.float().numpy()) > 0.999
 
 
-# -- ONNX -------------------------------------------------------------------------------------------
+# -- ONNX --------------------------------------------------------------------------------------
 
 def test_int8_probe_bisect_agree_and_fallback_is_proven(howto):
     data = json.loads((howto / "int8.json").read_text())
@@ -186,6 +186,10 @@ def test_int8_probe_bisect_agree_and_fallback_is_proven(howto):
     assert fb["cosine_after"] > 0.9999 and fb["removal_fails"] == {
         "/proj/MatMul": "PRECISION_DEGRADATION"}
     assert "nodes_to_exclude=['/proj/MatMul']" in fb["recipe"]
+    md = (howto / "int8.md").read_text()
+    assert "ort-int8 probe (recorded intermediates" in md and "cross-check by bisect: agrees" in md
+    assert "**FP32 fallback recipe for ort-int8** (verified):" in md
+    assert "```python\nfrom onnxruntime.quantization import quantize_dynamic" in md
 
 
 def test_the_int8_recipe_runs_as_printed(howto, tmp_path):
@@ -279,6 +283,8 @@ def test_a_backend_without_intermediates_is_bisected(tmp_path, monkeypatch):
         assert p.origin.node == "/proj/MatMul" and p.runs <= 2
         assert r["int8-opaque"].fallback is None
         assert any("bisection over the topological order" in f for f in r.findings)
+        assert "bisection over the topological order" in r.to_text()
+        assert r.to_dict()["backends"][1]["probe"]["method"] == "bisect"
     finally:
         G.BACKENDS.pop("int8-opaque", None)
         sys.modules.pop("guard_probe_plugins", None)
@@ -342,6 +348,11 @@ def test_probe_options_and_policy(tmp_path):
     r = driftscope.guard(m, backends=["ort-int8"], runs=1, probe="never")
     assert r["ort-int8"].probe is None and r["ort-int8"].fallback is None
     assert r.to_dict()["probe"] == "never"
+    # --probe always: a passing backend is probed too, and nothing diverges.
+    r = driftscope.guard(m, backends=["ort-noopt"], runs=1, probe="always")
+    p = r["ort-noopt"].probe
+    assert p.method == "recorded" and p.origin is None and p.first_divergence is None
+    assert r["ort-noopt"].fallback is None and r.exit_code == 0
     # A policy that accepts cosine 0.9 everywhere: the probe's comparison follows it (no
     # tensor diverges), so nothing is named and no fallback can start.
     (tmp_path / "loose.toml").write_text("version = 1\n[default]\nmin_cosine = 0.9\n")

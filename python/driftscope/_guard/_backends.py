@@ -653,7 +653,8 @@ class TorchBackend(Backend):
                 "    module.register_forward_pre_hook(lambda m, args: tuple(\n"
                 "        a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() "
                 "else a\n        for a in args))\n"
-                f"    module.register_forward_hook(lambda m, args, out: out.to(torch.{self.dtype}))\n")
+                "    module.register_forward_hook(\n"
+                f"        lambda m, args, out: out.to(torch.{self.dtype}))\n")
 
 
 register_backend(TorchBackend("torch", "PyTorch eager, CPU, float32", None))

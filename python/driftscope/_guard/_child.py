@@ -92,7 +92,7 @@ def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, 
         return {"recorded": False, "observer_effect": None,
                 "record_error": "this backend cannot expose its intermediate tensors"}
     return {"recorded": True, "observer_effect": _observer_effect(plain, captured),
-            "record_error": None}
+            "record_error": None, "plain_outputs": plain, "captured_outputs": captured}
 
 
 def _guarded(fn: Any, job: Dict[str, Any]) -> Dict[str, Any]:

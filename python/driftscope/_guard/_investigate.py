@@ -14,9 +14,11 @@ import numpy as np
 
 from . import _backends as B
 from ._fallback import FallbackResult
-from ._metrics import DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds, judge_all
+from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
+                       judge_all)
 from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
-                     findings_from_report, onnx_nodes, pick_origin, status_key, torch_modules)
+                     findings_from_report, onnx_nodes, pick_origin, shown, status_key,
+                     torch_modules)
 
 PROBE_MODES = ("auto", "never", "always")
 FALLBACK_MODES = ("auto", "never")
@@ -120,22 +122,34 @@ class Investigator:
         if not run.get("recorded"):
             return ProbeResult(None, run.get("record_error") or "no recording", sample)
         effect = run.get("observer_effect")
+        why = "recording left the candidate's final outputs bit-identical"
         if effect != "none":
-            return ProbeResult(None, f"recording changed the candidate's outputs (observer "
-                                     f"effect: {effect})", sample)
+            # Exposing intermediates stops fusions; a change far below the failure does not
+            # move the verdict, and then the recording still shows where the failure starts.
+            ref_out = [c.ref_outputs[sample]]
+            plain = judge_all(ref_out, [run.get("plain_outputs") or {}], c.thresholds)
+            captured = judge_all(ref_out, [run.get("captured_outputs") or {}], c.thresholds)
+            ps, cs = (plain.status if plain else PASS), (captured.status if captured else PASS)
+            if ps != cs:
+                return ProbeResult(None, f"recording changed the candidate's verdict from {ps} "
+                                         f"to {cs} (observer effect: {effect})", sample)
+            why = (f"recording changed the candidate's outputs slightly ({effect}) but not its "
+                   f"verdict ({ps})")
         report = compare_dumps(ref, cand, c.thresholds, c.policy)
         found = findings_from_report(report, ref)
-        res = ProbeResult(RECORDED, "recording left the candidate's final outputs "
-                                    "bit-identical", sample, runs=2, summary=report.summary,
-                          **found)
+        res = ProbeResult(RECORDED, why, sample, runs=2, summary=report.summary, **found)
         res.origin = pick_origin(row.status, found)
         if c.keep_files:
             res.files = {"reference": ref, "candidate": cand}
         ev = run.get("evidence") or {}
-        if res.origin is not None and res.origin.node in ev and row.name.endswith("fp16"):
-            res.notes.append(f"float16 arithmetic was not exercised at {res.origin.node}: "
-                             f"{ev[res.origin.node]} (ONNX Runtime computes it in float32 "
-                             "behind casts; what fails is storing values as float16)")
+        if res.origin is not None and res.origin.node in ev:
+            # The variant computes the origin in float32 (e.g. ONNX Runtime's CPU provider
+            # behind inserted casts): its failure is the precision its values are stored in.
+            word = ("bfloat16" if "bf16" in row.name else "float16" if "16" in row.name
+                    else "low precision")
+            res.notes.append(f"{word} arithmetic was not exercised at "
+                             f"{shown(res.origin.node)}: {ev[res.origin.node]}; what fails is "
+                             f"storing its values in {word}")
         return res
 
     def _bisect(self, row: Any, sample: int, why: str) -> ProbeResult:

@@ -183,6 +183,11 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     ref, cand = BACKENDS[job["reference"]], BACKENDS[job["backend"]]
     feeds = job["feeds"]
     t = Thresholds(**job["thresholds"])
+    # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
+    # score): cuts are judged by NaN/Inf, silent zero, constant and cosine; the model's own
+    # outputs by every criterion.
+    inner = Thresholds(t.min_cosine, t.min_norm, 1.0)
+    graph_outputs = {o.name for o in proto.graph.output}
     runs: List[Dict[str, Any]] = []
 
     def fails(pos: int) -> Tuple[bool, str, str]:
@@ -203,7 +208,7 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
             if o not in c:
                 worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
                 break
-            res = judge(o, r[o], c[o], t, 0)
+            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
             if SEVERITY[res.status] > SEVERITY[worst]:
                 worst, detail = res.status, f"{o}: {res.detail}"
         runs.append({"node": order[k].name or order[k].op_type, "status": worst})
