@@ -97,10 +97,13 @@ def test_tiny_encoder_fp16_is_probed_to_the_layernorm_and_fixed(howto):
                               "candidate": str(Path("probe-out") / "torch-fp16" / "sample1.tdump")}
     report = driftscope.compare(ref, cand, min_cosine=0.99, allow_unpaired=True)
     assert report.first_nonfinite.name == "encoder.layers.2.norm1"
-    # Nothing before it is non-finite in float16: the probe did not skip an earlier NaN.
+    # Nothing before it is non-finite in float16: the probe did not skip an earlier NaN. And
+    # the backend really computed in float16: every module's output is a float16 tensor.
     with driftscope.open(cand) as d:
         before = [r for r in d if r.exec_index < report.first_nonfinite.index_cand]
         assert before and all(np.isfinite(r.numpy().astype(np.float64)).all() for r in before)
+        assert d.record("encoder.layers.1.mlp.fc2").dtype == "f16"
+        assert d.record("encoder.layers.2.norm1").dtype == "f16"
 
     fb = fp16["fallback"]
     assert fb["verified"] and fb["status_after"] == "PASS" and fb["cosine_after"] > 0.999
