@@ -82,6 +82,9 @@ class Backend:
     # Op types worth keeping in float32 (None: every node). INT8 backends name the ops they
     # quantize, so the fallback does not spend re-runs on nodes the variant never changed.
     fallback_ops: Optional[frozenset] = None
+    # Only nodes that read float32 weights (initializers) are worth keeping: dynamic INT8
+    # quantizes weights, and activations only at the nodes that read quantized weights.
+    fallback_weights_only: bool = False
 
 
 BACKENDS: Dict[str, Backend] = {}
@@ -172,6 +175,7 @@ class OrtBackend(Backend):
         self.provider, self.optimize, self.variant = provider, optimize, variant
         if variant == "int8":
             self.fallback_ops = _DYNAMIC_INT8_OPS
+            self.fallback_weights_only = True
 
     def unavailable(self) -> Optional[str]:
         why = _missing("onnxruntime", "onnxruntime")

@@ -41,6 +41,7 @@ class FallbackResult:
     recipe: str = ""
     error: Optional[str] = None
     files: Dict[str, str] = field(default_factory=dict)
+    start_note: Optional[str] = None
 
     @property
     def sentence(self) -> str:
@@ -55,7 +56,8 @@ class FallbackResult:
 
         names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
             f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
-        head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})")
+        head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})"
+                + (f" ({self.start_note})" if self.start_note else ""))
         if self.status_after is None:
             return f"{self.backend}: {head}: not verified: {self.error}"
         lat = ""
@@ -86,6 +88,7 @@ class FallbackResult:
                 "runs": self.runs, "max_runs": self.cap,
                 "removal_fails": dict(self.removal_fails), "trail": list(self.trail),
                 "recipe": self.recipe, "error": self.error, "files": dict(self.files),
+                "start": self.start_note,
                 "summary": self.sentence}
 
 
@@ -139,7 +142,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
             return found.node
         return None
 
-    keep = [job["origin"]]
+    keep = list(job["origins"])
     passed = False
     while runs < cap:
         status, cos, session = attempt(keep, "grow")

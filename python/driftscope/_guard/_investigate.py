@@ -17,8 +17,8 @@ from ._fallback import FallbackResult
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        judge_all)
 from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
-                     findings_from_report, onnx_nodes, pick_origin, shown, status_key,
-                     torch_modules)
+                     findings_from_report, nearest_upstream, onnx_nodes,
+                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_modules)
 
 PROBE_MODES = ("auto", "never", "always")
 FALLBACK_MODES = ("auto", "never")
@@ -142,7 +142,7 @@ class Investigator:
         if c.keep_files:
             res.files = {"reference": ref, "candidate": cand}
         ev = run.get("evidence") or {}
-        if res.origin is not None and res.origin.node in ev:
+        if res.origin is not None and res.origin.node in ev and "16" in row.name:
             # The variant computes the origin in float32 (e.g. ONNX Runtime's CPU provider
             # behind inserted casts): its failure is the precision its values are stored in.
             word = ("bfloat16" if "bf16" in row.name else "float16" if "16" in row.name
@@ -187,18 +187,34 @@ class Investigator:
             res.error = "the probe named no node to start from"
             return res
         ops = b.fallback_ops
-        order = [(n, op) for n, op in self.nodes() if ops is None or op in ops
-                 or n == probe.origin.node]
-        if probe.origin.node not in {n for n, _ in order}:
-            res.error = f"the probed node {probe.origin.node} is not a node the variant can keep"
-            return res
+        weighted: Optional[set] = None
+        inputs: Dict[str, List[str]] = {}
+        if c.family == "onnx" and b.fallback_weights_only:
+            weighted, inputs = onnx_weights_and_producers(c.model)
+        order = [(n, op) for n, op in self.nodes() if (ops is None or op in ops)
+                 and (weighted is None or n in weighted)]
+        names = {n for n, _ in order}
+        starts = [probe.origin.node]
+        if probe.origin.node not in names:
+            # The probed node is one the variant does not change (INT8: a LayerNorm after a
+            # quantized embedding): start from the nearest nodes above it that it does.
+            if not inputs and c.family == "onnx":
+                inputs = onnx_weights_and_producers(c.model)[1]
+            starts = nearest_upstream(probe.origin.node, inputs, names)
+            if not starts:
+                res.error = (f"the probed node {probe.origin.node} is not one {row.name} can "
+                             "keep in float32, and none above it is")
+                return res
+            res.start_note = (f"started from {', '.join(shown(s) for s in starts)}, the "
+                              f"nearest node(s) above {shown(probe.origin.node)} that "
+                              f"{row.name} changes")
         op_of = dict(self.nodes())
         ref_dump = self.ref_dumps.get(probe.sample) if probe.method == RECORDED else None
         d = self._dir(row.name)
         out = c.runner(row.name, c.model, c.samples, 0, c.seed, c.timeout, kind="fallback",
                        ref_outputs=c.ref_outputs,
                        thresholds=asdict(c.thresholds), order=order,
-                       origin=probe.origin.node, cap=c.fallback_runs, ref_dump=ref_dump,
+                       origins=starts, cap=c.fallback_runs, ref_dump=ref_dump,
                        probe_sample=0 if ref_dump is None else probe.sample,
                        policy=c.policy)
         if out.get("error"):

@@ -129,6 +129,42 @@ def onnx_nodes(model: str) -> List[Tuple[str, str]]:
             if n.name and any(o and o not in static for o in n.output)]
 
 
+def onnx_weights_and_producers(model: str) -> Tuple[set, Dict[str, List[str]]]:
+    """Names of the nodes that read a float32 initializer (the ones weight quantization can
+    change), and for every node the names of the nodes that produce its inputs."""
+    import onnx
+
+    from ..onnxruntime import _load_model
+
+    proto, _, _ = _load_model(model)
+    floats = {t.name for t in proto.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    producer = {o: n.name for n in proto.graph.node for o in n.output if o}
+    weighted = {n.name for n in proto.graph.node if n.name and floats.intersection(n.input)}
+    inputs = {n.name: [producer[x] for x in n.input if x in producer]
+              for n in proto.graph.node if n.name}
+    return weighted, inputs
+
+
+def nearest_upstream(node: str, inputs: Dict[str, List[str]], wanted: set,
+                     limit: int = 64) -> List[str]:
+    """The nodes of `wanted` closest above `node` (breadth first, not past one found)."""
+    found: List[str] = []
+    seen = {node}
+    frontier = list(inputs.get(node, []))
+    while frontier and len(seen) < limit:
+        nxt: List[str] = []
+        for n in frontier:
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in wanted:
+                found.append(n)
+            else:
+                nxt.extend(inputs.get(n, []))
+        frontier = nxt
+    return found
+
+
 def prefix_model(proto: Any, k: int, order: List[Any], static: set) -> Tuple[Any, List[str]]:
     """The graph cut after node order[k]: outputs are the values nodes 0..k computed that a
     later node or the graph's output reads; nodes nothing among them needs are dropped, and so
