@@ -233,7 +233,7 @@ class OrtBackend(Backend):
             out = os.path.join(work, "int8.onnx")
             quantize_dynamic(model, out, nodes_to_exclude=keep)
             proto, external_dir = onnx.load(out), None
-            record_model = proto
+            record_model = _named_like_source(proto, dort._load_model(model)[0])
             ops: Dict[str, int] = {}
             for n in proto.graph.node:
                 if "Integer" in n.op_type or n.op_type.startswith(("QLinear", "DynamicQuantize")):
@@ -284,6 +284,33 @@ class OrtBackend(Backend):
                     f"quantize_dynamic({base!r}, {stem + '.int8.onnx'!r},\n"
                     f"                 nodes_to_exclude={listed})\n")
         return ""
+
+
+def _named_like_source(variant: Any, source: Any) -> Any:
+    """A copy of a quantized model whose nodes are named for the recorder as in the source:
+    the node that now produces a value the source's node S produced is named S (quantize_dynamic
+    calls it "S_quant..." or the like), and the nodes it added (DynamicQuantizeLinear, scale
+    casts and multiplies) are tagged as inserted, so that they belong to no module scope (the
+    recorder would otherwise name a module after its quantization node) and are not recorded."""
+    import onnx
+
+    from ..onnxruntime import _INSERTED
+
+    made = {o: n.name for n in source.graph.node for o in n.output if o}
+    original = {n.name for n in source.graph.node}
+    out = onnx.ModelProto()
+    out.CopyFrom(variant)
+    taken = {n.name for n in out.graph.node if n.name in original}
+    for n in out.graph.node:
+        if n.name in original:
+            continue
+        src = next((made[o] for o in n.output if o in made), None)
+        if src is not None and src not in taken:
+            n.name = src
+            taken.add(src)
+        else:
+            n.name, n.doc_string = "", _INSERTED
+    return out
 
 
 def ort_float32_evidence(nodes: Sequence[str], variant: Any,
