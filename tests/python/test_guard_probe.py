@@ -293,6 +293,24 @@ def test_a_backend_without_intermediates_is_bisected(tmp_path, monkeypatch):
         sys.modules.pop("guard_probe_plugins", None)
 
 
+def test_int8_recording_pairs_values_by_source_names(tmp_path):
+    """quantize_dynamic names its quantization node after the value it reads
+    ("/mask/Mul_output_0_QuantizeLinear"): without renaming, the recorder would give module
+    "mask" the uint8 quantized tensor and the probe would blame /mask/Mul."""
+    gm.outlier_onnx(tmp_path / "m.onnx", outlier=1.0, exporter_names=True)
+    r = driftscope.guard(tmp_path / "m.onnx", backends=["ort-int8"], runs=1, fallback="never",
+                         out=tmp_path / "out")
+    p = r["ort-int8"].probe
+    assert p.origin.node == "/proj/MatMul" and p.first_divergence.tensor == "proj"
+    with driftscope.open(tmp_path / "out" / "ort-int8" / "sample1.tdump") as d:
+        mask = d.record("mask")
+        assert mask.dtype == "f32" and mask.attrs["onnx_node"] == "/mask/Mul"
+    with driftscope.open(tmp_path / "out" / "ort" / "sample1.tdump") as d:
+        ref = d.record("mask").numpy()
+    with driftscope.open(tmp_path / "out" / "ort-int8" / "sample1.tdump") as d:
+        np.testing.assert_array_equal(d.record("mask").numpy(), ref)  # float32 Mul: identical
+
+
 def test_prefix_model_cuts_after_a_node(tmp_path):
     """The bisection's cut: outputs are the values computed so far that later nodes read."""
     import onnx

@@ -297,17 +297,20 @@ def _named_like_source(variant: Any, source: Any) -> Any:
     from ..onnxruntime import _INSERTED
 
     made = {o: n.name for n in source.graph.node for o in n.output if o}
-    original = {n.name for n in source.graph.node}
     out = onnx.ModelProto()
     out.CopyFrom(variant)
-    taken = {n.name for n in out.graph.node if n.name in original}
+    # A node keeps or takes the name of the source node whose value it produces; one that
+    # produces no source value (a quantized Gather under its old name, a DynamicQuantizeLinear)
+    # is internal to the quantization.
+    src = {id(n): next((made[o] for o in n.output if o in made), None) for n in out.graph.node}
+    taken = {n.name for n in out.graph.node if src[id(n)] == n.name}
     for n in out.graph.node:
-        if n.name in original:
+        s = src[id(n)]
+        if s is not None and s == n.name:
             continue
-        src = next((made[o] for o in n.output if o in made), None)
-        if src is not None and src not in taken:
-            n.name = src
-            taken.add(src)
+        if s is not None and s not in taken:
+            n.name = s
+            taken.add(s)
         else:
             n.name, n.doc_string = "", _INSERTED
     return out
