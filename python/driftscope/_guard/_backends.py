@@ -302,10 +302,10 @@ def _named_like_source(variant: Any, source: Any) -> Any:
     # A node keeps or takes the name of the source node whose value it produces; one that
     # produces no source value (a quantized Gather under its old name, a DynamicQuantizeLinear)
     # is internal to the quantization.
-    src = {id(n): next((made[o] for o in n.output if o in made), None) for n in out.graph.node}
-    taken = {n.name for n in out.graph.node if src[id(n)] == n.name}
-    for n in out.graph.node:
-        s = src[id(n)]
+    nodes = list(out.graph.node)  # one wrapper per node (protobuf makes new ones per iteration)
+    src = [next((made[o] for o in n.output if o in made), None) for n in nodes]
+    taken = {n.name for n, s in zip(nodes, src) if s == n.name}
+    for n, s in zip(nodes, src):
         if s is not None and s == n.name:
             continue
         if s is not None and s not in taken:
