@@ -205,9 +205,10 @@ class Investigator:
                 res.error = (f"the probed node {probe.origin.node} is not one {row.name} can "
                              "keep in float32, and none above it is")
                 return res
-            res.start_note = (f"started from {', '.join(shown(s) for s in starts)}, the "
-                              f"nearest node(s) above {shown(probe.origin.node)} that "
-                              f"{row.name} changes")
+            listed = ", ".join(shown(s) for s in starts[:3]) + (
+                f" and {len(starts) - 3} more" if len(starts) > 3 else "")
+            res.start_note = (f"started from {listed}, the nearest node(s) above "
+                              f"{shown(probe.origin.node)} that {row.name} changes")
         op_of = dict(self.nodes())
         ref_dump = self.ref_dumps.get(probe.sample) if probe.method == RECORDED else None
         d = self._dir(row.name)
