@@ -323,14 +323,18 @@ def _isolate_graph_outputs(proto):
     return proto
 
 
-def to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
+def to_float16(model: Any, providers: Optional[Sequence[Any]] = None,
+               keep_float32: Sequence[str] = ()):
     """The model converted to float16 (weights and activations), graph inputs and outputs keeping
     their types — what `record(..., fp16=True)` runs. Needs ``onnxconverter-common``.
 
     The result is checked by loading it into ONNX Runtime (`providers`, default CPU). Nodes that
     make the converted model fail to load are kept in float32 (with casts around them) and named
-    in a RuntimeWarning; a model that still fails raises ModelLoadError naming the node."""
-    converted, kept = _to_float16(model, providers)
+    in a RuntimeWarning; a model that still fails raises ModelLoadError naming the node.
+    keep_float32: node names kept in float32 on purpose (the converter's node_block_list; a value
+    passed between two such nodes stays float32 too, which the converter alone does not do) —
+    the FP32 fallback `driftscope guard` verifies."""
+    converted, kept = _to_float16(model, providers, keep=keep_float32)
     if kept:
         warnings.warn(_kept_message(kept), RuntimeWarning, stacklevel=2)
     return converted
@@ -417,8 +421,10 @@ def _nodes_in_error(message: str, proto, candidates) -> List[str]:
     return sorted(n for n in named if n in candidates)
 
 
-def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
-    """(converted model, names of the nodes kept in float32): see to_float16."""
+def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None, keep: Sequence[str] = ()):
+    """(converted model, names of the nodes kept in float32 because ONNX Runtime cannot load
+    them converted): see to_float16. `keep`: node names kept in float32 on purpose (the
+    converter's node_block_list; not listed in the result)."""
     import onnx
 
     try:
@@ -456,7 +462,8 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
                 node.name = temp
             else:
                 display[node.name] = node.name
-    blocked: List[str] = []
+    wanted = [n for n in keep if n in display]
+    blocked: List[str] = list(wanted)
     for _ in range(_MAX_FP16_ATTEMPTS):
         with warnings.catch_warnings():
             # The converter warns once per weight it clamps into float16 range; that is the point.
@@ -469,6 +476,8 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
             except Exception as err:
                 raise ModelLoadError(f"the float16 conversion failed: {_first_line(err)}") from err
         _match_dtype_attributes(converted)
+        if wanted:
+            _drop_float16_round_trips(converted, set(wanted))
         # The converter sorts by explicit inputs only; a cast it adds for a value that an If or
         # Loop body reads can land after that node, which ONNX's checker rightly refuses.
         ordered = _topological_nodes(converted.graph)
@@ -505,7 +514,55 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None):
         if node.name not in original:
             node.name = ""
             node.doc_string = _INSERTED
-    return converted, [display[b] for b in blocked]
+    return converted, [display[b] for b in blocked if b not in wanted]
+
+
+def _drop_float16_round_trips(proto, kept: set) -> None:
+    """onnxconverter-common (1.16) still passes a value between two nodes of its
+    node_block_list through float16: Cast(to float16) after the first, Cast(to float32) before
+    the second. A value that overflows float16 (the reason to keep the nodes) becomes Inf there.
+    Where a kept node's float32 output goes to float16 only to be cast straight back to float32,
+    the consumers read the float32 value instead (main graph only)."""
+    import onnx
+
+    FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    graph = proto.graph
+
+    def cast_to(node) -> Optional[int]:
+        if node.op_type != "Cast":
+            return None
+        return next((a.i for a in node.attribute if a.name == "to"), None)
+
+    producer = {o: n for n in graph.node for o in n.output if o}
+    consumers: Dict[str, List[Any]] = {}
+    for n in graph.node:
+        for x in n.input:
+            consumers.setdefault(x, []).append(n)
+    outputs = {o.name for o in graph.output}
+    rename: Dict[str, str] = {}
+    dead = set()
+    for node in graph.node:
+        if cast_to(node) != FLOAT16 or not node.input or node.output[0] in outputs:
+            continue
+        src = producer.get(node.input[0])
+        if src is None or src.name not in kept:
+            continue
+        users = consumers.get(node.output[0], [])
+        if not users or any(cast_to(u) != FLOAT or u.output[0] in outputs for u in users):
+            continue
+        for u in users:
+            rename[u.output[0]] = node.input[0]
+            dead.add(id(u))
+        dead.add(id(node))
+    if not dead:
+        return
+    keep_nodes = [n for n in graph.node if id(n) not in dead]
+    for n in keep_nodes:
+        for k, x in enumerate(n.input):
+            if x in rename:
+                n.input[k] = rename[x]
+    del graph.node[:]
+    graph.node.extend(keep_nodes)
 
 
 def _readable_error(message: str, display: Mapping[str, str]) -> str:

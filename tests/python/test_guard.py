@@ -4,7 +4,7 @@ backends.
 
 The failing models are in tests/python/models/guard_models.py; each docstring there says which
 runtime behaviour makes it fail. The CLI runs through the built `driftscope` command (which
-forwards to `python -m driftscope guard`), the rest through driftscope.guard().
+forwards to `python -m driftscope guard`), the rest through guard().
 """
 
 from __future__ import annotations
@@ -92,9 +92,18 @@ def plugins(models, monkeypatch):
     sys.modules.pop("guard_test_plugins", None)
 
 
+def guard(*args, **kwargs):
+    """These tests are about the verdicts; the probe and the fallback that failing backends get
+    by default are tested (and timed) in test_guard_probe.py."""
+    kwargs.setdefault("probe", "never")
+    return driftscope.guard(*args, **kwargs)
+
+
 def cli(*args, cwd=None, env=None):
     if not BIN.exists():
         pytest.skip(f"driftscope binary not built: {BIN}")
+    if "--probe" not in args:
+        args = args + ("--probe", "never")  # as guard() above
     full_env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, NO_COLOR="1")
     full_env.update(env or {})
     here = str(Path(driftscope.__file__).parents[1])
@@ -116,7 +125,7 @@ def one_error_line(proc, *fragments):
 # -- every verdict from a real runtime ---------------------------------------------------------
 
 def test_float16_storage_overflow_is_numerical_instability(models):
-    r = driftscope.guard(models / "overflow.onnx", backends=["ort-noopt", "ort-fp16"], runs=1)
+    r = guard(models / "overflow.onnx", backends=["ort-noopt", "ort-fp16"], runs=1)
     assert [b.name for b in r.backends] == ["ort", "ort-noopt", "ort-fp16"]
     fp16 = r["ort-fp16"]
     assert fp16.status == G.NUMERICAL_INSTABILITY
@@ -143,14 +152,14 @@ def test_vanished_output_is_silent_zero_vector(models):
 
 
 def test_int8_that_rounds_every_weight_to_zero_is_silent_zero_vector(models):
-    r = driftscope.guard(models / "outlier_zero.onnx", backends=["ort-int8"], runs=1)
+    r = guard(models / "outlier_zero.onnx", backends=["ort-int8"], runs=1)
     assert r["ort-int8"].status == G.SILENT_ZERO_VECTOR
     assert r["ort-int8"].worst.norm_cand == 0.0 and r["ort-int8"].worst.norm_ref > 0.1
     assert any("MatMulInteger" in n for n in r["ort-int8"].notes)
 
 
 def test_constant_output(models):
-    r = driftscope.guard(models / "constant.onnx", backends=["ort-fp16"], runs=1)
+    r = guard(models / "constant.onnx", backends=["ort-fp16"], runs=1)
     row = r["ort-fp16"]
     assert row.status == G.CONSTANT_OUTPUT
     assert "every value is 0.0625" in row.worst.detail  # softmax of 16 zeros
@@ -161,10 +170,10 @@ def test_precision_degradation_and_the_min_cosine_threshold(models):
     proc = cli(models / "outlier.onnx", "--backends", "ort-int8", "--runs", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.startswith("DEGRADED: ort-int8 PRECISION_DEGRADATION")
-    r = driftscope.guard(models / "outlier.onnx", backends=["ort-int8"], runs=1)
+    r = guard(models / "outlier.onnx", backends=["ort-int8"], runs=1)
     cos = r["ort-int8"].worst.cosine
     assert 0.9 < cos < 0.99
-    relaxed = driftscope.guard(models / "outlier.onnx", backends=["ort-int8"], runs=1,
+    relaxed = guard(models / "outlier.onnx", backends=["ort-int8"], runs=1,
                                min_cosine=0.9, max_argmax_flip=1.0)
     assert relaxed["ort-int8"].status == G.PASS and relaxed.exit_code == 0
     assert relaxed["ort-int8"].worst.cosine == pytest.approx(cos, abs=1e-12)  # deterministic
@@ -188,13 +197,13 @@ def test_argmax_flip(models):
 
 def test_torch_float16_eager_overflow(models):
     pytest.importorskip("torch")
-    r = driftscope.guard(f"{models / 'energy.py'}:build", runs=1)
+    r = guard(f"{models / 'energy.py'}:build", runs=1)
     assert [b.name for b in r.backends] == ["torch", "torch-bf16", "torch-fp16"]
     assert r["torch-fp16"].status == G.NUMERICAL_INSTABILITY and r["torch-fp16"].worst.nan > 0
     assert r["torch-bf16"].status == G.PASS  # bfloat16 has float32's range
     assert r.inputs[0].how == "the entry point's value"
     assert r.exit_code == 3
-    two = driftscope.guard(f"{models / 'energy.py'}:build", backends=["torch-bf16"], samples=2,
+    two = guard(f"{models / 'energy.py'}:build", backends=["torch-bf16"], samples=2,
                            runs=1)
     assert two.inputs[0].how == "the entry point's value; samples 2..2: standard normal"
 
@@ -203,7 +212,7 @@ def test_float16_conversion_says_which_weights_it_clipped(tmp_path):
     """onnxconverter-common clips weights to 1e4, not to float16's 65504: x * 3e4 becomes
     x * 1e4 without overflowing. The output is 3 times smaller, the cosine still 1."""
     gm.overflow_onnx(tmp_path / "big.onnx", before=(3e4,))
-    r = driftscope.guard(tmp_path / "big.onnx", backends=["ort-fp16"], runs=1)
+    r = guard(tmp_path / "big.onnx", backends=["ort-fp16"], runs=1)
     row = r["ort-fp16"]
     assert "the float16 conversion clipped 1 weight(s) above 10000" in row.notes[0]
     assert row.worst.norm_ref / row.worst.norm_cand == pytest.approx(3.0, rel=1e-3)
@@ -212,7 +221,7 @@ def test_float16_conversion_says_which_weights_it_clipped(tmp_path):
 # -- crashes, errors, unavailable backends --------------------------------------------------
 
 def test_a_backend_that_segfaults_is_a_runtime_error_and_the_others_run(models, plugins):
-    r = driftscope.guard(models / "overflow.onnx", backends=["crash", "raises", "ort-noopt"],
+    r = guard(models / "overflow.onnx", backends=["crash", "raises", "ort-noopt"],
                          runs=1)
     crash, raises = r["crash"], r["raises"]
     assert (crash.status, crash.signal) == (G.RUNTIME_ERROR, "SIGSEGV")
@@ -225,7 +234,7 @@ def test_a_backend_that_segfaults_is_a_runtime_error_and_the_others_run(models, 
 
 
 def test_unavailable_is_listed_never_passed_and_require_makes_it_fatal(models, plugins):
-    r = driftscope.guard(models / "overflow.onnx", backends=["missing", "ort-noopt"], runs=1)
+    r = guard(models / "overflow.onnx", backends=["missing", "ort-noopt"], runs=1)
     assert r["missing"].status == G.UNAVAILABLE
     assert r["missing"].reason == "a test backend that is never available"
     assert r.exit_code == 0 and "1 unavailable" in r.summary
@@ -239,7 +248,7 @@ def test_unavailable_is_listed_never_passed_and_require_makes_it_fatal(models, p
 def test_gpu_backends_say_why_they_cannot_run(models):
     import onnxruntime as ort
 
-    r = driftscope.guard(models / "overflow.onnx", backends=["ort-cuda"], runs=1)
+    r = guard(models / "overflow.onnx", backends=["ort-cuda"], runs=1)
     if "CUDAExecutionProvider" in ort.get_available_providers():
         assert r["ort-cuda"].status != G.UNAVAILABLE
     else:
@@ -267,7 +276,7 @@ def test_bad_input_is_one_line_and_exit_2(models, plugins, tmp_path):
                    "'litert' runs tflite models")
     one_error_line(cli(models / "overflow.onnx", "--samples", "0"), "samples")
     one_error_line(cli(models / "overflow.onnx", "--samples", "x"), "invalid int value")
-    one_error_line(cli(models / "overflow.onnx", "--probe", "auto"), "unrecognized arguments")
+    one_error_line(cli(models / "overflow.onnx", "--probe", "maybe"), "--probe", "invalid choice")
     np.save(tmp_path / "x.npy", np.zeros((1, 9), np.float32))
     np.save(tmp_path / "x64.npy", np.zeros((1, 8), np.float64))
     one_error_line(cli(models / "overflow.onnx", "--input", f"x={tmp_path / 'x.npy'}"),
@@ -303,7 +312,7 @@ def test_nan_in_the_reference_is_named_and_left_out(tmp_path):
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "log.onnx"))
     x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
-    r = driftscope.guard(tmp_path / "log.onnx", backends=["ort-noopt"], runs=1)
+    r = guard(tmp_path / "log.onnx", backends=["ort-noopt"], runs=1)
     assert r["ort-noopt"].status == G.PASS and r["ort-noopt"].worst.nan == 0
     n = int((x < 0).sum())
     assert n > 0
@@ -365,7 +374,7 @@ def test_inputs_follow_the_signature(models):
     samples, infos = G._inputs.make_samples(specs, {"ids": given}, {}, seed=0, samples=1)
     # The given array binds the symbolic dims for the generated mask too.
     assert samples[0]["mask"].shape == (1, 6) and infos[0].how == "given (--input)"
-    r = driftscope.guard(models / "embedding.onnx", backends=["ort-noopt"], runs=1,
+    r = guard(models / "embedding.onnx", backends=["ort-noopt"], runs=1,
                          dims={"seq": 40})
     assert r["ort-noopt"].status == G.PASS
 
@@ -382,10 +391,10 @@ def test_samples_report_the_worst(models, tmp_path):
     seed = next(s for s in range(200) if not overflows(s) and any(overflows(s + k)
                                                                  for k in range(1, 4)))
     bad = [k for k in range(4) if overflows(seed + k)]
-    one = driftscope.guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, runs=1)
+    one = guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, runs=1)
     assert one["ort-fp16"].status == G.PASS
     assert not any("clipped" in n for n in one["ort-fp16"].notes)
-    four = driftscope.guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, samples=4,
+    four = guard(tmp_path / "edge.onnx", backends=["ort-fp16"], seed=seed, samples=4,
                             runs=1)
     assert four["ort-fp16"].status == G.NUMERICAL_INSTABILITY
     assert four["ort-fp16"].worst.sample in bad
@@ -456,12 +465,12 @@ def test_litert_backends(tmp_path):
 
     (tmp_path / "model.tflite").write_bytes(tm.build_float())
     (tmp_path / "int8.tflite").write_bytes(tm.build_int8())
-    r = driftscope.guard(tmp_path / "model.tflite", runs=1)
+    r = guard(tmp_path / "model.tflite", runs=1)
     assert [b.name for b in r.backends] == ["litert-ref", "litert", "litert-gpu"]
     assert r["litert"].status == G.PASS and r["litert"].worst.cosine > 0.9999
     assert r["litert-gpu"].status == G.UNAVAILABLE and r["litert-gpu"].reason
     assert r.inputs[0].how == "uniform [0,1) (image-like)"
-    q = driftscope.guard(tmp_path / "int8.tflite", backends=["litert"], runs=1)
+    q = guard(tmp_path / "int8.tflite", backends=["litert"], runs=1)
     assert q["litert"].status == G.PASS
     assert q.inputs[0].dtype == "float32"  # QUANTIZE at the float boundary
 
@@ -486,7 +495,7 @@ def test_minilm_through_the_onnx_backends(tmp_path):
     model = BertModel.from_pretrained(path).eval()
     with torch.no_grad():
         export(model, tokens["input_ids"], tokens["attention_mask"], tmp_path / "minilm.onnx")
-    r = driftscope.guard(tmp_path / "minilm.onnx",
+    r = guard(tmp_path / "minilm.onnx",
                          backends=["ort-noopt", "ort-fp16", "ort-int8", "ort-cuda"],
                          dims={"seq": 16}, runs=2)
     assert r.inputs[0].how == "ids uniform in [0, 30522) (embedding table)"
@@ -519,7 +528,8 @@ def test_guard_howto(tmp_path):
     assert gm.FP16_TORCH.strip() in page.read_text()
     gm.fp16_torch(tmp_path / "energy.py")
     (tmp_path / "model.tflite").write_bytes(tm.build_float())
-    ran = run_page(page, tmp_path)
+    # Sections 8 and 9 (probe, fallback) are run by test_guard_probe.py.
+    ran = run_page(page, tmp_path, sections=lambda h: not h.startswith(("8.", "9.")))
     assert [line.split()[1] for line in ran if line != "python"] == ["guard"] * 4
     assert ran.count("python") == 3
     data = json.loads((tmp_path / "guard.json").read_text())

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -28,11 +28,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 _EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
+_HEADING = re.compile(r"^## (.*)$", re.M)
 
 
-def blocks(page: Path) -> List[Tuple[str, str]]:
-    """(language, body) of every fenced block, in page order."""
-    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(page.read_text())]
+def blocks(page: Path, sections: Optional[Callable[[str], bool]] = None) -> List[Tuple[str, str]]:
+    """(language, body) of every fenced block, in page order; with `sections`, only those under
+    a ``## `` heading for which sections(heading) is true (a test can run one part of a page)."""
+    text = page.read_text()
+    if sections is None:
+        return [(m.group(1), m.group(2)) for m in _FENCE.finditer(text)]
+    heads = [(m.start(), m.group(1).strip()) for m in _HEADING.finditer(text)]
+    out = []
+    for m in _FENCE.finditer(text):
+        head = next((h for pos, h in reversed(heads) if pos < m.start()), "")
+        if sections(head):
+            out.append((m.group(1), m.group(2)))
+    return out
 
 
 def driftscope_command() -> str:
@@ -45,7 +56,8 @@ def driftscope_command() -> str:
     return str(max(built, key=lambda p: p.stat().st_mtime))
 
 
-def run_page(page: Path, cwd: Path) -> List[str]:
+def run_page(page: Path, cwd: Path,
+             sections: Optional[Callable[[str], bool]] = None) -> List[str]:
     exe = driftscope_command()
     env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, HF_HUB_OFFLINE="1", NO_COLOR="1")
     # The recorders run in `python -m driftscope`; make sure it imports this checkout's package.
@@ -53,7 +65,7 @@ def run_page(page: Path, cwd: Path) -> List[str]:
         p for p in [str(Path(__import__("driftscope").__file__).parents[1]),
                     env.get("PYTHONPATH", "")] if p)
     ran = []
-    for lang, body in blocks(page):
+    for lang, body in blocks(page, sections):
         if lang == "python":
             proc = subprocess.run([sys.executable, "-c", body], cwd=cwd, env=env,
                                   capture_output=True, text=True, timeout=600)

@@ -24,12 +24,15 @@ from ._inputs import InputInfo
 from ._metrics import (ARGMAX_FLIP, CONSTANT_OUTPUT, NUMERICAL_INSTABILITY, PASS,
                        PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SILENT_ZERO_VECTOR,
                        UNAVAILABLE, OutputResult, Thresholds)
+from ._fallback import FallbackResult
+from ._probe import ProbeFinding, ProbeResult
 from ._report import EXIT_CODES, SCHEMA, BackendResult, GuardReport
 
 __all__ = [
     "guard", "GuardReport", "BackendResult", "OutputResult", "GuardError", "Thresholds",
     "InputInfo", "Backend", "Session", "register_backend", "BACKENDS", "DEFAULT_REFERENCE",
-    "family_backends", "cli_main", "EXIT_CODES", "SCHEMA",
+    "family_backends", "cli_main", "EXIT_CODES", "SCHEMA", "ProbeResult", "ProbeFinding",
+    "FallbackResult",
     "PASS", "REFERENCE", "NUMERICAL_INSTABILITY", "SILENT_ZERO_VECTOR", "CONSTANT_OUTPUT",
     "PRECISION_DEGRADATION", "ARGMAX_FLIP", "RUNTIME_ERROR", "UNAVAILABLE",
 ]

@@ -33,8 +33,18 @@ class Session:
         raise NotImplementedError
 
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
-        """node -> how the built variant proves it ran float32; a node missing is not proven."""
+        """For each of `nodes` (the SOURCE model's node names / module paths) that the built
+        variant provably runs in float32: how the variant shows it (the optimized graph's types,
+        the parameters' and the recorded output's dtype). A node missing from the answer is not
+        proven, and a fallback that keeps it is not reported as verified. Call after run()."""
         return {}
+
+    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
+        """Runs once and records the intermediate tensors into the TDUMP file `path` through
+        driftscope's recorders, named by the source model's node / module names; returns that
+        run's outputs (the guard compares them with run()'s: an observer effect makes it bisect
+        instead). NotImplementedError: this backend cannot expose intermediates."""
+        raise NotImplementedError
 
 
 class Backend:
@@ -55,16 +65,29 @@ class Backend:
         return None
 
     def can_keep_float32(self) -> bool:
-        """Whether load(..., keep_float32=...) can keep chosen nodes in float32."""
+        """Does load(..., keep_float32=...) work: can this backend's variant keep chosen nodes
+        in float32 (the FP32 fallback)?"""
         return False
 
-    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
-             ) -> Session:
+    def load(self, model: str, work: str, seed: int,
+             keep_float32: Sequence[str] = ()) -> Session:
         """In the child process: build this backend's variant of `model` (files go in the
-        folder `work`) and load it, with the nodes named in `keep_float32` (the source model's
-        node names) kept in float32 where can_keep_float32(). Raise on failure; the message
-        becomes the report's."""
+        folder `work`) and load it. Raise on failure; the message becomes the report's.
+        keep_float32: nodes named by the SOURCE model's node names (ONNX node names, torch
+        module paths) that the variant keeps in float32 (only when can_keep_float32())."""
         raise NotImplementedError
+
+    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+        """How to build the variant with `nodes` kept in float32, in the runtime's own terms
+        (code a user pastes); "" when there is no such mechanism."""
+        return ""
+
+    # Op types worth keeping in float32 (None: every node). INT8 backends name the ops they
+    # quantize, so the fallback does not spend re-runs on nodes the variant never changed.
+    fallback_ops: Optional[frozenset] = None
+    # Only nodes that read float32 weights (initializers) are worth keeping: dynamic INT8
+    # quantizes weights, and activations only at the nodes that read quantized weights.
+    fallback_weights_only: bool = False
 
 
 BACKENDS: Dict[str, Backend] = {}
@@ -103,16 +126,46 @@ def _gpu_device() -> Optional[str]:
 # -- ONNX Runtime ------------------------------------------------------------------------------
 
 class _OrtSession(Session):
-    def __init__(self, session: Any, notes: List[str]) -> None:
+    def __init__(self, session: Any, notes: List[str], record_model: Any, provider: str,
+                 optimize: bool, optimized: Optional[str], variant_proto: Any) -> None:
         self.session = session
         self.notes = notes
         self.names = [o.name for o in session.get_outputs()]
+        # What the recorder runs: the model path (float32) or the variant's ModelProto.
+        self.record_model, self.provider, self.optimize = record_model, provider, optimize
+        self.optimized, self.variant_proto = optimized, variant_proto
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         from ..onnxruntime import _check_inputs, _run
 
         checked = _check_inputs(self.session, dict(feeds))
         return dict(zip(self.names, _run(self.session, checked, "the model")))
+
+    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
+        from .. import onnxruntime as dort
+
+        rec = dort.record(self.record_model, dict(feeds), path, providers=[self.provider],
+                          session_options=_ort_options(self.optimize), check_observer=False)
+        return {k: v for k, v in rec.outputs.items() if v is not None}
+
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        return ort_float32_evidence(nodes, self.variant_proto, self.optimized)
+
+
+def _ort_options(optimize: bool) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+# Ops quantize_dynamic turns into integer ops (onnxruntime.quantization.registry,
+# IntegerOpsRegistry): the only nodes an INT8 fallback can give back to float32.
+_DYNAMIC_INT8_OPS = frozenset({"Conv", "MatMul", "Attention", "LSTM", "Gather", "Transpose",
+                               "EmbedLayerNormalization"})
 
 
 class OrtBackend(Backend):
@@ -123,6 +176,9 @@ class OrtBackend(Backend):
                  variant: Optional[str] = None) -> None:
         self.name, self.summary, self.note = name, summary, note
         self.provider, self.optimize, self.variant = provider, optimize, variant
+        if variant == "int8":
+            self.fallback_ops = _DYNAMIC_INT8_OPS
+            self.fallback_weights_only = True
 
     def unavailable(self) -> Optional[str]:
         why = _missing("onnxruntime", "onnxruntime")
@@ -141,48 +197,64 @@ class OrtBackend(Backend):
             return _missing("onnxruntime.quantization", "onnxruntime")
         return None
 
-    def load(self, model: str, work: str, seed: int) -> Session:
-        import onnxruntime as ort
+    def can_keep_float32(self) -> bool:
+        return self.variant in ("fp16", "int8")
 
+    def load(self, model: str, work: str, seed: int,
+             keep_float32: Sequence[str] = ()) -> Session:
         from .. import onnxruntime as dort
 
+        keep = list(keep_float32)
+        if keep and not self.can_keep_float32():
+            raise ValueError(f"{self.name} cannot keep nodes in float32")
         if self.variant is None:
             proto, external_dir, name = None, None, os.path.basename(model)
         else:
             proto, external_dir, name = dort._load_model(model)
+        if keep:
+            known = {n.name for n in proto.graph.node if n.name}
+            missing = [k for k in keep if k not in known]
+            if missing:
+                raise ValueError(f"no node named {missing[0]!r} in the model (keep_float32)")
         notes: List[str] = []
+        record_model: Any = model
         if self.variant == "fp16":
             clamped = _clamped_weights(proto) if external_dir is None else None
             if clamped:
                 notes.append(clamped)
             proto, kept = dort._to_float16(proto if external_dir is None else model,
-                                           [self.provider])
-            external_dir = None
+                                           [self.provider], keep=keep)
+            external_dir, record_model = None, proto
             if kept:
                 notes.append(f"{len(kept)} node(s) kept in float32 (ONNX Runtime cannot load "
                              f"them converted): {', '.join(kept[:5])}"
                              + (" ..." if len(kept) > 5 else ""))
+            if keep:
+                notes.append(f"{len(keep)} node(s) kept in float32 (fallback, node_block_list)")
         elif self.variant == "int8":
             from onnxruntime.quantization import quantize_dynamic
 
             import onnx
 
             out = os.path.join(work, "int8.onnx")
-            quantize_dynamic(model, out)
+            quantize_dynamic(model, out, nodes_to_exclude=keep)
             proto, external_dir = onnx.load(out), None
+            record_model = _named_like_source(proto, dort._load_model(model)[0])
             ops: Dict[str, int] = {}
             for n in proto.graph.node:
                 if "Integer" in n.op_type or n.op_type.startswith(("QLinear", "DynamicQuantize")):
                     ops[n.op_type] = ops.get(n.op_type, 0) + 1
             notes.append("int8 nodes: " + ", ".join(f"{v} {k}" for k, v in sorted(ops.items()))
                          if ops else "no node was quantized: int8 was not exercised")
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if not self.optimize:
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        optimized = os.path.join(work, "optimized.onnx")
-        if self.variant == "fp16":
+            if keep:
+                notes.append(f"{len(keep)} node(s) kept in float32 (fallback, "
+                             "nodes_to_exclude)")
+        options = _ort_options(self.optimize)
+        optimized: Optional[str] = os.path.join(work, f"{self.name}.optimized.onnx")
+        if self.variant in ("fp16", "int8"):
             options.optimized_model_filepath = optimized
+        else:
+            optimized = None
         # The file itself when nothing was changed: ONNX Runtime reads it (and its external
         # data) faster than a re-serialised copy (bench/bench_guard.py).
         source = model if self.variant is None else proto.SerializeToString()
@@ -192,9 +264,133 @@ class OrtBackend(Backend):
         if not active or active[0] != self.provider:
             raise RuntimeError(f"ONNX Runtime ran {active[0] if active else 'nothing'} instead "
                                f"of {self.provider}")
-        if self.variant == "fp16" and os.path.isfile(optimized):
+        if optimized is not None and not os.path.isfile(optimized):
+            optimized = None
+        if self.variant == "fp16" and optimized is not None:
             notes.append(_float16_kernels(optimized))
-        return _OrtSession(session, notes)
+        return _OrtSession(session, notes, record_model, self.provider, self.optimize,
+                           optimized, proto if self.variant else None)
+
+    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+        base = os.path.basename(model)
+        listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
+        stem = base[:-5] if base.lower().endswith(".onnx") else base
+        if self.variant == "fp16":
+            return ("import onnx\n"
+                    "from onnxconverter_common import float16\n\n"
+                    "# onnxconverter-common's own mechanism:\n"
+                    f"model = float16.convert_float_to_float16(onnx.load({base!r}), "
+                    "keep_io_types=True,\n"
+                    f"                                         node_block_list={listed})\n"
+                    "# exactly the variant guard verified: the same call, plus the float32\n"
+                    "# link between two kept nodes (the converter alone passes it through\n"
+                    "# float16) and the loading fixes of driftscope.onnxruntime.to_float16:\n"
+                    "from driftscope.onnxruntime import to_float16\n\n"
+                    f"model = to_float16({base!r}, keep_float32={listed})\n"
+                    f"onnx.save(model, {stem + '.fp16.onnx'!r})\n")
+        if self.variant == "int8":
+            return ("from onnxruntime.quantization import quantize_dynamic\n\n"
+                    f"quantize_dynamic({base!r}, {stem + '.int8.onnx'!r},\n"
+                    f"                 nodes_to_exclude={listed})\n")
+        return ""
+
+
+def _named_like_source(variant: Any, source: Any) -> Any:
+    """A copy of a quantized model whose nodes are named for the recorder as in the source:
+    the node that now produces a value the source's node S produced is named S (quantize_dynamic
+    calls it "S_quant..." or the like), and the nodes it added (DynamicQuantizeLinear, scale
+    casts and multiplies) are tagged as inserted, so that they belong to no module scope (the
+    recorder would otherwise name a module after its quantization node) and are not recorded."""
+    import onnx
+
+    from ..onnxruntime import _INSERTED
+
+    made = {o: n.name for n in source.graph.node for o in n.output if o}
+    out = onnx.ModelProto()
+    out.CopyFrom(variant)
+    # A node keeps or takes the name of the source node whose value it produces; one that
+    # produces no source value (a quantized Gather under its old name, a DynamicQuantizeLinear)
+    # is internal to the quantization.
+    nodes = list(out.graph.node)  # one wrapper per node (protobuf makes new ones per iteration)
+    src = [next((made[o] for o in n.output if o in made), None) for n in nodes]
+    taken = {n.name for n, s in zip(nodes, src) if s == n.name}
+    for n, s in zip(nodes, src):
+        if s is not None and s == n.name:
+            continue
+        if s is not None and s not in taken:
+            n.name = s
+            taken.add(s)
+        else:
+            n.name, n.doc_string = "", _INSERTED
+    return out
+
+
+def ort_float32_evidence(nodes: Sequence[str], variant: Any,
+                         optimized: Optional[str]) -> Dict[str, str]:
+    """Which of `nodes` the built variant runs in float32. Proof comes from the graph ONNX
+    Runtime optimised and saved (what it really runs): the node, under its source name, whose
+    float inputs and outputs are all float32. A node ONNX Runtime fused away or renamed is looked
+    up in the variant itself only for an INT8 model (a node quantize_dynamic left as a float op
+    with float32 weights); otherwise it is not proven."""
+    import onnx
+
+    if variant is None:
+        return {}
+    FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    BF16 = onnx.TensorProto.BFLOAT16
+    floats = (FLOAT, FLOAT16, BF16, onnx.TensorProto.DOUBLE)
+
+    def typed(g: Any) -> Dict[str, int]:
+        t = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(g.value_info) + list(g.input) + list(g.output)}
+        t.update({i.name: i.data_type for i in g.initializer})
+        return t
+
+    found: Dict[str, str] = {}
+    want = set(nodes)
+    if optimized is not None:
+        q = onnx.load(optimized, load_external_data=False)
+        types = typed(q.graph)
+        for n in q.graph.node:
+            if n.name not in want or n.name in found:
+                continue
+            vals = [x for x in list(n.input) + list(n.output) if x]
+            # ONNX Runtime saves no type for the values its cast insertion created; those
+            # named InsertedPrecisionFreeCast_ are the float32 side of a cast it removed.
+            kinds = [types.get(x, FLOAT if x.startswith("InsertedPrecisionFreeCast_") else None)
+                     for x in vals]
+            if any(k is None for k in kinds):
+                continue  # a type ONNX Runtime did not save: no proof
+            fl = [k for k in kinds if k in floats]
+            if fl and all(k == FLOAT for k in fl):
+                found[n.name] = (f"ONNX Runtime's optimized graph runs {n.name} as {n.op_type} "
+                                 f"with {len(fl)} float32 input/output value(s) and no float16 "
+                                 "one")
+    integer_ops = ("Integer", "QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
+    quantized = any(any(t in n.op_type for t in integer_ops) for n in variant.graph.node)
+    if quantized:
+        types = typed(variant.graph)
+        producer = {o: n for n in variant.graph.node for o in n.output}
+        inits = {i.name: i for i in variant.graph.initializer}
+        for n in variant.graph.node:
+            if n.name not in want or n.name in found:
+                continue
+            if any(t in n.op_type for t in integer_ops):
+                continue
+            weights = [inits[x] for x in n.input if x in inits]
+            fed_int = [x for x in n.input if x in producer
+                       and any(t in producer[x].op_type for t in integer_ops)]
+            if fed_int or any(w.data_type not in (FLOAT,) and w.data_type in floats
+                              for w in weights):
+                continue
+            if any(types.get(x) == onnx.TensorProto.INT8 or types.get(x) == onnx.TensorProto.UINT8
+                   for x in n.input if x in inits):
+                continue
+            wdesc = ", ".join(f"{w.name} float32" for w in weights
+                              if w.data_type == FLOAT) or "no weights"
+            found[n.name] = (f"quantize_dynamic left {n.name} a float {n.op_type} ({wdesc}; no "
+                             "quantized input)")
+    return found
 
 
 # onnxconverter-common's convert_float_to_float16 defaults: weights are clipped into
@@ -382,24 +578,93 @@ def _rebuild(inputs: Any, feeds: Mapping[str, np.ndarray], dtype: Any) -> Any:
 
 
 class _TorchSession(Session):
-    def __init__(self, model: Any, example: Any, dtype: Any) -> None:
+    def __init__(self, model: Any, example: Any, dtype: Any, kept: Dict[str, Any]) -> None:
         self.model, self.example, self.dtype, self.notes = model, example, dtype, []
+        # Module path -> the dtype of the last output its forward computed, before the cast
+        # back to the model's dtype (the evidence that it ran in float32).
+        self.kept, self.seen = kept, {}
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def _outputs(self, feeds: Mapping[str, np.ndarray], path: Optional[str]) -> Dict[str, Any]:
         import torch
 
-        from ..torch import _call, _flat
+        from ..torch import _call, _flat, record
 
         with torch.no_grad():
-            out = _call(self.model, _rebuild(self.example, feeds, self.dtype))
+            args = _rebuild(self.example, feeds, self.dtype)
+            if path is None:
+                out = _call(self.model, args)
+            else:
+                with record(self.model, path, meta={"precision": str(self.dtype or
+                                                                   torch.float32)}):
+                    out = _call(self.model, args)
         leaves, _ = _flat(out)
         result: Dict[str, np.ndarray] = {}
-        for path, t in leaves:
+        for p, t in leaves:
             t = t.detach().cpu()
             if t.dtype in (torch.bfloat16, torch.float16):
                 t = t.float()  # exact: every bf16/f16 value is a float32
-            result[path.lstrip(".") or "output"] = t.numpy().copy()
+            result[p.lstrip(".") or "output"] = t.numpy().copy()
         return result
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        return self._outputs(feeds, None)
+
+    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
+        return self._outputs(feeds, path)
+
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        import torch
+
+        found: Dict[str, str] = {}
+        for name in nodes:
+            mod = self.kept.get(name)
+            if mod is None or self.seen.get(name) != torch.float32:
+                continue  # not kept, or its forward never produced a float32 output
+            params = [(n, p.dtype) for n, p in mod.named_parameters()]
+            bufs = [(n, b.dtype) for n, b in mod.named_buffers() if b.is_floating_point()]
+            if any(d != torch.float32 for _, d in params + bufs):
+                continue
+            what = (f"{len(params)} parameter(s) ({', '.join(n for n, _ in params[:4])}"
+                    f"{', ...' if len(params) > 4 else ''}) float32, " if params else
+                    "no parameters, ")
+            found[name] = (f"{name} ({type(mod).__name__}): {what}its forward's output was "
+                           f"float32 (cast to {str(self.dtype).replace('torch.', '')} after)")
+        return found
+
+
+def _keep_module_float32(net: Any, name: str, dtype: Any, seen: Dict[str, Any]) -> Any:
+    """Module `name` of a model cast to `dtype` computes in float32: its parameters become
+    float32, a pre-hook casts its floating inputs up and a hook casts its output back down
+    (the usual mixed-precision fix). Hooks, not a wrapper: module paths stay the same."""
+    import torch
+
+    try:
+        mod = net.get_submodule(name)
+    except AttributeError:
+        raise ValueError(f"the model has no module {name!r} (keep_float32)") from None
+    mod.float()
+
+    def up(x: Any) -> Any:
+        return x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+    def pre(m: Any, args: Any, kwargs: Any) -> Any:
+        return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
+
+    def post(m: Any, args: Any, out: Any) -> Any:
+        if isinstance(out, torch.Tensor):
+            seen[name] = out.dtype
+            return out.to(dtype) if out.is_floating_point() else out
+        if isinstance(out, (tuple, list)):
+            firsts = [o for o in out if isinstance(o, torch.Tensor)]
+            if firsts:
+                seen[name] = firsts[0].dtype
+            return type(out)(o.to(dtype) if isinstance(o, torch.Tensor)
+                             and o.is_floating_point() else o for o in out)
+        return out
+
+    mod.register_forward_pre_hook(pre, with_kwargs=True)
+    mod.register_forward_hook(post)
+    return mod
 
 
 class TorchBackend(Backend):
@@ -411,15 +676,39 @@ class TorchBackend(Backend):
     def unavailable(self) -> Optional[str]:
         return _missing("torch", "torch")
 
-    def load(self, model: str, work: str, seed: int) -> Session:
+    def can_keep_float32(self) -> bool:
+        return self.dtype is not None
+
+    def load(self, model: str, work: str, seed: int,
+             keep_float32: Sequence[str] = ()) -> Session:
         import torch
 
+        if keep_float32 and not self.can_keep_float32():
+            raise ValueError(f"{self.name} cannot keep modules in float32")
         net, example = torch_example(model, seed)
         dtype = getattr(torch, self.dtype) if self.dtype else None
         if dtype is not None:
             net = net.to(dtype)
         net.eval()
-        return _TorchSession(net, example, dtype)
+        seen: Dict[str, Any] = {}
+        kept = {n: _keep_module_float32(net, n, dtype, seen) for n in keep_float32}
+        session = _TorchSession(net, example, dtype, kept)
+        session.seen = seen
+        if kept:
+            session.notes.append(f"{len(kept)} module(s) kept in float32 (fallback)")
+        return session
+
+    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+        listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
+        return ("import torch\n\n"
+                f"model = model.to(torch.{self.dtype})\n"
+                f"for name in {listed}:\n"
+                "    module = model.get_submodule(name).float()\n"
+                "    module.register_forward_pre_hook(lambda m, args: tuple(\n"
+                "        a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() "
+                "else a\n        for a in args))\n"
+                "    module.register_forward_hook(\n"
+                f"        lambda m, args, out: out.to(torch.{self.dtype}))\n")
 
 
 register_backend(TorchBackend("torch", "PyTorch eager, CPU, float32", None))

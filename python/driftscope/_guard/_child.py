@@ -29,12 +29,24 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
     from ._backends import BACKENDS, load_plugins
 
     load_plugins()
+    kind = job.get("kind", "run")
+    if kind == "bisect":
+        from ._probe import bisect_job
+
+        return _guarded(bisect_job, job)
+    if kind == "fallback":
+        from ._fallback import search_job
+
+        return _guarded(search_job, job)
     result: Dict[str, Any] = {"outputs": [], "latency_s": [], "load_s": None, "notes": [],
                               "error": None, "stage": "load"}
     try:
         backend = BACKENDS[job["backend"]]
+        keep = list(job.get("keep_float32") or ())
         start = time.perf_counter()
-        session = backend.load(job["model"], job["work"], job["seed"])
+        # Only a fallback passes keep_float32: plugins written before it keep working.
+        session = (backend.load(job["model"], job["work"], job["seed"], keep_float32=keep)
+                   if keep else backend.load(job["model"], job["work"], job["seed"]))
         if job.get("state"):  # a stateful model: run step by step, carrying the state
             from ._stateful import StatefulSession
 
@@ -55,10 +67,43 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
                     session.run(feeds)
                     times.append(time.perf_counter() - start)
                 result["latency_s"] = times
+        if job.get("evidence") is not None:
+            result["stage"] = "float32 evidence"
+            result["evidence"] = dict(session.float32_evidence(list(job["evidence"])))
+        if job.get("save_variant") and getattr(session, "variant_proto", None) is not None:
+            import onnx
+
+            onnx.save(session.variant_proto, job["save_variant"])
+        if job.get("record"):
+            result["stage"] = "recording intermediates"
+            result.update(record_session(session, job["samples"][job["record"]["sample"]],
+                                         job["record"]["path"]))
         result["stage"] = "done"
     except Exception as err:  # noqa: BLE001 - every failure is reported, the guard goes on
         result["error"] = _first_line(err)
     return result
+
+
+def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """Records one run with intermediates; says whether recording changed the final outputs
+    (observer effect) or whether the backend cannot record at all."""
+    from ..onnxruntime import _observer_effect
+
+    plain = session.run(feeds)
+    try:
+        captured = session.record(feeds, path)
+    except NotImplementedError:
+        return {"recorded": False, "observer_effect": None,
+                "record_error": "this backend cannot expose its intermediate tensors"}
+    return {"recorded": True, "observer_effect": _observer_effect(plain, captured),
+            "record_error": None, "plain_outputs": plain, "captured_outputs": captured}
+
+
+def _guarded(fn: Any, job: Dict[str, Any]) -> Dict[str, Any]:
+    try:
+        return fn(job)
+    except Exception as err:  # noqa: BLE001 - reported, the guard goes on
+        return {"error": _first_line(err)}
 
 
 def main(argv: List[str]) -> int:

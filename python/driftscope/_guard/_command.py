@@ -11,6 +11,8 @@ from .._cli import input_paths, parse_args, refuse_output_onto_inputs, write_out
 from .._progress import Progress
 from ..errors import Error
 from . import _backends as B
+from ._fallback import DEFAULT_FALLBACK_RUNS
+from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
 from ._inputs import InputError, parse_dims
 from ._stateful import parse_state
@@ -45,6 +47,14 @@ SILENT_ZERO_VECTOR (L2 norm < --min-norm where the reference's is not), CONSTANT
 PRECISION_DEGRADATION (cosine < --min-cosine), ARGMAX_FLIP (top-1 over the last axis changes),
 RUNTIME_ERROR, UNAVAILABLE.
 
+probe and fallback (default for failing backends): the reference and the failing backend run
+again with every intermediate tensor recorded (driftscope's recorders, named by the source
+model's nodes / module paths) and driftscope compare names the first divergence, first NaN/Inf
+and first silent zero; where recording is impossible or changes the outputs, an ONNX graph is
+bisected (prefixes cut after a node, about log2(nodes) runs). For float16 / INT8 backends a
+small set of nodes kept in float32 is searched (grow from the probed node, then shrink), rebuilt,
+proven to run in float32 in the built variant, re-run, and printed as a recipe.
+
 exit status: 0 every available backend passes; 1 degraded (PRECISION_DEGRADATION, ARGMAX_FLIP,
 RUNTIME_ERROR); 3 silent failure (NUMERICAL_INSTABILITY, SILENT_ZERO_VECTOR, CONSTANT_OUTPUT);
 2 usage or input error, the reference backend failed, or a --require'd backend is unavailable.
@@ -54,6 +64,7 @@ examples:
   driftscope guard model.onnx --backends ort-fp16,ort-int8 --dim seq=32 --json guard.json
   driftscope guard model.tflite --input image=cat.npy --require litert
   driftscope guard --model net.py:build --backends torch-fp16 --markdown "$GITHUB_STEP_SUMMARY"
+  driftscope guard model.onnx --backends ort-int8 --out guard-out --probe-method both
 
 docs/howto/guard.md explains every backend, input rule and formula."""
 
@@ -119,6 +130,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="write a Markdown report, e.g. for $GITHUB_STEP_SUMMARY")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
+    p.add_argument("--probe", choices=PROBE_MODES, default="auto",
+                   help="localise failures layer by layer: auto (failing backends, default), "
+                        "always (every backend that ran), never")
+    p.add_argument("--probe-method", choices=PROBE_METHODS, default="auto",
+                   help="auto (record intermediates; bisect an ONNX graph where recording is "
+                        "impossible or changes the outputs), record, bisect, or both (record, "
+                        "and bisect as a cross-check)")
+    p.add_argument("--fallback", choices=FALLBACK_MODES, default="auto",
+                   help="search a verified FP32 fallback for failing float16/INT8 backends "
+                        "(auto, default) or not (never); needs the probe")
+    p.add_argument("--fallback-runs", type=int, default=DEFAULT_FALLBACK_RUNS, metavar="N",
+                   help=f"cap on variant builds of one fallback search (default "
+                        f"{DEFAULT_FALLBACK_RUNS})")
+    p.add_argument("--policy", metavar="FILE",
+                   help="driftscope compare policy file (TOML or JSON) for the probe's "
+                        "comparison (default: --min-cosine)")
+    p.add_argument("--out", metavar="DIR",
+                   help="keep the probe's recorded dumps (REFERENCE/sampleK.tdump, "
+                        "BACKEND/sampleK.tdump) and the fallback's variant models in DIR")
     p.add_argument("--list-backends", action="store_true",
                    help="list every backend, whether it can run here and why not; then exit")
     return p
@@ -180,11 +210,13 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
 
         # Refused before minutes of runs, not after: a report never replaces what guard reads.
         reads = input_paths(model.rpartition(":")[0] if args.model is not None else model,
-                            args.input) + ([args.reference_model] if args.reference_model else [])
+                            args.input) + [p for p in (args.reference_model, args.policy) if p]
         for out in (args.json, args.markdown):
             same = refuse_output_onto_inputs(out, reads) if out and out != "-" else None
             if same:
                 raise GuardError(same)
+        if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise GuardError(f"--out '{args.out}': exists and is not a folder")
 
         try:
             numbers, files = _number_inputs(args.input)
@@ -201,6 +233,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            require=_split(args.require), runs=args.runs, timeout=args.timeout,
                            reference_model=args.reference_model, steps=args.steps,
                            state=state or None,
+                           probe=args.probe, fallback=args.fallback, policy=args.policy,
+                           out=args.out, probe_method=args.probe_method,
+                           fallback_runs=args.fallback_runs,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())

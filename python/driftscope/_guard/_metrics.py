@@ -153,3 +153,24 @@ def worse(a: OutputResult, b: OutputResult) -> bool:
     ca = a.cosine if a.cosine is not None and math.isfinite(a.cosine) else -2.0
     cb = b.cosine if b.cosine is not None and math.isfinite(b.cosine) else -2.0
     return ca < cb
+
+
+def judge_all(refs: Any, cands: Any, t: Thresholds) -> Optional[OutputResult]:
+    """The worst output over every sample (lists of {output name: array}); None when nothing
+    numeric was compared. An output the candidate lacks is RUNTIME_ERROR."""
+    worst: Optional[OutputResult] = None
+    for k, (r_out, c_out) in enumerate(zip(refs, cands)):
+        for name, rv in r_out.items():
+            if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
+                continue
+            if name not in c_out:
+                res = OutputResult(name, RUNTIME_ERROR, k,
+                                   detail="the backend returned no output of this name")
+            else:
+                try:
+                    res = judge(name, rv, c_out[name], t, k)
+                except TypeError as err:
+                    res = OutputResult(name, RUNTIME_ERROR, k, detail=str(err))
+            if worst is None or worse(res, worst):
+                worst = res
+    return worst

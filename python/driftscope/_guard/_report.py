@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -40,6 +41,8 @@ class BackendResult:
     latency_ms: Optional[float] = None
     latency_ratio: Optional[float] = None
     runs: int = 0
+    probe: Optional[Any] = None            # _probe.ProbeResult when probed
+    fallback: Optional[Any] = None         # _fallback.FallbackResult when searched
 
     @property
     def diagnostics(self) -> str:
@@ -69,7 +72,9 @@ class BackendResult:
                 "latency_ms": {"median": num(self.latency_ms), "runs": self.runs,
                                "ratio_to_reference": num(self.latency_ratio)},
                 "worst_output": self.worst.name if self.worst else None,
-                "outputs": [o.to_json() for o in self.outputs]}
+                "outputs": [o.to_json() for o in self.outputs],
+                "probe": self.probe.to_json() if self.probe is not None else None,
+                "fallback": self.fallback.to_json() if self.fallback is not None else None}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -91,12 +96,14 @@ class GuardReport:
     def __init__(self, *, model: str, family: str, reference: str,
                  backends: List[BackendResult], inputs: List[InputInfo], samples: int, seed: int,
                  runs: int, thresholds: Thresholds, required: List[str],
-                 reference_nonfinite: Dict[str, int]) -> None:
+                 reference_nonfinite: Dict[str, int], probe: str = "never",
+                 fallback: str = "never", out: Optional[str] = None) -> None:
         self.model, self.family, self.reference = model, family, reference
         self.backends, self.inputs = backends, inputs
         self.samples, self.seed, self.runs = samples, seed, runs
         self.thresholds, self.required = thresholds, required
         self.reference_nonfinite = reference_nonfinite
+        self.probe, self.fallback, self.out = probe, fallback, out
 
     def __getitem__(self, name: str) -> BackendResult:
         for b in self.backends:
@@ -184,7 +191,17 @@ class GuardReport:
                 out.append(f"{b.name} {plain} ({b.status}) on {where}: {w.detail}.")
             if b.note and b.status != UNAVAILABLE:
                 out.append(f"{b.name} exercises {b.note}.")
+            if b.probe is not None:
+                out.extend(b.probe.sentences(b.name))
+            if b.fallback is not None:
+                out.append(b.fallback.sentence + ".")
         return out
+
+    @property
+    def recipes(self) -> List[Any]:
+        """(backend, FallbackResult) of every fallback that found a set, verified or not."""
+        return [(b.name, b.fallback) for b in self.backends
+                if b.fallback is not None and b.fallback.recipe and b.fallback.nodes]
 
     # -- renderings ---------------------------------------------------------------------------
 
@@ -226,6 +243,10 @@ class GuardReport:
         lines.append("")
         lines.append("Findings")
         lines.extend(f"  - {f}" for f in self.findings)
+        for name, fb in self.recipes:
+            state = "verified" if fb.verified else "NOT verified"
+            lines += ["", f"FP32 fallback recipe for {name} ({state}):"]
+            lines.extend("    " + ln for ln in fb.recipe.rstrip("\n").splitlines())
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
@@ -241,6 +262,14 @@ class GuardReport:
             c = self._cells(b)
             out.append("| " + " | ".join(esc(x) for x in c) + " |")
         out += ["", "**Findings**", ""] + [f"- {esc(f)}" for f in self.findings]
+        for name, fb in self.recipes:
+            state = "verified" if fb.verified else "NOT verified"
+            # A fence longer than any run of backticks in the recipe (node names are the
+            # model's text) cannot be closed by it (CommonMark 4.5).
+            runs = [len(r) for r in re.findall("`+", fb.recipe)]
+            fence = "`" * max(3, max(runs, default=0) + 1)
+            out += ["", f"**FP32 fallback recipe for {esc(name)}** ({state}):", "",
+                    fence + "python", fb.recipe.rstrip("\n"), fence]
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> Dict[str, Any]:
@@ -251,6 +280,7 @@ class GuardReport:
                 "thresholds": self.thresholds.to_json(), "required": list(self.required),
                 "inputs": [i.to_json() for i in self.inputs],
                 "backends": [b.to_json() for b in self.backends],
+                "probe": self.probe, "fallback": self.fallback, "out": self.out,
                 "findings": self.findings}
 
     def to_json(self, indent: Optional[int] = 2) -> str:

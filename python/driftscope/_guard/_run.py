@@ -21,6 +21,8 @@ from . import _inputs as I
 from . import _stateful as S
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
                        judge, worse)
+from ._fallback import DEFAULT_FALLBACK_RUNS
+from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
 from ._report import BackendResult, GuardReport
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -95,17 +97,18 @@ def _child_env() -> Dict[str, str]:
 
 
 def run_backend(backend: str, model: str, samples: List[Any], runs: int,
-                seed: int, timeout: float, state: Optional[Mapping[str, str]] = None
-                ) -> Dict[str, Any]:
+                seed: int, timeout: float, state: Optional[Mapping[str, str]] = None,
+                **extra: Any) -> Dict[str, Any]:
     """Runs one backend in a child process; returns the child's result, with "error" (and
-    "signal") set when it failed or died."""
+    "signal") set when it failed or died. `extra` goes into the job (_child.py: kind,
+    keep_float32, evidence, record, save_variant, ...)."""
     with tempfile.TemporaryDirectory(prefix="driftscope-guard-") as work:
         job_path = os.path.join(work, "job.pkl")
         out_path = os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
             pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
                          "runs": runs, "seed": seed, "work": work,
-                         "state": dict(state or {})}, f,
+                         "state": dict(state or {}), **extra}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
         try:
@@ -171,6 +174,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
           timeout: float = DEFAULT_TIMEOUT_S, reference_model: Optional[PathLike] = None,
           steps: Optional[int] = None, state: Optional[Mapping[str, str]] = None,
+          probe: str = "auto", fallback: str = "auto",
+          policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
+          probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -192,6 +198,16 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         are pairs); every step's outputs are judged.
     runs: timed runs of the first sample per backend (latency = their median).
     progress(done, total, backend) is called before each backend runs.
+    probe: "auto" (probe failing backends), "always" (every backend that ran) or "never":
+        record reference and candidate with intermediates (or bisect the graph) and name the
+        first divergence, NaN/Inf and silent zero by the source model's nodes.
+    fallback: "auto" (for failing backends that can keep nodes in float32, search, rebuild,
+        prove and re-run a variant with a small set of nodes in float32) or "never".
+    policy: a driftscope compare policy file for the probe's comparison (default: the
+        --min-cosine criterion). out: a folder that keeps the recorded dumps and variant models.
+    probe_method: "auto" (record; bisect where recording is impossible or changes outputs),
+        "record", "bisect", or "both" (record, and bisect as a cross-check).
+    fallback_runs: the cap on variant builds of one fallback search.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -209,6 +225,17 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     if not (0.0 <= max_argmax_flip <= 1.0):
         raise GuardError(f"max_argmax_flip={max_argmax_flip!r}: must be in [0, 1]",
                          "invalid_argument")
+    for value, allowed, what in ((probe, PROBE_MODES, "probe"),
+                                 (fallback, FALLBACK_MODES, "fallback"),
+                                 (probe_method, PROBE_METHODS, "probe_method")):
+        if value not in allowed:
+            raise GuardError(f"{what}={value!r}: must be one of {', '.join(allowed)}",
+                             "invalid_argument")
+    if not isinstance(fallback_runs, int) or fallback_runs < 1:
+        raise GuardError(f"fallback_runs={fallback_runs!r}: must be an integer >= 1",
+                         "invalid_argument")
+    if policy is not None:
+        _check_policy(os.fspath(policy))
     family = family_of(model)
     ref_model = model if reference_model is None else os.fspath(reference_model)
     ref_family = family_of(ref_model)
@@ -311,10 +338,48 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         elif name == ref:
             row.status = REFERENCE
         results.append(row)
+    if probe != "never" and (pairs or ref_model != model):
+        # The probe records one model on both backends, one feed per sample: a stateful run (a
+        # list of steps per sample) or two model files would be compared wrongly, so say so.
+        why = "a stateful model" if pairs else "--reference-model (two model files)"
+        for row in results:
+            if row.status not in (PASS, REFERENCE, UNAVAILABLE, RUNTIME_ERROR):
+                row.notes.append(f"not probed: the probe does not handle {why} yet")
+    elif probe != "never":
+        if out is not None:
+            work = os.fspath(out)
+            os.makedirs(work, exist_ok=True)
+        else:
+            work = tempfile.mkdtemp(prefix="driftscope-probe-")
+        ctx = Context(model=model, family=family, reference=ref, samples=feeds,
+                      ref_outputs=ref_outputs, seed=seed, thresholds=thresholds,
+                      policy=os.fspath(policy) if policy is not None else None, work=work,
+                      keep_files=out is not None, timeout=timeout, runs=runs,
+                      runner=run_backend, probe_method=probe_method,
+                      fallback_runs=fallback_runs)
+        investigate(results, ctx, probe, fallback)
     return GuardReport(model=model, family=family, reference=ref, backends=results,
                        inputs=infos, samples=samples, seed=seed, runs=runs,
                        thresholds=thresholds, required=list(require),
-                       reference_nonfinite=_nonfinite(ref_outputs))
+                       reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
+                       fallback=fallback, out=os.fspath(out) if out is not None else None)
+
+
+def _check_policy(path: str) -> None:
+    """A policy file that does not parse fails now, not after minutes of runs: the engine
+    reads it for a comparison of two one-tensor dumps."""
+    import driftscope
+
+    if not os.path.isfile(path):
+        raise GuardError(f"--policy '{path}': no such file", "invalid_argument")
+    with tempfile.TemporaryDirectory(prefix="driftscope-policy-") as d:
+        a = os.path.join(d, "a.tdump")
+        with driftscope.Writer(a) as w:
+            w.write("x", np.zeros(2, np.float32))
+        try:
+            driftscope.compare(a, a, policy=path)
+        except Error as err:
+            raise GuardError(f"--policy '{path}': {_first_line(err)}", "invalid_argument") from err
 
 
 def _by_position(run: Dict[str, Any], ref_outputs: List[Dict[str, np.ndarray]],

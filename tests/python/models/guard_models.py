@@ -81,7 +81,10 @@ def constant_onnx(path) -> None:
     _save(path, nodes, inits, [1, 8], "constant")
 
 
-def outlier_onnx(path, outlier: float = 100.0) -> None:
+def outlier_onnx(path, outlier: float = 100.0, exporter_names: bool = False) -> None:
+    """exporter_names: values named as torch.onnx.export names them ("/mask/Mul_output_0"), so
+    the quantization node quantize_dynamic adds for it ("/mask/Mul_output_0_QuantizeLinear")
+    lands in the scope of module "mask"."""
     from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(5)
@@ -89,8 +92,9 @@ def outlier_onnx(path, outlier: float = 100.0) -> None:
     w[0, 0] = outlier
     mask = np.ones((64,), np.float32)
     mask[0] = 1e-4
-    nodes = [helper.make_node("Mul", ["x", "mask"], ["xm"], name="/mask/Mul"),
-             helper.make_node("MatMul", ["xm", "w"], ["y"], name="/proj/MatMul")]
+    xm = "/mask/Mul_output_0" if exporter_names else "xm"
+    nodes = [helper.make_node("Mul", ["x", "mask"], [xm], name="/mask/Mul"),
+             helper.make_node("MatMul", [xm, "w"], ["y"], name="/proj/MatMul")]
     _save(path, nodes, [numpy_helper.from_array(mask, "mask"), numpy_helper.from_array(w, "w")],
           [1, 64], "outlier")
 

@@ -1,0 +1,177 @@
+"""A verified FP32 fallback for a failing precision backend (docs/howto/guard.md, "Fallback").
+
+Search (in one child process, so a variant that crashes takes only the search down): start with
+the node the probe names; while the variant fails, add the next node: the one a re-probe of the
+variant names (recorded intermediates compared with the reference's), else the next node in
+topological / execution order; once it passes, drop nodes one at a time (last added first) while
+it still passes. Every variant build counts against the cap (--fallback-runs). Then the guard
+rebuilds the final variant in a fresh process, asks the backend to prove that each kept node
+really runs in float32 in the built variant (Session.float32_evidence), re-runs every sample and
+times it: only a variant that passes with every node proven is "verified".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._metrics import PASS, OutputResult, Thresholds, judge_all
+
+DEFAULT_FALLBACK_RUNS = 20
+
+
+@dataclass
+class FallbackResult:
+    backend: str
+    nodes: List[Tuple[str, str]] = field(default_factory=list)  # (source name, op type)
+    verified: bool = False
+    status_before: str = ""
+    cosine_before: Optional[float] = None
+    status_after: Optional[str] = None
+    cosine_after: Optional[float] = None
+    evidence: Dict[str, str] = field(default_factory=dict)
+    unproven: List[str] = field(default_factory=list)
+    latency_ms: Optional[float] = None
+    latency_change: Optional[float] = None   # fallback / failing variant - 1
+    runs: int = 0
+    cap: int = DEFAULT_FALLBACK_RUNS
+    trail: List[Dict[str, Any]] = field(default_factory=list)
+    removal_fails: Dict[str, str] = field(default_factory=dict)
+    recipe: str = ""
+    error: Optional[str] = None
+    files: Dict[str, str] = field(default_factory=dict)
+    start_note: Optional[str] = None
+
+    @property
+    def sentence(self) -> str:
+        def cos(x: Optional[float], status: Optional[str]) -> str:
+            if status in ("NUMERICAL_INSTABILITY",):
+                return "NaN/Inf"
+            return "-" if x is None else ("1" if x == 1.0 else f"{x:.7g}")
+
+        if self.error and not self.nodes:
+            return f"{self.backend}: no FP32 fallback: {self.error}"
+        from ._probe import shown
+
+        names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
+            f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
+        head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})"
+                + (f" ({self.start_note})" if self.start_note else ""))
+        if self.status_after is None:
+            return f"{self.backend}: {head}: not verified: {self.error}"
+        lat = ""
+        if self.latency_change is not None:
+            lat = f"; latency {self.latency_change * 100:+.1f}%"
+        if self.verified:
+            return (f"{self.backend}: {head} restores cosine "
+                    f"{cos(self.cosine_after, self.status_after)} (was "
+                    f"{cos(self.cosine_before, self.status_before)}, {self.status_before})"
+                    f"{lat}; verified: every node proven float32 in the built variant")
+        why = self.error or (f"the variant is {self.status_after}" if self.status_after != PASS
+                             else "not proven float32 in the built variant: "
+                             + ", ".join(self.unproven))
+        return f"{self.backend}: {head}: NOT verified ({why})"
+
+    def to_json(self) -> Dict[str, Any]:
+        def num(x: Optional[float]) -> Optional[float]:
+            import math
+
+            return None if x is None or not math.isfinite(x) else float(x)
+
+        return {"nodes": [{"node": n, "op_type": op, "evidence": self.evidence.get(n)}
+                          for n, op in self.nodes],
+                "verified": self.verified, "status_before": self.status_before,
+                "cosine_before": num(self.cosine_before), "status_after": self.status_after,
+                "cosine_after": num(self.cosine_after), "unproven": list(self.unproven),
+                "latency_ms": num(self.latency_ms), "latency_change": num(self.latency_change),
+                "runs": self.runs, "max_runs": self.cap,
+                "removal_fails": dict(self.removal_fails), "trail": list(self.trail),
+                "recipe": self.recipe, "error": self.error, "files": dict(self.files),
+                "start": self.start_note,
+                "summary": self.sentence}
+
+
+def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:
+    return (res.status, res.cosine) if res is not None else (PASS, None)
+
+
+def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
+    from ._backends import BACKENDS
+    from ._probe import compare_dumps, findings_from_report, pick_origin
+
+    backend = BACKENDS[job["backend"]]
+    samples, refs = job["samples"], job["ref_outputs"]
+    t = Thresholds(**job["thresholds"])
+    order: List[str] = [n for n, _ in job["order"]]
+    pos = {n: i for i, n in enumerate(order)}
+    cap = job["cap"]
+    trail: List[Dict[str, Any]] = []
+    runs = 0
+
+    def attempt(keep: List[str], why: str) -> Tuple[str, Optional[float], Any]:
+        nonlocal runs
+        runs += 1
+        work = os.path.join(job["work"], f"variant{runs}")
+        os.makedirs(work, exist_ok=True)
+        try:
+            session = backend.load(job["model"], work, job["seed"], keep_float32=list(keep))
+            outs = [session.run(f) for f in samples]
+        except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
+            trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
+                          "cosine": None, "error": str(err).splitlines()[0] if str(err) else
+                          type(err).__name__})
+            return "RUNTIME_ERROR", None, None
+        status, cos = _status(judge_all(refs, outs, t))
+        trail.append({"step": why, "keep": list(keep), "status": status,
+                      "cosine": cos if cos is None or cos == cos else None})
+        return status, cos, session
+
+    def reprobe(session: Any, keep: List[str], status: str) -> Optional[str]:
+        if session is None or not job.get("ref_dump"):
+            return None
+        path = os.path.join(job["work"], f"reprobe{runs}.tdump")
+        try:
+            session.record(samples[job["probe_sample"]], path)
+        except Exception:  # noqa: BLE001 - no recorder, or it failed: grow by order instead
+            return None
+        report = compare_dumps(job["ref_dump"], path, t, job.get("policy"))
+        found = pick_origin(status, findings_from_report(report, job["ref_dump"]))
+        if found is not None and found.node in pos and found.node not in keep:
+            return found.node
+        return None
+
+    keep = list(job["origins"])
+    passed = False
+    while runs < cap:
+        status, cos, session = attempt(keep, "grow")
+        if status == PASS:
+            passed = True
+            break
+        nxt = reprobe(session, keep, status)
+        if nxt is None:  # the next node in topological order after the last one kept
+            last = max(pos[k] for k in keep)
+            rest = [n for n in order[last + 1:] if n not in keep] or [
+                n for n in reversed(order[:last]) if n not in keep]
+            nxt = rest[0] if rest else None
+        if nxt is None:
+            break
+        keep.append(nxt)
+    if not passed:
+        return {"nodes": keep, "passed": False, "runs": runs, "trail": trail,
+                "removal_fails": {},
+                "why": (f"the cap of {cap} variant builds was reached" if runs >= cap else
+                        "no node is left to keep in float32")}
+    removal: Dict[str, str] = {}
+    for node in list(reversed(keep)):
+        if len(keep) == 1 or runs >= cap:
+            break
+        trial = [k for k in keep if k != node]
+        status, _, _ = attempt(trial, f"shrink: without {node}")
+        if status == PASS:
+            keep = trial
+        else:
+            removal[node] = status
+    return {"nodes": keep, "passed": True, "runs": runs, "trail": trail,
+            "removal_fails": removal}

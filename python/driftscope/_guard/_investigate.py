@@ -1,0 +1,282 @@
+"""After the verdicts: probe the failing backends and search their FP32 fallback (--probe,
+--fallback). Every run goes through the guard's child processes (a runtime that crashes while
+probing takes only that run down)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from . import _backends as B
+from ._fallback import FallbackResult
+from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
+                       judge_all)
+from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
+                     findings_from_report, nearest_upstream, onnx_nodes,
+                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_modules)
+
+PROBE_MODES = ("auto", "never", "always")
+FALLBACK_MODES = ("auto", "never")
+PROBE_METHODS = ("auto", "record", "bisect", "both")
+
+# Numeric failures a probe can localise (a RUNTIME_ERROR has no values to compare).
+_PROBED = (SILENT | DEGRADED) - {RUNTIME_ERROR}
+
+
+@dataclass
+class Context:
+    model: str
+    family: str
+    reference: str
+    samples: List[Dict[str, np.ndarray]]
+    ref_outputs: List[Dict[str, np.ndarray]]
+    seed: int
+    thresholds: Thresholds
+    policy: Optional[str]
+    work: str
+    keep_files: bool
+    timeout: float
+    runs: int
+    runner: Callable[..., Dict[str, Any]]
+    probe_method: str = "auto"
+    fallback_runs: int = 20
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class Investigator:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.ref_dumps: Dict[int, str] = {}
+        self._nodes: Optional[List[Any]] = None
+
+    def _dir(self, backend: str) -> str:
+        d = os.path.join(self.ctx.work, _safe(backend))
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def _ref_dump(self, sample: int) -> str:
+        """The reference backend's recording of `sample` (once per sample)."""
+        if sample in self.ref_dumps:
+            return self.ref_dumps[sample]
+        c = self.ctx
+        path = os.path.join(self._dir(c.reference), f"sample{sample + 1}.tdump")
+        run = c.runner(c.reference, c.model, [c.samples[sample]], 0, c.seed, c.timeout,
+                       record={"path": path, "sample": 0})
+        if run.get("error") or not run.get("recorded"):
+            raise RuntimeError(f"the reference {c.reference} could not be recorded: "
+                               f"{run.get('error') or run.get('record_error')}")
+        self.ref_dumps[sample] = path
+        return path
+
+    def nodes(self) -> List[Any]:
+        """(source name, op type) in topological (ONNX) or execution (PyTorch) order."""
+        if self._nodes is None:
+            if self.ctx.family == "onnx":
+                self._nodes = onnx_nodes(self.ctx.model)
+            elif self.ctx.family == "torch":
+                self._nodes = torch_modules(self._ref_dump(0))
+            else:
+                self._nodes = []
+        return self._nodes
+
+    # -- probe ---------------------------------------------------------------------------------
+    def probe(self, row: Any) -> ProbeResult:
+        c = self.ctx
+        sample = row.worst.sample if row.worst is not None else 0
+        method = c.probe_method
+        if method == "bisect":
+            return self._bisect(row, sample, "--probe-method bisect")
+        recorded = self._recorded(row, sample)
+        if method == "both":
+            other = self._bisect(row, sample, "cross-check")
+            recorded.other = other
+            if recorded.origin is not None and other.origin is not None:
+                recorded.agrees = recorded.origin.node == other.origin.node
+            return recorded
+        if recorded.method is None and c.family == "onnx" and method == "auto":
+            return self._bisect(row, sample, recorded.why)
+        return recorded
+
+    def _recorded(self, row: Any, sample: int) -> ProbeResult:
+        c = self.ctx
+        d = self._dir(row.name)
+        try:
+            ref = self._ref_dump(sample)
+        except RuntimeError as err:
+            return ProbeResult(None, str(err), sample, error=str(err))
+        cand = os.path.join(d, f"sample{sample + 1}.tdump")
+        evidence = [n for n, _ in self.nodes()] if c.family == "onnx" else None
+        run = c.runner(row.name, c.model, [c.samples[sample]], 0, c.seed, c.timeout,
+                       record={"path": cand, "sample": 0}, evidence=evidence)
+        if run.get("error"):
+            return ProbeResult(None, f"recording the candidate failed: {run['error']}", sample,
+                               error=run["error"])
+        if not run.get("recorded"):
+            return ProbeResult(None, run.get("record_error") or "no recording", sample)
+        effect = run.get("observer_effect")
+        why = "recording left the candidate's final outputs bit-identical"
+        if effect != "none":
+            # Exposing intermediates stops fusions; a change far below the failure does not
+            # move the verdict, and then the recording still shows where the failure starts.
+            ref_out = [c.ref_outputs[sample]]
+            plain = judge_all(ref_out, [run.get("plain_outputs") or {}], c.thresholds)
+            captured = judge_all(ref_out, [run.get("captured_outputs") or {}], c.thresholds)
+            ps, cs = (plain.status if plain else PASS), (captured.status if captured else PASS)
+            if ps != cs:
+                return ProbeResult(None, f"recording changed the candidate's verdict from {ps} "
+                                         f"to {cs} (observer effect: {effect})", sample)
+            why = (f"recording changed the candidate's outputs slightly ({effect}) but not its "
+                   f"verdict ({ps})")
+        report = compare_dumps(ref, cand, c.thresholds, c.policy)
+        found = findings_from_report(report, ref)
+        res = ProbeResult(RECORDED, why, sample, runs=2, summary=report.summary, **found)
+        res.origin = pick_origin(row.status, found)
+        if c.keep_files:
+            res.files = {"reference": ref, "candidate": cand}
+        ev = run.get("evidence") or {}
+        if res.origin is not None and res.origin.node in ev and "16" in row.name:
+            # The variant computes the origin in float32 (e.g. ONNX Runtime's CPU provider
+            # behind inserted casts): its failure is the precision its values are stored in.
+            word = ("bfloat16" if "bf16" in row.name else "float16" if "16" in row.name
+                    else "low precision")
+            res.notes.append(f"{word} arithmetic was not exercised at "
+                             f"{shown(res.origin.node)}: {ev[res.origin.node]}; what fails is "
+                             f"storing its values in {word}")
+        return res
+
+    def _bisect(self, row: Any, sample: int, why: str) -> ProbeResult:
+        c = self.ctx
+        if c.family != "onnx":
+            return ProbeResult(None, why, sample, error=f"{why}; bisection needs an ONNX graph "
+                                                        f"to cut (this is a {c.family} model)")
+        out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, kind="bisect",
+                       reference=c.reference, feeds=c.samples[sample],
+                       thresholds=asdict(c.thresholds))
+        if out.get("error"):
+            return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
+        runs = len(out.get("runs", []))
+        if out.get("found") is None:
+            return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
+        f = bisect_finding(out["found"])
+        res = ProbeResult(BISECT, why, sample, runs=runs)
+        setattr(res, status_key(out["found"]["status"]), f)
+        if res.first_divergence is None:
+            res.first_divergence = f
+        res.origin = f
+        n = len(self.nodes())
+        res.notes.append(f"{runs} prefix runs of each backend for {n} nodes "
+                         f"(log2 {n} = {np.log2(max(n, 1)):.1f})")
+        return res
+
+    # -- fallback ------------------------------------------------------------------------------
+    def fallback(self, row: Any, probe: ProbeResult) -> FallbackResult:
+        c = self.ctx
+        b = B.BACKENDS[row.name]
+        res = FallbackResult(row.name, status_before=row.status,
+                             cosine_before=row.worst.cosine if row.worst else None,
+                             cap=c.fallback_runs)
+        if probe.origin is None:
+            res.error = "the probe named no node to start from"
+            return res
+        ops = b.fallback_ops
+        weighted: Optional[set] = None
+        inputs: Dict[str, List[str]] = {}
+        if c.family == "onnx" and b.fallback_weights_only:
+            weighted, inputs = onnx_weights_and_producers(c.model)
+        order = [(n, op) for n, op in self.nodes() if (ops is None or op in ops)
+                 and (weighted is None or n in weighted)]
+        names = {n for n, _ in order}
+        starts = [probe.origin.node]
+        if probe.origin.node not in names:
+            # The probed node is one the variant does not change (INT8: a LayerNorm after a
+            # quantized embedding): start from the nearest nodes above it that it does.
+            if not inputs and c.family == "onnx":
+                inputs = onnx_weights_and_producers(c.model)[1]
+            starts = nearest_upstream(probe.origin.node, inputs, names)
+            if not starts:
+                res.error = (f"the probed node {probe.origin.node} is not one {row.name} can "
+                             "keep in float32, and none above it is")
+                return res
+            listed = ", ".join(shown(s) for s in starts[:3]) + (
+                f" and {len(starts) - 3} more" if len(starts) > 3 else "")
+            res.start_note = (f"started from {listed}, the nearest node(s) above "
+                              f"{shown(probe.origin.node)} that {row.name} changes")
+        op_of = dict(self.nodes())
+        ref_dump = self.ref_dumps.get(probe.sample) if probe.method == RECORDED else None
+        d = self._dir(row.name)
+        out = c.runner(row.name, c.model, c.samples, 0, c.seed, c.timeout, kind="fallback",
+                       ref_outputs=c.ref_outputs,
+                       thresholds=asdict(c.thresholds), order=order,
+                       origins=starts, cap=c.fallback_runs, ref_dump=ref_dump,
+                       probe_sample=0 if ref_dump is None else probe.sample,
+                       policy=c.policy)
+        if out.get("error"):
+            res.error = f"the search failed: {out['error']}"
+            return res
+        res.runs, res.trail = out["runs"], out["trail"]
+        res.nodes = [(n, op_of.get(n, "?")) for n in out["nodes"]]
+        res.removal_fails = dict(out.get("removal_fails", {}))
+        if len(out["nodes"]) == 1:  # without it the variant is the failing backend itself
+            res.removal_fails.setdefault(out["nodes"][0], row.status)
+        res.recipe = b.recipe(c.model, out["nodes"])
+        if not out["passed"]:
+            res.error = f"no passing set within the search: {out.get('why')}"
+            return res
+        # Rebuild from scratch in a fresh process, prove, re-run, time.
+        keep = list(out["nodes"])
+        variant = os.path.join(d, "fallback-variant.onnx") if c.keep_files else None
+        run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout,
+                       keep_float32=keep, evidence=keep, save_variant=variant)
+        if run.get("error"):
+            res.error = f"the rebuilt variant failed: {run['error']}"
+            return res
+        worst = judge_all(c.ref_outputs, run["outputs"], c.thresholds)
+        res.status_after = worst.status if worst else PASS
+        res.cosine_after = worst.cosine if worst else None
+        res.evidence = dict(run.get("evidence") or {})
+        res.unproven = [n for n in keep if n not in res.evidence]
+        times = run.get("latency_s") or []
+        if times:
+            res.latency_ms = statistics.median(times) * 1e3
+            if row.latency_ms:
+                res.latency_change = res.latency_ms / row.latency_ms - 1.0
+        res.verified = res.status_after == PASS and not res.unproven
+        if variant and os.path.isfile(variant):
+            res.files["variant"] = variant
+        return res
+
+
+def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> None:
+    """Fills row.probe and row.fallback of the rows that need them."""
+    if probe == "never":
+        return
+    inv = Investigator(ctx)
+    for row in rows:
+        if row.reference or row.status in (UNAVAILABLE, RUNTIME_ERROR, REFERENCE):
+            continue
+        failing = row.status in _PROBED
+        if not failing and probe != "always":
+            continue
+        try:
+            row.probe = inv.probe(row)
+        except Exception as err:  # noqa: BLE001 - a probe that fails is reported, not fatal
+            row.probe = ProbeResult(None, "the probe failed", error=str(err).splitlines()[0]
+                                    if str(err) else type(err).__name__)
+        b = B.BACKENDS[row.name]
+        if failing and fallback == "auto" and b.can_keep_float32():
+            try:
+                row.fallback = inv.fallback(row, row.probe)
+            except Exception as err:  # noqa: BLE001
+                row.fallback = FallbackResult(row.name, status_before=row.status,
+                                              error=str(err).splitlines()[0] if str(err)
+                                              else type(err).__name__)
+    if not ctx.keep_files:
+        shutil.rmtree(ctx.work, ignore_errors=True)

@@ -1,0 +1,355 @@
+"""Where a failing backend breaks: the probe (docs/howto/guard.md, "Probe").
+
+Two methods, and the report says which one found the answer:
+
+* recorded: the reference and the candidate backend each run once more with every intermediate
+  tensor recorded through driftscope's own recorders (driftscope.onnxruntime / driftscope.torch,
+  named by the source model's node / module names, also for a converted float16 or INT8 variant),
+  and driftscope.compare (the C++ engine, the one implementation of the metrics) names the first
+  divergence, the first NaN/Inf and the first silent zero, each introduced or inherited.
+  Recording must not change what it observes: the candidate's final outputs with and without
+  recording are compared bit for bit first.
+* bisect (ONNX): where the candidate cannot expose intermediates, or exposing them changes its
+  outputs (observer effect), the graph is cut after node k of the topological order: a prefix
+  model whose outputs are every value computed up to k that a later node or the model output
+  reads. Both backends run the prefix; a binary search finds the first k whose cut fails the
+  guard's verdict, in about log2(nodes) prefix runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._metrics import PASS, SEVERITY, Thresholds, judge
+
+RECORDED, BISECT = "recorded", "bisect"
+
+
+def shown(text: str) -> str:
+    """A name from the model, for people: control and other unprintable characters spelled out
+    (\\x1b, \\u202e), as every driftscope report shows text from a file."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+@dataclass
+class ProbeFinding:
+    """One tensor the probe names. `node` is the source model's node name (ONNX) or module path
+    (PyTorch); `tensor` the recorded tensor's name; origin "introduced" or "inherited"."""
+
+    node: str
+    op_type: str
+    tensor: str
+    origin: Optional[str] = None
+    detail: str = ""
+    index: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor,
+                "origin": self.origin, "detail": self.detail, "index": self.index}
+
+    def describe(self) -> str:
+        where = f"{shown(self.node)} ({shown(self.op_type)})"
+        if self.tensor and self.tensor != self.node:
+            where += f", tensor {shown(self.tensor)}"
+        origin = f", {self.origin} there" if self.origin else ""
+        return f"{where}{origin}: {self.detail}" if self.detail else where + origin
+
+
+@dataclass
+class ProbeResult:
+    method: Optional[str]               # "recorded", "bisect" or None (could not probe)
+    why: str                            # why this method
+    sample: int = 0
+    first_divergence: Optional[ProbeFinding] = None
+    first_nonfinite: Optional[ProbeFinding] = None
+    first_silent_zero: Optional[ProbeFinding] = None
+    origin: Optional[ProbeFinding] = None   # where the fallback starts
+    runs: int = 0                       # prefix runs (bisect) or recorded runs
+    summary: str = ""                   # compare's one line (recorded)
+    notes: List[str] = field(default_factory=list)
+    error: Optional[str] = None
+    files: Dict[str, str] = field(default_factory=dict)
+    agrees: Optional[bool] = None       # both methods ran (--probe-method both): same origin?
+    other: Optional["ProbeResult"] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        def f(x: Optional[ProbeFinding]) -> Optional[Dict[str, Any]]:
+            return x.to_json() if x else None
+
+        out = {"method": self.method, "why": self.why, "sample": self.sample,
+               "first_divergence": f(self.first_divergence),
+               "first_nonfinite": f(self.first_nonfinite),
+               "first_silent_zero": f(self.first_silent_zero), "origin": f(self.origin),
+               "runs": self.runs, "compare_summary": self.summary or None,
+               "notes": list(self.notes), "error": self.error, "files": dict(self.files),
+               "agrees": self.agrees}
+        if self.other is not None:
+            out["cross_check"] = self.other.to_json()
+        return out
+
+    def sentences(self, backend: str) -> List[str]:
+        if self.method is None:
+            return [f"{backend} was not probed: {self.error or self.why}."]
+        how = ("recorded intermediates compared by driftscope compare" if self.method == RECORDED
+               else f"bisection over the topological order ({self.runs} prefix runs)")
+        out = []
+        if self.origin is None:
+            out.append(f"{backend} probe ({how}; {self.why}): no single tensor fails"
+                       + (f"; {self.error}" if self.error else "") + ".")
+        else:
+            out.append(f"{backend} probe ({how}; {self.why}) names {self.origin.describe()}.")
+            for label, x in (("first divergence", self.first_divergence),
+                             ("first NaN/Inf", self.first_nonfinite),
+                             ("first silent zero", self.first_silent_zero)):
+                if x is not None and x is not self.origin and x.node != self.origin.node:
+                    out.append(f"{backend} {label}: {x.describe()}.")
+        out.extend(f"{backend} probe: {n}" for n in self.notes)
+        if self.other is not None and self.other.origin is not None:
+            same = "agrees" if self.agrees else "DISAGREES"
+            out.append(f"{backend} cross-check by {self.other.method}: {same} "
+                       f"({self.other.origin.node}, {self.other.runs} runs).")
+        return out
+
+
+# -- ONNX graph helpers ------------------------------------------------------------------------
+
+def onnx_nodes(model: str) -> List[Tuple[str, str]]:
+    """(name, op type) of the model's nodes that compute from the inputs, topological order."""
+    from ..onnxruntime import _load_model, _static_values, _topological_nodes
+
+    proto, _, _ = _load_model(model)
+    nodes = _topological_nodes(proto.graph)
+    static = _static_values(proto.graph, nodes)
+    return [(n.name, n.op_type) for n in nodes
+            if n.name and any(o and o not in static for o in n.output)]
+
+
+def onnx_weights_and_producers(model: str) -> Tuple[set, Dict[str, List[str]]]:
+    """Names of the nodes that read a float32 initializer (the ones weight quantization can
+    change), and for every node the names of the nodes that produce its inputs."""
+    import onnx
+
+    from ..onnxruntime import _load_model
+
+    proto, _, _ = _load_model(model)
+    floats = {t.name for t in proto.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    producer = {o: n.name for n in proto.graph.node for o in n.output if o}
+    weighted = {n.name for n in proto.graph.node if n.name and floats.intersection(n.input)}
+    inputs = {n.name: [producer[x] for x in n.input if x in producer]
+              for n in proto.graph.node if n.name}
+    return weighted, inputs
+
+
+def nearest_upstream(node: str, inputs: Dict[str, List[str]], wanted: set,
+                     limit: int = 64) -> List[str]:
+    """The nodes of `wanted` closest above `node` (breadth first, not past one found)."""
+    found: List[str] = []
+    seen = {node}
+    frontier = list(inputs.get(node, []))
+    while frontier and len(seen) < limit:
+        nxt: List[str] = []
+        for n in frontier:
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in wanted:
+                found.append(n)
+            else:
+                nxt.extend(inputs.get(n, []))
+        frontier = nxt
+    return found
+
+
+def prefix_model(proto: Any, k: int, order: List[Any], static: set) -> Tuple[Any, List[str]]:
+    """The graph cut after node order[k]: outputs are the values nodes 0..k computed that a
+    later node or the graph's output reads; nodes nothing among them needs are dropped, and so
+    are graph inputs nothing reads. Returns (model, output names)."""
+    import onnx
+
+    done = set()
+    for n in order[:k + 1]:
+        done.update(o for o in n.output if o)
+    later = {x for n in order[k + 1:] for x in n.input}
+    outs = [o.name for o in proto.graph.output]
+    frontier = [v for v in dict.fromkeys(o for n in order[:k + 1] for o in n.output if o)
+                if v not in static and (v in later or v in outs)]
+    need = set(frontier)
+    keep = []
+    for n in reversed(order[:k + 1]):
+        if need.intersection(n.output):
+            keep.append(n)
+            need.update(x for x in n.input if x)
+    keep.reverse()
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    inputs = [i for i in proto.graph.input if i.name in need]
+    del m.graph.input[:]
+    m.graph.input.extend(inputs)
+    inits = [t for t in proto.graph.initializer if t.name in need]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(inits)
+    del m.graph.output[:]
+    typed = {vi.name: vi for vi in list(proto.graph.value_info) + list(proto.graph.output)}
+    for v in frontier:
+        m.graph.output.append(typed[v] if v in typed else onnx.ValueInfoProto(name=v))
+    return m, frontier
+
+
+def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """In a child process: binary search for the first node whose cut fails. Both backends run
+    each prefix; the verdict is the guard's own (judge) on the cut's values."""
+    import onnx
+
+    from ..onnxruntime import _load_model, _static_values, _topological_nodes
+    from ._backends import BACKENDS
+
+    proto, external_dir, _ = _load_model(job["model"])
+    if external_dir is not None:
+        proto = onnx.load(job["model"])
+    order = _topological_nodes(proto.graph)
+    static = _static_values(proto.graph, order)
+    cand_idx = [i for i, n in enumerate(order) if any(o and o not in static for o in n.output)]
+    ref, cand = BACKENDS[job["reference"]], BACKENDS[job["backend"]]
+    feeds = job["feeds"]
+    t = Thresholds(**job["thresholds"])
+    # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
+    # score): cuts are judged by NaN/Inf, silent zero, constant and cosine; the model's own
+    # outputs by every criterion.
+    inner = Thresholds(t.min_cosine, t.min_norm, 1.0)
+    graph_outputs = {o.name for o in proto.graph.output}
+    runs: List[Dict[str, Any]] = []
+
+    def fails(pos: int) -> Tuple[bool, str, str]:
+        k = cand_idx[pos]
+        m, outs = prefix_model(proto, k, order, static)
+        d = os.path.join(job["work"], f"prefix{k}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "prefix.onnx")
+        onnx.save(m, path)
+        names = {i.name for i in m.graph.input}
+        sub = {n: v for n, v in feeds.items() if n in names}
+        r = ref.load(path, d, job["seed"]).run(sub)
+        c = cand.load(path, d, job["seed"]).run(sub)
+        worst, detail = PASS, ""
+        for o in outs:
+            if o not in r:
+                continue
+            if o not in c:
+                worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
+                break
+            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
+            if SEVERITY[res.status] > SEVERITY[worst]:
+                worst, detail = res.status, f"{o}: {res.detail}"
+        runs.append({"node": order[k].name or order[k].op_type, "status": worst})
+        return worst != PASS, worst, detail
+
+    lo, hi = -1, len(cand_idx) - 1  # cut lo passes (nothing), cut hi is to be seen
+    bad, status, detail = fails(hi)
+    if not bad:
+        return {"found": None, "runs": runs,
+                "why": "the whole graph cut at its last node passes (the failure is not in "
+                       "the values the graph computes, or needs more than one sample)"}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        b, st, de = fails(mid)
+        if b:
+            hi, status, detail = mid, st, de
+        else:
+            lo = mid
+    node = order[cand_idx[hi]]
+    return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
+                      "detail": detail, "index": hi}, "runs": runs}
+
+
+# -- findings from a compare report -------------------------------------------------------------
+
+def _detail(t: Any) -> str:
+    """compare's first reason (its message has the numbers)."""
+    reasons = t.get("reasons") or []
+    if reasons:
+        return str(reasons[0].get("message") or reasons[0].get("code"))
+    cos = t.get("cosine")
+    return f"cosine {cos:.6f}" if cos is not None else ""
+
+
+def findings_from_report(report: Any, ref_dump: str) -> Dict[str, Optional[ProbeFinding]]:
+    """first_divergence / first_nonfinite / first_silent_zero, named by the source model: an
+    ONNX record carries the node that computed it (attribute onnx_node), a PyTorch record is
+    named by its module path."""
+    import driftscope
+
+    dump = driftscope.open(ref_dump)
+    out: Dict[str, Optional[ProbeFinding]] = {}
+    try:
+        for key in ("first_divergence", "first_nonfinite", "first_silent_zero"):
+            t = getattr(report, key)
+            if t is None:
+                out[key] = None
+                continue
+            try:
+                rec = dump.record(t["name"], t["occurrence"], t["role"], t["role_index"])
+                node = rec.attrs.get("onnx_node") or t["name"]
+            except driftscope.Error:
+                node = t["name"]
+            out[key] = ProbeFinding(node=node, op_type=t.get("op_type", ""), tensor=t["name"],
+                                    origin=t.get("origin"), detail=_detail(t),
+                                    index=t.get("index_ref"))
+    finally:
+        dump.close()
+    return out
+
+
+def pick_origin(status: str, found: Dict[str, Optional[ProbeFinding]]) -> Optional[ProbeFinding]:
+    """Where the backend's failure starts: the first NaN/Inf for NUMERICAL_INSTABILITY, the
+    first silent zero for SILENT_ZERO_VECTOR / CONSTANT_OUTPUT, else the first divergence."""
+    order = {"NUMERICAL_INSTABILITY": ("first_nonfinite", "first_divergence"),
+             "SILENT_ZERO_VECTOR": ("first_silent_zero", "first_divergence"),
+             "CONSTANT_OUTPUT": ("first_silent_zero", "first_divergence")}.get(
+                 status, ("first_divergence", "first_nonfinite", "first_silent_zero"))
+    for key in order:
+        if found.get(key) is not None:
+            return found[key]
+    return None
+
+
+def compare_dumps(ref: str, cand: str, thresholds: Thresholds, policy: Optional[str]) -> Any:
+    """The probe's comparison: driftscope.compare with the --policy file, else with the
+    guard's --min-cosine as the criterion (the health checks always apply)."""
+    import driftscope
+
+    if policy:
+        return driftscope.compare(ref, cand, policy=policy, allow_unpaired=True,
+                                  allow_incomparable=True)
+    return driftscope.compare(ref, cand, min_cosine=thresholds.min_cosine, allow_unpaired=True,
+                              allow_incomparable=True)
+
+
+def torch_modules(ref_dump: str) -> List[Tuple[str, str]]:
+    """(module path, class) in execution order, from a PyTorch reference recording (the root
+    and repeated calls left out)."""
+    import driftscope
+
+    seen: Dict[str, str] = {}
+    with driftscope.open(ref_dump) as d:
+        for r in d:
+            if r.role == "output" and r.name != "<root>" and r.name not in seen:
+                seen[r.name] = r.op_type
+    return list(seen.items())
+
+
+def bisect_finding(found: Dict[str, Any]) -> ProbeFinding:
+    return ProbeFinding(node=found["node"], op_type=found["op_type"], tensor="",
+                        origin="introduced", detail=f"{found['status']}: {found['detail']}",
+                        index=found.get("index"))
+
+
+def status_key(status: str) -> str:
+    return {"NUMERICAL_INSTABILITY": "first_nonfinite", "SILENT_ZERO_VECTOR": "first_silent_zero",
+            "CONSTANT_OUTPUT": "first_silent_zero"}.get(status, "first_divergence")
