@@ -155,9 +155,12 @@ std::vector<Hypothesis> permutations(const std::vector<uint64_t>& shape) {
     if (std::is_sorted(key.begin(), key.end())) return;  // the identity in memory
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
     seen.push_back(key);
+    // The canonical member of its class: size-1 axes stay where they are.
     Hypothesis h;
-    h.perm = p;
-    for (uint32_t a : p) h.pshape.push_back(shape[a]);
+    h.perm.resize(r);
+    size_t next = 0;
+    for (uint32_t i = 0; i < r; ++i) h.perm[i] = shape[i] > 1 ? key[next++] : i;
+    for (uint32_t a : h.perm) h.pshape.push_back(shape[a]);
     out.push_back(std::move(h));
   };
   std::vector<std::vector<uint32_t>> seen;
@@ -305,18 +308,6 @@ LayoutDiagnosis diagnose_layout(const LayoutInput& in) {
   uint64_t splits = 0;  // block splits tried; the matcher turns each into at most one hypothesis
   for (uint32_t a = 0; a < shape.size(); ++a) {
     if (shape[a] < 2) continue;
-    for (uint64_t k : block_counts(shape[a], in.num_heads)) {
-      ++splits;
-      auto where = match_blocks(in, a, k);
-      if (where.empty()) continue;
-      Hypothesis h;
-      h.kind = Kind::block;
-      h.axis = a;
-      h.blocks = k;
-      h.block = shape[a] / k;
-      h.where = std::move(where);
-      hs.push_back(std::move(h));
-    }
     Hypothesis r;
     r.kind = Kind::reversed;
     r.axis = a;
@@ -335,6 +326,23 @@ LayoutDiagnosis diagnose_layout(const LayoutInput& in) {
       hs.push_back(h);
     }
   }
+  // Block splits last: a reversal or a shift is also a permutation of one-element blocks, and the
+  // simpler name wins a tie.
+  for (uint32_t a = 0; a < shape.size(); ++a) {
+    if (shape[a] < 2) continue;
+    for (uint64_t k : block_counts(shape[a], in.num_heads)) {
+      ++splits;
+      auto where = match_blocks(in, a, k);
+      if (where.empty()) continue;
+      Hypothesis h;
+      h.kind = Kind::block;
+      h.axis = a;
+      h.blocks = k;
+      h.block = shape[a] / k;
+      h.where = std::move(where);
+      hs.push_back(std::move(h));
+    }
+  }
   const auto idx = sample_indexes(n);
   d.sample_elements = idx.size();
   d.hypotheses_tested = splits;
@@ -349,13 +357,20 @@ LayoutDiagnosis diagnose_layout(const LayoutInput& in) {
   const Score base = base_a.score();
   d.elements_confirmed += n;
 
-  std::vector<std::pair<Score, size_t>> ranked;
+  // Hypotheses that fit the sample; those within 5% of the best error count as tied and keep the
+  // order above (simplest first), so float rounding never picks a contrived explanation.
+  std::vector<std::pair<Score, size_t>> fit;
   for (size_t i = 0; i < hs.size(); ++i) {
     Score s = score(in, hs[i], idx);
-    if (s.cosine >= kFitCosine - 0.009 && s.rel_l2 <= kFitGain * base_sample.rel_l2) ranked.push_back({s, i});
+    if (s.cosine >= kFitCosine - 0.009 && s.rel_l2 <= kFitGain * base_sample.rel_l2) fit.push_back({s, i});
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
+  double best = HUGE_VAL;
+  for (const auto& f : fit) best = std::min(best, f.first.rel_l2);
+  std::vector<std::pair<Score, size_t>> ranked, rest;
+  for (const auto& f : fit) (f.first.rel_l2 <= best * 1.05 + 1e-12 ? ranked : rest).push_back(f);
+  std::stable_sort(rest.begin(), rest.end(),
                    [](const auto& a, const auto& b) { return a.first.rel_l2 < b.first.rel_l2; });
+  ranked.insert(ranked.end(), rest.begin(), rest.end());
   if (ranked.size() > kConfirm) ranked.resize(kConfirm);
   for (const auto& [sample_score, i] : ranked) {
     const Hypothesis& h = hs[i];
