@@ -21,8 +21,9 @@ struct CheckArgs {
 int run_check(const CheckArgs& a) {
   if (!a.json_out.empty() && a.json_out != "-")
     if (auto same = refuse_input_as_output(a.json_out, std::vector<std::string>{a.file}); !same) return fail(same.error().message);
+  if (auto v = a.options.validate(); !v) return fail(v.error().to_string());
   auto rep = check_file(a.file, a.options);
-  if (!rep) return fail(rep.error().to_string());
+  if (!rep) return fail(a.file, rep.error());
   if (!a.json_out.empty())
     if (auto w = write_output_file(a.json_out, check_to_json(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
   if (a.json_out != "-") {

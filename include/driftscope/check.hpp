@@ -64,7 +64,8 @@ struct CheckReport {
 
 // Errors concern the request (bad options) or the file (check_unchanged after reading).
 Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {});
-// Opens the file (full verification of frames; payload CRCs as each tensor is read).
+// Opens the file (full verification of frames; payload CRCs as each tensor is read). An error
+// opening it does not repeat the path: the caller names the file.
 Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
 
 std::string check_to_text(const CheckReport& report);

@@ -485,11 +485,7 @@ Result<CheckReport> check_file(const std::string& path, const CheckOptions& opti
   OpenOptions o;
   o.verify = Verify::frames;
   auto r = Reader::open(path, o);
-  if (!r) {
-    Error e = std::move(r).error();
-    e.message = "'" + path + "': " + e.message;
-    return e;
-  }
+  if (!r) return std::move(r).error();  // the caller names the file (the CLI: "PATH: code: ...")
   auto rep = Checker(*r, options).run();
   if (rep) rep->path = path;
   return rep;
