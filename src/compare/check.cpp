@@ -168,7 +168,7 @@ class Checker {
     }
     DRIFTSCOPE_TRY(r_.check_unchanged());
     for (const auto& [what, n] : skipped_)
-      rep_.notes.push_back(fmt::format("{} tensor(s) not checked: {}", n, what));
+      rep_.notes.push_back(fmt::format("{} tensor(s): {}", n, what));
     rep_.summary = summary();
     return std::move(rep_);
   }
@@ -291,22 +291,22 @@ class Checker {
       std::string_view na = attr(t, "norm_axes"), sa = attr(t, "softmax_axis");
       std::string kind = lower(attr(t, "norm_kind"));
       if (!na.empty() && wanted("norm_axis")) {
-        if (attr(t, "norm_affine") == "true") ++skipped_["normalisation with learned affine parameters (norm_affine=true)"];
+        if (attr(t, "norm_affine") == "true") ++skipped_["norm_axis not judged: learned scale/shift hide the statistics (norm_affine=true)"];
         else if (auto a = parse_axes(na, t)) {
           declared = *a;
           bool rms = kind == "rms" || (kind.empty() && lower(t.op_type).find("rms") != std::string::npos);
           test = rms ? SliceTest::rms_norm : SliceTest::layer_norm;
           testing = true;
-        } else ++skipped_[fmt::format("malformed norm_axes attribute")];
+        } else ++skipped_["norm_axis not judged: norm_axes names no axis of the tensor"];
       } else if (!sa.empty() && wanted("softmax_axis")) {
         if (auto a = parse_axes(sa, t); a && a->size() == 1) {
           declared = *a;
           test = SliceTest::softmax;
           testing = true;
-        } else ++skipped_["malformed softmax_axis attribute"];
+        } else ++skipped_["softmax_axis not judged: softmax_axis names no single axis of the tensor"];
       }
       if (testing && n > kMaxSliceElements) {
-        ++skipped_[fmt::format("normalisation/softmax output over {} elements", kMaxSliceElements)];
+        ++skipped_[fmt::format("norm_axis/softmax_axis not judged: over {} elements", kMaxSliceElements)];
         testing = false;
       }
       if (testing) {
