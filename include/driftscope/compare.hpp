@@ -123,6 +123,10 @@ struct CompareOptions {
   // pass over each compared pair, in the same worker while its pages are resident; memory per
   // pair is fixed (a few KiB), whatever the tensor's size. The HTML report needs it.
   bool details = false;
+  // Layout diagnosis (docs/axes.md): pairs diagnosed per report (0: none) and the largest tensor
+  // diagnosed; both bound its cost (each side decoded once to float64).
+  size_t max_layout_diagnoses = 16;
+  uint64_t max_layout_elements = uint64_t{1} << 22;
   // Called by the calling thread as pairs complete (done, total). Must not throw.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -268,6 +272,29 @@ struct PairDetail {
   std::vector<Element> worst;        // largest d first (ties: lower index), at most kWorst
 };
 
+// A layout hypothesis tested on a failed pair (docs/axes.md "Layout diagnosis"): is the candidate
+// the reference with its axes permuted, blocks of one axis (attention heads) exchanged, or an axis
+// reversed or shifted? Tested on a sample first, confirmed on the whole tensor.
+struct LayoutDiagnosis {
+  // "permutation" (the candidate's axes are the reference's, permuted), "view_of_permutation"
+  // (the candidate holds the permuted data under another shape: a view where a transpose was
+  // meant), "block_permutation", "reversed", "shifted"; "none" when no hypothesis fits.
+  std::string hypothesis = "none";
+  std::string description;            // "candidate = reference with heads 0 and 1 exchanged ..."
+  std::vector<uint32_t> permutation;  // permutation kinds: reference axis of each candidate axis
+  int64_t axis = -1;                  // block_permutation, reversed, shifted: reference axis
+  uint64_t blocks = 0, block_size = 0;
+  std::vector<uint64_t> block_order;  // block_permutation: reference block held by each candidate block
+  int64_t shift = 0;                  // shifted: candidate[(i + shift) mod n] = reference[i]
+  double cosine = std::numeric_limits<double>::quiet_NaN();  // under the hypothesis, whole tensor
+  double rel_l2 = std::numeric_limits<double>::quiet_NaN();
+  // The cost, bounded: hypotheses tested on `sample_elements` sampled elements each, the best few
+  // confirmed on every element (elements_confirmed counts the element reads of confirmation).
+  uint64_t hypotheses_tested = 0, sample_elements = 0, elements_confirmed = 0;
+  // One line: the description with cosine and cost, or why nothing fits.
+  std::string to_string() const;
+};
+
 struct PairResult {
   TensorDesc ref, cand;
   PairStatus status = PairStatus::pass;
@@ -291,6 +318,9 @@ struct PairResult {
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
   // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
   std::optional<PairDetail> detail;
+  // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
+  // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
+  std::optional<LayoutDiagnosis> layout;
 };
 
 struct DumpInfo {

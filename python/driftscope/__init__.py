@@ -21,6 +21,7 @@ import importlib
 from typing import Any
 
 from . import _core
+from ._check import CheckReport, Finding, check
 from ._compare import Report, TensorResult, compare
 from ._dump import Dump, Integrity, Record, open
 from ._interop import ExportResult, ImportResult, export_file, import_file
@@ -45,7 +46,7 @@ __version__: str = _core.__version__
 
 __all__ = [
     "open", "Dump", "Record", "Integrity", "Writer", "WriteResult", "Filter", "glob_match",
-    "compare", "Report", "TensorResult",
+    "compare", "Report", "TensorResult", "check", "CheckReport", "Finding",
     "import_file", "export_file", "ImportResult", "ExportResult",
     "Error", "InvalidArgumentError", "DumpIOError", "NotFoundError", "FilterSyntaxError",
     "UnsupportedError", "ClosedError", "FormatError", "ImportFormatError", "IncomparableError",

@@ -174,3 +174,16 @@ def export_file(src: str, dst: str, format: Optional[str] = None, filter: str = 
                 compress: bool = False, raw_quantized: bool = False) -> Dict[str, Any]:
     """{"format", "written", "widened" (list of (dtype, count)), "dequantized",
     "summaries_skipped", "warnings"}"""
+
+
+class CheckOptions:
+    dynamic_axes: List[str]
+    ignore: List[str]
+    norm_tolerance: float
+    softmax_tolerance: float
+    bad_slice_fraction: float
+    f16_near_overflow: float
+    saturation_fraction: float
+    def __init__(self) -> None: ...
+
+def check(reader: Reader, options: CheckOptions) -> Tuple[str, str]: ...

@@ -287,6 +287,93 @@ def _numpyless_values(proto) -> Dict[str, int]:
     return found
 
 
+def _axis_names(proto) -> Dict[str, List[Any]]:
+    """Value name -> per-axis symbolic name or static size, from the graph's declared types and
+    ONNX shape inference, which carries the graph inputs' ``dim_param`` names (``batch``,
+    ``seq``) to the intermediates it can follow (docs/axes.md). Names that inference invents
+    (``unk__3``) are no names. Only values with at least one symbolic axis are listed."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # custom ops, models over 2 GB: what the file declares
+        inferred = proto
+    found: Dict[str, List[Any]] = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        dims: List[Any] = []
+        for d in t.shape.dim:
+            if d.HasField("dim_param") and d.dim_param and not d.dim_param.startswith("unk__"):
+                dims.append(d.dim_param.replace(",", "_"))
+            elif d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+            else:
+                dims.append(None)
+        if any(isinstance(x, str) for x in dims):
+            found[vi.name] = dims
+    return found
+
+
+def _axes_for(dims: Optional[List[Any]], value: np.ndarray) -> Optional[List[str]]:
+    """The axis names of a recorded value: symbolic names, and the size (``"384"``) for an axis
+    without one; None when the inferred shape does not fit the value ORT returned."""
+    if dims is None or len(dims) != value.ndim:
+        return None
+    out = []
+    for d, n in zip(dims, value.shape):
+        if isinstance(d, str):
+            out.append(d)
+        elif d is None or d == n:
+            out.append(str(int(n)))
+        else:
+            return None
+    return out
+
+
+# Reserved attribute keys (docs/axes.md): what `driftscope check` judges normalisation and
+# softmax outputs by.
+def _node_axis_attrs(node, proto, rank: int) -> Dict[str, str]:
+    import onnx
+    from onnx import numpy_helper
+
+    def attr(name: str, default: int) -> int:
+        for a in node.attribute:
+            if a.name == name and a.type == onnx.AttributeProto.INT:
+                return int(a.i)
+        return default
+
+    op = node.op_type
+    out: Dict[str, str] = {}
+    if op in ("LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+              "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"):
+        axis = attr("axis", -1)
+        first = axis if axis < 0 else axis - rank
+        out["norm_axes"] = ",".join(str(a) for a in range(first, 0)) if first < 0 else "-1"
+        out["norm_kind"] = "rms" if "Simplified" in op or op.startswith("RMS") else "layer"
+        # Scale (and B) inputs that are not 1 (and 0) change the statistics the check reads.
+        inits = {t.name: t for t in proto.graph.initializer}
+        scale_at = 2 if op.startswith("Skip") else 1
+        affine = True
+        try:
+            ins = list(node.input)
+            scale = numpy_helper.to_array(inits[ins[scale_at]]) if len(ins) > scale_at else None
+            bias_name = ins[scale_at + 1] if len(ins) > scale_at + 1 else ""
+            bias = numpy_helper.to_array(inits[bias_name]) if bias_name else None
+            affine = scale is None or not np.all(scale == 1) or (
+                bias is not None and not np.all(bias == 0))
+        except (KeyError, ValueError, TypeError):
+            affine = True  # computed scale: cannot be known before the run
+        out["norm_affine"] = "true" if affine else "false"
+    elif op == "Softmax":
+        opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 13)
+        if opset >= 13:  # before 13 Softmax flattened the trailing axes into one
+            out["softmax_axis"] = str(attr("axis", -1))
+    return out
+
+
 def _from_float32(value: np.ndarray, elem: int) -> np.ndarray:
     """The float32 copy of a bfloat16/float8 value back in its own dtype (exact: every such value
     is a float32). ml_dtypes comes with onnx."""
@@ -781,6 +868,8 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         metadata.update({str(k): str(v) for k, v in meta.items()})
 
     skipped: List[str] = []
+    axis_names = _axis_names(proto)
+    node_of = {o: n for n in proto.graph.node for o in n.output if o}
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
         for done, entry in enumerate(plan):
@@ -793,9 +882,13 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
                 skipped.append(entry.tensor)
                 continue
             attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor}
+            node = node_of.get(entry.tensor)
+            if node is not None and list(node.output).index(entry.tensor) == 0:
+                attrs.update(_node_axis_attrs(node, proto, value.ndim))
+            axes = _axes_for(axis_names.get(entry.tensor), value)
             for name, role_index in entry.records():
                 sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
-                           attrs=attrs)
+                           attrs=attrs, axes=axes)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
                      outputs=final, skipped=skipped, metadata=metadata)
 

@@ -25,6 +25,7 @@ import os
 import platform
 import sys
 import warnings
+import weakref
 from collections import Counter
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
@@ -117,6 +118,57 @@ def _dim_names(t: "torch.Tensor") -> Optional[Tuple[Optional[str], ...]]:
     # Named tensors (a prototype API that recent torch releases dropped): read only when present.
     names = getattr(t, "names", None)
     return tuple(names) if names and any(n is not None for n in names) else None
+
+
+# Axis names of the 4-D activations of convolution-family modules (PyTorch lays images out NCHW;
+# LiteRT's NHWC ones are named batch,height,width,channels: compare pairs them by these names).
+NCHW_AXES = ("batch", "channels", "height", "width")
+_CONV_FAMILY = (torch.nn.Conv2d, torch.nn.ConvTranspose2d, torch.nn.MaxPool2d, torch.nn.AvgPool2d,
+                torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d, torch.nn.BatchNorm2d,
+                torch.nn.InstanceNorm2d, torch.nn.Upsample, torch.nn.PixelShuffle)
+_LAYOUT_KEEPING = (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.LeakyReLU, torch.nn.PReLU,
+                   torch.nn.Hardswish, torch.nn.Hardsigmoid, torch.nn.SiLU, torch.nn.GELU,
+                   torch.nn.Sigmoid, torch.nn.Tanh, torch.nn.ELU, torch.nn.Hardtanh,
+                   torch.nn.Dropout, torch.nn.Dropout2d, torch.nn.Identity, torch.nn.GroupNorm,
+                   torch.nn.ZeroPad2d, torch.nn.ConstantPad2d, torch.nn.ReflectionPad2d)
+
+
+def _declared_heads(module: "torch.nn.Module") -> Optional[int]:
+    """The head count an attention module declares (torch's MultiheadAttention: num_heads;
+    Hugging Face: num_attention_heads or num_heads), or None."""
+    for attr in ("num_heads", "num_attention_heads", "n_heads", "n_head"):
+        v = getattr(module, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def module_axis_attrs(module: "torch.nn.Module") -> Dict[str, str]:
+    """Reserved attributes (docs/axes.md) of a module's first output: the axes a LayerNorm or
+    RMSNorm normalises (``norm_axes``, negative: counted from the last), ``norm_kind``
+    (layer/rms), ``norm_affine`` (whether learned weight/bias differ from 1/0, which hides the
+    statistics from ``driftscope check``), and the axis a Softmax sums to one along
+    (``softmax_axis``)."""
+    out: Dict[str, str] = {}
+    kind = type(module).__name__
+    weight = getattr(module, "weight", None)
+    bias = getattr(module, "bias", None)
+
+    def affine() -> str:
+        with torch.no_grad():
+            w = isinstance(weight, torch.Tensor) and not bool(torch.all(weight == 1))
+            b = isinstance(bias, torch.Tensor) and not bool(torch.all(bias == 0))
+        return "true" if w or b else "false"
+
+    if isinstance(module, torch.nn.LayerNorm) or kind.endswith("RMSNorm"):
+        shape = getattr(module, "normalized_shape", None)
+        n = len(shape) if isinstance(shape, (tuple, list)) and len(shape) > 0 else 1
+        out["norm_axes"] = ",".join(str(-i) for i in range(n, 0, -1))
+        out["norm_kind"] = "rms" if kind.endswith("RMSNorm") else "layer"
+        out["norm_affine"] = affine()
+    elif isinstance(module, torch.nn.Softmax) and module.dim is not None:
+        out["softmax_axis"] = str(module.dim)
+    return out
 
 
 def _quantized(t: "torch.Tensor") -> Tuple["torch.Tensor", dict]:
@@ -288,6 +340,8 @@ class Recorder:
         self._module_stack: List[str] = []
         self._mode: Optional[Any] = None
         self._warned: set = set()
+        self._module_attrs: Dict[str, Dict[str, str]] = {}
+        self._nchw: Dict[int, Any] = {}
 
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> "Recorder":
@@ -295,8 +349,20 @@ class Recorder:
             raise InvalidArgumentError("this recorder was already started", 1, "invalid_argument")
         self.writer = Writer(self.path, **self._writer_args)
         try:
+            heads: Dict[str, int] = {}
             for name, module in self.model.named_modules():
                 self._hook(name or self.root_name, module)
+                declared = module_axis_attrs(module)
+                h = _declared_heads(module)
+                parent = name.rpartition(".")[0] if name else None
+                if h is None and parent is not None and parent in heads:
+                    h = heads[parent]  # the q/k/v projections inside an attention module
+                elif h is not None:
+                    heads[name] = h
+                if h is not None:
+                    declared["num_heads"] = str(h)
+                if declared:
+                    self._module_attrs[name or self.root_name] = declared
             if self.granularity == "op":
                 self._mode = _op_mode_class()(self)
                 self._mode.__enter__()
@@ -343,6 +409,8 @@ class Recorder:
         def post(mod: Any, args: Any, output: Any) -> None:
             # always_call=True: runs even when forward raised (output is None then), so the
             # call stacks stay balanced for the rest of the recording.
+            if isinstance(output, torch.Tensor) and output.dim() == 4:
+                self._mark_nchw(mod, args, output)
             stack = self._open_calls.get(name)
             occurrence = stack.pop() if stack else 0
             if self._module_stack and self._module_stack[-1] == name:
@@ -352,6 +420,25 @@ class Recorder:
 
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self._handles.append(module.register_forward_hook(post, always_call=True))
+
+    # -- layouts -----------------------------------------------------------------------------
+    def _is_nchw(self, t: Any) -> bool:
+        ref = self._nchw.get(id(t))
+        return ref is not None and ref() is t
+
+    def _mark_nchw(self, mod: Any, args: Any, out: "torch.Tensor") -> None:
+        """4-D outputs of convolution-family modules are NCHW; so are those of layout-keeping
+        modules (activations, norms, dropout) fed an NCHW tensor, and a container's output that
+        is such a tensor (docs/axes.md). Tensors are tracked by identity, weakly."""
+        first = next((a for a in (args or ()) if isinstance(a, torch.Tensor)), None)
+        if isinstance(mod, _CONV_FAMILY) or (
+                isinstance(mod, _LAYOUT_KEEPING) and first is not None and self._is_nchw(first)):
+            if len(self._nchw) > 4096:  # drop entries whose tensors are gone
+                self._nchw = {k: r for k, r in self._nchw.items() if r() is not None}
+            try:
+                self._nchw[id(out)] = weakref.ref(out)
+            except TypeError:
+                pass
 
     # -- writing ---------------------------------------------------------------------------
     def _emit_structure(self, name: str, op_type: str, role: str, obj: Any,
@@ -401,6 +488,13 @@ class Recorder:
             return
         axes = self._axes_for(name, t, names, len(shape))
         attrs = {"path": path} if path else None
+        declared = self._module_attrs.get(name)
+        if declared and role == "output":
+            # norm/softmax axes describe the first output only; num_heads every output
+            extra = declared if role_index == 0 else {
+                k: v for k, v in declared.items() if k == "num_heads"}
+            if extra:
+                attrs = {**(attrs or {}), **extra}
         summarise = self._summary is not None and self._summary.accepts(
             name, op_type, role, dtype, list(shape), self.tensors_offered)
         self.tensors_offered += 1
@@ -425,7 +519,7 @@ class Recorder:
             return [n if n is not None else f"dim{i}" for i, n in enumerate(names)]
         spec = self._axes
         if spec is None or rank == 0:
-            return None
+            return list(NCHW_AXES) if rank == 4 and self._is_nchw(t) else None
         if callable(spec):
             got = spec(name, t)
             return list(got) if got else None
@@ -434,7 +528,7 @@ class Recorder:
                 axes = axes.split(",") if isinstance(axes, str) else list(axes)
                 if len(axes) == rank:
                     return axes
-        return None
+        return list(NCHW_AXES) if rank == 4 and self._is_nchw(t) else None
 
     # -- op granularity --------------------------------------------------------------------
     def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:

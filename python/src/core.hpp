@@ -56,6 +56,7 @@ void bind_errors(nb::module_& m);
 void bind_reader(nb::module_& m);
 void bind_writer(nb::module_& m);
 void bind_compare(nb::module_& m);
+void bind_check(nb::module_& m);
 void bind_interop(nb::module_& m);
 
 }  // namespace driftscope::py

@@ -141,5 +141,6 @@ NB_MODULE(_core, m) {
   py::bind_reader(m);
   py::bind_writer(m);
   py::bind_compare(m);
+  py::bind_check(m);
   py::bind_interop(m);
 }

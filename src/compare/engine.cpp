@@ -216,6 +216,7 @@ class Engine {
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_);
+    if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, plan_, ref_, cand_, o_);
     verdict();
     rep.summary = summary_line(rep);
     return std::move(report_);

@@ -96,6 +96,21 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
 // Fills first_* , origins, growth and amplifiers from judged pairs.
 void localize(Report& report, const CompareOptions& options);
 
+// ---- layout.cpp: layout diagnosis (docs/axes.md) --------------------------------------------------
+struct LayoutInput {
+  std::span<const double> ref, cand;      // every element, decoded; same count
+  std::vector<uint64_t> ref_shape, cand_shape;
+  std::vector<std::string> ref_axes;      // may be empty
+  uint64_t num_heads = 0;                 // a declared head count (attribute num_heads), 0: none
+};
+// Tests the hypotheses on a sample, confirms the best on every element; cost O(720 + rank * 80)
+// sampled hypotheses plus at most 5 full passes.
+LayoutDiagnosis diagnose_layout(const LayoutInput& in);
+// Diagnoses the first divergence, pairs that introduced an error and same-size shape mismatches,
+// in execution order, at most options.max_layout_diagnoses of them.
+void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, const Reader& ref,
+                      const Reader& cand, const CompareOptions& options);
+
 // ---- format helpers (report_text.cpp) -----------------------------------------------------------
 std::string fmt_num(double v, int significant = 4);
 std::string fmt_shape(const std::vector<uint64_t>& shape);

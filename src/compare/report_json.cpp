@@ -64,6 +64,27 @@ ordered_json criteria_json(const PairResult& p) {
   return o;
 }
 
+// docs/axes.md "Layout diagnosis"; null when the pair was not diagnosed.
+ordered_json layout_json(const std::optional<LayoutDiagnosis>& l) {
+  if (!l) return nullptr;
+  ordered_json o;
+  o["hypothesis"] = l->hypothesis;
+  o["description"] = l->description;
+  o["text"] = l->to_string();
+  o["permutation"] = l->permutation.empty() ? ordered_json(nullptr) : ordered_json(l->permutation);
+  o["axis"] = index_or_null(l->axis);
+  o["blocks"] = l->blocks ? ordered_json(l->blocks) : ordered_json(nullptr);
+  o["block_size"] = l->blocks ? ordered_json(l->block_size) : ordered_json(nullptr);
+  o["block_order"] = l->blocks ? ordered_json(l->block_order) : ordered_json(nullptr);
+  o["shift"] = l->hypothesis == "shifted" ? ordered_json(l->shift) : ordered_json(nullptr);
+  o["cosine"] = real(l->cosine);
+  o["rel_l2"] = real(l->rel_l2);
+  o["hypotheses_tested"] = l->hypotheses_tested;
+  o["sample_elements"] = l->sample_elements;
+  o["elements_confirmed"] = l->elements_confirmed;
+  return o;
+}
+
 ordered_json pair_json(const PairResult& p, size_t i) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
@@ -92,6 +113,7 @@ ordered_json pair_json(const PairResult& p, size_t i) {
   o["estimated"] = p.estimated;
   if (p.permutation.empty()) o["permutation"] = nullptr;
   else o["permutation"] = p.permutation;
+  o["layout"] = layout_json(p.layout);
   o["criteria"] = p.status == PairStatus::incomparable || p.status == PairStatus::skipped
                       ? ordered_json(nullptr) : criteria_json(p);
   o["count"] = cnt(m.count);

@@ -121,6 +121,7 @@ std::string report_to_markdown(const Report& r) {
       out += "\n";
     }
     for (const auto& n : p.notes) out += fmt::format("- note: {}\n", text(n));
+    if (p.layout && p.layout->hypothesis != "none") out += fmt::format("- layout: {}\n", text(p.layout->to_string()));
   };
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
   if (r.first_nonfinite && r.first_nonfinite != r.first_divergence) detail("First NaN/Inf", *r.first_nonfinite);

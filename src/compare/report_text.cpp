@@ -320,6 +320,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                            fmt_num(m.first_mismatch_cand, 7));
     }
     for (const auto& n : p.notes) out += fmt::format("  note       {}\n", printable(n));
+    if (p.layout && p.layout->hypothesis != "none")  // "none" only in JSON: no noise on numeric drift
+      out += fmt::format("  layout     {}\n", printable(p.layout->to_string()));
   };
 
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
@@ -390,6 +392,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     for (size_t k = 0; k < n; ++k) {
       const PairResult& p = r.pairs[r.incomparable[k]];
       out += fmt::format("  {:>6} {}  {}\n", p.ref.exec_index, shown(p.ref), printable(first_reason(p)));
+      if (p.layout && p.layout->hypothesis != "none")
+        out += fmt::format("  {:>6} layout: {}\n", "", printable(p.layout->to_string()));
     }
     if (n < r.incomparable.size())
       out += fmt::format("  ... and {} more (--all lists them)\n", r.incomparable.size() - n);

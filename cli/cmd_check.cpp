@@ -1,0 +1,96 @@
+// driftscope check RUN.tdump: findings from one run, no reference (issue 10; docs/axes.md).
+// Exit 0 clean, 1 findings, 2 trouble or nothing checked (the codes of compare).
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "driftscope/check.hpp"
+#include "util.hpp"
+
+namespace driftscope::cli {
+namespace {
+
+struct CheckArgs {
+  std::string file;
+  CheckOptions options;
+  std::string json_out;
+  bool quiet = false;
+};
+
+int run_check(const CheckArgs& a) {
+  if (!a.json_out.empty() && a.json_out != "-")
+    if (auto same = refuse_input_as_output(a.json_out, std::vector<std::string>{a.file}); !same) return fail(same.error().message);
+  if (auto v = a.options.validate(); !v) return fail(v.error().to_string());
+  auto rep = check_file(a.file, a.options);
+  if (!rep) return fail(a.file, rep.error());
+  if (!a.json_out.empty())
+    if (auto w = write_output_file(a.json_out, check_to_json(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
+  if (a.json_out != "-") {
+    if (a.quiet) fmt::print("{}\n", printable(rep->summary));
+    else fmt::print("{}", check_to_text(*rep));
+  }
+  std::fflush(stdout);
+  return rep->exit_code();
+}
+
+std::function<int()> setup_check(CLI::App& app) {
+  auto a = std::make_shared<CheckArgs>();
+  auto* sub = app.add_subcommand("check", "Check one run by itself: NaN/Inf, dead or constant outputs, wrong-axis norms");
+  sub->add_option("RUN", a->file, "the .tdump file of one run")->required();
+  CheckOptions& o = a->options;
+  sub->add_option("--dynamic", o.dynamic_axes,
+                  "an axis name that may take several sizes in this run (repeatable)")->allow_extra_args(false);
+  sub->add_option("--ignore", o.ignore,
+                  "a finding code not to report, e.g. dead_channels (repeatable)")->allow_extra_args(false);
+  sub->add_option("--norm-tolerance", o.norm_tolerance,
+                  "allowed |mean| and |variance - 1| of a normalised slice (default 0.05)");
+  sub->add_option("--softmax-tolerance", o.softmax_tolerance,
+                  "allowed |sum - 1| of a softmax slice (default 0.001; x10 for float16/bfloat16)");
+  sub->add_option("--bad-slices", o.bad_slice_fraction,
+                  "fraction of slices that may break the norm/softmax test (default 0.01)");
+  sub->add_option("--f16-limit", o.f16_near_overflow,
+                  "float16 |x| from which values count as near overflow (default 32768; max 65504)");
+  sub->add_option("--saturation", o.saturation_fraction,
+                  "INT8/UINT8 fraction at a saturating extreme that is a finding (default 0.01)");
+  sub->add_option("--json", a->json_out, "write the JSON report to FILE, '-' for stdout");
+  sub->add_flag("-q,--quiet", a->quiet, "print only the summary line");
+  sub->footer(R"HELP(
+Looks at one recorded run, with no reference to compare against, and reports what is
+wrong on its face. Each finding has a code:
+
+  nonfinite          NaN or Inf in any tensor
+  all_zero           an output that is zero everywhere
+  constant           an output whose elements are all the same value
+  dead_channels      channels of an output that are zero at every position (the channel
+                     axis is the one named channels/hidden/features/..., else the last)
+  f16_near_overflow  a float16 output with |x| >= 32768 (float16 overflows past 65504)
+  int8_saturation    an INT8/UINT8 output with more than 1% of elements at -128/127
+                     (0/255); an extreme that is the zero point encodes 0, not saturation
+  norm_axis          a LayerNorm/RMSNorm output that is not normalised along the axis its
+                     recorder declared (attribute norm_axes), and the axis it is normalised
+                     along instead
+  softmax_axis       a softmax output that does not sum to one along its declared axis
+                     (attribute softmax_axis), and the axis it does sum to one along
+  axis_size          one axis name with two sizes in one run (--dynamic NAME allows it;
+                     so does the run's `dynamic_axes` metadata)
+
+The recorders declare axis names and the norm/softmax axes (docs/axes.md). A tensor
+without a declaration is still checked for everything else.
+
+Exit status: 0 clean, 1 findings, 2 usage or input error (a file that is not a readable
+TDUMP: one line naming the offset) or NOTHING CHECKED (no tensor in the dump).
+A damaged file (cut, corrupt) is checked up to the damage, with a warning.
+
+Examples:
+  driftscope check run.tdump
+  driftscope check run.tdump --dynamic seq --ignore dead_channels
+  driftscope check run.tdump --json findings.json -q)HELP");
+  return [a] { return run_check(*a); };
+}
+
+}  // namespace
+
+DRIFTSCOPE_COMMAND(check, 36, setup_check);
+
+}  // namespace driftscope::cli

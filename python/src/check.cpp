@@ -1,0 +1,47 @@
+// driftscope._core: `driftscope check` (include/driftscope/check.hpp), the same library function
+// the command runs. Python reads the findings from the JSON rendering, so the two cannot disagree.
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "core.hpp"
+#include "driftscope/check.hpp"
+
+namespace driftscope::py {
+
+void bind_check(nb::module_& m) {
+  // Plain fields, no checks: CheckOptions::validate() (called by check()) is the validator.
+  nb::class_<CheckOptions>(m, "CheckOptions")
+      .def(nb::init<>())
+      .def_rw("dynamic_axes", &CheckOptions::dynamic_axes)
+      .def_rw("ignore", &CheckOptions::ignore)
+      .def_rw("norm_tolerance", &CheckOptions::norm_tolerance)
+      .def_rw("softmax_tolerance", &CheckOptions::softmax_tolerance)
+      .def_rw("bad_slice_fraction", &CheckOptions::bad_slice_fraction)
+      .def_rw("f16_near_overflow", &CheckOptions::f16_near_overflow)
+      .def_rw("saturation_fraction", &CheckOptions::saturation_fraction);
+  // (JSON report, text report) of one run.
+  m.def(
+      "check",
+      [](const PyReader& reader, const CheckOptions& options) {
+        std::shared_ptr<const Reader> keep = reader.reader;
+        std::optional<Result<CheckReport>> result;
+        {
+          nb::gil_scoped_release unlocked;
+          result.emplace(check(*keep, options));
+        }
+        CheckReport rep = unwrap(std::move(*result));
+        rep.path = reader.path;
+        return std::make_pair(check_to_json(rep, 0), check_to_text(rep));
+      },
+      nb::arg("reader"), nb::arg("options"));
+}
+
+}  // namespace driftscope::py

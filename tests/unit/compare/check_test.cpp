@@ -1,0 +1,197 @@
+// `driftscope check` logic (src/compare/check.cpp): each finding planted in a small dump, and
+// its absence where the data is healthy.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "compare_test_util.hpp"
+#include "compare/internal.hpp"
+#include "driftscope/check.hpp"
+
+namespace {
+
+using namespace ds_test;
+
+// Rows of `len` along `axis` of a [a, b, c] tensor normalised to mean 0, variance 1 (float64).
+std::vector<double> normalised(std::vector<double> v, const std::vector<uint64_t>& s, uint32_t axis) {
+  const uint64_t stride = axis == 2 ? 1 : axis == 1 ? s[2] : s[1] * s[2];
+  const uint64_t len = s[axis];
+  for (uint64_t start = 0; start < v.size(); ++start) {
+    auto c = driftscope::compare_detail::unravel(start, s);
+    if (c[axis] != 0) continue;
+    double m = 0, q = 0;
+    for (uint64_t k = 0; k < len; ++k) m += v[start + k * stride];
+    m /= static_cast<double>(len);
+    for (uint64_t k = 0; k < len; ++k) q += (v[start + k * stride] - m) * (v[start + k * stride] - m);
+    const double sd = std::sqrt(q / static_cast<double>(len));
+    for (uint64_t k = 0; k < len; ++k) v[start + k * stride] = (v[start + k * stride] - m) / sd;
+  }
+  return v;
+}
+
+CheckReport run_check(const std::string& path, const CheckOptions& o = {}) {
+  auto r = check_file(path, o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
+  return r.ok() ? std::move(*r) : CheckReport{};
+}
+
+std::vector<std::string> codes(const CheckReport& r) {
+  std::vector<std::string> out;
+  for (const auto& f : r.findings) out.push_back(f.code + ":" + f.name);
+  return out;
+}
+
+TEST(Check, LayerNormAlongTheWrongAxisIsNamed) {
+  ScratchDir dir;
+  const std::vector<uint64_t> s{2, 6, 8};
+  auto x = noise(96, 11, 3.0);
+  Entry good{"ln_good", normalised(x, s, 2), s};
+  good.op = "LayerNorm";
+  good.axes = {"batch", "seq", "hidden"};
+  good.attrs = {{"norm_axes", "-1"}, {"norm_kind", "layer"}};
+  Entry bad = good;
+  bad.name = "ln_bad";
+  bad.values = normalised(x, s, 1);
+  auto p = write_dump(dir.file("a.tdump"), {good, bad});
+  CheckReport r = run_check(p);
+  ASSERT_EQ(codes(r), std::vector<std::string>{"norm_axis:ln_bad"});
+  EXPECT_EQ(r.findings[0].message,
+            "is not normalised (mean 0, variance 1) along the declared axis 2 (hidden) in 100% of its slices "
+            "(tolerance 0.05); it is normalised along axis 1 (seq) instead");
+  EXPECT_DOUBLE_EQ(r.findings[0].value, 1.0);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.verdict(), "findings");
+  // The learned affine case cannot be judged: said, not guessed.
+  bad.attrs.push_back({"norm_affine", "true"});
+  auto q = write_dump(dir.file("b.tdump"), {bad});
+  CheckReport r2 = run_check(q);
+  EXPECT_TRUE(r2.findings.empty());
+  ASSERT_EQ(r2.notes.size(), 1u);
+  EXPECT_NE(r2.notes[0].find("norm_affine=true"), std::string::npos);
+}
+
+TEST(Check, RmsNormAndSoftmaxAxes) {
+  ScratchDir dir;
+  const std::vector<uint64_t> s{1, 4, 5};
+  auto x = noise(20, 12);
+  std::vector<double> rms(x), soft(20), wrong(20);
+  for (int i = 0; i < 4; ++i) {
+    double q = 0, sum = 0, sum_col = 0;
+    for (int j = 0; j < 5; ++j) q += x[i * 5 + j] * x[i * 5 + j];
+    for (int j = 0; j < 5; ++j) rms[i * 5 + j] = x[i * 5 + j] / std::sqrt(q / 5);
+    for (int j = 0; j < 5; ++j) sum += std::exp(x[i * 5 + j]);
+    for (int j = 0; j < 5; ++j) soft[i * 5 + j] = std::exp(x[i * 5 + j]) / sum;
+    (void)sum_col;
+  }
+  for (int j = 0; j < 5; ++j) {
+    double sum = 0;
+    for (int i = 0; i < 4; ++i) sum += std::exp(x[i * 5 + j]);
+    for (int i = 0; i < 4; ++i) wrong[i * 5 + j] = std::exp(x[i * 5 + j]) / sum;
+  }
+  Entry a{"rms", rms, s};
+  a.attrs = {{"norm_axes", "-1"}, {"norm_kind", "rms"}};
+  Entry b{"probs", soft, s};
+  b.attrs = {{"softmax_axis", "-1"}};
+  Entry c{"probs_wrong", wrong, s};
+  c.attrs = {{"softmax_axis", "2"}};
+  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {a, b, c}));
+  ASSERT_EQ(codes(r), std::vector<std::string>{"softmax_axis:probs_wrong"});
+  EXPECT_NE(r.findings[0].message.find("it sums to one along axis 1 instead"), std::string::npos)
+      << r.findings[0].message;
+}
+
+TEST(Check, ValueFindings) {
+  ScratchDir dir;
+  auto healthy = noise(32, 13);
+  std::vector<double> nan_v = healthy;
+  nan_v[3] = std::nan("");
+  std::vector<double> dead = healthy;  // [4, 8]: channel 5 zero for every token
+  for (int t = 0; t < 4; ++t) dead[t * 8 + 5] = 0;
+  std::vector<double> big = healthy;
+  big[7] = 40000;
+  Entry f16{"f16_big", big, {4, 8}, DType::f16};
+  std::vector<double> sat(100, 5);
+  for (int i = 0; i < 5; ++i) sat[i] = 127;
+  Entry i8{"q", sat, {100}, DType::i8};
+  Entry param{"w", std::vector<double>(8, 0.0), {8}};
+  param.role = Role::parameter;  // a zero bias is no finding
+  auto p = write_dump(dir.file("a.tdump"),
+                      {{"ok", healthy, {4, 8}}, {"nan", nan_v, {4, 8}}, {"zeros", std::vector<double>(8, 0.0), {8}},
+                       {"const", std::vector<double>(8, 2.5), {8}}, {"dead", dead, {4, 8}}, f16, i8, param});
+  CheckReport r = run_check(p);
+  EXPECT_EQ(codes(r), (std::vector<std::string>{"nonfinite:nan", "all_zero:zeros", "constant:const",
+                                                "dead_channels:dead", "f16_near_overflow:f16_big",
+                                                "int8_saturation:q"}));
+  EXPECT_EQ(r.findings[0].message, "1 NaN, 0 +Inf, 0 -Inf of 32 elements");
+  EXPECT_EQ(r.findings[3].message, "1 of 8 channels along axis 1 are zero at every one of their 4 positions (channels 5)");
+  EXPECT_DOUBLE_EQ(r.findings[5].value, 0.05);
+  EXPECT_EQ(r.tensors_checked, 8u);
+  // --ignore drops a code; an unknown code is refused naming it.
+  CheckOptions o;
+  o.ignore = {"dead_channels", "constant"};
+  EXPECT_EQ(run_check(p, o).findings.size(), 4u);
+  o.ignore = {"deadchannels"};
+  auto bad = check_file(p, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+  EXPECT_NE(bad.error().message.find("'deadchannels'"), std::string::npos);
+}
+
+TEST(Check, ZeroPointExtremeIsNotSaturation) {
+  ScratchDir dir;
+  std::vector<double> v(100, -128);  // a ReLU output's floor at zero point -128
+  Entry e{"relu_q", v, {100}, DType::i8};
+  e.encoding.kind = EncodingKind::affine_tensor;
+  e.encoding.scales = {0.1};
+  e.encoding.zero_points = {-128};
+  v[0] = 3;
+  e.values = v;
+  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {e}));
+  EXPECT_TRUE(r.findings.empty()) << check_to_text(r);
+}
+
+TEST(Check, OneAxisNameTwoSizes) {
+  ScratchDir dir;
+  Entry a{"a", noise(12, 1), {3, 4}};
+  a.axes = {"seq", "hidden"};
+  Entry b{"b", noise(20, 2), {5, 4}};
+  b.axes = {"seq", "hidden"};
+  Entry c{"c", noise(10, 3), {5, 2}};
+  c.axes = {"seq", "hidden"};
+  auto p = write_dump(dir.file("a.tdump"), {a, b, c});
+  CheckReport r = run_check(p);
+  ASSERT_EQ(codes(r), (std::vector<std::string>{"axis_size:b", "axis_size:c"}));
+  EXPECT_EQ(r.findings[0].message,
+            "axis 'seq' has size 5 here (axis 0) but 3 in a; declare it dynamic if it may vary (--dynamic seq)");
+  CheckOptions o;
+  o.dynamic_axes = {"seq"};
+  EXPECT_EQ(codes(run_check(p, o)), std::vector<std::string>{"axis_size:c"});
+  // The run's own declaration counts too.
+  auto q = write_dump(dir.file("b.tdump"), {a, b}, {{"dynamic_axes", "batch,seq"}});
+  EXPECT_TRUE(run_check(q).findings.empty());
+}
+
+TEST(Check, VerdictsExitCodesAndJson) {
+  ScratchDir dir;
+  auto clean = write_dump(dir.file("clean.tdump"), {{"x", noise(16, 4), {4, 4}}});
+  CheckReport r = run_check(clean);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.summary, "CLEAN: 1 tensors checked, no findings (1 records, clean)");
+  auto j = nlohmann::json::parse(check_to_json(r));
+  EXPECT_EQ(j["schema"], "driftscope.check.report/1");
+  EXPECT_EQ(j["verdict"], "clean");
+  EXPECT_EQ(j["exit_code"], 0);
+  auto empty = write_dump(dir.file("empty.tdump"), {});
+  CheckReport e = run_check(empty);
+  EXPECT_EQ(e.exit_code(), 2);
+  EXPECT_EQ(e.verdict(), "nothing_checked");
+  auto bad = check_file(dir.file("missing.tdump"));
+  EXPECT_FALSE(bad.ok());
+  CheckOptions o;
+  o.saturation_fraction = 2;
+  auto v = o.validate();
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().message, "check option 'saturation_fraction' is 2, allowed 0 .. 1");
+}
+
+}  // namespace
