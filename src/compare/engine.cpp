@@ -314,6 +314,8 @@ class Engine {
                               effective(p.cand.dtype, cand_prec_), quantized);
     p.criteria = j.criteria;
     p.criteria_source = j.source;
+    p.rounding = rounding_bound(
+        coarser_dtype(effective(p.ref.dtype, ref_prec_), effective(p.cand.dtype, cand_prec_)), quantized);
     judged_default_[i] = j.is_default;
     rules_[i] = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.classes; });
     return true;

@@ -83,6 +83,18 @@ TensorDesc describe(const Record& r);
 // Row-major coordinates of a flat index.
 std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape);
 
+// ---- origins.cpp: data flow (docs/format.md §3.3.3) and origins (docs/compare.md §5) ---------
+// Reads ds.inputs, ds.kind and ds.source; a malformed ds.inputs leaves has_inputs false.
+void describe_dataflow(const TensorInfo& info, TensorDesc& d);
+// The relative L2 error a candidate of dtype `t` makes anyway by rounding (docs/metrics.md).
+double rounding_bound(DType coarser, bool quantized) noexcept;
+// Labels every failing pair introduced / inherited / amplified from the reference's data flow
+// and lists every origin; false (nothing changed) when the reference has no data flow.
+bool localize_dataflow(Report& report, const CompareOptions& options);
+// Every origin in execution order without data flow: the pairs the execution-order rule calls
+// introduced, reach = the failing pairs up to the next origin.
+void list_origins_by_order(Report& report);
+
 // ---- localize.cpp -------------------------------------------------------------------------------
 // Fills first_* , origins, growth and amplifiers from judged pairs.
 void localize(Report& report, const CompareOptions& options);
