@@ -214,6 +214,7 @@ struct TensorDesc {
   std::vector<TensorRef> inputs;       // the recorded tensors it was computed from
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
   std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
+  std::string path;                    // attribute "path": the output leaf or parameter ("weight")
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -308,6 +309,7 @@ struct Report {
   // Every independent origin in execution order (the first is the headline); data flow or not.
   std::vector<OriginPoint> origins;
   bool dataflow = false;         // origins follow the reference's recorded data flow (ds.inputs)
+  double amplification_threshold = 10.0;  // the factor that makes a pair "amplified"
   size_t count(PairStatus s) const noexcept;
 };
 

@@ -106,6 +106,7 @@ void first_points(Report& rep, const CompareOptions& options) {
 }  // namespace
 
 void localize(Report& rep, const CompareOptions& options) {
+  rep.amplification_threshold = options.amplification_threshold;
   rep.dataflow = localize_dataflow(rep, options);
   if (!rep.dataflow) localize_by_order(rep, options);
   first_points(rep, options);

@@ -44,6 +44,8 @@ void describe_dataflow(const TensorInfo& info, TensorDesc& d) {
       if (auto kind = parse_tensor_kind(v)) d.kind = *kind;
     } else if (k == "ds.source") {
       d.source = v;
+    } else if (k == "path") {
+      d.path = v;
     }
   }
   // An integer tensor labelled "float" is still exact: its kind follows its dtype.
