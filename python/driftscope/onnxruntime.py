@@ -32,7 +32,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _core
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
+from ._dataflow import DataFlow, GraphNode
 from ._naming import NodeInfo, PlannedName, plan_names
 from .errors import Error
 
@@ -232,6 +234,42 @@ def _plan(proto) -> List[PlannedName]:
         if d not in ("", "ai.onnx"):
             entry.op_type = f"{d}.{entry.op_type}"
     return plan
+
+
+# ONNX element types that are floating point (TensorProto: FLOAT, FLOAT16, DOUBLE, BFLOAT16,
+# FLOAT8*) and boolean; every other numeric type is an integer.
+_FLOAT_ELEMS = frozenset({1, 10, 11, 16, 17, 18, 19, 20})
+_BOOL_ELEM = 9
+
+
+def graph_dataflow(proto) -> DataFlow:
+    """The data flow of the main graph for ds.inputs / ds.kind (driftscope._dataflow)."""
+    import onnx
+
+    def elem_kind(elem: int) -> str:
+        return "float" if elem in _FLOAT_ELEMS else "mask" if elem == _BOOL_ELEM else "int"
+
+    nodes = []
+    for node in _topological_nodes(proto.graph):
+        cast_to = None
+        if node.op_type in ("Cast", "CastLike"):
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            cast_to = None if to is None else {"mask": "bool"}.get(elem_kind(to), elem_kind(to))
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                cast_to = "float" if value.data_type in _FLOAT_ELEMS else "int"
+        inputs = list(node.input) + sorted(_outer_scope_inputs(node))
+        nodes.append(GraphNode(node.op_type, inputs, list(node.output), cast_to))
+    constants = {t.name: t.data_type in _FLOAT_ELEMS for t in proto.graph.initializer}
+    inputs = {}
+    for vi in proto.graph.input:
+        if vi.name in constants:
+            continue
+        kind = elem_kind(vi.type.tensor_type.elem_type)
+        inputs[vi.name] = "index" if kind == "int" else kind
+    del onnx
+    return DataFlow(nodes, constants, inputs)
 
 
 def _with_outputs(proto, names: Sequence[str], numpyless: Mapping[str, int]):
@@ -721,6 +759,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         metadata.update({str(k): str(v) for k, v in meta.items()})
 
     skipped: List[str] = []
+    flow = graph_dataflow(proto)
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
         for entry in plan:
@@ -730,10 +769,17 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
                                                      and value.dtype.name not in _NUMPYLESS.values()):
                 skipped.append(entry.tensor)
                 continue
-            attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor}
+            attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor,
+                     "ds.kind": flow.kind(entry.tensor, value.dtype.kind)}
+            first = None  # the value's first record; its other names are copies of it
             for name, role_index in entry.records():
-                sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
-                           attrs=attrs)
+                attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
+                                      else _core.format_inputs([first]))
+                result = sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
+                                    attrs=attrs)
+                if first is None and result is not None and result.written:
+                    first = (name, "output", role_index, result.occurrence)
+                    flow.recorded(entry.tensor, first)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
                      outputs=final, skipped=skipped, metadata=metadata)
 
@@ -753,7 +799,7 @@ class TensorSink:
 
     def offer(self, name: str, value: np.ndarray, *, op_type: str, role_index: int = 0,
               attrs: Optional[Mapping[str, str]] = None, axes: Optional[str] = None,
-              encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> None:
+              encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> Any:
         from ._writer import numpy_to_tdump_dtype
 
         index = self.offered
@@ -767,6 +813,7 @@ class TensorSink:
         if result.written:
             self.written += 1
             self.summarised += int(as_summary)
+        return result
 
 
 # ---------------------------------------------------------------------------------------------

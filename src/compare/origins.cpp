@@ -119,7 +119,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
     bool inputs_fail = false, inputs_carry = false;
     for (size_t j : p.basis_pairs) {
       inputs_fail = inputs_fail || failing(pairs[j].status);
-      inputs_carry = inputs_carry || pairs[j].beyond_rounding || failing(pairs[j].status);
+      inputs_carry = inputs_carry || pairs[j].beyond_rounding;  // within rounding: no real error
     }
     // Never an infinite factor: exact inputs (0) or NaN/Inf on either side leave it undefined.
     p.amplification = (p.input_error > 0 && std::isfinite(p.input_error) && std::isfinite(p.error))

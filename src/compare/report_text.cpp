@@ -308,19 +308,19 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   if (r.stopped_early) out += fmt::format("{:<10} stopped at the first divergence (--stop-at-first)\n", "");
 
   Table table(r, st, o.width);
-  auto parameters = [&](const PairResult& p) {
+  auto parameters = [&](const PairResult& p, std::string_view indent = "  ") {
     if (p.parameter_pairs.empty()) return;
     bool differ = false;
     for (size_t j : p.parameter_pairs) {
       const PairResult& q = r.pairs[j];
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       differ = differ || d;
-      out += fmt::format("  parameter  {} {}: {}  rel_l2 {}  max|d| {}\n",
+      out += fmt::format("{}parameter  {} {}: {}  rel_l2 {}  max|d| {}\n", indent,
                          q.ref.role_index, printable(q.ref.path.empty() ? std::string("-") : q.ref.path),
                          d ? "differs" : q.error == 0 ? "identical" : "equal within rounding",
                          fmt_num(q.metrics.rel_l2, 3), fmt_num(q.metrics.max_abs_diff, 3));
     }
-    out += fmt::format("  cause      {}\n", differ ? "its parameters differ from the reference's (weights changed)"
+    out += fmt::format("{}cause      {}\n", indent, differ ? "its parameters differ from the reference's (weights changed)"
                                                   : "same parameters: its computation differs");
   };
   auto detail = [&](std::string_view title, size_t i) {
@@ -379,6 +379,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
                          g.parameters_differ ? "  parameters differ" : "");
       if (!p.ref.source.empty()) out += fmt::format("         at {}\n", printable(p.ref.source));
+      parameters(p, "         ");
     }
   }
   if (o.all) {

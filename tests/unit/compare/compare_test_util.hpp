@@ -77,6 +77,7 @@ struct Entry {
   uint32_t occurrence = kAutoOccurrence;
   Encoding encoding;
   bool summary = false;
+  KeyValues attrs;
 };
 
 inline std::string write_dump(const std::string& path, const std::vector<Entry>& entries,
@@ -99,6 +100,7 @@ inline std::string write_dump(const std::string& path, const std::vector<Entry>&
     info.axes = e.axes;
     info.occurrence = e.occurrence;
     info.encoding = e.encoding;
+    info.attrs = e.attrs;
     auto bytes = encode(e.values, e.dtype);
     if (e.summary) {
       auto s = summarize(info, bytes);
