@@ -95,6 +95,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
   };
 
   std::vector<std::vector<size_t>> children(pairs.size());
+  std::vector<char> tainted(pairs.size(), 0);  // an origin, or downstream of one
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
@@ -116,31 +117,34 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
         children[j].push_back(i);
       }
     }
-    bool inputs_fail = false, inputs_carry = false;
+    // An input carries error when it fails beyond rounding: within tolerance, or within what its
+    // dtype makes anyway, it brought nothing to blame. Downstream of an origin means some input
+    // is an origin or downstream of one.
+    bool inputs_carry = false, inputs_fail = false, downstream = false;
     for (size_t j : p.basis_pairs) {
+      inputs_carry = inputs_carry || (failing(pairs[j].status) && pairs[j].beyond_rounding);
       inputs_fail = inputs_fail || failing(pairs[j].status);
-      inputs_carry = inputs_carry || pairs[j].beyond_rounding;  // within rounding: no real error
+      downstream = downstream || tainted[j];
     }
     // Never an infinite factor: exact inputs (0) or NaN/Inf on either side leave it undefined.
     p.amplification = (p.input_error > 0 && std::isfinite(p.input_error) && std::isfinite(p.error))
                           ? p.error / p.input_error
                           : std::nan("");
-    if (!failing(p.status)) continue;
-    if (!carries_values(p) && p.ref.role != Role::parameter) {
-      p.origin = Origin::introduced;  // an index/shape/mask tensor that differs: exact, so born here
-    } else if (p.ref.role == Role::parameter) {
-      p.origin = Origin::introduced;
-    } else if (!inputs_carry) {
-      p.origin = Origin::introduced;  // the inputs are within rounding (or there are none)
-    } else if (!std::isfinite(p.error) && std::isfinite(p.input_error)) {
-      p.origin = Origin::introduced;  // new NaN/Inf from finite inputs
-    } else if (p.amplification >= options.amplification_threshold) {
-      p.origin = Origin::amplified;
-    } else if (inputs_fail || !std::isfinite(p.input_error)) {
-      p.origin = Origin::inherited;
-    } else {
-      p.origin = Origin::introduced;  // inputs within tolerance, pushed over it here
+    if (failing(p.status)) {
+      if (!carries_values(p)) {
+        p.origin = Origin::introduced;  // parameters; an index/shape/mask tensor is exact: born here
+      } else if (p.input_error == 0 || (!std::isfinite(p.error) && std::isfinite(p.input_error))) {
+        p.origin = Origin::introduced;  // from exact inputs (or none), or new NaN/Inf
+      } else if (p.amplification >= options.amplification_threshold) {
+        p.origin = inputs_carry ? Origin::amplified : Origin::introduced;
+      } else if (downstream || inputs_fail) {
+        p.origin = Origin::inherited;   // the error its inputs brought, grown by less than the threshold
+      } else {
+        p.origin = Origin::introduced;  // error accumulated below tolerance first fails here
+      }
     }
+    tainted[i] = downstream || (failing(p.status) && carries_values(p) && p.beyond_rounding &&
+                                (p.origin == Origin::introduced || p.origin == Origin::amplified));
   }
 
   // Every origin: failing value pairs beyond rounding that introduced or amplified their error.

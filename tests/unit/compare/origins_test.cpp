@@ -95,23 +95,37 @@ TEST(Origins, ExactTensorsAreNeverInputsOrSources) {
   for (size_t i : rep.amplifiers) EXPECT_NE(rep.pairs[i].ref.name, "y");
 }
 
-TEST(Origins, SmallInheritedErrorAmplified) {
-  // x carries 1e-5 (passes the f32 default, beyond f32 rounding); the norm makes it 1e-3.
+TEST(Origins, InputsWithinToleranceMeanIntroduced) {
+  // x carries 5e-5 (within the f32 default): y failing with 1e-2 introduced it, whatever the ratio.
   Graph g;
-  g.add("x", "", 1e-5, 2);
-  g.add("norm", "output/0/0:x", 1e-3, 3);
-  g.add("next", "output/0/0:norm", 1.1e-3, 4);
+  g.add("x", "", 5e-5, 2);
+  g.add("y", "output/0/0:x", 1e-2, 3);
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  EXPECT_EQ(rep.pairs[0].status, PairStatus::pass);
+  EXPECT_EQ(rep.pairs[1].origin, Origin::introduced);
+  EXPECT_NEAR(rep.pairs[1].amplification, 200, 2);
+  ASSERT_EQ(rep.origins.size(), 1u);
+}
+
+TEST(Origins, SmallInheritedErrorAmplified) {
+  // x carries 2e-4 (fails the f32 default, beyond f32 rounding); the norm makes it 2e-2.
+  Graph g;
+  g.add("x", "", 2e-4, 2);
+  g.add("norm", "output/0/0:x", 2e-2, 3);
+  g.add("next", "output/0/0:norm", 2.2e-2, 4);
   ScratchDir t;
   auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
   const PairResult& x = rep.pairs[0];
-  EXPECT_EQ(x.status, PairStatus::pass);
+  EXPECT_EQ(x.status, PairStatus::fail);
+  EXPECT_EQ(x.origin, Origin::introduced);
   EXPECT_TRUE(x.beyond_rounding);
   const PairResult& norm = rep.pairs[1];
   EXPECT_EQ(norm.origin, Origin::amplified);
   EXPECT_NEAR(norm.amplification, 100, 1);
-  ASSERT_EQ(rep.origins.size(), 1u);
-  EXPECT_EQ(rep.origins[0].origin, Origin::amplified);
-  EXPECT_NEAR(rep.origins[0].factor, 100, 1);
+  ASSERT_EQ(rep.origins.size(), 2u);  // x, and norm that multiplied its error
+  EXPECT_EQ(rep.origins[1].origin, Origin::amplified);
+  EXPECT_NEAR(rep.origins[1].factor, 100, 1);
   EXPECT_EQ(rep.pairs[2].origin, Origin::inherited);
   EXPECT_NE(report_to_text(rep).find("amplified x100"), std::string::npos);
 }
