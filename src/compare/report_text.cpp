@@ -417,7 +417,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     out += "  " + sparkline(r, w) + "\n";
   }
   if (!r.amplifiers.empty()) {
-    out += "\n" + st.bold("Biggest amplifiers") + " (error / error of its inputs)\n";
+    out += "\n" + st.bold("Biggest amplifiers") + (r.dataflow ? std::string(" (error / error of its inputs)\n")
+                                                   : std::string(" (error / error of the inputs or predecessor)\n"));
     for (size_t i : r.amplifiers) {
       const PairResult& p = r.pairs[i];
       out += fmt::format("  {:>6} {}  amplification {}: {} -> {} ({})\n", p.ref.exec_index,
