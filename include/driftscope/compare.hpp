@@ -301,6 +301,10 @@ struct Report {
   std::optional<size_t> first_nonfinite;
   std::optional<size_t> first_silent_zero;
   std::vector<TensorDesc> only_in_reference, only_in_candidate;
+  // Indexes into only_in_candidate of finer-grained steps: the candidate's data flow feeds them
+  // into a compared tensor (an op-level dump against a module-level one). Listed, and not a
+  // divergence (docs/compare.md §3 "Granularity").
+  std::vector<size_t> finer_in_candidate;
   std::vector<size_t> incomparable;
   std::vector<GrowthPoint> growth;               // outputs, in execution order
   std::vector<size_t> amplifiers;                // biggest amplification first

@@ -216,6 +216,7 @@ class Engine {
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_);
+    mark_finer_grained(rep);
     verdict();
     rep.summary = summary_line(rep);
     return std::move(report_);
@@ -554,7 +555,9 @@ class Engine {
     Report& r = report_;
     if (r.count(PairStatus::silent_failure)) r.verdict = Verdict::silent_failure;
     else if (r.count(PairStatus::fail)) r.verdict = Verdict::diverged;
-    else if (!o_.allow_unpaired && (!r.only_in_reference.empty() || !r.only_in_candidate.empty()))
+    // Finer-grained candidate steps (op-level against module-level) are listed, not a divergence.
+    else if (!o_.allow_unpaired &&
+             (!r.only_in_reference.empty() || r.only_in_candidate.size() > r.finer_in_candidate.size()))
       r.verdict = Verdict::diverged;
     else if (!o_.allow_incomparable && !r.incomparable.empty()) r.verdict = Verdict::diverged;
     else if (std::none_of(r.pairs.begin(), r.pairs.end(), [](const PairResult& p) { return p.compared; }))

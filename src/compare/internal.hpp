@@ -91,6 +91,8 @@ double rounding_bound(DType coarser, bool quantized) noexcept;
 // Labels every failing pair introduced / inherited / amplified from the reference's data flow
 // and lists every origin; false (nothing changed) when the reference has no data flow.
 bool localize_dataflow(Report& report, const CompareOptions& options);
+// Fills Report::finer_in_candidate from the candidate's data flow (ds.inputs of paired tensors).
+void mark_finer_grained(Report& report);
 // Every origin in execution order without data flow: the pairs the execution-order rule calls
 // introduced, reach = the failing pairs up to the next origin.
 void list_origins_by_order(Report& report);

@@ -183,6 +183,30 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
   return true;
 }
 
+void mark_finer_grained(Report& rep) {
+  rep.finer_in_candidate.clear();
+  std::map<Key, size_t> only;
+  for (size_t i = 0; i < rep.only_in_candidate.size(); ++i) only.emplace(key_of(rep.only_in_candidate[i]), i);
+  if (only.empty()) return;
+  std::vector<char> seen(rep.only_in_candidate.size(), 0);
+  std::vector<size_t> stack;
+  auto visit = [&](const TensorDesc& d) {
+    for (const TensorRef& r : d.inputs)
+      if (auto it = only.find(key_of(r)); it != only.end() && !seen[it->second]) {
+        seen[it->second] = 1;
+        stack.push_back(it->second);
+      }
+  };
+  for (const auto& p : rep.pairs) visit(p.cand);
+  while (!stack.empty()) {  // each unpaired tensor is pushed once: linear in the references
+    size_t i = stack.back();
+    stack.pop_back();
+    visit(rep.only_in_candidate[i]);
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (seen[i]) rep.finer_in_candidate.push_back(i);
+}
+
 void list_origins_by_order(Report& rep) {
   auto& pairs = rep.pairs;
   rep.origins.clear();

@@ -306,6 +306,7 @@ Result<void> report_to_json(const Report& r, int indent,
                         {"error", real(p.error)}, {"input_error", real(p.input_error)},
                         {"basis", p.basis}};
   }));
+  DRIFTSCOPE_TRY(e.member("finer_in_candidate", r.finer_in_candidate));
   DRIFTSCOPE_TRY(e.member("localisation", ordered_json{
       {"basis", r.dataflow ? "dataflow" : "execution_order"},
       {"amplification_threshold", real(r.amplification_threshold)}}));

@@ -138,9 +138,14 @@ std::string summary_line(const Report& r) {
   if (!r.only_in_reference.empty())
     parts.push_back(fmt::format("{} tensor(s) only in the reference (first: {})", r.only_in_reference.size(),
                                 fmt_identity(r.only_in_reference.front())));
-  if (!r.only_in_candidate.empty())
-    parts.push_back(fmt::format("{} only in the candidate (first: {})", r.only_in_candidate.size(),
-                                fmt_identity(r.only_in_candidate.front())));
+  if (r.only_in_candidate.size() > r.finer_in_candidate.size()) {
+    // Finer-grained steps are not a divergence: name the first tensor that is not one.
+    size_t first = 0;
+    for (size_t k = 0; k < r.finer_in_candidate.size() && r.finer_in_candidate[k] == first; ++k) ++first;
+    parts.push_back(fmt::format("{} only in the candidate (first: {})",
+                                r.only_in_candidate.size() - r.finer_in_candidate.size(),
+                                fmt_identity(r.only_in_candidate[first])));
+  }
   if (!r.incomparable.empty()) {
     const PairResult& p = r.pairs[r.incomparable.front()];
     parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
@@ -438,6 +443,9 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   };
   list("Only in the reference", r.only_in_reference);
   list("Only in the candidate", r.only_in_candidate);
+  if (!r.finer_in_candidate.empty())
+    out += fmt::format("  {} of them are finer-grained steps that feed compared tensors (the candidate's data "
+                       "flow): listed, not a divergence\n", r.finer_in_candidate.size());
   if (!r.incomparable.empty()) {
     out += "\n" + st.bold(fmt::format("Incomparable ({})", r.incomparable.size())) + "\n";
     size_t n = o.all ? r.incomparable.size() : std::min<size_t>(r.incomparable.size(), 10);

@@ -240,3 +240,19 @@ def test_onnxruntime_records_carry_the_graph_data_flow(ort_dumps):
     assert recs["embeddings"].attrs["ds.inputs"] == "output/0/0:embeddings.LayerNorm"  # a copy
     kinds = {r.attrs.get("ds.kind") for r in recs.values()}
     assert {"float", "shape", "mask", "index"} <= kinds
+
+
+def test_torch_vs_onnxruntime_finer_grained_steps_are_not_a_divergence(bert, ort_dumps, tmp_path):
+    # The ONNX dump holds op-level tensors (MatMul, Add, Reshape, ...) the module-level PyTorch
+    # dump has no counterpart for: listed, and not a divergence when they feed compared tensors.
+    model, ids, mask = bert
+    ref = record(model, ids, mask, tmp_path / "torch.tdump")
+    rep, text = compare(ref, ort_dumps["f32"], "--max-rel-l2", "1e-4")
+    assert rep["only_in_candidate"] and rep["finer_in_candidate"]
+    finer = set(rep["finer_in_candidate"])
+    assert all(rep["only_in_candidate"][i]["name"] != "encoder.layer.0.attention.self.query"
+               for i in finer)
+    assert rep["counts"]["fail"] == 0, [t["name"] for t in rep["tensors"] if t["status"] == "fail"]
+    assert len(finer) == len(rep["only_in_candidate"]) and not rep["only_in_reference"]
+    assert rep["verdict"] == "pass" and rep["exit_code"] == 0, text
+    assert "finer-grained steps that feed compared tensors" in text
