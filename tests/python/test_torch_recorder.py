@@ -228,7 +228,10 @@ def test_single_tensor_output_has_no_path_attribute(tmp_path):
     p = tmp_path / "run.tdump"
     with dt.record(m, p):
         m(torch.ones(3))
-    assert driftscope.open(p).record("<root>").attrs == {}
+    attrs = driftscope.open(p).record("<root>").attrs
+    assert "path" not in attrs
+    # Only the data-flow attributes (docs/format.md §3.3.3): computed from no recorded tensor.
+    assert set(attrs) == {"ds.inputs", "ds.kind", "ds.source"} and attrs["ds.inputs"] == ""
 
 
 # -- dtypes ----------------------------------------------------------------------------------------
