@@ -35,7 +35,7 @@ import numpy as np
 from . import _core
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
 from ._dataflow import DataFlow, GraphNode
-from ._naming import NodeInfo, PlannedName, plan_names
+from ._naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from .errors import Error
 
 __all__ = [
@@ -775,10 +775,12 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
             for name, role_index in entry.records():
                 attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
                                       else _core.format_inputs([first]))
+                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3).
+                role = "other" if entry.op_type in QUANT_PLUMBING else "output"
                 result = sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
-                                    attrs=attrs)
+                                    attrs=attrs, role=role)
                 if first is None and result is not None and result.written:
-                    first = (name, "output", role_index, result.occurrence)
+                    first = (name, role, role_index, result.occurrence)
                     flow.recorded(entry.tensor, first)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
                      outputs=final, skipped=skipped, metadata=metadata)

@@ -686,6 +686,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("-o", "--output", required=True, help="the .tdump file to write")
     p.add_argument("--filter", default="", help="which tensors to keep (docs/filters.md)")
     p.add_argument("--inputs", action="store_true", help="also record module inputs")
+    p.add_argument("--parameters", action="store_true",
+                   help="also record each module's own parameters and buffers once (role "
+                        "'parameter'), so compare can say whether an origin's weights differ")
     p.add_argument("--summary", default=None, metavar="FILTER",
                    help="tensors matching FILTER are stored as summaries (light mode)")
     p.add_argument("--granularity", choices=("module", "op"), default="module")
@@ -746,7 +749,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         with torch.no_grad():
             with record(model, args.output, filter=args.filter, inputs=args.inputs,
                         summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
-                        sync=args.sync) as rec:
+                        sync=args.sync, parameters=args.parameters) as rec:
                 _call(model, inputs)
     except Exception as e:  # noqa: BLE001 - the CLI reports any failure as one line, exit 2
         print(f"driftscope record torch: error: {e}", file=sys.stderr)

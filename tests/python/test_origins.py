@@ -43,6 +43,7 @@ BIN = os.path.abspath(os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build
 SENTENCES = ["driftscope finds the first tensor where two runs of a model disagree.",
              "A second, shorter sentence."]
 FILTER = "-*dropout*"
+PLUMBING = ("DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear")
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +219,9 @@ def test_onnxruntime_exact_tensors_are_never_origins_or_inputs(ort_dumps, cand):
     assert exact, "the graph has shape and mask tensors"
     assert any(tensors[i]["value_kind"] == "shape" for i in exact)
     assert any(tensors[i]["value_kind"] == "mask" for i in exact)
-    assert rep["first_divergence"] and rep["first_divergence"]["pair"] not in exact
+    first = rep["first_divergence"]
+    assert first and first["pair"] not in exact and first["role"] == "output"
+    assert first["op_type"] not in PLUMBING and first["value_kind"] == "float"
     assert rep["origins"] or cand == "f16"
     for o in rep["origins"]:
         assert o["pair"] not in exact and o["factor"] != "inf"
@@ -240,6 +243,18 @@ def test_onnxruntime_records_carry_the_graph_data_flow(ort_dumps):
     assert recs["embeddings"].attrs["ds.inputs"] == "output/0/0:embeddings.LayerNorm"  # a copy
     kinds = {r.attrs.get("ds.kind") for r in recs.values()}
     assert {"float", "shape", "mask", "index"} <= kinds
+
+
+def test_onnxruntime_int8_module_names_land_on_float_values(ort_dumps):
+    # quantize_dynamic puts a DynamicQuantizeLinear (uint8 out) at the end of module scopes:
+    # the module's name goes to the float value, the plumbing is recorded with role "other".
+    dump = list(driftscope.open(ort_dumps["int8"]))
+    plumbing = [r for r in dump if r.op_type in PLUMBING]
+    assert plumbing and all(r.role == "other" for r in plumbing)
+    modules = {r.name: r for r in dump if r.role == "output"}
+    for name in ("encoder.layer.0.attention.self", "encoder.layer.0.output.LayerNorm",
+                 "encoder.layer.0.intermediate"):
+        assert modules[name].dtype == "f32" and modules[name].op_type not in PLUMBING, name
 
 
 def test_torch_vs_onnxruntime_finer_grained_steps_are_not_a_divergence(bert, ort_dumps, tmp_path):
