@@ -169,6 +169,9 @@ std::string report_to_markdown(const Report& r) {
   if (!r.only_in_reference.empty() || !r.only_in_candidate.empty() || !r.incomparable.empty()) {
     out += "\n### Unpaired and incomparable\n\n";
     for (const auto& d : r.only_in_reference) out += fmt::format("- only in reference: {}\n", line_code(fmt_identity(d)));
+    if (!r.finer_in_candidate.empty())
+      out += fmt::format("- {} of the tensors only in the candidate are finer-grained steps that feed compared "
+                         "tensors: listed, not a divergence\n", r.finer_in_candidate.size());
     for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", line_code(fmt_identity(d)));
     for (size_t i : r.incomparable)
       out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),
