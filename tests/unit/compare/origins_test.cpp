@@ -193,3 +193,43 @@ TEST(Origins, WithoutDataFlowTheExecutionOrderRuleSaysSo) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Origins, Reference64DecidesWithinOrBeyondRounding) {
+  // Truth in float64, a float32 reference, a float16 candidate: x is float16 rounding only
+  // (within by the float64 rule), y carries a fault 50 roundings large (beyond): the origin.
+  ScratchDir d;
+  auto tx = noise(1024, 10), ty = noise(1024, 12), e = noise(1024, 11);
+  auto side = [&](int which) {
+    std::vector<Entry> out;
+    for (int k = 0; k < 2; ++k) {
+      const auto& t = k == 0 ? tx : ty;
+      std::vector<double> v(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (which == 0) v[i] = t[i];
+        else if (which == 1) v[i] = static_cast<double>(static_cast<float>(t[i]));
+        else v[i] = f16_to_double(double_to_f16(t[i] + (k == 1 ? 50 * std::ldexp(1.0, -11) * e[i] : 0.0)));
+      }
+      Entry en = value(k == 0 ? "x" : "y", v, k == 0 ? "" : "output/0/0:x");
+      en.dtype = which == 0 ? DType::f64 : which == 1 ? DType::f32 : DType::f16;
+      out.push_back(en);
+    }
+    return out;
+  };
+  auto p64 = write_dump(d.file("r64.tdump"), side(0));
+  auto pref = write_dump(d.file("ref.tdump"), side(1));
+  auto pc = write_dump(d.file("cand.tdump"), side(2));
+  CompareOptions o;
+  o.reference64 = p64;
+  Report rep = run_compare(pref, pc, o);
+  ASSERT_EQ(rep.pairs.size(), 2u);
+  EXPECT_TRUE(rep.pairs[0].r64 && rep.pairs[1].r64);
+  EXPECT_FALSE(rep.pairs[0].beyond_rounding);
+  EXPECT_TRUE(rep.pairs[1].beyond_rounding);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "y");
+  EXPECT_NE(report_to_text(rep).find("beyond rounding (float64 rule"), std::string::npos);
+}
+
+}  // namespace
