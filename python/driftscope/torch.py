@@ -533,12 +533,27 @@ class Recorder:
             froms = {}
             self._sources_in((args, kwargs), froms)
             self._tag(out, tuple(froms))
-        self._emit_structure(name, op_type, "output", out, None)
+        self._emit_structure(name, op_type, "output", out, None, source=_calling_frame())
 
     @property
     def hooks_active(self) -> int:
         """Number of hooks currently registered (0 after the recording ended)."""
         return len(self._handles)
+
+
+_SKIPPED_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,)) + (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _calling_frame() -> Optional[str]:
+    """``file.py:LINE (function)`` of the Python code that called the op (op granularity's
+    ds.source): the innermost frame outside torch and driftscope."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_SKIPPED_DIRS):
+        f = f.f_back
+    if f is None:
+        return None
+    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
 
 
 def _kind_of(t: "torch.Tensor") -> str:
