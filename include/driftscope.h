@@ -197,6 +197,20 @@ int ds_filter_budget(const ds_filter* filter, uint64_t* bytes);
  * NUL into buf (buf may be NULL when capacity is 0) and returns the full length without the NUL. */
 int64_t ds_filter_to_string(const ds_filter* filter, char* buf, size_t capacity);
 
+/* ---- data flow (docs/format.md §3.3.3) ------------------------------------------------------ */
+/* A recorded tensor's identity, as named by the reserved attribute "ds.inputs". */
+typedef struct ds_tensor_ref {
+  const char* name;         /* required, non-empty */
+  int32_t role;             /* DS_ROLE_* */
+  uint16_t role_index;
+  uint32_t occurrence;
+} ds_tensor_ref;
+/* The "ds.inputs" attribute value naming `count` tensors (a tensor was computed from them),
+ * snprintf-style like ds_filter_to_string: returns the full length without the NUL, < 0 on bad
+ * input (DS_E_INVALID_ARGUMENT: a NULL or empty name, a bad role). Pass it as the value of the
+ * attribute "ds.inputs"; "ds.kind" is one of "float", "index", "shape", "mask". */
+int64_t ds_format_inputs(const ds_tensor_ref* refs, size_t count, char* buf, size_t capacity);
+
 /* ---- writer (docs/format.md §5) ----------------------------------------------------------- */
 
 typedef struct ds_writer ds_writer;

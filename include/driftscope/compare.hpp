@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
@@ -186,7 +187,10 @@ enum class PairStatus : uint8_t {
   skipped,         // a policy rule said skip
   not_compared,    // after the first divergence with stop_at_first
 };
-enum class Origin : uint8_t { none, introduced, inherited };
+// introduced: born here; inherited: carried in from its inputs; amplified: its inputs carried
+// error and this op multiplied it by at least CompareOptions::amplification_threshold
+// (docs/compare.md §5).
+enum class Origin : uint8_t { none, introduced, inherited, amplified };
 std::string_view verdict_name(Verdict v) noexcept;
 // The exit status of `driftscope compare` for a verdict (also Python's Report.exit_code and the
 // JSON report's exit_code): 0 pass, 1 diverged, 2 nothing_compared (like an input error: there
@@ -214,6 +218,12 @@ struct TensorDesc {
   std::vector<std::string> axes;
   bool summary = false;   // a light-mode SUMMARY record (metrics are estimates)
   bool quantized = false;
+  // Data flow (docs/format.md §3.3.3), when the recorder wrote it.
+  bool has_inputs = false;             // the record carries a valid ds.inputs
+  std::vector<TensorRef> inputs;       // the recorded tensors it was computed from
+  TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
+  std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
+  std::string path;                    // attribute "path": the output leaf or parameter ("weight")
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -316,11 +326,26 @@ struct PairResult {
   std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
+  //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
+  // judged against rounding (docs/metrics.md "Within or beyond rounding")
+  double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
+  bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
+  std::vector<size_t> parameter_pairs;  // the module's compared parameters (role parameter)
   // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
   std::optional<PairDetail> detail;
   // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
   // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
   std::optional<LayoutDiagnosis> layout;
+};
+
+// One independent origin of error (docs/compare.md §5 "Every origin").
+struct OriginPoint {
+  size_t pair = 0;              // index into Report::pairs
+  Origin origin = Origin::introduced;  // introduced or amplified
+  double factor = 0;            // amplification (NaN: the inputs were exact)
+  size_t reach = 0;             // compared tensors downstream of it in the data flow
+  size_t reach_failing = 0;     // ... of which fail
+  bool parameters_differ = false;       // one of its parameters differs from the reference's
 };
 
 struct DumpInfo {
@@ -345,11 +370,19 @@ struct Report {
   std::optional<size_t> first_nonfinite;
   std::optional<size_t> first_silent_zero;
   std::vector<TensorDesc> only_in_reference, only_in_candidate;
+  // Indexes into only_in_candidate of finer-grained steps: the candidate's data flow feeds them
+  // into a compared tensor (an op-level dump against a module-level one). Listed, and not a
+  // divergence (docs/compare.md §3 "Granularity").
+  std::vector<size_t> finer_in_candidate;
   std::vector<size_t> incomparable;
   std::vector<GrowthPoint> growth;               // outputs, in execution order
   std::vector<size_t> amplifiers;                // biggest amplification first
   std::vector<std::string> warnings;
   bool stopped_early = false;
+  // Every independent origin in execution order (the first is the headline); data flow or not.
+  std::vector<OriginPoint> origins;
+  bool dataflow = false;         // origins follow the reference's recorded data flow (ds.inputs)
+  double amplification_threshold = 10.0;  // the factor that makes a pair "amplified"
   size_t count(PairStatus s) const noexcept;
 };
 

@@ -113,6 +113,18 @@ class Report:
     def warnings(self) -> List[str]:
         return list(self.data["warnings"])
 
+    @property
+    def origins(self) -> List[Dict[str, Any]]:
+        """Every independent origin of error in execution order (docs/compare.md §5): dicts of
+        the JSON schema's ``origins`` (name, origin "introduced"/"amplified", factor, reach,
+        reach_failing, source, parameters_differ, parameters, ...)."""
+        return list(self.data["origins"])
+
+    @property
+    def localisation(self) -> Dict[str, Any]:
+        """``{"basis": "dataflow" | "execution_order", "amplification_threshold": ...}``."""
+        return dict(self.data["localisation"])
+
     def tensor(self, name: str, occurrence: int = 0, role: str = "output",
                role_index: int = 0) -> TensorResult:
         """The pair of this reference tensor; NotFoundError when it was not paired."""

@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["NodeInfo", "PlannedName", "split_scope", "plan_names"]
+__all__ = ["NodeInfo", "PlannedName", "split_scope", "plan_names", "QUANT_PLUMBING"]
+
+# Quantisation plumbing (a dynamically quantized graph's DynamicQuantizeLinear before each
+# MatMulInteger, the Q/DQ pairs of a static one): it never carries a module's value, so a module
+# name lands on the float tensor that does (issue 9).
+QUANT_PLUMBING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,8 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
         scope, local = split_scope(node.name)
         scopes.append(scope)
         locals_.append(local)
-        if node.inserted or not any(o and o not in skipped for o in node.outputs):
+        if (node.inserted or node.op_type in QUANT_PLUMBING
+                or not any(o and o not in skipped for o in node.outputs)):
             continue
         # Every enclosing module (not the root: it has no name) sees this node as its latest.
         for depth in range(1, len(scope) + 1):

@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 import numpy as np
 
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
+from ._dataflow import DataFlow, GraphNode
 from ._progress import Progress
 from .errors import Error
 from .onnxruntime import (
@@ -368,6 +369,7 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
 
     # name -> why it was not recorded (a model output the plan holds is reported there)
     skipped: Dict[str, str] = {n: w for n, w in final_skipped.items() if n not in planned}
+    flow = _graph_dataflow(it, ops, info)
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
@@ -384,8 +386,13 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
             attrs = {"tflite_tensor": details["name"], "tflite_tensor_index": str(t),
                      "tflite_op_index": str(op["index"])}
             axes = NHWC_AXES if (role == "output" and t in nhwc and value.ndim == 4) else None
-            sink.offer(tname, value, op_type=op["op_name"], role_index=j, role=role, attrs=attrs,
-                       axes=axes, encoding=_encoding(details, value))
+            attrs["ds.kind"] = flow.kind(str(t), value.dtype.kind)
+            if role == "output":
+                attrs["ds.inputs"] = flow.inputs_of(str(t))
+            result = sink.offer(tname, value, op_type=op["op_name"], role_index=j, role=role,
+                                attrs=attrs, axes=axes, encoding=_encoding(details, value))
+            if role == "output" and result is not None and result.written:
+                flow.recorded(str(t), (tname, role, j, result.occurrence))
     if skipped:
         warnings.warn(_skipped_message(skipped), RuntimeWarning, stacklevel=2)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
@@ -401,6 +408,31 @@ _READABLE_TYPES = frozenset({
     "FLOAT32", "FLOAT16", "FLOAT64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
     "UINT32", "UINT64", "BOOL",
 })
+
+
+# Casts by their output type (TensorType names): what a CAST op turns its input into.
+_FLOAT_TYPES = frozenset({"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"})
+
+
+def _graph_dataflow(it, ops, info: _ModelInfo) -> DataFlow:
+    """The main subgraph's data flow for ds.inputs / ds.kind (driftscope._dataflow); values are
+    named by tensor index."""
+    def type_kind(t: int) -> str:
+        name = info.types[t] if 0 <= t < len(info.types) else "FLOAT32"
+        return "float" if name in _FLOAT_TYPES else "bool" if name == "BOOL" else "int"
+
+    nodes = []
+    for op in ops:
+        outs = [int(x) for x in op["outputs"] if int(x) >= 0]
+        cast_to = type_kind(outs[0]) if op["op_name"] in ("CAST", "DEQUANTIZE") and outs else None
+        nodes.append(GraphNode(op["op_name"], [str(int(x)) for x in op["inputs"] if int(x) >= 0],
+                               [str(x) for x in outs], cast_to))
+    constants = {str(t): type_kind(t) == "float" for t in info.constant}
+    inputs = {}
+    for d in it.get_input_details():
+        k = type_kind(int(d["index"]))
+        inputs[str(int(d["index"]))] = {"int": "index", "bool": "mask"}.get(k, k)
+    return DataFlow(nodes, constants, inputs)
 
 
 def _plan_reads(it, ops, constant: Set[int], parameters: bool,

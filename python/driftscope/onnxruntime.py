@@ -32,8 +32,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _core
 from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
-from ._naming import NodeInfo, PlannedName, plan_names
+from ._dataflow import DataFlow, GraphNode
+from ._naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from ._progress import Progress
 from .errors import Error
 
@@ -233,6 +235,42 @@ def _plan(proto) -> List[PlannedName]:
         if d not in ("", "ai.onnx"):
             entry.op_type = f"{d}.{entry.op_type}"
     return plan
+
+
+# ONNX element types that are floating point (TensorProto: FLOAT, FLOAT16, DOUBLE, BFLOAT16,
+# FLOAT8*) and boolean; every other numeric type is an integer.
+_FLOAT_ELEMS = frozenset({1, 10, 11, 16, 17, 18, 19, 20})
+_BOOL_ELEM = 9
+
+
+def graph_dataflow(proto) -> DataFlow:
+    """The data flow of the main graph for ds.inputs / ds.kind (driftscope._dataflow)."""
+    import onnx
+
+    def elem_kind(elem: int) -> str:
+        return "float" if elem in _FLOAT_ELEMS else "mask" if elem == _BOOL_ELEM else "int"
+
+    nodes = []
+    for node in _topological_nodes(proto.graph):
+        cast_to = None
+        if node.op_type in ("Cast", "CastLike"):
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            cast_to = None if to is None else {"mask": "bool"}.get(elem_kind(to), elem_kind(to))
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                cast_to = "float" if value.data_type in _FLOAT_ELEMS else "int"
+        inputs = list(node.input) + sorted(_outer_scope_inputs(node))
+        nodes.append(GraphNode(node.op_type, inputs, list(node.output), cast_to))
+    constants = {t.name: t.data_type in _FLOAT_ELEMS for t in proto.graph.initializer}
+    inputs = {}
+    for vi in proto.graph.input:
+        if vi.name in constants:
+            continue
+        kind = elem_kind(vi.type.tensor_type.elem_type)
+        inputs[vi.name] = "index" if kind == "int" else kind
+    del onnx
+    return DataFlow(nodes, constants, inputs)
 
 
 def _with_outputs(proto, names: Sequence[str], numpyless: Mapping[str, int]):
@@ -870,6 +908,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     skipped: List[str] = []
     axis_names = _axis_names(proto)
     node_of = {o: n for n in proto.graph.node for o in n.output if o}
+    flow = graph_dataflow(proto)
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
         for done, entry in enumerate(plan):
@@ -881,14 +920,23 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
                                                      and value.dtype.name not in _NUMPYLESS.values()):
                 skipped.append(entry.tensor)
                 continue
-            attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor}
+            attrs = {"onnx_node": entry.node, "onnx_output": entry.tensor,
+                     "ds.kind": flow.kind(entry.tensor, value.dtype.kind)}
             node = node_of.get(entry.tensor)
             if node is not None and list(node.output).index(entry.tensor) == 0:
                 attrs.update(_node_axis_attrs(node, proto, value.ndim))
             axes = _axes_for(axis_names.get(entry.tensor), value)
+            first = None  # the value's first record; its other names are copies of it
             for name, role_index in entry.records():
-                sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
-                           attrs=attrs, axes=axes)
+                attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
+                                      else _core.format_inputs([first]))
+                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3).
+                role = "other" if entry.op_type in QUANT_PLUMBING else "output"
+                result = sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
+                                    attrs=attrs, role=role, axes=axes)
+                if first is None and result is not None and result.written:
+                    first = (name, role, role_index, result.occurrence)
+                    flow.recorded(entry.tensor, first)
     return Recording(path=os.fspath(path), records=sink.written, observer_effect=effect,
                      outputs=final, skipped=skipped, metadata=metadata)
 
@@ -908,7 +956,7 @@ class TensorSink:
 
     def offer(self, name: str, value: np.ndarray, *, op_type: str, role_index: int = 0,
               attrs: Optional[Mapping[str, str]] = None, axes: Optional[str] = None,
-              encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> None:
+              encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> Any:
         from ._writer import numpy_to_tdump_dtype
 
         index = self.offered
@@ -922,6 +970,7 @@ class TensorSink:
         if result.written:
             self.written += 1
             self.summarised += int(as_summary)
+        return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,12 @@ was called before, execution order = call order. ``granularity="op"`` records ev
 call through a TorchDispatchMode, named ``<module path>.<op>``. Hooks only read tensors: model
 outputs are bit-identical with and without recording (tests/python/test_torch_recorder.py).
 
+Data flow (docs/format.md §3.3.3): every record carries ``ds.inputs``, the recorded tensors it
+was computed from, found by following tensor identity through every torch function (a
+TorchFunctionMode tags each result with the records its arguments came from), ``ds.kind``, and
+``ds.source``, the module class and the file:line of its ``forward``. ``parameters=True`` also
+records each module's own parameters and buffers once (role ``parameter``).
+
 See docs/howto/pytorch.md.
 """
 
@@ -21,6 +27,7 @@ import dataclasses
 import datetime
 import importlib
 import importlib.util
+import inspect
 import os
 import platform
 import sys
@@ -303,7 +310,7 @@ class Recorder:
                  root_name: str = "<root>", strict: bool = False,
                  on_record: Optional[Callable[[RecordEvent], None]] = None,
                  projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-                 salt: Optional[int] = None) -> None:
+                 salt: Optional[int] = None, parameters: bool = False) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InvalidArgumentError(
                 f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
@@ -342,6 +349,14 @@ class Recorder:
         self._warned: set = set()
         self._module_attrs: Dict[str, Dict[str, str]] = {}
         self._nchw: Dict[int, Any] = {}
+        self.parameters = parameters
+        self._params_done: set = set()
+        # Data flow: tensor -> identities of the records it was computed from (docs/format.md
+        # §3.3.3), held weakly so that tagging never keeps a tensor alive.
+        from torch.utils.weak import WeakIdKeyDictionary
+        self._lineage: Any = WeakIdKeyDictionary()
+        self._lineage_mode: Optional[Any] = None
+        self._sources: Dict[type, str] = {}
 
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> "Recorder":
@@ -366,6 +381,9 @@ class Recorder:
             if self.granularity == "op":
                 self._mode = _op_mode_class()(self)
                 self._mode.__enter__()
+            else:
+                self._lineage_mode = _lineage_mode_class()(self)
+                self._lineage_mode.__enter__()
         except BaseException:
             self._remove_hooks()
             self.writer.close()
@@ -377,6 +395,9 @@ class Recorder:
         try:
             if self._mode is not None:
                 mode, self._mode = self._mode, None
+                mode.__exit__(None, None, None)
+            if self._lineage_mode is not None:
+                mode, self._lineage_mode = self._lineage_mode, None
                 mode.__exit__(None, None, None)
         finally:
             self._remove_hooks()
@@ -402,6 +423,9 @@ class Recorder:
             self._calls[name] = occurrence + 1
             self._open_calls.setdefault(name, []).append(occurrence)
             self._module_stack.append(name)
+            if self.parameters and name not in self._params_done:
+                self._params_done.add(name)
+                self._emit_parameters(name, op_type, mod)
             if self.inputs and self.granularity == "module":
                 self._emit_structure(name, op_type, "input", (args, kwargs), occurrence,
                                      inputs=True)
@@ -416,7 +440,8 @@ class Recorder:
             if self._module_stack and self._module_stack[-1] == name:
                 self._module_stack.pop()
             if self.granularity == "module" and output is not None:
-                self._emit_structure(name, op_type, "output", output, occurrence)
+                self._emit_structure(name, op_type, "output", output, occurrence,
+                                     source=self._source_of(mod))
 
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self._handles.append(module.register_forward_hook(post, always_call=True))
@@ -441,8 +466,56 @@ class Recorder:
                 pass
 
     # -- writing ---------------------------------------------------------------------------
+    def _emit_parameters(self, name: str, op_type: str, mod: "torch.nn.Module") -> None:
+        """The module's own parameters, then buffers, once (role parameter, attr path)."""
+        assert self.writer is not None
+        if not self.writer.wants(name):
+            return
+        leaves = list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False))
+        for role_index, (path, t) in enumerate(leaves[:_MAX_ROLE_INDEX + 1]):
+            self._write(name, op_type, "parameter", role_index, 0, path, t, dataflow=False)
+
+    def _source_of(self, mod: "torch.nn.Module") -> Optional[str]:
+        """``Linear  .../linear.py:124``: the class and where its forward is defined."""
+        cls = type(mod)
+        if cls not in self._sources:
+            where = ""
+            try:
+                fwd = inspect.unwrap(cls.forward)
+                where = f"{inspect.getsourcefile(fwd)}:{inspect.getsourcelines(fwd)[1]}"
+            except (TypeError, OSError, AttributeError):
+                pass  # builtins, generated classes: the class alone
+            self._sources[cls] = f"{cls.__module__}.{cls.__qualname__}" + (
+                f" {where}" if where else "")
+        return self._sources[cls]
+
+    # -- data flow ---------------------------------------------------------------------------
+    def _sources_in(self, obj: Any, out: Dict[Tuple[str, str, int, int], None],
+                    depth: int = 0) -> None:
+        """Adds, in order, the record identities the tensors in `obj` were computed from."""
+        if isinstance(obj, torch.Tensor):
+            for ref in self._lineage.get(obj, ()):
+                out[ref] = None
+        elif depth < 4 and isinstance(obj, (list, tuple)):
+            for v in obj:
+                self._sources_in(v, out, depth + 1)
+        elif depth < 4 and isinstance(obj, dict):
+            for v in obj.values():
+                self._sources_in(v, out, depth + 1)
+
+    def _tag(self, obj: Any, refs: Tuple[Tuple[str, str, int, int], ...], depth: int = 0) -> None:
+        if isinstance(obj, torch.Tensor):
+            try:
+                self._lineage[obj] = refs
+            except TypeError:
+                pass  # a tensor subclass without weak references: not followed
+        elif depth < 4 and isinstance(obj, (list, tuple)):
+            for v in obj:
+                self._tag(v, refs, depth + 1)
+
     def _emit_structure(self, name: str, op_type: str, role: str, obj: Any,
-                        occurrence: Optional[int], inputs: bool = False) -> None:
+                        occurrence: Optional[int], inputs: bool = False,
+                        source: Optional[str] = None) -> None:
         assert self.writer is not None
         if not self.writer.wants(name):
             return  # filtered by name: no flatten, no device copy, no bytes
@@ -462,10 +535,11 @@ class Recorder:
             if role_index > _MAX_ROLE_INDEX:
                 self.skipped["more than 65536 tensors in one output"] += len(leaves) - role_index
                 break
-            self._write(name, op_type, role, role_index, occurrence, path, t)
+            self._write(name, op_type, role, role_index, occurrence, path, t, source=source)
 
     def _write(self, name: str, op_type: str, role: str, role_index: int,
-               occurrence: Optional[int], path: str, t: "torch.Tensor") -> None:
+               occurrence: Optional[int], path: str, t: "torch.Tensor", *,
+               source: Optional[str] = None, dataflow: bool = True) -> None:
         assert self.writer is not None
         names = _dim_names(t)
         try:
@@ -487,14 +561,20 @@ class Recorder:
                               stacklevel=3)
             return
         axes = self._axes_for(name, t, names, len(shape))
-        attrs = {"path": path} if path else None
+        attrs = {"path": path} if path else {}
         declared = self._module_attrs.get(name)
         if declared and role == "output":
             # norm/softmax axes describe the first output only; num_heads every output
             extra = declared if role_index == 0 else {
                 k: v for k, v in declared.items() if k == "num_heads"}
-            if extra:
-                attrs = {**(attrs or {}), **extra}
+            attrs.update(extra)
+        if dataflow:
+            froms: Dict[Tuple[str, str, int, int], None] = {}
+            self._sources_in(t, froms)
+            attrs["ds.inputs"] = _core.format_inputs(list(froms))
+        attrs["ds.kind"] = _kind_of(t)
+        if source:
+            attrs["ds.source"] = source
         summarise = self._summary is not None and self._summary.accepts(
             name, op_type, role, dtype, list(shape), self.tensors_offered)
         self.tensors_offered += 1
@@ -507,6 +587,8 @@ class Recorder:
             r = self.writer.write(name, payload, **kwargs)
         if r.written:
             self.records_written += 1
+            if dataflow:  # later consumers of `t` were computed from this record
+                self._tag(t, ((name, role, role_index, r.occurrence),))
         else:
             self.skipped[r.status] += 1
         if self.on_record is not None:
@@ -533,7 +615,12 @@ class Recorder:
     # -- op granularity --------------------------------------------------------------------
     def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         if getattr(func, "is_view", False):
-            return  # views compute nothing; their values are their input's
+            # Views compute nothing; their values are their input's, and so is their data flow.
+            froms: Dict[Tuple[str, str, int, int], None] = {}
+            self._sources_in((args, kwargs), froms)
+            if froms:
+                self._tag(out, tuple(froms))
+            return
         scope = self._module_stack[-1] if self._module_stack else self.root_name
         scope = "" if scope == self.root_name else scope
         op = func.overloadpacket.__name__
@@ -541,12 +628,64 @@ class Recorder:
         op_type = str(func)
         if self.inputs:
             self._emit_structure(name, op_type, "input", (args, kwargs), None, inputs=True)
-        self._emit_structure(name, op_type, "output", out, None)
+        else:
+            # Outputs are computed from the arguments: tag them so _write finds the sources.
+            froms = {}
+            self._sources_in((args, kwargs), froms)
+            self._tag(out, tuple(froms))
+        self._emit_structure(name, op_type, "output", out, None, source=_calling_frame())
 
     @property
     def hooks_active(self) -> int:
         """Number of hooks currently registered (0 after the recording ended)."""
         return len(self._handles)
+
+
+_SKIPPED_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,)) + (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _calling_frame() -> Optional[str]:
+    """``file.py:LINE (function)`` of the Python code that called the op (op granularity's
+    ds.source): the innermost frame outside torch and driftscope."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_SKIPPED_DIRS):
+        f = f.f_back
+    if f is None:
+        return None
+    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
+
+
+def _kind_of(t: "torch.Tensor") -> str:
+    """ds.kind by dtype: integers are indices, booleans masks (docs/format.md §3.3.3)."""
+    if t.is_quantized or t.is_floating_point() or t.is_complex():
+        return "float"
+    return "mask" if t.dtype == torch.bool else "index"
+
+
+def _lineage_mode_class() -> type:
+    from torch.overrides import TorchFunctionMode
+
+    class _Lineage(TorchFunctionMode):
+        """Tags every torch function's tensor results with the records its arguments came from,
+        so a module's output names the records it was computed from, through functional code
+        between modules (residual adds, reshapes). Values are never touched."""
+
+        def __init__(self, recorder: Recorder) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            out = func(*args, **(kwargs or {}))
+            rec = self.recorder
+            if len(rec._lineage) and isinstance(out, (torch.Tensor, tuple, list)):
+                froms: Dict[Tuple[str, str, int, int], None] = {}
+                rec._sources_in((args, kwargs), froms)
+                if froms:
+                    rec._tag(out, tuple(froms))
+            return out
+
+    return _Lineage
 
 
 def _op_mode_class() -> type:
@@ -573,7 +712,7 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
            queue_bytes: int = 256 << 20, root_name: str = "<root>", strict: bool = False,
            on_record: Optional[Callable[[RecordEvent], None]] = None,
            projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-           salt: Optional[int] = None) -> Recorder:
+           salt: Optional[int] = None, parameters: bool = False) -> Recorder:
     """Records ``model``'s tensors into ``path`` while the returned context is active.
 
     filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
@@ -587,11 +726,15 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
     root_name: the name of the model's own output (module path "").
     strict: raise UnsupportedError on a tensor TDUMP cannot hold instead of warning.
     on_record: called with a :class:`RecordEvent` after every tensor offered to the writer.
+    parameters: also record each module's own parameters and buffers once, at its first call
+        (role "parameter", attribute ``path`` = the parameter's name), so compare can tell a
+        changed weight from a changed computation.
     """
     return Recorder(model, path, filter=filter, inputs=inputs, summary=summary, axes=axes,
                     granularity=granularity, meta=meta, sync=sync, background=background,
                     queue_bytes=queue_bytes, root_name=root_name, strict=strict,
-                    on_record=on_record, projection_dim=projection_dim, salt=salt)
+                    on_record=on_record, projection_dim=projection_dim, salt=salt,
+                    parameters=parameters)
 
 
 # -- python -m driftscope record torch -----------------------------------------------------------
@@ -658,6 +801,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("-o", "--output", required=True, help="the .tdump file to write")
     p.add_argument("--filter", default="", help="which tensors to keep (docs/filters.md)")
     p.add_argument("--inputs", action="store_true", help="also record module inputs")
+    p.add_argument("--parameters", action="store_true",
+                   help="also record each module's own parameters and buffers once (role "
+                        "'parameter'), so compare can say whether an origin's weights differ")
     p.add_argument("--summary", default=None, metavar="FILTER",
                    help="tensors matching FILTER are stored as summaries (light mode)")
     p.add_argument("--granularity", choices=("module", "op"), default="module")
@@ -718,7 +864,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         with torch.no_grad():
             with record(model, args.output, filter=args.filter, inputs=args.inputs,
                         summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
-                        sync=args.sync) as rec:
+                        sync=args.sync, parameters=args.parameters) as rec:
                 _call(model, inputs)
     except Exception as e:  # noqa: BLE001 - the CLI reports any failure as one line, exit 2
         print(f"driftscope record torch: error: {e}", file=sys.stderr)

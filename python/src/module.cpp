@@ -1,6 +1,7 @@
 // driftscope._core: module definition, error translation, filters and dtype helpers.
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -8,9 +9,11 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "core.hpp"
+#include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/filter.hpp"
@@ -92,6 +95,32 @@ void bind_filter(nb::module_& m) {
            [](const PyFilter& self) { return "Filter('" + self.filter.to_string() + "')"; });
 
   m.def("glob_match", &glob_match, nb::arg("pattern"), nb::arg("text"));
+  // The data-flow attributes (docs/format.md §3.3.3): one grammar for every recorder.
+  using Ref = std::tuple<std::string, std::string, int64_t, int64_t>;
+  m.def(
+      "format_inputs",
+      [](const std::vector<Ref>& refs) {
+        std::vector<TensorRef> out;
+        for (const auto& [name, role, role_index, occurrence] : refs) {
+          if (name.empty()) raise(Errc::invalid_argument, "format_inputs: empty tensor name");
+          if (role_index < 0 || role_index > 0xFFFF || occurrence < 0 ||
+              occurrence > int64_t{0xFFFFFFFF})
+            raise(Errc::invalid_argument, "format_inputs: role_index or occurrence out of range");
+          out.push_back({name, parse_role(role), static_cast<uint16_t>(role_index),
+                         static_cast<uint32_t>(occurrence)});
+        }
+        return format_inputs(out);
+      },
+      nb::arg("refs"));
+  m.def(
+      "parse_inputs",
+      [](std::string_view text) {
+        std::vector<Ref> out;
+        for (const TensorRef& r : unwrap(parse_inputs(text)))
+          out.emplace_back(r.name, std::string(role_name(r.role)), r.role_index, r.occurrence);
+        return out;
+      },
+      nb::arg("text"));
 }
 
 }  // namespace

@@ -147,6 +147,7 @@ TensorDesc describe(const Record& r) {
   d.axes = r.info.axes;
   d.summary = r.kind == RecordKind::summary;
   d.quantized = r.info.encoding.kind != EncodingKind::raw;
+  describe_dataflow(r.info, d);
   return d;
 }
 

@@ -217,6 +217,7 @@ class Engine {
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_);
     if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, plan_, ref_, cand_, o_);
+    mark_finer_grained(rep);
     verdict();
     rep.summary = summary_line(rep);
     return std::move(report_);
@@ -315,6 +316,8 @@ class Engine {
                               effective(p.cand.dtype, cand_prec_), quantized);
     p.criteria = j.criteria;
     p.criteria_source = j.source;
+    p.rounding = rounding_bound(
+        coarser_dtype(effective(p.ref.dtype, ref_prec_), effective(p.cand.dtype, cand_prec_)), quantized);
     judged_default_[i] = j.is_default;
     rules_[i] = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.classes; });
     return true;
@@ -555,7 +558,9 @@ class Engine {
     Report& r = report_;
     if (r.count(PairStatus::silent_failure)) r.verdict = Verdict::silent_failure;
     else if (r.count(PairStatus::fail)) r.verdict = Verdict::diverged;
-    else if (!o_.allow_unpaired && (!r.only_in_reference.empty() || !r.only_in_candidate.empty()))
+    // Finer-grained candidate steps (op-level against module-level) are listed, not a divergence.
+    else if (!o_.allow_unpaired &&
+             (!r.only_in_reference.empty() || r.only_in_candidate.size() > r.finer_in_candidate.size()))
       r.verdict = Verdict::diverged;
     else if (!o_.allow_incomparable && !r.incomparable.empty()) r.verdict = Verdict::diverged;
     else if (std::none_of(r.pairs.begin(), r.pairs.end(), [](const PairResult& p) { return p.compared; }))

@@ -92,6 +92,20 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
                                       const TensorInfo& cand, std::span<const std::byte> cand_payload,
                                       std::span<const uint64_t> cand_index);
 
+// ---- origins.cpp: data flow (docs/format.md §3.3.3) and origins (docs/compare.md §5) ---------
+// Reads ds.inputs, ds.kind and ds.source; a malformed ds.inputs leaves has_inputs false.
+void describe_dataflow(const TensorInfo& info, TensorDesc& d);
+// The relative L2 error a candidate of dtype `t` makes anyway by rounding (docs/metrics.md).
+double rounding_bound(DType coarser, bool quantized) noexcept;
+// Labels every failing pair introduced / inherited / amplified from the reference's data flow
+// and lists every origin; false (nothing changed) when the reference has no data flow.
+bool localize_dataflow(Report& report, const CompareOptions& options);
+// Fills Report::finer_in_candidate from the candidate's data flow (ds.inputs of paired tensors).
+void mark_finer_grained(Report& report);
+// Every origin in execution order without data flow: the pairs the execution-order rule calls
+// introduced, reach = the failing pairs up to the next origin.
+void list_origins_by_order(Report& report);
+
 // ---- localize.cpp -------------------------------------------------------------------------------
 // Fills first_* , origins, growth and amplifiers from judged pairs.
 void localize(Report& report, const CompareOptions& options);

@@ -20,9 +20,7 @@ bool has_code(const PairResult& p, std::string_view code) {
   return std::any_of(p.reasons.begin(), p.reasons.end(), [&](const Reason& r) { return r.code == code; });
 }
 
-}  // namespace
-
-void localize(Report& rep, const CompareOptions& options) {
+void localize_by_order(Report& rep, const CompareOptions& options) {
   auto& pairs = rep.pairs;
   // Inputs of each module call, by (reference name, occurrence).
   std::map<std::tuple<std::string, uint32_t>, std::vector<size_t>> inputs;
@@ -65,9 +63,14 @@ void localize(Report& rep, const CompareOptions& options) {
     } else {
       p.origin = Origin::none;
     }
-    if (p.ref.role == Role::output) prev_output = i;
+    // Integer, shape and mask tensors are exact: never anyone's predecessor.
+    if (p.ref.role == Role::output && p.ref.kind == TensorKind::value) prev_output = i;
   }
+  list_origins_by_order(rep);
+}
 
+void first_points(Report& rep, const CompareOptions& options) {
+  auto& pairs = rep.pairs;
   rep.first_divergence.reset();
   rep.first_nonfinite.reset();
   rep.first_silent_zero.reset();
@@ -98,6 +101,15 @@ void localize(Report& rep, const CompareOptions& options) {
   });
   if (amp.size() > options.max_amplifiers) amp.resize(options.max_amplifiers);
   rep.amplifiers = std::move(amp);
+}
+
+}  // namespace
+
+void localize(Report& rep, const CompareOptions& options) {
+  rep.amplification_threshold = options.amplification_threshold;
+  rep.dataflow = localize_dataflow(rep, options);
+  if (!rep.dataflow) localize_by_order(rep, options);
+  first_points(rep, options);
 }
 
 }  // namespace driftscope::compare_detail

@@ -203,6 +203,7 @@ std::string_view origin_name(Origin o) noexcept {
     case Origin::none: return "none";
     case Origin::introduced: return "introduced";
     case Origin::inherited: return "inherited";
+    case Origin::amplified: return "amplified";
   }
   return "unknown";
 }

@@ -160,7 +160,33 @@ ordered_json pair_json(const PairResult& p, size_t i) {
   o["basis_pairs"] = p.basis_pairs;
   o["input_error"] = num(p.input_error, c && p.basis != "none");
   o["amplification"] = num(p.amplification, c);
+  o["value_kind"] = tensor_kind_name(p.ref.kind);
+  o["source"] = p.ref.source.empty() ? ordered_json(nullptr) : ordered_json(p.ref.source);
+  o["rounding"] = num(p.rounding, c);
+  o["beyond_rounding"] = c ? ordered_json(p.beyond_rounding) : ordered_json(nullptr);
+  o["parameter_pairs"] = p.parameter_pairs;
   return o;
+}
+
+ordered_json origin_json(const Report& r, const OriginPoint& o) {
+  const PairResult& p = r.pairs[o.pair];
+  ordered_json params = ordered_json::array();
+  for (size_t j : p.parameter_pairs) {
+    const PairResult& q = r.pairs[j];
+    params.push_back(ordered_json{
+        {"pair", j}, {"role_index", q.ref.role_index}, {"path", q.ref.path},
+        {"status", status_name(q.status)}, {"rel_l2", real(q.metrics.rel_l2)},
+        {"max_abs_diff", real(q.metrics.max_abs_diff)}, {"beyond_rounding", q.beyond_rounding}});
+  }
+  return ordered_json{{"pair", o.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+                      {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
+                      {"op_type", p.ref.op_type}, {"index_ref", p.ref.exec_index},
+                      {"origin", origin_name(o.origin)}, {"error", real(p.error)},
+                      {"input_error", real(p.input_error)}, {"factor", real(o.factor)},
+                      {"rounding", real(p.rounding)}, {"reach", o.reach},
+                      {"reach_failing", o.reach_failing},
+                      {"source", p.ref.source.empty() ? ordered_json(nullptr) : ordered_json(p.ref.source)},
+                      {"parameters_differ", o.parameters_differ}, {"parameters", params}};
 }
 
 ordered_json dump_json(const DumpInfo& d) {
@@ -302,6 +328,12 @@ Result<void> report_to_json(const Report& r, int indent,
                         {"error", real(p.error)}, {"input_error", real(p.input_error)},
                         {"basis", p.basis}};
   }));
+  DRIFTSCOPE_TRY(e.member("finer_in_candidate", r.finer_in_candidate));
+  DRIFTSCOPE_TRY(e.member("localisation", ordered_json{
+      {"basis", r.dataflow ? "dataflow" : "execution_order"},
+      {"amplification_threshold", real(r.amplification_threshold)}}));
+  DRIFTSCOPE_TRY(e.array_member("origins", r.origins.size(),
+                                [&](size_t k) { return origin_json(r, r.origins[k]); }));
   DRIFTSCOPE_TRY(e.member("warnings", r.warnings));
   return e.end();
 }

@@ -116,9 +116,19 @@ std::string report_to_markdown(const Report& r) {
       out += fmt::format("- **{}**", origin_name(p.origin));
       if (p.basis != "none")
         out += fmt::format(": relative error {} vs {} in its {} (amplification {})", fmt_num(p.error, 3),
-                           fmt_num(p.input_error, 3), p.basis == "inputs" ? "inputs" : "predecessor",
+                           fmt_num(p.input_error, 3),
+                           p.basis == "inputs" ? "inputs" : p.basis == "dataflow" ? "inputs (data flow)" : "predecessor",
                            fmt_num(p.amplification, 3));
-      out += "\n";
+      out += fmt::format("; {} rounding ({})\n", p.beyond_rounding ? "beyond" : "within", fmt_num(p.rounding, 3));
+    }
+    if (!p.ref.source.empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source));
+    for (size_t j : p.parameter_pairs) {
+      const PairResult& q = r.pairs[j];
+      bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
+      out += fmt::format("- parameter {} {}: {} (rel_l2 {}, max abs diff {})\n", q.ref.role_index,
+                         line_code(q.ref.path.empty() ? std::string("-") : q.ref.path),
+                         d ? "**differs**" : "equal within rounding", fmt_num(q.metrics.rel_l2, 3),
+                         fmt_num(q.metrics.max_abs_diff, 3));
     }
     for (const auto& n : p.notes) out += fmt::format("- note: {}\n", text(n));
     if (p.layout && p.layout->hypothesis != "none") out += fmt::format("- layout: {}\n", text(p.layout->to_string()));
@@ -128,6 +138,21 @@ std::string report_to_markdown(const Report& r) {
   if (r.first_silent_zero && r.first_silent_zero != r.first_divergence && r.first_silent_zero != r.first_nonfinite)
     detail("First silent zero", *r.first_silent_zero);
 
+  if (r.first_divergence || !r.origins.empty()) {
+    out += fmt::format("\n### Origins ({})\n\n{}\n\n", r.origins.size(),
+                       r.dataflow ? "Found on the recorded data flow; *amplified*: the error grew " +
+                                        fmt_num(r.amplification_threshold, 3) + "x or more."
+                                  : std::string("By execution order: the reference has no data flow (`ds.inputs`)."));
+    out += "| index | name | origin | error | reach (failing) | parameters | source |\n|---:|---|---|---:|---:|---|---|\n";
+    for (const OriginPoint& g : r.origins) {
+      const PairResult& p = r.pairs[g.pair];
+      out += fmt::format("| {} | {} | {} | {} | {} ({}) | {} | {} |\n", p.ref.exec_index, cell_code(fmt_identity(p.ref)),
+                         g.origin == Origin::amplified ? "amplified x" + fmt_num(g.factor, 3) : std::string("introduced"),
+                         fmt_num(p.error, 3), g.reach, g.reach_failing,
+                         p.parameter_pairs.empty() ? "-" : g.parameters_differ ? "differ" : "same",
+                         p.ref.source.empty() ? std::string("-") : cell_code(p.ref.source));
+    }
+  }
   if (r.first_divergence) {
     size_t f = *r.first_divergence;
     out += "\n### Around the first divergence\n\n";
@@ -145,6 +170,9 @@ std::string report_to_markdown(const Report& r) {
   if (!r.only_in_reference.empty() || !r.only_in_candidate.empty() || !r.incomparable.empty()) {
     out += "\n### Unpaired and incomparable\n\n";
     for (const auto& d : r.only_in_reference) out += fmt::format("- only in reference: {}\n", line_code(fmt_identity(d)));
+    if (!r.finer_in_candidate.empty())
+      out += fmt::format("- {} of the tensors only in the candidate are finer-grained steps that feed compared "
+                         "tensors: listed, not a divergence\n", r.finer_in_candidate.size());
     for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", line_code(fmt_identity(d)));
     for (size_t i : r.incomparable)
       out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),

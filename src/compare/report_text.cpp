@@ -49,13 +49,29 @@ std::string origin_text(const PairResult& p) {
   if (p.origin == Origin::none) return "";
   std::string s(origin_name(p.origin));
   if (p.basis == "none") return s + " (nothing before it to blame)";
-  const char* what = p.basis == "inputs" ? "its inputs" : "its predecessor";
+  const char* what = p.basis == "inputs" ? "its inputs" : p.basis == "dataflow" ? "its inputs (data flow)"
+                                                                                : "its predecessor";
+  if (p.basis == "dataflow" && p.basis_pairs.empty())
+    return s + ": computed from no recorded floating-point tensor";
   if (p.input_error == 0) return s + fmt::format(": {} matched exactly", what);
   if (std::isinf(p.error) && !std::isinf(p.input_error))
     return s + fmt::format(": new NaN/Inf from {}, whose error was {}", what, fmt_num(p.input_error, 3));
   if (std::isnan(p.amplification)) return s + fmt::format(": {} already had NaN/Inf", what);
-  return s + fmt::format(": error {} is {}x that of {} ({})", fmt_num(p.error, 3),
-                         fmt_num(p.amplification, 3), what, fmt_num(p.input_error, 3));
+  std::string out = s + fmt::format(": error {} is {}x that of {} ({})", fmt_num(p.error, 3),
+                                    fmt_num(p.amplification, 3), what, fmt_num(p.input_error, 3));
+  if (p.basis == "dataflow" && p.origin == Origin::introduced)
+    out += p.amplification > 1 ? ", which were within rounding or tolerance" : "";
+  return out;
+}
+
+// "within rounding (bound 0.0625)" for the rounding column of origins and details.
+std::string rounding_text(const PairResult& p) {
+  if (p.r64)
+    return fmt::format("{} rounding (float64 rule: {} vs limit {})",
+                       p.beyond_rounding ? "beyond" : "within", fmt_num(p.r64_err_cand, 3),
+                       fmt_num(p.r64_limit, 3));
+  return fmt::format("{} rounding (error {} vs {} its dtype makes anyway)",
+                     p.beyond_rounding ? "beyond" : "within", fmt_num(p.error, 3), fmt_num(p.rounding, 3));
 }
 
 }  // namespace
@@ -122,9 +138,14 @@ std::string summary_line(const Report& r) {
   if (!r.only_in_reference.empty())
     parts.push_back(fmt::format("{} tensor(s) only in the reference (first: {})", r.only_in_reference.size(),
                                 fmt_identity(r.only_in_reference.front())));
-  if (!r.only_in_candidate.empty())
-    parts.push_back(fmt::format("{} only in the candidate (first: {})", r.only_in_candidate.size(),
-                                fmt_identity(r.only_in_candidate.front())));
+  if (r.only_in_candidate.size() > r.finer_in_candidate.size()) {
+    // Finer-grained steps are not a divergence: name the first tensor that is not one.
+    size_t first = 0;
+    for (size_t k = 0; k < r.finer_in_candidate.size() && r.finer_in_candidate[k] == first; ++k) ++first;
+    parts.push_back(fmt::format("{} only in the candidate (first: {})",
+                                r.only_in_candidate.size() - r.finer_in_candidate.size(),
+                                fmt_identity(r.only_in_candidate[first])));
+  }
   if (!r.incomparable.empty()) {
     const PairResult& p = r.pairs[r.incomparable.front()];
     parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
@@ -292,6 +313,21 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   if (r.stopped_early) out += fmt::format("{:<10} stopped at the first divergence (--stop-at-first)\n", "");
 
   Table table(r, st, o.width);
+  auto parameters = [&](const PairResult& p, std::string_view indent = "  ") {
+    if (p.parameter_pairs.empty()) return;
+    bool differ = false;
+    for (size_t j : p.parameter_pairs) {
+      const PairResult& q = r.pairs[j];
+      bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
+      differ = differ || d;
+      out += fmt::format("{}parameter  {} {}: {}  rel_l2 {}  max|d| {}\n", indent,
+                         q.ref.role_index, printable(q.ref.path.empty() ? std::string("-") : q.ref.path),
+                         d ? "differs" : q.error == 0 ? "identical" : "equal within rounding",
+                         fmt_num(q.metrics.rel_l2, 3), fmt_num(q.metrics.max_abs_diff, 3));
+    }
+    out += fmt::format("{}cause      {}\n", indent, differ ? "its parameters differ from the reference's (weights changed)"
+                                                  : "same parameters: its computation differs");
+  };
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
     const Metrics& m = p.metrics;
@@ -307,6 +343,10 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
         out += fmt::format(" ({})", shown(r.pairs[p.basis_pairs.front()].ref));
       out += "\n";
     }
+    if (p.compared && (p.status == PairStatus::fail || p.status == PairStatus::silent_failure))
+      out += fmt::format("  rounding   {}\n", rounding_text(p));
+    if (!p.ref.source.empty()) out += fmt::format("  source     {}\n", printable(p.ref.source));
+    parameters(p);
     if (p.compared && !p.estimated && m.finite_pairs > 0) {
       out += fmt::format("  metrics    rel_l2 {}  cosine {}  sqnr {} dB  max|d| {}  rmse {}  norms {} / {}\n",
                          fmt_num(m.rel_l2, 3), fmt_num(m.cosine, 7), fmt_num(m.sqnr_db, 4),
@@ -331,6 +371,24 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       r.first_silent_zero != r.first_nonfinite)
     detail("First silent zero", *r.first_silent_zero);
 
+  if (r.first_divergence || !r.origins.empty()) {
+    out += "\n" + st.bold(fmt::format("Origins ({})", r.origins.size())) +
+           (r.dataflow ? fmt::format(" (on the recorded data flow; amplified: error grew {}x or more)\n",
+                                     fmt_num(r.amplification_threshold, 3))
+                       : std::string(" (by execution order: the reference has no data flow, ds.inputs)\n"));
+    if (r.origins.empty()) out += "  none beyond rounding\n";
+    for (const OriginPoint& g : r.origins) {
+      const PairResult& p = r.pairs[g.pair];
+      std::string how = g.origin == Origin::amplified ? fmt::format("amplified x{}", fmt_num(g.factor, 3))
+                                                      : std::string("introduced");
+      out += fmt::format("  {:>6} {}  {}  error {}  reaches {} ({} failing){}\n", p.ref.exec_index,
+                         fit(shown(p.ref), std::max<size_t>(16, o.width > 70 ? o.width - 70 : 16)), how,
+                         fmt_num(p.error, 3), g.reach, g.reach_failing,
+                         g.parameters_differ ? "  parameters differ" : "");
+      if (!p.ref.source.empty()) out += fmt::format("         at {}\n", printable(p.ref.source));
+      parameters(p, "         ");
+    }
+  }
   if (o.all) {
     out += "\n" + st.bold("All pairs") + "\n" + table.header();
     for (size_t i = 0; i < r.pairs.size(); ++i) out += table.row(i, r.first_divergence == i);
@@ -366,7 +424,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     out += "  " + sparkline(r, w) + "\n";
   }
   if (!r.amplifiers.empty()) {
-    out += "\n" + st.bold("Biggest amplifiers") + " (error / error of the inputs or predecessor)\n";
+    out += "\n" + st.bold("Biggest amplifiers") + (r.dataflow ? std::string(" (error / error of its inputs)\n")
+                                                   : std::string(" (error / error of the inputs or predecessor)\n"));
     for (size_t i : r.amplifiers) {
       const PairResult& p = r.pairs[i];
       out += fmt::format("  {:>6} {}  amplification {}: {} -> {} ({})\n", p.ref.exec_index,
@@ -386,6 +445,9 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   };
   list("Only in the reference", r.only_in_reference);
   list("Only in the candidate", r.only_in_candidate);
+  if (!r.finer_in_candidate.empty())
+    out += fmt::format("  {} of them are finer-grained steps that feed compared tensors (the candidate's data "
+                       "flow): listed, not a divergence\n", r.finer_in_candidate.size());
   if (!r.incomparable.empty()) {
     out += "\n" + st.bold(fmt::format("Incomparable ({})", r.incomparable.size())) + "\n";
     size_t n = o.all ? r.incomparable.size() : std::min<size_t>(r.incomparable.size(), 10);

@@ -489,6 +489,26 @@ static void read_run(const char* path) {
 
 /* ---- a dump truncated while it is open: zeros and DS_E_IO, never SIGBUS (issue 7 bug 5) ----- */
 
+/* ds.inputs (docs/format.md §3.3.3): escapes, snprintf contract, bad input. */
+static void test_format_inputs(void) {
+  ds_tensor_ref refs[2] = {{"encoder.layer.0", DS_ROLE_OUTPUT, 0, 0}, {"a,b\\c", DS_ROLE_INPUT, 1, 2}};
+  const char* want = "output/0/0:encoder.layer.0,input/1/2:a\\,b\\\\c";
+  int64_t len = ds_format_inputs(refs, 2, NULL, 0);
+  CHECK(len == (int64_t)strlen(want));
+  char buf[64];
+  CHECK(ds_format_inputs(refs, 2, buf, sizeof buf) == len);
+  CHECK(strcmp(buf, want) == 0);
+  char small[5];
+  CHECK(ds_format_inputs(refs, 2, small, sizeof small) == len && strcmp(small, "outp") == 0);
+  CHECK(ds_format_inputs(refs, 0, buf, sizeof buf) == 0 && buf[0] == '\0');
+  refs[1].name = "";
+  CHECK(ds_format_inputs(refs, 2, buf, sizeof buf) == DS_E_INVALID_ARGUMENT);
+  refs[1].name = "x";
+  refs[1].role = 7;
+  CHECK(ds_format_inputs(refs, 2, buf, sizeof buf) == DS_E_INVALID_ARGUMENT);
+  CHECK(ds_format_inputs(NULL, 1, buf, sizeof buf) == DS_E_INVALID_ARGUMENT);
+}
+
 static void test_cut_while_open(const char* good_path) {
   char path[4096];
   path_in_dir(path, sizeof path, "c_api_cut.tdump");
@@ -1062,6 +1082,7 @@ int main(int argc, char** argv) {
 
   test_version_and_codes();
   test_filters();
+  test_format_inputs();
   write_run(path);
   read_run(path);
   test_bad_files(path);

@@ -339,3 +339,18 @@ def test_reads_that_crash_or_hang_are_isolated_in_a_probe_process():
     assert bad[3] == "reading it hangs LiteRT (no progress in 2 s, in a probe process)"
     # The parent is alive and reads the rest.
     assert dl._probe_reads(_FakeInterpreter(), [0, 1], timeout=2.0) == {}
+
+
+def test_records_carry_the_graph_data_flow(models, x, tmp_path):
+    # docs/format.md §3.3.3: each op output names the recorded output it read; the first op
+    # reads only the model input (not recorded) and its weights (constants): an empty list.
+    dl.record(models / "float.tflite", {"input": x}, tmp_path / "f.tdump", kernels="reference",
+              filter="-dwconv")
+    recs = list(driftscope.open(tmp_path / "f.tdump"))
+    inputs = [r.attrs["ds.inputs"] for r in recs]
+    names = [r.name for r in recs]
+    assert len(recs) == len(ACTIVATIONS) - 1 and inputs[0] == ""
+    for k in range(1, len(recs)):
+        # The filtered-out depthwise conv is followed through to what it read.
+        assert inputs[k] == f"output/0/0:{names[k - 1]}", (names[k], inputs[k])
+    assert all(r.attrs["ds.kind"] == "float" for r in recs)

@@ -228,7 +228,10 @@ def test_single_tensor_output_has_no_path_attribute(tmp_path):
     p = tmp_path / "run.tdump"
     with dt.record(m, p):
         m(torch.ones(3))
-    assert driftscope.open(p).record("<root>").attrs == {}
+    attrs = driftscope.open(p).record("<root>").attrs
+    assert "path" not in attrs
+    # Only the data-flow attributes (docs/format.md §3.3.3): computed from no recorded tensor.
+    assert set(attrs) == {"ds.inputs", "ds.kind", "ds.source"} and attrs["ds.inputs"] == ""
 
 
 # -- dtypes ----------------------------------------------------------------------------------------
@@ -406,6 +409,13 @@ def test_op_granularity_names_ops_by_module_path(tmp_path):
     assert d.metadata["granularity"] == "op" and rec.hooks_active == 0
     last = [r for r in d if r.name.startswith("head.")][-1]
     assert np.array_equal(last.numpy(), y.reshape(-1, 3).numpy())  # the final view is not an op
+    # Data flow at op level: the residual add reads the recorded ops it was computed from (through
+    # views), and ds.source is the Python line that called the op, outside torch and driftscope.
+    add = d.record("blocks.0.add")
+    assert add.attrs["ds.inputs"] and all(
+        ref.split(":", 1)[1] in names for ref in add.attrs["ds.inputs"].split(","))
+    src = add.attrs["ds.source"]
+    assert src.startswith(__file__ + ":") or os.path.basename(__file__) + ":" in src, src
 
 
 def test_op_mode_is_left_on_exit(tmp_path):

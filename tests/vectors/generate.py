@@ -232,6 +232,55 @@ def names_tensors():
     ]
 
 
+def ds_inputs(refs):
+    """§3.3.3 `ds.inputs`, written here from the grammar: role/role_index/occurrence:name with
+    "\\" and "," escaped by a backslash, refs joined by ","."""
+    def esc(name):
+        return name.replace("\\", "\\\\").replace(",", "\\,")
+    return ",".join(f"{role}/{ri}/{occ}:{esc(name)}" for name, role, ri, occ in refs)
+
+
+# (name, role, role_index, occurrence) of the records named by each record of dataflow.tdump,
+# None when the record has no ds.inputs.
+DATAFLOW_INPUTS = [
+    [],                                                           # ids: computed from nothing
+    [],                                                           # embed: a weight lookup
+    [("embed", "output", 0, 0)],                                  # q,k: escapes in the name
+    [("embed", "output", 0, 0), ("q,k\\v", "output", 0, 0),
+     ("mask", "output", 0, 0)],                                   # attn: a ref to an unwritten record
+    [("attn", "output", 0, 0), ("embed", "output", 0, 0)],        # norm (second call)
+    None,                                                         # weight: no data flow
+]
+
+
+def dataflow_tensors():
+    """§3.3.3: ds.inputs, ds.kind and ds.source on a small graph."""
+    f = np.float32
+    kinds = ["index", "float", "float", "float", "float", "float"]
+    base = [
+        {"name": "ids", "op_type": "Input", "dtype": "i64", "shape": [2],
+         "data": np.array([3, 1], np.int64)},
+        {"name": "embed", "op_type": "Gather", "dtype": "f32", "shape": [2],
+         "data": np.array([0.5, -0.5], f)},
+        {"name": "q,k\\v", "op_type": "MatMul", "dtype": "f32", "shape": [2],
+         "data": np.array([1.0, 2.0], f)},
+        {"name": "attn", "op_type": "Softmax", "dtype": "f32", "shape": [2],
+         "data": np.array([0.25, 0.75], f)},
+        {"name": "norm", "op_type": "LayerNorm", "dtype": "f32", "shape": [2],
+         "occurrence": 1, "data": np.array([-1.0, 1.0], f)},
+        {"name": "norm", "op_type": "Parameter", "dtype": "f32", "shape": [2], "role": "parameter",
+         "data": np.array([1.0, 1.0], f)},
+    ]
+    for t, refs, kind in zip(base, DATAFLOW_INPUTS, kinds):
+        attrs = [("ds.kind", kind)]
+        if refs is not None:
+            attrs.insert(0, ("ds.inputs", ds_inputs(refs)))
+        if t["name"] == "norm" and t.get("role") != "parameter":
+            attrs.append(("ds.source", "torch.nn.modules.normalization.LayerNorm norm.py:201"))
+        t["attrs"] = attrs
+    return base
+
+
 # §3.6 / docs/light-mode.md §2: the CountSketch, written here from the spec text alone.
 M64 = (1 << 64) - 1
 
@@ -400,6 +449,18 @@ def generate(root):
     write_valid(out, "names.tdump", "control characters, NUL and repeats in names and axis names; "
                 "repeated and decreasing exec_index; zero-element shapes with large dims (§3.3)",
                 [WRITER, ("note", "tab\there\x1b[0m")], names_tensors(), 0x2424242424242424)
+    dataflow = dataflow_tensors()
+    path_blob, recs, _ = write_valid(
+        out, "dataflow.tdump", "the reserved data-flow attributes ds.inputs (escapes, a reference "
+        "to a record that was not written, an empty list), ds.kind and ds.source (§3.3.3)",
+        [WRITER], dataflow, 0x2626262626262626)
+    for r, refs in zip(recs, DATAFLOW_INPUTS):
+        r["dataflow"] = {"inputs": None if refs is None else [list(x) for x in refs],
+                         "kind": dict(r["attrs"])["ds.kind"]}
+    out.save("valid", "dataflow.tdump", path_blob, sidecar(
+        "dataflow.tdump", path_blob, "the reserved data-flow attributes ds.inputs (escapes, a "
+        "reference to a record that was not written, an empty list), ds.kind and ds.source (§3.3.3)",
+        [WRITER], 0x2626262626262626, recs, "clean"))
     blob, recs, _ = write_valid(out, "summary_checked.tdump", "a TENSOR and the SUMMARY of the same "
                                 "values (projection_dim 8): recompute the summary from the values",
                                 [WRITER], summary_checked_tensors(), 0x2525252525252525)

@@ -1,0 +1,47 @@
+// driftscope — data flow between recorded tensors: the reserved TENSOR attributes `ds.inputs`
+// (which recorded tensors a tensor was computed from) and `ds.kind` (what a tensor holds), defined
+// in docs/format.md §3.3.3. Recorders of every language write them; compare reads them to tell an
+// error born in an op from one its inputs brought (docs/compare.md §5).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "driftscope/error.hpp"
+#include "driftscope/tensor.hpp"
+
+namespace driftscope {
+
+inline constexpr std::string_view kInputsAttr = "ds.inputs";
+inline constexpr std::string_view kKindAttr = "ds.kind";
+
+// A recorded tensor's identity (docs/format.md §3.3): name, role + role_index, occurrence.
+struct TensorRef {
+  std::string name;
+  Role role = Role::output;
+  uint16_t role_index = 0;
+  uint32_t occurrence = 0;
+  friend bool operator==(const TensorRef&, const TensorRef&) = default;
+};
+
+// What a tensor holds. Only `value` tensors carry rounding error; the others are exact by
+// construction and are never an error source or an op's input error (docs/compare.md §5).
+enum class TensorKind : uint8_t {
+  value,  // "float": a floating-point activation
+  index,  // integer ids, positions, gather indices
+  shape,  // shapes and sizes, and arithmetic on them
+  mask,   // booleans, and floats computed from integers/booleans only (attention masks)
+};
+std::string_view tensor_kind_name(TensorKind k) noexcept;   // "float", "index", "shape", "mask"
+std::optional<TensorKind> parse_tensor_kind(std::string_view text) noexcept;
+
+// The `ds.inputs` value for `refs` (grammar in docs/format.md §3.3.3), e.g.
+// "output/0/0:encoder.layers.0.norm1,input/1/0:attention\,mask".
+std::string format_inputs(const std::vector<TensorRef>& refs);
+// Parses a `ds.inputs` value; Errc::bad_value with the byte position of the first problem.
+Result<std::vector<TensorRef>> parse_inputs(std::string_view text);
+
+}  // namespace driftscope

@@ -1,0 +1,230 @@
+// Origins on the recorded data flow (docs/compare.md §5): which failing pairs introduced their
+// error, which inherited it from their inputs and which amplified it; every independent origin
+// with how far it reaches; each pair judged against the error its dtype makes by rounding
+// (docs/metrics.md "Within or beyond rounding").
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <tuple>
+
+#include "compare/internal.hpp"
+
+namespace driftscope::compare_detail {
+namespace {
+
+// The bound of docs/metrics.md: c roundings of the coarser dtype, relative to the norm.
+constexpr double kRoundingFactor = 16.0;
+// Affine 8-bit tensors: one quantisation step is about 2^-8 of the range.
+constexpr double kQuantizedRoundoff = 1.0 / 256.0;
+
+bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
+
+using Key = std::tuple<std::string, Role, uint16_t, uint32_t>;
+Key key_of(const TensorDesc& d) { return {d.name, d.role, d.role_index, d.occurrence}; }
+Key key_of(const TensorRef& r) { return {r.name, r.role, r.role_index, r.occurrence}; }
+
+// A compared pair that can carry error: a floating-point value, not an index, shape or mask.
+bool carries_values(const PairResult& p) {
+  return p.compared && p.ref.kind == TensorKind::value && p.ref.role != Role::parameter;
+}
+
+}  // namespace
+
+void describe_dataflow(const TensorInfo& info, TensorDesc& d) {
+  if (!dtype_is_float(info.dtype)) d.kind = info.dtype == DType::boolean ? TensorKind::mask : TensorKind::index;
+  for (const auto& [k, v] : info.attrs) {
+    if (k == kInputsAttr) {
+      auto refs = parse_inputs(v);
+      if (refs) {
+        d.inputs = std::move(*refs);
+        d.has_inputs = true;
+      }
+    } else if (k == kKindAttr) {
+      if (auto kind = parse_tensor_kind(v)) d.kind = *kind;
+    } else if (k == "ds.source") {
+      d.source = v;
+    } else if (k == "path") {
+      d.path = v;
+    }
+  }
+  // An integer tensor labelled "float" is still exact: its kind follows its dtype.
+  if (!dtype_is_float(info.dtype) && d.kind == TensorKind::value) d.kind = TensorKind::index;
+}
+
+double rounding_bound(DType coarser, bool quantized) noexcept {
+  double u = quantized ? kQuantizedRoundoff : unit_roundoff(coarser);
+  if (u == 0) u = kQuantizedRoundoff;  // an integer candidate of a float reference
+  return kRoundingFactor * u;
+}
+
+bool localize_dataflow(Report& rep, const CompareOptions& options) {
+  auto& pairs = rep.pairs;
+  bool any = false;
+  for (const auto& p : pairs) any = any || p.ref.has_inputs;
+  if (!any) return false;
+
+  // Identity -> pair index, and identity -> unpaired reference tensor (followed through).
+  std::map<Key, size_t> pair_of;
+  for (size_t i = 0; i < pairs.size(); ++i) pair_of.emplace(key_of(pairs[i].ref), i);
+  std::map<Key, const TensorDesc*> unpaired;
+  for (const auto& d : rep.only_in_reference) unpaired.emplace(key_of(d), &d);
+  std::map<std::string, std::vector<size_t>> params;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (pairs[i].compared && pairs[i].ref.role == Role::parameter) params[pairs[i].ref.name].push_back(i);
+
+  // The compared value pairs a tensor was computed from: recorded inputs, followed through
+  // tensors that were not compared (unpaired, skipped, incomparable) to what they came from.
+  // Exec indexes strictly decrease along the way, so the walk ends.
+  std::function<void(const TensorDesc&, std::vector<size_t>&, int)> resolve;
+  resolve = [&](const TensorDesc& d, std::vector<size_t>& out, int depth) {
+    if (depth > 64) return;
+    for (const TensorRef& r : d.inputs) {
+      Key k = key_of(r);
+      if (auto it = pair_of.find(k); it != pair_of.end()) {
+        const PairResult& q = pairs[it->second];
+        if (q.ref.exec_index >= d.exec_index) continue;  // not computed before it: ignore
+        if (q.ref.kind != TensorKind::value) continue;    // exact by construction
+        if (q.compared) out.push_back(it->second);
+        else if (q.ref.has_inputs) resolve(q.ref, out, depth + 1);
+      } else if (auto u = unpaired.find(k); u != unpaired.end()) {
+        if (u->second->exec_index < d.exec_index && u->second->kind == TensorKind::value)
+          resolve(*u->second, out, depth + 1);
+      }
+    }
+  };
+
+  std::vector<std::vector<size_t>> children(pairs.size());
+  std::vector<char> tainted(pairs.size(), 0);  // an origin, or downstream of one
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    PairResult& p = pairs[i];
+    if (!p.compared) continue;
+    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
+    if (auto it = params.find(p.ref.name); it != params.end() && p.ref.role != Role::parameter)
+      p.parameter_pairs = it->second;
+    p.basis_pairs.clear();
+    p.input_error = 0;
+    p.origin = Origin::none;
+    if (p.ref.role == Role::parameter || !p.ref.has_inputs) {
+      p.basis = "none";  // parameters and tensors without ds.inputs: nothing recorded before them
+    } else {
+      p.basis = "dataflow";
+      resolve(p.ref, p.basis_pairs, 0);
+      std::sort(p.basis_pairs.begin(), p.basis_pairs.end());
+      p.basis_pairs.erase(std::unique(p.basis_pairs.begin(), p.basis_pairs.end()), p.basis_pairs.end());
+      for (size_t j : p.basis_pairs) {
+        p.input_error = std::max(p.input_error, pairs[j].error);
+        children[j].push_back(i);
+      }
+    }
+    // An input carries error when it fails beyond rounding: within tolerance, or within what its
+    // dtype makes anyway, it brought nothing to blame. Downstream of an origin means some input
+    // is an origin or downstream of one.
+    bool inputs_carry = false, inputs_fail = false, downstream = false;
+    for (size_t j : p.basis_pairs) {
+      inputs_carry = inputs_carry || (failing(pairs[j].status) && pairs[j].beyond_rounding);
+      inputs_fail = inputs_fail || failing(pairs[j].status);
+      downstream = downstream || tainted[j];
+    }
+    // Never an infinite factor: exact inputs (0) or NaN/Inf on either side leave it undefined.
+    p.amplification = (p.input_error > 0 && std::isfinite(p.input_error) && std::isfinite(p.error))
+                          ? p.error / p.input_error
+                          : std::nan("");
+    if (failing(p.status)) {
+      if (!carries_values(p)) {
+        p.origin = Origin::introduced;  // parameters; an index/shape/mask tensor is exact: born here
+      } else if (p.input_error == 0 || (!std::isfinite(p.error) && std::isfinite(p.input_error))) {
+        p.origin = Origin::introduced;  // from exact inputs (or none), or new NaN/Inf
+      } else if (p.amplification >= options.amplification_threshold) {
+        p.origin = inputs_carry ? Origin::amplified : Origin::introduced;
+      } else if (downstream || inputs_fail) {
+        p.origin = Origin::inherited;   // the error its inputs brought, grown by less than the threshold
+      } else {
+        p.origin = Origin::introduced;  // error accumulated below tolerance first fails here
+      }
+    }
+    tainted[i] = downstream || (failing(p.status) && carries_values(p) && p.beyond_rounding &&
+                                (p.origin == Origin::introduced || p.origin == Origin::amplified));
+  }
+
+  // Every origin: failing value pairs beyond rounding that introduced or amplified their error.
+  rep.origins.clear();
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PairResult& p = pairs[i];
+    if (!failing(p.status) || !carries_values(p) || !p.beyond_rounding) continue;
+    if (p.origin != Origin::introduced && p.origin != Origin::amplified) continue;
+    OriginPoint o;
+    o.pair = i;
+    o.origin = p.origin;
+    o.factor = p.amplification;
+    for (size_t j : p.parameter_pairs)
+      o.parameters_differ = o.parameters_differ || failing(pairs[j].status) || pairs[j].beyond_rounding;
+    rep.origins.push_back(o);
+  }
+  // Reach: descendants along the data flow, 64 origins per pass (one bit each), in execution
+  // order (inputs always precede: see resolve), so each pass is linear in the edges.
+  for (size_t base = 0; base < rep.origins.size(); base += 64) {
+    size_t n = std::min<size_t>(64, rep.origins.size() - base);
+    std::vector<uint64_t> bits(pairs.size(), 0);
+    for (size_t k = 0; k < n; ++k) bits[rep.origins[base + k].pair] |= uint64_t{1} << k;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      if (!bits[i]) continue;
+      for (size_t c : children[i]) bits[c] |= bits[i];
+    }
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      for (size_t k = 0; k < n; ++k) {
+        OriginPoint& o = rep.origins[base + k];
+        if (i == o.pair || !(bits[i] >> k & 1)) continue;
+        ++o.reach;
+        o.reach_failing += failing(pairs[i].status);
+      }
+    }
+  }
+  return true;
+}
+
+void mark_finer_grained(Report& rep) {
+  rep.finer_in_candidate.clear();
+  std::map<Key, size_t> only;
+  for (size_t i = 0; i < rep.only_in_candidate.size(); ++i) only.emplace(key_of(rep.only_in_candidate[i]), i);
+  if (only.empty()) return;
+  std::vector<char> seen(rep.only_in_candidate.size(), 0);
+  std::vector<size_t> stack;
+  auto visit = [&](const TensorDesc& d) {
+    for (const TensorRef& r : d.inputs)
+      if (auto it = only.find(key_of(r)); it != only.end() && !seen[it->second]) {
+        seen[it->second] = 1;
+        stack.push_back(it->second);
+      }
+  };
+  for (const auto& p : rep.pairs) visit(p.cand);
+  while (!stack.empty()) {  // each unpaired tensor is pushed once: linear in the references
+    size_t i = stack.back();
+    stack.pop_back();
+    visit(rep.only_in_candidate[i]);
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (seen[i]) rep.finer_in_candidate.push_back(i);
+}
+
+void list_origins_by_order(Report& rep) {
+  auto& pairs = rep.pairs;
+  rep.origins.clear();
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    PairResult& p = pairs[i];
+    if (!p.compared) continue;
+    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
+    if (p.origin == Origin::introduced && p.ref.role != Role::parameter && p.ref.kind == TensorKind::value &&
+        p.beyond_rounding) {
+      OriginPoint o;
+      o.pair = i;
+      o.factor = p.amplification;
+      rep.origins.push_back(o);
+    } else if (failing(p.status) && !rep.origins.empty() && i > rep.origins.back().pair) {
+      ++rep.origins.back().reach;
+      ++rep.origins.back().reach_failing;
+    }
+  }
+}
+
+}  // namespace driftscope::compare_detail

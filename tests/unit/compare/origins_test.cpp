@@ -1,0 +1,235 @@
+// Origins on the recorded data flow (docs/compare.md §5): independent origins with their reach,
+// introduced / inherited / amplified, exact tensors never blamed, the fallback without data flow.
+#include "compare_test_util.hpp"
+
+namespace {
+
+using namespace ds_test;
+
+constexpr size_t kLen = 256;
+
+Entry value(const std::string& name, std::vector<double> v, const std::string& inputs,
+            const std::string& kind = "float") {
+  Entry e{name, std::move(v)};
+  e.attrs = {{"ds.inputs", inputs}, {"ds.kind", kind}};
+  return e;
+}
+
+// base + relative L2 error `err` in the direction of a fixed noise vector.
+std::vector<double> with_error(const std::vector<double>& base, double err, uint64_t seed) {
+  auto n = noise(base.size(), seed);
+  double nb = 0, nn = 0;
+  for (size_t i = 0; i < base.size(); ++i) nb += base[i] * base[i], nn += n[i] * n[i];
+  std::vector<double> out(base);
+  for (size_t i = 0; i < base.size(); ++i) out[i] += n[i] * err * std::sqrt(nb / nn);
+  return out;
+}
+
+struct Graph {
+  std::vector<Entry> ref, cand;
+  // name, inputs, candidate error (0: identical), kind
+  void add(const std::string& name, const std::string& inputs, double err, uint64_t seed,
+           const std::string& kind = "float", DType dt = DType::f32) {
+    auto base = noise(kLen, seed);
+    if (dt != DType::f32)
+      for (auto& v : base) v = std::round(v * 100);
+    Entry r = value(name, base, inputs, kind), c = value(name, err ? with_error(base, err, seed + 7) : base, inputs, kind);
+    r.dtype = c.dtype = dt;
+    ref.push_back(r);
+    cand.push_back(c);
+  }
+};
+
+TEST(Origins, EveryIndependentOriginWithReach) {
+  // x -> a -> b -> c ; x -> d -> e ; f(c, e). Faults at a and d: two origins, each introduced.
+  Graph g;
+  g.add("ids", "", 0, 1, "index", DType::i64);
+  g.add("x", "output/0/0:ids", 0, 2);
+  g.add("a", "output/0/0:x", 1e-2, 3);
+  g.add("b", "output/0/0:a", 1.2e-2, 4);
+  g.add("c", "output/0/0:b", 1.1e-2, 5);
+  g.add("d", "output/0/0:x", 3e-2, 6);
+  g.add("e", "output/0/0:d", 3e-2, 7);
+  g.add("f", "output/0/0:c,output/0/0:e", 2e-2, 8);
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  ASSERT_TRUE(rep.dataflow);
+  ASSERT_EQ(rep.origins.size(), 2u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "a");
+  EXPECT_EQ(rep.pairs[rep.origins[1].pair].ref.name, "d");
+  for (const auto& o : rep.origins) EXPECT_EQ(o.origin, Origin::introduced);
+  EXPECT_EQ(rep.origins[0].reach, 3u);  // b, c, f
+  EXPECT_EQ(rep.origins[1].reach, 2u);  // e, f
+  EXPECT_EQ(rep.origins[0].reach_failing, 3u);
+  for (const auto& p : rep.pairs) {
+    if (p.ref.name == "b" || p.ref.name == "c" || p.ref.name == "e" || p.ref.name == "f")
+      EXPECT_EQ(p.origin, Origin::inherited) << p.ref.name;
+    EXPECT_FALSE(std::isinf(p.amplification)) << p.ref.name;  // never infinite
+    if (p.ref.name == "f") EXPECT_EQ(p.basis_pairs.size(), 2u);
+  }
+  EXPECT_EQ(rep.first_divergence.value(), rep.origins[0].pair);
+  auto json = report_to_json(rep);
+  EXPECT_NE(json.find("\"origins\""), std::string::npos);
+  auto text = report_to_text(rep);
+  EXPECT_NE(text.find("Origins (2)"), std::string::npos) << text;
+  EXPECT_NE(report_to_markdown(rep).find("### Origins (2)"), std::string::npos);
+}
+
+TEST(Origins, ExactTensorsAreNeverInputsOrSources) {
+  // A mask computed from ids differs (an integer-derived float); the op reading it and x must
+  // not blame the mask: with x exact it is introduced with no amplification.
+  Graph g;
+  g.add("x", "", 0, 2);
+  g.add("mask", "", 0.5, 3, "mask");
+  g.add("shape", "", 0, 4, "shape", DType::i64);
+  g.add("y", "output/0/0:x,output/0/0:mask,output/0/0:shape", 1e-2, 5);
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  ASSERT_EQ(rep.origins.size(), 1u);
+  const PairResult& y = rep.pairs[rep.origins[0].pair];
+  EXPECT_EQ(y.ref.name, "y");
+  EXPECT_EQ(y.origin, Origin::introduced);
+  ASSERT_EQ(y.basis_pairs.size(), 1u);
+  EXPECT_EQ(rep.pairs[y.basis_pairs[0]].ref.name, "x");
+  EXPECT_TRUE(std::isnan(y.amplification));  // exact inputs: no factor, not inf
+  for (size_t i : rep.amplifiers) EXPECT_NE(rep.pairs[i].ref.name, "y");
+}
+
+TEST(Origins, InputsWithinToleranceMeanIntroduced) {
+  // x carries 5e-5 (within the f32 default): y failing with 1e-2 introduced it, whatever the ratio.
+  Graph g;
+  g.add("x", "", 5e-5, 2);
+  g.add("y", "output/0/0:x", 1e-2, 3);
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  EXPECT_EQ(rep.pairs[0].status, PairStatus::pass);
+  EXPECT_EQ(rep.pairs[1].origin, Origin::introduced);
+  EXPECT_NEAR(rep.pairs[1].amplification, 200, 2);
+  ASSERT_EQ(rep.origins.size(), 1u);
+}
+
+TEST(Origins, SmallInheritedErrorAmplified) {
+  // x carries 2e-4 (fails the f32 default, beyond f32 rounding); the norm makes it 2e-2.
+  Graph g;
+  g.add("x", "", 2e-4, 2);
+  g.add("norm", "output/0/0:x", 2e-2, 3);
+  g.add("next", "output/0/0:norm", 2.2e-2, 4);
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  const PairResult& x = rep.pairs[0];
+  EXPECT_EQ(x.status, PairStatus::fail);
+  EXPECT_EQ(x.origin, Origin::introduced);
+  EXPECT_TRUE(x.beyond_rounding);
+  const PairResult& norm = rep.pairs[1];
+  EXPECT_EQ(norm.origin, Origin::amplified);
+  EXPECT_NEAR(norm.amplification, 100, 1);
+  ASSERT_EQ(rep.origins.size(), 2u);  // x, and norm that multiplied its error
+  EXPECT_EQ(rep.origins[1].origin, Origin::amplified);
+  EXPECT_NEAR(rep.origins[1].factor, 100, 1);
+  EXPECT_EQ(rep.pairs[2].origin, Origin::inherited);
+  EXPECT_NE(report_to_text(rep).find("amplified x100"), std::string::npos);
+}
+
+TEST(Origins, WithinRoundingIsNotAnOrigin) {
+  // A bf16 candidate: 5e-3 is within 16 roundings of bf16 (0.0625) even when a tight criterion
+  // fails it; the 0.3 fault is beyond.
+  Graph g;
+  g.add("x", "", 5e-3, 2);
+  g.add("y", "output/0/0:x", 0.3, 3);
+  g.add("z", "output/0/0:y", 0.3, 4);
+  for (auto& e : g.cand) e.dtype = DType::bf16;
+  ScratchDir t;
+  CompareOptions o;
+  o.policy.global = Criteria{};
+  o.policy.global->max_rel_l2 = 1e-3;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand), o);
+  EXPECT_EQ(rep.pairs[0].status, PairStatus::fail);
+  EXPECT_FALSE(rep.pairs[0].beyond_rounding);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "y");
+  EXPECT_EQ(rep.origins[0].origin, Origin::introduced);
+}
+
+TEST(Origins, ParametersThatDifferAreNamed) {
+  Graph g;
+  g.add("x", "", 0, 2);
+  Entry wr{"lin", noise(kLen, 9)}, wc{"lin", with_error(noise(kLen, 9), 0.05, 10)};
+  wr.role = wc.role = Role::parameter;
+  wr.attrs = wc.attrs = {{"path", "weight"}};
+  g.ref.push_back(wr);
+  g.cand.push_back(wc);
+  g.add("lin", "output/0/0:x", 0.05, 3);
+  g.ref.back().attrs.push_back({"ds.source", "Linear linear.py:124"});
+  g.cand.back().attrs = g.ref.back().attrs;
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  ASSERT_EQ(rep.origins.size(), 1u);
+  const auto& o = rep.origins[0];
+  EXPECT_EQ(rep.pairs[o.pair].ref.name, "lin");
+  EXPECT_EQ(rep.pairs[o.pair].ref.role, Role::output);
+  EXPECT_TRUE(o.parameters_differ);
+  auto text = report_to_text(rep);
+  EXPECT_NE(text.find("parameter  0 weight: differs"), std::string::npos) << text;
+  EXPECT_NE(text.find("Linear linear.py:124"), std::string::npos);
+  EXPECT_NE(report_to_json(rep).find("\"parameters_differ\": true"), std::string::npos);
+}
+
+TEST(Origins, WithoutDataFlowTheExecutionOrderRuleSaysSo) {
+  Graph g;
+  g.add("x", "", 0, 2);
+  g.add("ids", "", 0, 3, "index", DType::i64);
+  g.add("y", "", 1e-2, 4);
+  for (auto* side : {&g.ref, &g.cand})
+    for (auto& e : *side) e.attrs.clear();
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand));
+  EXPECT_FALSE(rep.dataflow);
+  const PairResult& y = rep.pairs[2];
+  EXPECT_EQ(y.basis, "predecessor");
+  ASSERT_EQ(y.basis_pairs.size(), 1u);
+  EXPECT_EQ(rep.pairs[y.basis_pairs[0]].ref.name, "x");  // never the integer tensor
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_NE(report_to_text(rep).find("the reference has no data flow"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Origins, Reference64DecidesWithinOrBeyondRounding) {
+  // Truth in float64, a float32 reference, a float16 candidate: x is float16 rounding only
+  // (within by the float64 rule), y carries a fault 50 roundings large (beyond): the origin.
+  ScratchDir d;
+  auto tx = noise(1024, 10), ty = noise(1024, 12), e = noise(1024, 11);
+  auto side = [&](int which) {
+    std::vector<Entry> out;
+    for (int k = 0; k < 2; ++k) {
+      const auto& t = k == 0 ? tx : ty;
+      std::vector<double> v(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (which == 0) v[i] = t[i];
+        else if (which == 1) v[i] = static_cast<double>(static_cast<float>(t[i]));
+        else v[i] = f16_to_double(double_to_f16(t[i] + (k == 1 ? 50 * std::ldexp(1.0, -11) * e[i] : 0.0)));
+      }
+      Entry en = value(k == 0 ? "x" : "y", v, k == 0 ? "" : "output/0/0:x");
+      en.dtype = which == 0 ? DType::f64 : which == 1 ? DType::f32 : DType::f16;
+      out.push_back(en);
+    }
+    return out;
+  };
+  auto p64 = write_dump(d.file("r64.tdump"), side(0));
+  auto pref = write_dump(d.file("ref.tdump"), side(1));
+  auto pc = write_dump(d.file("cand.tdump"), side(2));
+  CompareOptions o;
+  o.reference64 = p64;
+  Report rep = run_compare(pref, pc, o);
+  ASSERT_EQ(rep.pairs.size(), 2u);
+  EXPECT_TRUE(rep.pairs[0].r64 && rep.pairs[1].r64);
+  EXPECT_FALSE(rep.pairs[0].beyond_rounding);
+  EXPECT_TRUE(rep.pairs[1].beyond_rounding);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "y");
+  EXPECT_NE(report_to_text(rep).find("beyond rounding (float64 rule"), std::string::npos);
+}
+
+}  // namespace
