@@ -430,6 +430,57 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     assert proc.stdout.splitlines()[0] == data["summary"]
 
 
+HOSTILE = "y\x1b[31mred\nline `code` |pipe *b* \u202eevil"
+
+
+def test_hostile_output_names_are_escaped_in_text_and_markdown(tmp_path):
+    """An output name is text from the model: in the text report and the Markdown it goes
+    through the one escaping rule (no ESC reaches the terminal, no newline splits a row, no
+    backtick or pipe breaks the Markdown); the JSON keeps it exact."""
+    import onnx
+
+    path = tmp_path / "hostile.onnx"
+    gm.overflow_onnx(path)
+    m = onnx.load(path)
+    m.graph.node[-1].output[0] = HOSTILE
+    m.graph.output[0].name = HOSTILE
+    onnx.save(m, path)
+    r = guard(path, backends=["ort-fp16"], runs=1)
+    assert r["ort-fp16"].status == G.NUMERICAL_INSTABILITY
+    assert r["ort-fp16"].worst.name == HOSTILE
+    assert json.loads(r.to_json())["backends"][1]["outputs"][0]["name"] == HOSTILE
+    spelled = "y\\x1b[31mred\\x0aline `code` |pipe *b* \\u202eevil"
+    text = r.to_text()
+    for raw in ("\x1b", "\u202e", "line `code`\n"):
+        assert raw not in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("ort-fp16 "))
+    assert spelled in row
+    assert any(spelled in ln and "ort-fp16" in ln for ln in text.splitlines()
+               if ln.startswith("  - "))
+    md = r.to_markdown()
+    assert "\x1b" not in md and "\u202e" not in md
+    md_name = ("y\\\\x1b\\[31mred\\\\x0aline \\`code\\` \\|pipe \\*b\\* "
+               "\\\\u202eevil")
+    table = next(ln for ln in md.splitlines() if ln.startswith("| ort-fp16 |"))
+    assert md_name in table and table.count(" | ") == 6  # seven cells: no pipe leaked
+    assert any(md_name in ln for ln in md.splitlines() if ln.startswith("- "))
+    # A model path with backticks stays one code span (CommonMark 6.1).
+    from driftscope._text import markdown_code
+
+    assert markdown_code("a`b") == "``a`b``" and markdown_code("`a") == "`` `a ``"
+    assert f"Model {markdown_code(str(path))} (onnx)" in md
+
+
+def test_printable_is_the_rule_of_driftscope_printable():
+    """The Python twin of driftscope::printable (include/driftscope/text.hpp), spelled as there."""
+    from driftscope._text import printable
+
+    assert printable("a\tb\rc\x7f\x1b") == "a\\x09b\\x0dc\\x7f\\x1b"
+    assert printable("\u0085\u202e\u2066\u2028é漢") == "\\u0085\\u202e\\u2066\\u2028é漢"
+    assert printable(b"a\xffb".decode("utf-8", "surrogateescape")) == "a\\xffb"
+    assert printable(printable("x\x1by")) == printable("x\x1by")
+
+
 def test_list_backends_says_which_can_run_here(models, plugins):
     proc = cli("--list-backends", env={"DRIFTSCOPE_GUARD_PLUGINS": "guard_test_plugins",
                                        "PYTHONPATH": str(models)})
