@@ -5,9 +5,11 @@ session, and the same inferences (every sample once, then the timed runs).
 
     .venv/bin/python bench/bench_guard.py [--backends ort,ort-fp16,...] [--runs 5] [--samples 1]
 
-Prints each side and the ratio guard / runtimes (target <= 1.3). What the guard adds: a child
-process per backend (interpreter start, imports), the model's signature and input generation,
-pickling inputs and outputs, and the comparison.
+Prints each side and the ratio guard / runtimes (target <= 1.3). What the guard adds: one
+interpreter (the fork server, started while the guard reads the model's signature), a forked child
+per backend that imports its runtime, the model's signature and input generation, pickling inputs
+and outputs, and the comparison. DRIFTSCOPE_GUARD_NO_FORK=1 measures one interpreter per backend
+instead.
 """
 
 from __future__ import annotations
