@@ -66,9 +66,10 @@ def _integer_ops(proto) -> Dict[str, int]:
 
 
 class _QdqSession(_OrtSession):
-    def __init__(self, session: Any, notes: List[str], optimized: str) -> None:
-        super().__init__(session, notes)
-        self.optimized = optimized
+    def __init__(self, session: Any, notes: List[str], optimized: str, q: Any) -> None:
+        # The probe records the QDQ model itself (its node names are the source's: quantize_static
+        # only inserts Q/DQ pairs around them).
+        super().__init__(session, notes, q, "CPUExecutionProvider", True, optimized, q)
 
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
         import onnx
@@ -153,4 +154,4 @@ class OrtQdqBackend(Backend):
                                             "ran as float32 with rounding")
                      + " (its optimised graph)")
         del external_dir
-        return _QdqSession(session, notes, optimized)
+        return _QdqSession(session, notes, optimized, q)

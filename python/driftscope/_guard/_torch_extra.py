@@ -51,7 +51,7 @@ class TorchCompileBackend(TorchBackend):
         # model's kernels take to build.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         compiled = torch.compile(net, backend="inductor")
-        session = _TorchSession(compiled, example, None)
+        session = _TorchSession(compiled, example, None, {})
         start = time.perf_counter()
         leaves = torch_leaves(example)
         session.run({k: v.detach().cpu().numpy() for k, v in leaves.items()})
