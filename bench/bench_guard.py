@@ -145,7 +145,8 @@ def main() -> int:
             direct[n] = runtime_direct(n, model, samples, args.runs, work)
         start = time.perf_counter()
         report = driftscope.guard(model, backends=[n for n in names if n != "ort"],
-                                  dims={"seq": 16}, samples=args.samples, runs=args.runs)
+                                  dims={"seq": 16}, samples=args.samples, runs=args.runs,
+                                  probe="never")
         guard_s = time.perf_counter() - start
     total = sum(direct.values())
     # What the runtimes spent inside the guard's own children: variant + session creation

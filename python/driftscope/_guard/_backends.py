@@ -13,6 +13,7 @@ separated) are imported by the guard and by every child, and call :func:`registe
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -144,6 +145,8 @@ class _OrtSession(Session):
     def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
         from .. import onnxruntime as dort
 
+        if callable(self.record_model):  # built on first use (ort-int8's renamed copy)
+            self.record_model = self.record_model()
         rec = dort.record(self.record_model, dict(feeds), path, providers=[self.provider],
                           session_options=_ort_options(self.optimize), check_observer=False)
         return {k: v for k, v in rec.outputs.items() if v is not None}
@@ -228,7 +231,7 @@ class OrtBackend(Backend):
             if missing:
                 raise ValueError(f"no node named {missing[0]!r} in the model (keep_float32)")
         notes: List[str] = []
-        record_model: Any = model
+        record_model: Any = model  # a path, a ModelProto, or a function that builds one
         if self.variant == "fp16":
             clamped = _clamped_weights(proto) if external_dir is None else None
             if clamped:
@@ -250,7 +253,8 @@ class OrtBackend(Backend):
             out = os.path.join(work, "int8.onnx")
             quantize_dynamic(model, out, nodes_to_exclude=keep)
             proto, external_dir = onnx.load(out), None
-            record_model = _named_like_source(proto, dort._load_model(model)[0])
+            # Renamed only when the probe records: it parses the source model once more.
+            record_model = functools.partial(_int8_for_recorder, proto, model)
             ops: Dict[str, int] = {}
             for n in proto.graph.node:
                 if "Integer" in n.op_type or n.op_type.startswith(("QLinear", "DynamicQuantize")):
@@ -266,9 +270,11 @@ class OrtBackend(Backend):
             save_optimized_graph(options, optimized)
         else:
             optimized = None
-        # The file itself when nothing was changed: ONNX Runtime reads it (and its external
-        # data) faster than a re-serialised copy (bench/bench_guard.py).
-        source = model if self.variant is None else proto.SerializeToString()
+        # A file where there is one (the model itself, the INT8 variant quantize_dynamic wrote):
+        # ONNX Runtime reads it faster than a re-serialised copy (bench/bench_guard.py).
+        source = (model if self.variant is None else
+                  os.path.join(work, "int8.onnx") if self.variant == "int8" else
+                  proto.SerializeToString())
         session = dort._make_session(source, [self.provider], options,
                                      None if self.variant is None else external_dir, f"'{name}'")
         active = session.get_providers()
@@ -304,6 +310,12 @@ class OrtBackend(Backend):
                     f"quantize_dynamic({base!r}, {stem + '.int8.onnx'!r},\n"
                     f"                 nodes_to_exclude={listed})\n")
         return ""
+
+
+def _int8_for_recorder(variant: Any, model: str) -> Any:
+    from .. import onnxruntime as dort
+
+    return _named_like_source(variant, dort._load_model(model)[0])
 
 
 def _named_like_source(variant: Any, source: Any) -> Any:
