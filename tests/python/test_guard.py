@@ -233,6 +233,66 @@ def test_a_backend_that_segfaults_is_a_runtime_error_and_the_others_run(models, 
     assert any("crash crashed (SIGSEGV)" in f for f in r.findings)
 
 
+FORK_PLUGIN = '''
+import os
+import sys
+import time
+
+from driftscope._guard import Backend, register_backend
+from driftscope._guard._backends import OrtBackend
+
+
+class Hangs(Backend):
+    name, family, summary = "hangs", "onnx", "test: never returns"
+
+    def load(self, model, work, seed):
+        time.sleep(120)
+
+
+class Where(OrtBackend):
+    def load(self, model, work, seed):
+        before = [m for m in ("onnxruntime", "openvino", "torch") if m in sys.modules]
+        session = super().load(model, work, seed)
+        session.notes.append(f"ppid {os.getppid()}; runtimes before load: {before}")
+        return session
+
+
+register_backend(Hangs())
+register_backend(Where("where", "test: ort, says where it runs"))
+'''
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_children_are_forked_without_a_runtime_and_killed_on_timeout(models, tmp_path,
+                                                                     monkeypatch, fork):
+    """Each backend runs in a child forked from the guard's server (a process that never
+    imported a runtime), not from the guard itself; a child past --timeout is killed and the
+    others go on; the same with one interpreter per backend (DRIFTSCOPE_GUARD_NO_FORK)."""
+    (tmp_path / "guard_fork_plugins.py").write_text(FORK_PLUGIN)
+    monkeypatch.setenv("DRIFTSCOPE_GUARD_PLUGINS", "guard_fork_plugins")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if not fork:
+        monkeypatch.setenv("DRIFTSCOPE_GUARD_NO_FORK", "1")
+    sys.modules.pop("guard_fork_plugins", None)
+    try:
+        # (The timeout is checked once: with a plain interpreter it is subprocess's own.)
+        r = guard(models / "overflow.onnx", backends=["hangs"] * fork + ["where", "ort-noopt"],
+                  runs=1, timeout=6)
+        if fork:
+            assert r["hangs"].status == G.RUNTIME_ERROR
+            assert r["hangs"].error == "no result after 6 s (killed)"
+        assert r["ort-noopt"].status == G.PASS and r["where"].status == G.PASS
+        note = next(n for n in r["where"].notes if n.startswith("ppid "))
+        assert note.endswith("runtimes before load: []"), note
+        assert (int(note.split()[1].rstrip(";")) != os.getpid()) == fork
+    finally:
+        for name in ("hangs", "where"):
+            G.BACKENDS.pop(name, None)
+        sys.modules.pop("guard_fork_plugins", None)
+
+
 def test_unavailable_is_listed_never_passed_and_require_makes_it_fatal(models, plugins):
     r = guard(models / "overflow.onnx", backends=["missing", "ort-noopt"], runs=1)
     assert r["missing"].status == G.UNAVAILABLE

@@ -90,17 +90,30 @@ class Forker:
     def __init__(self, env: dict) -> None:
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
             [sys.executable, "-m", "driftscope._guard._forker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
         self._ready = False
+        self._buf = b""
 
     def _line(self, timeout: Optional[float]) -> Optional[str]:
+        """The server's next line; "" when none came within `timeout`, None at its end. Read
+        from the pipe itself, never through a buffered reader: select() would not see a line a
+        reader had already pulled in with the one before."""
+        import time
+
         assert self.proc is not None and self.proc.stdout is not None
-        if timeout is not None:
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
-            if not ready:
-                return ""  # timed out
-        line = self.proc.stdout.readline()
-        return line.rstrip("\n") if line else None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            if deadline is not None:
+                ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+                if not ready:
+                    return ""
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
 
     def run(self, job: str, result: str, err: str, timeout: float
             ) -> Optional[Tuple[int, List[str], bool]]:
@@ -114,8 +127,7 @@ class Forker:
                     return None
                 self._ready = True
             assert self.proc.stdin is not None
-            self.proc.stdin.write("\0".join((job, result, err)) + "\n")
-            self.proc.stdin.flush()
+            self.proc.stdin.write(("\0".join((job, result, err)) + "\n").encode())
             first = self._line(30.0)
             if not first or not first.startswith("pid "):
                 self.close()
