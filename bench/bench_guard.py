@@ -5,9 +5,11 @@ session, and the same inferences (every sample once, then the timed runs).
 
     .venv/bin/python bench/bench_guard.py [--backends ort,ort-fp16,...] [--runs 5] [--samples 1]
 
-Prints each side and the ratio guard / runtimes (target <= 1.3). What the guard adds: a child
-process per backend (interpreter start, imports), the model's signature and input generation,
-pickling inputs and outputs, and the comparison.
+Prints each side and the ratio guard / runtimes (target <= 1.3). What the guard adds: one
+interpreter (the fork server, started while the guard reads the model's signature), a forked child
+per backend that imports its runtime, the model's signature and input generation, pickling inputs
+and outputs, and the comparison. DRIFTSCOPE_GUARD_NO_FORK=1 measures one interpreter per backend
+instead.
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ def main() -> int:
             direct[n] = runtime_direct(n, model, samples, args.runs, work)
         start = time.perf_counter()
         report = driftscope.guard(model, backends=[n for n in names if n != "ort"],
-                                  dims={"seq": 16}, samples=args.samples, runs=args.runs)
+                                  dims={"seq": 16}, samples=args.samples, runs=args.runs,
+                                  probe="never")
         guard_s = time.perf_counter() - start
     total = sum(direct.values())
     # What the runtimes spent inside the guard's own children: variant + session creation

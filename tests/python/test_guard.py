@@ -233,6 +233,66 @@ def test_a_backend_that_segfaults_is_a_runtime_error_and_the_others_run(models, 
     assert any("crash crashed (SIGSEGV)" in f for f in r.findings)
 
 
+FORK_PLUGIN = '''
+import os
+import sys
+import time
+
+from driftscope._guard import Backend, register_backend
+from driftscope._guard._backends import OrtBackend
+
+
+class Hangs(Backend):
+    name, family, summary = "hangs", "onnx", "test: never returns"
+
+    def load(self, model, work, seed):
+        time.sleep(120)
+
+
+class Where(OrtBackend):
+    def load(self, model, work, seed):
+        before = [m for m in ("onnxruntime", "openvino", "torch") if m in sys.modules]
+        session = super().load(model, work, seed)
+        session.notes.append(f"ppid {os.getppid()}; runtimes before load: {before}")
+        return session
+
+
+register_backend(Hangs())
+register_backend(Where("where", "test: ort, says where it runs"))
+'''
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_children_are_forked_without_a_runtime_and_killed_on_timeout(models, tmp_path,
+                                                                     monkeypatch, fork):
+    """Each backend runs in a child forked from the guard's server (a process that never
+    imported a runtime), not from the guard itself; a child past --timeout is killed and the
+    others go on; the same with one interpreter per backend (DRIFTSCOPE_GUARD_NO_FORK)."""
+    (tmp_path / "guard_fork_plugins.py").write_text(FORK_PLUGIN)
+    monkeypatch.setenv("DRIFTSCOPE_GUARD_PLUGINS", "guard_fork_plugins")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if not fork:
+        monkeypatch.setenv("DRIFTSCOPE_GUARD_NO_FORK", "1")
+    sys.modules.pop("guard_fork_plugins", None)
+    try:
+        # (The timeout is checked once: with a plain interpreter it is subprocess's own.)
+        r = guard(models / "overflow.onnx", backends=["hangs"] * fork + ["where", "ort-noopt"],
+                  runs=1, timeout=6)
+        if fork:
+            assert r["hangs"].status == G.RUNTIME_ERROR
+            assert r["hangs"].error == "no result after 6 s (killed)"
+        assert r["ort-noopt"].status == G.PASS and r["where"].status == G.PASS
+        note = next(n for n in r["where"].notes if n.startswith("ppid "))
+        assert note.endswith("runtimes before load: []"), note
+        assert (int(note.split()[1].rstrip(";")) != os.getpid()) == fork
+    finally:
+        for name in ("hangs", "where"):
+            G.BACKENDS.pop(name, None)
+        sys.modules.pop("guard_fork_plugins", None)
+
+
 def test_unavailable_is_listed_never_passed_and_require_makes_it_fatal(models, plugins):
     r = guard(models / "overflow.onnx", backends=["missing", "ort-noopt"], runs=1)
     assert r["missing"].status == G.UNAVAILABLE
@@ -428,6 +488,57 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     md = (tmp_path / "g.md").read_text()
     assert "| backend | status | cosine |" in md and "| ort-fp16 | NUMERICAL_INSTABILITY |" in md
     assert proc.stdout.splitlines()[0] == data["summary"]
+
+
+HOSTILE = "y\x1b[31mred\nline `code` |pipe *b* \u202eevil"
+
+
+def test_hostile_output_names_are_escaped_in_text_and_markdown(tmp_path):
+    """An output name is text from the model: in the text report and the Markdown it goes
+    through the one escaping rule (no ESC reaches the terminal, no newline splits a row, no
+    backtick or pipe breaks the Markdown); the JSON keeps it exact."""
+    import onnx
+
+    path = tmp_path / "hostile.onnx"
+    gm.overflow_onnx(path)
+    m = onnx.load(path)
+    m.graph.node[-1].output[0] = HOSTILE
+    m.graph.output[0].name = HOSTILE
+    onnx.save(m, path)
+    r = guard(path, backends=["ort-fp16"], runs=1)
+    assert r["ort-fp16"].status == G.NUMERICAL_INSTABILITY
+    assert r["ort-fp16"].worst.name == HOSTILE
+    assert json.loads(r.to_json())["backends"][1]["outputs"][0]["name"] == HOSTILE
+    spelled = "y\\x1b[31mred\\x0aline `code` |pipe *b* \\u202eevil"
+    text = r.to_text()
+    for raw in ("\x1b", "\u202e", "line `code`\n"):
+        assert raw not in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("ort-fp16 "))
+    assert spelled in row
+    assert any(spelled in ln and "ort-fp16" in ln for ln in text.splitlines()
+               if ln.startswith("  - "))
+    md = r.to_markdown()
+    assert "\x1b" not in md and "\u202e" not in md
+    md_name = ("y\\\\x1b\\[31mred\\\\x0aline \\`code\\` \\|pipe \\*b\\* "
+               "\\\\u202eevil")
+    table = next(ln for ln in md.splitlines() if ln.startswith("| ort-fp16 |"))
+    assert md_name in table and table.count(" | ") == 6  # seven cells: no pipe leaked
+    assert any(md_name in ln for ln in md.splitlines() if ln.startswith("- "))
+    # A model path with backticks stays one code span (CommonMark 6.1).
+    from driftscope._text import markdown_code
+
+    assert markdown_code("a`b") == "``a`b``" and markdown_code("`a") == "`` `a ``"
+    assert f"Model {markdown_code(str(path))} (onnx)" in md
+
+
+def test_printable_is_the_rule_of_driftscope_printable():
+    """The Python twin of driftscope::printable (include/driftscope/text.hpp), spelled as there."""
+    from driftscope._text import printable
+
+    assert printable("a\tb\rc\x7f\x1b") == "a\\x09b\\x0dc\\x7f\\x1b"
+    assert printable("\u0085\u202e\u2066\u2028é漢") == "\\u0085\\u202e\\u2066\\u2028é漢"
+    assert printable(b"a\xffb".decode("utf-8", "surrogateescape")) == "a\\xffb"
+    assert printable(printable("x\x1by")) == printable("x\x1by")
 
 
 def test_list_backends_says_which_can_run_here(models, plugins):

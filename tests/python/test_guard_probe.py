@@ -383,3 +383,73 @@ def test_probe_options_and_policy(tmp_path):
     assert p.method == "recorded" and p.origin is None and p.first_divergence is None
     assert r["ort-int8"].fallback.error == "the probe named no node to start from"
     assert not r["ort-int8"].fallback.verified
+
+
+# A LiteRT backend whose model computes one op wrong: the depthwise convolution's weights and
+# bias are zeroed (a delegate that silently drops an op would look the same). It runs the real
+# interpreter with the default kernels, and its tensors keep the source's names.
+LITERT_PLUGIN = '''
+import os
+
+from driftscope._guard import register_backend
+from driftscope._guard._backends import LiteRTBackend
+
+import tflite_models as tm
+
+
+class DropsDepthwise(LiteRTBackend):
+    def load(self, model, work, seed):
+        w = tm.weights()
+        w["dwconv.w"][:] = 0.0
+        w["dwconv.b"][:] = 0.0
+        path = os.path.join(work, "drops-dwconv.tflite")
+        with open(path, "wb") as f:
+            f.write(tm.build_float(w))
+        return super().load(path, work, seed)
+
+
+register_backend(DropsDepthwise("litert-drops-dwconv", "test: LiteRT, DEPTHWISE_CONV_2D zeroed",
+                                "optimized"))
+'''
+
+
+def test_a_tflite_model_is_probed_by_recording(tmp_path, monkeypatch):
+    """LiteRT backends are probed with driftscope.litert's recorder: the reference (reference
+    kernels) and the candidate (XNNPACK) are recorded op by op and compared by tensor name; the
+    first divergence is the op that goes wrong, and a passing backend probed with --probe always
+    shows none."""
+    pytest.importorskip("ai_edge_litert")
+    import tflite_models as tm
+
+    (tmp_path / "guard_litert_plugins.py").write_text(LITERT_PLUGIN)
+    monkeypatch.setenv("DRIFTSCOPE_GUARD_PLUGINS", "guard_litert_plugins")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), str(MODELS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("guard_litert_plugins", None)
+    model = tmp_path / "model.tflite"
+    model.write_bytes(tm.build_float())
+    try:
+        r = driftscope.guard(model, backends=["litert", "litert-drops-dwconv"], runs=1,
+                             probe="always", out=tmp_path / "probe")
+        bad = r["litert-drops-dwconv"]
+        assert bad.status in (G.PRECISION_DEGRADATION, G.ARGMAX_FLIP), bad.status
+        p = bad.probe
+        assert p.method == "recorded" and p.error is None, (p.why, p.error)
+        assert "bit-identical" in p.why
+        assert p.origin.node == "dwconv" and p.origin.op_type == "DEPTHWISE_CONV_2D"
+        assert p.origin.origin == "introduced"
+        assert any("litert-drops-dwconv probe (recorded intermediates" in f and "dwconv" in f
+                   for f in r.findings)
+        assert bad.fallback is None  # LiteRT keeps no chosen op in float32
+        good = r["litert"].probe
+        assert good.method == "recorded" and good.origin is None
+        with driftscope.open(good.files["candidate"]) as d:
+            names = [rec.name for rec in d]
+            assert d.metadata["backend"] == "litert:xnnpack"
+        assert names[:2] == ["conv1", "dwconv"] and "probs" in names
+        with driftscope.open(good.files["reference"]) as d:
+            assert d.metadata["backend"] == "litert:reference"
+    finally:
+        G.BACKENDS.pop("litert-drops-dwconv", None)
+        sys.modules.pop("guard_litert_plugins", None)

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 from .._cli import input_paths, parse_args, refuse_output_onto_inputs, write_output
 from .._progress import Progress
+from .._text import printable
 from ..errors import Error
 from . import _backends as B
 from ._fallback import DEFAULT_FALLBACK_RUNS
@@ -71,7 +72,7 @@ docs/howto/guard.md explains every backend, input rule and formula."""
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, as every driftscope usage error
-        print(f"{PROG}: error: {message} (try {PROG} --help)", file=sys.stderr)
+        print(f"{PROG}: error: {printable(message)} (try {PROG} --help)", file=sys.stderr)
         sys.exit(2)
 
 
@@ -243,7 +244,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             write_output(args.markdown, report.to_markdown())
     except (Error, OSError) as err:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)
         return 2
     if args.json != "-":
         sys.stdout.write(report.to_text())

@@ -77,11 +77,14 @@ class Investigator:
         return path
 
     def nodes(self) -> List[Any]:
-        """(source name, op type) in topological (ONNX) or execution (PyTorch) order."""
+        """(source name, op type) in topological (ONNX), execution (PyTorch) or model
+        (LiteRT) order."""
         if self._nodes is None:
             if self.ctx.family == "onnx":
                 self._nodes = onnx_nodes(self.ctx.model)
-            elif self.ctx.family == "torch":
+            elif self.ctx.family in ("torch", "tflite"):
+                # Recorded order: PyTorch's module calls, LiteRT's ops in model order (their
+                # output tensors' names).
                 self._nodes = torch_modules(self._ref_dump(0))
             else:
                 self._nodes = []

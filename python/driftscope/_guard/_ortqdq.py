@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._backends import Backend, Session, _OrtSession, _missing
+from ._backends import Backend, Session, _OrtSession, _missing, save_optimized_graph
 
 _INTEGER_KINDS = ("QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
 
@@ -140,8 +140,8 @@ class OrtQdqBackend(Backend):
         options = ort.SessionOptions()
         options.log_severity_level = 3
         optimized = os.path.join(work, "qdq-optimized.onnx")
-        options.optimized_model_filepath = optimized
-        session = dort._make_session(q.SerializeToString(), ["CPUExecutionProvider"], options,
+        save_optimized_graph(options, optimized)
+        session = dort._make_session(out, ["CPUExecutionProvider"], options,
                                      None, f"'{name}' (QDQ)")
         opt = onnx.load(optimized, load_external_data=False) if os.path.isfile(optimized) else q
         fused: Dict[str, int] = {}

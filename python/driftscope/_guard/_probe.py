@@ -24,16 +24,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._text import printable
 from ._metrics import PASS, SEVERITY, Thresholds, judge
 
 RECORDED, BISECT = "recorded", "bisect"
 
 
 def shown(text: str) -> str:
-    """A name from the model, for people: control and other unprintable characters spelled out
-    (\\x1b, \\u202e), as every driftscope report shows text from a file."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
+    """A name from the model, for people: driftscope's one escaping rule (_text.printable, the
+    twin of driftscope::printable), as every driftscope report shows text from a file."""
+    return printable(text)
 
 
 @dataclass

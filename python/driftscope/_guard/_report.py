@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .._text import markdown_code, markdown_text, printable
 from ._inputs import InputInfo
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT, UNAVAILABLE,
                        OutputResult, Thresholds)
@@ -223,14 +224,17 @@ class GuardReport:
     def to_text(self) -> str:
         heads = ["backend", "status", "cosine", "norm ref/cand", "max diff", "latency",
                  "diagnostics"]
-        rows = [self._cells(b) for b in self.backends]
+        # Every cell and line holds names from the model (outputs, inputs, nodes, errors):
+        # each goes through driftscope's one escaping rule, once, here.
+        rows = [[printable(c) for c in self._cells(b)] for b in self.backends]
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
-        lines = [self.summary, "",
-                 f"model      {self.model} ({self.family}); reference {self.reference}; "
+        lines = [printable(self.summary), "",
+                 f"model      {printable(self.model)} ({self.family}); reference "
+                 f"{printable(self.reference)}; "
                  f"{self.samples} sample(s), seed {self.seed}; latency = median of {self.runs} "
                  "runs of sample 1 (ratio to the reference)",
-                 "inputs     " + "; ".join(f"{i.name} {i.dtype}{list(i.shape)}: {i.how}"
-                                          for i in self.inputs),
+                 "inputs     " + "; ".join(printable(f"{i.name} {i.dtype}{list(i.shape)}: "
+                                                    f"{i.how}") for i in self.inputs),
                  f"thresholds min cosine {self.thresholds.min_cosine:g}, min norm "
                  f"{self.thresholds.min_norm:g}, max argmax flip "
                  f"{self.thresholds.max_argmax_flip:g}", ""]
@@ -242,19 +246,18 @@ class GuardReport:
         lines.extend(line(r).rstrip() for r in rows)
         lines.append("")
         lines.append("Findings")
-        lines.extend(f"  - {f}" for f in self.findings)
+        lines.extend(f"  - {printable(f)}" for f in self.findings)
         for name, fb in self.recipes:
             state = "verified" if fb.verified else "NOT verified"
-            lines += ["", f"FP32 fallback recipe for {name} ({state}):"]
-            lines.extend("    " + ln for ln in fb.recipe.rstrip("\n").splitlines())
+            lines += ["", f"FP32 fallback recipe for {printable(name)} ({state}):"]
+            lines.extend("    " + printable(ln) for ln in fb.recipe.rstrip("\n").splitlines())
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
-        def esc(s: str) -> str:
-            return s.replace("|", "\\|").replace("\n", " ")
-
+        esc = markdown_text  # names from the model, escaped once for Markdown and terminals
         out = [f"### driftscope guard: {esc(self.summary)}", "",
-               f"Model `{esc(self.model)}` ({self.family}), reference `{self.reference}`, "
+               f"Model {markdown_code(self.model)} ({self.family}), reference "
+               f"{markdown_code(self.reference)}, "
                f"{self.samples} sample(s), seed {self.seed}.", "",
                "| backend | status | cosine | norm ref/cand | max diff | latency | diagnostics |",
                "|---|---|---:|---:|---:|---:|---|"]
@@ -266,10 +269,11 @@ class GuardReport:
             state = "verified" if fb.verified else "NOT verified"
             # A fence longer than any run of backticks in the recipe (node names are the
             # model's text) cannot be closed by it (CommonMark 4.5).
-            runs = [len(r) for r in re.findall("`+", fb.recipe)]
+            recipe = "\n".join(printable(ln) for ln in fb.recipe.rstrip("\n").splitlines())
+            runs = [len(r) for r in re.findall("`+", recipe)]
             fence = "`" * max(3, max(runs, default=0) + 1)
             out += ["", f"**FP32 fallback recipe for {esc(name)}** ({state}):", "",
-                    fence + "python", fb.recipe.rstrip("\n"), fence]
+                    fence + "python", recipe, fence]
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> Dict[str, Any]:

@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -96,6 +97,22 @@ def _child_env() -> Dict[str, str]:
     return env
 
 
+# The fork server of the guard() call running in this thread (_forker.py); None: one fresh
+# interpreter per job.
+_local = threading.local()
+
+
+def _start_forker() -> Optional[Any]:
+    if os.environ.get("DRIFTSCOPE_GUARD_NO_FORK") or not hasattr(os, "fork"):
+        return None
+    from ._forker import Forker
+
+    try:
+        return Forker(_child_env())
+    except OSError:
+        return None
+
+
 def run_backend(backend: str, model: str, samples: List[Any], runs: int,
                 seed: int, timeout: float, state: Optional[Mapping[str, str]] = None,
                 **extra: Any) -> Dict[str, Any]:
@@ -110,24 +127,37 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
                          "runs": runs, "seed": seed, "work": work,
                          "state": dict(state or {}), **extra}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
-        cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
-        try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, env=_child_env(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
-        tail = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        if proc.returncode < 0:
-            sig = -proc.returncode
+        forker = getattr(_local, "forker", None)
+        ran = None
+        if forker is not None and not any(c in p for p in (job_path, out_path) for c in "\0\n"):
+            ran = forker.run(job_path, out_path, os.path.join(work, "stderr.txt"), timeout)
+            if ran is None:  # the server is gone: plain interpreters from now on
+                _local.forker = None
+        if ran is None:
+            cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
+            try:
+                proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, env=_child_env(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
+            returncode = proc.returncode
+            tail = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines()
+                    if ln.strip()]
+        else:
+            returncode, tail, timed_out = ran
+            if timed_out:
+                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
+        if returncode < 0:
+            sig = -returncode
             try:
                 name = signal.Signals(sig).name
             except ValueError:
                 name = f"signal {sig}"
             return {"error": f"the backend's process was killed by {name}", "signal": name,
                     "outputs": []}
-        if proc.returncode != 0 or not os.path.exists(out_path):
+        if returncode != 0 or not os.path.exists(out_path):
             last = tail[-1] if tail else "no message"
-            return {"error": f"the backend's process exited with status {proc.returncode}: "
+            return {"error": f"the backend's process exited with status {returncode}: "
                              f"{last}", "outputs": []}
         with open(out_path, "rb") as f:
             return pickle.load(f)
@@ -245,124 +275,135 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             raise GuardError(f"cannot load model '{m}': no such file", "model_load_failed")
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise GuardError(f"steps={steps!r}: must be an integer >= 1", "invalid_argument")
-    why = B.BACKENDS[ref].unavailable()
-    if why:
-        raise GuardError(f"the reference backend '{ref}' is unavailable: {why}", "reference_failed")
-    specs = _signature(ref_family, ref_model, seed)
-    if ref_model != model:
-        _same_inputs(specs, _signature(family, model, seed), model, ref_model)
-    pairs, steps = _state_pairs(family, model, state, steps)
+    # Started now, it imports while this process reads the model's signature.
+    previous = getattr(_local, "forker", None)
+    _local.forker = _start_forker()
     try:
-        made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
-                                     steps if pairs else 1)
-    except I.InputError as err:
-        raise GuardError(str(err), "input_mismatch") from err
-    feeds: List[Any] = made
-    if pairs:
-        per_sample = made if steps > 1 else [[m] for m in made]
-        feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
-        for info in infos:
-            if info.name in pairs:
-                info.how += (f"; steps 2..{steps}: the backend's own output '{pairs[info.name]}'"
-                             if steps > 1 else f"; state output '{pairs[info.name]}'")
-    thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
+        why = B.BACKENDS[ref].unavailable()
+        if why:
+            raise GuardError(f"the reference backend '{ref}' is unavailable: {why}",
+                             "reference_failed")
+        specs = _signature(ref_family, ref_model, seed)
+        if ref_model != model:
+            _same_inputs(specs, _signature(family, model, seed), model, ref_model)
+        pairs, steps = _state_pairs(family, model, state, steps)
+        try:
+            made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
+                                         steps if pairs else 1)
+        except I.InputError as err:
+            raise GuardError(str(err), "input_mismatch") from err
+        feeds: List[Any] = made
+        if pairs:
+            per_sample = made if steps > 1 else [[m] for m in made]
+            feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
+            for info in infos:
+                if info.name in pairs:
+                    out_name = pairs[info.name]
+                    info.how += (f"; steps 2..{steps}: the backend's own output '{out_name}'"
+                                 if steps > 1 else f"; state output '{out_name}'")
+        thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
 
-    def tick(done: int, name: str) -> None:
-        if progress is not None:
-            progress(done, len(order), name)
+        def tick(done: int, name: str) -> None:
+            if progress is not None:
+                progress(done, len(order), name)
 
-    tick(0, ref)
-    ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
-    if ref_run.get("error"):
-        raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
-                         "reference_failed")
-    ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
-    ref_ms = _median_ms(ref_run["latency_s"])
-    results: List[BackendResult] = []
-    for done, name in enumerate(order):
-        tick(done, name)
-        b = B.BACKENDS[name]
-        row = BackendResult(name=name, summary=b.summary, note=b.note, status=PASS,
-                            required=name in require, reference=name == ref)
-        if name == ref:
-            run = ref_run
-        else:
-            why = b.unavailable()
-            if why:
-                row.status, row.reason = UNAVAILABLE, why
+        tick(0, ref)
+        ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
+        if ref_run.get("error"):
+            raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
+                             "reference_failed")
+        ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
+        ref_ms = _median_ms(ref_run["latency_s"])
+        results: List[BackendResult] = []
+        for done, name in enumerate(order):
+            tick(done, name)
+            b = B.BACKENDS[name]
+            row = BackendResult(name=name, summary=b.summary, note=b.note, status=PASS,
+                                required=name in require, reference=name == ref)
+            if name == ref:
+                run = ref_run
+            else:
+                why = b.unavailable()
+                if why:
+                    row.status, row.reason = UNAVAILABLE, why
+                    results.append(row)
+                    continue
+                run = run_backend(name, model, feeds, runs, seed, timeout, pairs)
+            row.notes = list(run.get("notes", []))
+            row.load_s = run.get("load_s")
+            row.latency_ms = _median_ms(run.get("latency_s", []))
+            row.runs = len(run.get("latency_s", []))
+            if row.latency_ms is not None and ref_ms:
+                row.latency_ratio = row.latency_ms / ref_ms
+            if run.get("error"):
+                row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
                 results.append(row)
                 continue
-            run = run_backend(name, model, feeds, runs, seed, timeout, pairs)
-        row.notes = list(run.get("notes", []))
-        row.load_s = run.get("load_s")
-        row.latency_ms = _median_ms(run.get("latency_s", []))
-        row.runs = len(run.get("latency_s", []))
-        if row.latency_ms is not None and ref_ms:
-            row.latency_ratio = row.latency_ms / ref_ms
-        if run.get("error"):
-            row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
+            if ref_model != model and name != ref:
+                _by_position(run, ref_outputs, row.notes)
+            worst_by_output: Dict[str, OutputResult] = {}
+            unjudged: List[str] = []
+            for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
+                for oname, rv in r_out.items():
+                    if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
+                        if oname not in unjudged:
+                            unjudged.append(oname)
+                        continue
+                    if oname not in c_out:
+                        res = OutputResult(oname, RUNTIME_ERROR, k,
+                                           detail="the backend returned no output of this name")
+                    else:
+                        try:
+                            res = judge(oname, rv, c_out[oname], thresholds, k)
+                        except TypeError as err:
+                            res = OutputResult(oname, RUNTIME_ERROR, k, detail=str(err))
+                    if name == ref:
+                        res.status = REFERENCE
+                    old = worst_by_output.get(oname)
+                    if old is None or worse(res, old):
+                        worst_by_output[oname] = res
+            if unjudged:
+                row.notes.append(f"not judged (not numeric tensors): {', '.join(unjudged)}")
+            row.outputs = list(worst_by_output.values())
+            if row.outputs and name != ref:  # the reference's row has no worst output
+                row.worst = row.outputs[0]
+                for o in row.outputs[1:]:
+                    if worse(o, row.worst):
+                        row.worst = o
+                row.status = row.worst.status
+            elif name == ref:
+                row.status = REFERENCE
             results.append(row)
-            continue
-        if ref_model != model and name != ref:
-            _by_position(run, ref_outputs, row.notes)
-        worst_by_output: Dict[str, OutputResult] = {}
-        unjudged: List[str] = []
-        for k, (r_out, c_out) in enumerate(zip(ref_outputs, run["outputs"])):
-            for oname, rv in r_out.items():
-                if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
-                    if oname not in unjudged:
-                        unjudged.append(oname)
-                    continue
-                if oname not in c_out:
-                    res = OutputResult(oname, RUNTIME_ERROR, k,
-                                       detail="the backend returned no output of this name")
-                else:
-                    try:
-                        res = judge(oname, rv, c_out[oname], thresholds, k)
-                    except TypeError as err:
-                        res = OutputResult(oname, RUNTIME_ERROR, k, detail=str(err))
-                if name == ref:
-                    res.status = REFERENCE
-                old = worst_by_output.get(oname)
-                if old is None or worse(res, old):
-                    worst_by_output[oname] = res
-        if unjudged:
-            row.notes.append(f"not judged (not numeric tensors): {', '.join(unjudged)}")
-        row.outputs = list(worst_by_output.values())
-        if row.outputs and name != ref:  # the reference's row has no worst output
-            row.worst = row.outputs[0]
-            for o in row.outputs[1:]:
-                if worse(o, row.worst):
-                    row.worst = o
-            row.status = row.worst.status
-        elif name == ref:
-            row.status = REFERENCE
-        results.append(row)
-    if probe != "never" and (pairs or ref_model != model):
-        # The probe records one model on both backends, one feed per sample: a stateful run (a
-        # list of steps per sample) or two model files would be compared wrongly, so say so.
-        why = "a stateful model" if pairs else "--reference-model (two model files)"
-        for row in results:
-            if row.status not in (PASS, REFERENCE, UNAVAILABLE, RUNTIME_ERROR):
-                row.notes.append(f"not probed: the probe does not handle {why} yet")
-    elif probe != "never":
-        if out is not None:
-            work = os.fspath(out)
-            os.makedirs(work, exist_ok=True)
-        else:
-            work = tempfile.mkdtemp(prefix="driftscope-probe-")
-        ctx = Context(model=model, family=family, reference=ref, samples=feeds,
-                      ref_outputs=ref_outputs, seed=seed, thresholds=thresholds,
-                      policy=os.fspath(policy) if policy is not None else None, work=work,
-                      keep_files=out is not None, timeout=timeout, runs=runs,
-                      runner=run_backend, probe_method=probe_method,
-                      fallback_runs=fallback_runs)
-        investigate(results, ctx, probe, fallback)
-    return GuardReport(model=model, family=family, reference=ref, backends=results,
-                       inputs=infos, samples=samples, seed=seed, runs=runs,
-                       thresholds=thresholds, required=list(require),
-                       reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
-                       fallback=fallback, out=os.fspath(out) if out is not None else None)
+        if probe != "never" and (pairs or ref_model != model):
+            # The probe records one model on both backends, one feed per sample: a stateful run (a
+            # list of steps per sample) or two model files would be compared wrongly, so say so.
+            why = "a stateful model" if pairs else "--reference-model (two model files)"
+            for row in results:
+                if row.status not in (PASS, REFERENCE, UNAVAILABLE, RUNTIME_ERROR):
+                    row.notes.append(f"not probed: the probe does not handle {why} yet")
+        elif probe != "never":
+            if out is not None:
+                work = os.fspath(out)
+                os.makedirs(work, exist_ok=True)
+            else:
+                work = tempfile.mkdtemp(prefix="driftscope-probe-")
+            ctx = Context(model=model, family=family, reference=ref, samples=feeds,
+                          ref_outputs=ref_outputs, seed=seed, thresholds=thresholds,
+                          policy=os.fspath(policy) if policy is not None else None, work=work,
+                          keep_files=out is not None, timeout=timeout, runs=runs,
+                          runner=run_backend, probe_method=probe_method,
+                          fallback_runs=fallback_runs)
+            investigate(results, ctx, probe, fallback)
+        return GuardReport(model=model, family=family, reference=ref, backends=results,
+                           inputs=infos, samples=samples, seed=seed, runs=runs,
+                           thresholds=thresholds, required=list(require),
+                           reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
+                           fallback=fallback, out=os.fspath(out) if out is not None else None)
+    finally:
+        if _local.forker is not None:
+            _local.forker.close()
+        _local.forker = previous
+
 
 
 def _check_policy(path: str) -> None:

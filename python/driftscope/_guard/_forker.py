@@ -1,0 +1,175 @@
+"""One forked process per backend, from a process that has already imported numpy, onnx and
+driftscope but no runtime: ``python -m driftscope._guard._forker``.
+
+Starting a Python interpreter and importing driftscope costs about half a second on a loaded
+2-core machine; the guard runs one child per backend (and more for the probe and the fallback).
+The parent starts this server once per guard() call; for each job it forks a fresh child, so
+the isolation is the same as with one interpreter per backend: every runtime is imported in the
+child only (no runtime state, no runtime threads are shared), and a segfault kills that child
+alone. The parent itself never forks: it may hold threads (a user's application, a runtime it
+imported) and fork() copies only the calling thread.
+
+Protocol, one line each way per job (text, on stdin / stdout):
+    parent -> server: JOB.pkl RESULT.pkl STDERR.txt
+    server -> parent: pid PID            (as soon as the child exists: the parent may kill it)
+    server -> parent: status WAITSTATUS  (when the child has been reaped)
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from typing import IO, List, Optional, Tuple
+
+# What every child needs before its runtime; none of it starts threads of its own or holds
+# state a runtime could corrupt across fork (numpy's BLAS pool handles fork itself).
+PRELOAD = ("numpy", "onnx", "driftscope", "driftscope._guard._child",
+           "driftscope._guard._backends", "driftscope._guard._inputs")
+
+
+def _serve(inp: IO[str], out: IO[str]) -> None:
+    for line in inp:
+        parts = line.rstrip("\n").split("\0")
+        if len(parts) != 3:
+            continue
+        job, result, err = parts
+        pid = os.fork()
+        if pid == 0:  # the child: exactly what `python -m driftscope._guard._child` does
+            code = 1
+            try:
+                fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 2)
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                sys.stdin = open(os.devnull)  # noqa: SIM115 - closed by os._exit
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                from ._child import main
+
+                code = main([job, result])
+            except BaseException:  # noqa: BLE001 - shown in the parent as the last stderr line
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stderr.flush()
+                except Exception:  # noqa: BLE001
+                    pass
+                os._exit(code)
+        out.write(f"pid {pid}\n")
+        out.flush()
+        _, status = os.waitpid(pid, 0)
+        out.write(f"status {status}\n")
+        out.flush()
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the server ends
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # onnx is optional: a child that needs it says so
+            pass
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    _serve(sys.stdin, sys.stdout)
+    return 0
+
+
+class Forker:
+    """The parent's side: start() once, run() per job, close() at the end. run() returns
+    (returncode as subprocess gives it: negative for a signal, stderr lines), or None when the
+    server itself is gone (the caller then starts a plain interpreter instead)."""
+
+    def __init__(self, env: dict) -> None:
+        self.proc: Optional[subprocess.Popen] = subprocess.Popen(
+            [sys.executable, "-m", "driftscope._guard._forker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+        self._ready = False
+        self._buf = b""
+
+    def _line(self, timeout: Optional[float]) -> Optional[str]:
+        """The server's next line; "" when none came within `timeout`, None at its end. Read
+        from the pipe itself, never through a buffered reader: select() would not see a line a
+        reader had already pulled in with the one before."""
+        import time
+
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            if deadline is not None:
+                ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+                if not ready:
+                    return ""
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def run(self, job: str, result: str, err: str, timeout: float
+            ) -> Optional[Tuple[int, List[str], bool]]:
+        """(returncode, stderr lines, timed out)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            if not self._ready:
+                if self._line(60.0) != "ready":
+                    self.close()
+                    return None
+                self._ready = True
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(("\0".join((job, result, err)) + "\n").encode())
+            first = self._line(30.0)
+            if not first or not first.startswith("pid "):
+                self.close()
+                return None
+            pid = int(first.split()[1])
+            status = self._line(timeout)
+            timed_out = status == ""
+            if timed_out:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                status = self._line(30.0)
+            if not status or not status.startswith("status "):
+                self.close()
+                return None
+            code = os.waitstatus_to_exitcode(int(status.split()[1]))
+        except (OSError, ValueError):
+            self.close()
+            return None
+        try:
+            with open(err, "rb") as f:
+                tail = f.read()[-65536:].decode("utf-8", "replace").splitlines()
+        except OSError:
+            tail = []
+        return code, [ln for ln in tail if ln.strip()], timed_out
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - never leave it behind
+            proc.kill()
+            proc.wait()
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
