@@ -227,7 +227,7 @@ def _plan(proto) -> List[PlannedName]:
     skip = _static_values(proto.graph, nodes)
     for node in nodes:
         infos.append(NodeInfo(node.name, node.op_type, tuple(node.output),
-                              inserted=node.doc_string == _INSERTED))
+                              inserted=node.doc_string == _INSERTED, inputs=tuple(node.input)))
     plan = plan_names(infos, skip=skip, graph_outputs=[o.name for o in proto.graph.output])
     domains = {o: n.domain for n in nodes for o in n.output}
     for entry in plan:
@@ -930,8 +930,10 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
             for name, role_index in entry.records():
                 attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
                                       else _core.format_inputs([first]))
-                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3).
-                role = "other" if entry.op_type in QUANT_PLUMBING else "output"
+                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3);
+                # a DequantizeLinear that carries a module's value (_naming) is that output.
+                role = ("other" if entry.op_type in QUANT_PLUMBING and not entry.module_output
+                        else "output")
                 result = sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
                                     attrs=attrs, role=role, axes=axes)
                 if first is None and result is not None and result.written:
