@@ -8,6 +8,11 @@ only hands back graph outputs), the session runs once, and the values are writte
 order with op type = node op type. Names follow ``driftscope._naming``: the last output inside each
 module scope of a ``torch.onnx.export``-ed graph is written under the module path, so
 ``driftscope compare torch.tdump ort.tdump`` lines up module by module without a name map.
+Quantisation plumbing (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear) is written with
+role "other" and never takes a module's name, except a DequantizeLinear of the value its module
+ended with: quantize_dynamic quantizes embedding tables, so an embedding module's Gather yields
+uint8 and only the DequantizeLinear after it holds the module's float value; that one is the
+module's output (the uint8 lookup stays recorded as ``<module>.Gather``).
 
 Observer effect: extra graph outputs stop ONNX Runtime from fusing the nodes that produce them, so
 the captured run can compute something else than the plain model. The plain model runs too, and the
