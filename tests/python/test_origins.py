@@ -293,6 +293,16 @@ def test_onnxruntime_int8_embedding_error_is_the_quantized_table(ort_dumps):
     assert 1e-3 < expected < 0.1  # 8-bit, per-tensor: a few percent
     assert first["error"] == pytest.approx(expected, rel=1e-5)
     assert "u8[" not in text.split("Origins")[0]
+    # The uint8 lookup itself is recorded with the table's affine encoding, so every reader
+    # (compare included) sees the numbers it stands for; so are DynamicQuantizeLinear outputs.
+    int8 = list(driftscope.open(ort_dumps["int8"]))
+    lookup = next(r for r in int8 if r.name == "embeddings.word_embeddings.Gather")
+    assert lookup.dtype == "u8" and lookup.encoding == {
+        "kind": "affine_tensor", "scales": [pytest.approx(float(scale))], "zero_points": [int(zero)]}
+    dq = next(r for r in int8 if r.name == "embeddings.word_embeddings" and r.role == "output")
+    np.testing.assert_allclose((lookup.numpy().astype(np.float64) - zero) * scale, dq.numpy(), rtol=1e-6)
+    dynamic = [r for r in int8 if r.op_type == "DynamicQuantizeLinear" and r.shape]
+    assert dynamic and all(r.encoding and r.encoding["kind"] == "affine_tensor" for r in dynamic)
 
 
 def test_torch_vs_onnxruntime_finer_grained_steps_are_not_a_divergence(bert, ort_dumps, tmp_path):
