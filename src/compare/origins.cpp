@@ -165,9 +165,9 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
         p.origin = Origin::introduced;  // from exact inputs (or none), or new NaN/Inf
       } else if (p.amplification >= options.amplification_threshold) {
         p.origin = inputs_carry ? Origin::amplified : Origin::introduced;
-      } else if (downstream || inputs_fail) {
+      } else if (downstream || inputs_carry || (inputs_fail && !p.beyond_rounding)) {
         p.origin = Origin::inherited;   // the error its inputs brought, grown by less than the threshold
-      } else {
+      } else {  // or its inputs fail by rounding only and it is beyond: this op made the excess
         p.origin = Origin::introduced;  // error accumulated below tolerance first fails here
       }
     }
