@@ -282,6 +282,10 @@ def test_onnxruntime_int8_embedding_error_is_the_quantized_table(ort_dumps):
     rep, text = compare(ort_dumps["f32"], ort_dumps["int8"], "--allow-unpaired")
     first = rep["origins"][0]
     assert first["name"] == "embeddings.word_embeddings" and first["origin"] == "introduced"
+    # Every quantized table is an origin of its own (position ids come from Equal/Where on the
+    # input ids, yet a lookup in a float table is a float value, not a mask).
+    assert [(o["name"], o["origin"]) for o in rep["origins"]] == [
+        (f"embeddings.{e}_embeddings", "introduced") for e in ("word", "token_type", "position")]
     init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(ort_dumps["int8_model"])).graph.initializer}
     q = init["embeddings.word_embeddings.weight_quantized"].astype(np.float64)
     scale = init["embeddings.word_embeddings.weight_scale"].astype(np.float64)
