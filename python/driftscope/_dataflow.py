@@ -27,6 +27,7 @@ SHAPE_OPS = frozenset({"Shape", "Size", "SHAPE", "RANK"})
 MASK_OPS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And",
                       "Or", "Xor", "IsNaN", "IsInf", "EQUAL", "LESS", "GREATER", "LESS_EQUAL",
                       "GREATER_EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"})
+GATHER_OPS = frozenset({"Gather", "GatherElements", "GatherND", "GATHER", "GATHER_ND"})
 INDEX_OPS = frozenset({"ArgMax", "ArgMin", "NonZero", "ARG_MAX", "ARG_MIN", "WHERE"})
 
 
@@ -81,6 +82,13 @@ class DataFlow:
             if n.cast_to == "int":
                 return "shape" if src == "shape" else "index"
             return "float" if src == "float" else "mask"
+        # A lookup in a float weight table is a float value whatever computed the indices (BERT's
+        # position ids come from Equal/Where on the input ids: "mask" by the rules below); a
+        # dequantized value is a float value whatever its integer input was.
+        if n.op_type in GATHER_OPS and ins and ins[0] == "cfloat":
+            return "float"
+        if n.op_type == "DequantizeLinear":
+            return "float"
         if n.op_type in MASK_OPS:
             return "mask"
         if n.op_type in INDEX_OPS:

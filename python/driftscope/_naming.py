@@ -33,6 +33,7 @@ class NodeInfo:
     # A node the recorder itself inserted (a float16 conversion's casts): it belongs to no module
     # and its outputs are recorded only as the model's outputs (`<root>`), if they are that.
     inserted: bool = False
+    inputs: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,12 +79,20 @@ def plan_names(nodes: Sequence[NodeInfo], skip: Iterable[str] = (),
     scopes: List[Tuple[str, ...]] = []
     locals_: List[str] = []
     last_in_scope: Dict[Tuple[str, ...], int] = {}
+    producer: Dict[str, int] = {}
     for i, node in enumerate(nodes):
         scope, local = split_scope(node.name)
         scopes.append(scope)
         locals_.append(local)
-        if (node.inserted or node.op_type in QUANT_PLUMBING
-                or not any(o and o not in skipped for o in node.outputs)):
+        producer.update((o, i) for o in node.outputs if o)
+        # A DequantizeLinear of the value its module ended with is the float form of that value
+        # (quantize_dynamic's Gather of uint8 embedding weights, a static graph's quantized
+        # Gather): the module's name goes to it. Q -> DQ after a float op stays plumbing: the
+        # producer of its input is a QuantizeLinear, never a module's last node.
+        dq_of_module = (node.op_type == "DequantizeLinear" and node.inputs and scope
+                        and last_in_scope.get(scope) == producer.get(node.inputs[0], -1))
+        if not dq_of_module and (node.inserted or node.op_type in QUANT_PLUMBING
+                                 or not any(o and o not in skipped for o in node.outputs)):
             continue
         # Every enclosing module (not the root: it has no name) sees this node as its latest.
         for depth in range(1, len(scope) + 1):

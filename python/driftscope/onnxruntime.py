@@ -8,6 +8,14 @@ only hands back graph outputs), the session runs once, and the values are writte
 order with op type = node op type. Names follow ``driftscope._naming``: the last output inside each
 module scope of a ``torch.onnx.export``-ed graph is written under the module path, so
 ``driftscope compare torch.tdump ort.tdump`` lines up module by module without a name map.
+Quantisation plumbing (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear) is written with
+role "other" and never takes a module's name, except a DequantizeLinear of the value its module
+ended with: quantize_dynamic quantizes embedding tables, so an embedding module's Gather yields
+uint8 and only the DequantizeLinear after it holds the module's float value; that one is the
+module's output (the uint8 lookup stays recorded as ``<module>.Gather``). Quantized integer
+values carry their affine encoding (docs/format.md §3.3.2) where the graph gives it: outputs of
+DynamicQuantizeLinear and QuantizeLinear, inputs of DequantizeLinear; readers and compare see
+them as scale × (q − zero_point).
 
 Observer effect: extra graph outputs stop ONNX Runtime from fusing the nodes that produce them, so
 the captured run can compute something else than the plain model. The plain model runs too, and the
@@ -227,7 +235,7 @@ def _plan(proto) -> List[PlannedName]:
     skip = _static_values(proto.graph, nodes)
     for node in nodes:
         infos.append(NodeInfo(node.name, node.op_type, tuple(node.output),
-                              inserted=node.doc_string == _INSERTED))
+                              inserted=node.doc_string == _INSERTED, inputs=tuple(node.input)))
     plan = plan_names(infos, skip=skip, graph_outputs=[o.name for o in proto.graph.output])
     domains = {o: n.domain for n in nodes for o in n.output}
     for entry in plan:
@@ -241,6 +249,58 @@ def _plan(proto) -> List[PlannedName]:
 # FLOAT8*) and boolean; every other numeric type is an integer.
 _FLOAT_ELEMS = frozenset({1, 10, 11, 16, 17, 18, 19, 20})
 _BOOL_ELEM = 9
+
+
+def _quantized_encodings(proto, values: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Affine encodings (docs/format.md §3.3.2) of the graph's quantized integer values, so that
+    compare reads them as the real numbers they stand for (value = scale × (q − zero_point)):
+    a DynamicQuantizeLinear's output with the scale and zero point it computed, a
+    QuantizeLinear's output and a DequantizeLinear's input with the node's scale and zero point
+    (initializers or run values). Values whose parameters are unknown stay raw."""
+    from onnx import numpy_helper
+
+    consts = {t.name: t for t in proto.graph.initializer}
+
+    def array(name: str) -> Optional[np.ndarray]:
+        if name in values and isinstance(values[name], np.ndarray):
+            return values[name]
+        if name in consts:
+            return numpy_helper.to_array(consts[name])
+        return None
+
+    def encoding(scale_name: str, zero_name: str, axis: int, ndim: int) -> Optional[Dict[str, Any]]:
+        scale = array(scale_name)
+        zero = array(zero_name) if zero_name else np.zeros((), np.int64)
+        if scale is None or zero is None or scale.dtype.kind != "f" or zero.dtype.kind not in "iu":
+            return None
+        if scale.size == 1 and zero.size == 1:
+            return {"kind": "affine_tensor", "scale": float(scale.reshape(())),
+                    "zero_point": int(zero.reshape(()))}
+        if scale.ndim == 1 and zero.shape in (scale.shape, ()) and ndim > 0:
+            zeros = np.broadcast_to(zero, scale.shape)
+            return {"kind": "affine_channel", "axis": axis % ndim,
+                    "scales": [float(x) for x in scale], "zero_points": [int(x) for x in zeros]}
+        return None  # blocked quantisation (opset 21 block_size): left raw
+
+    found: Dict[str, Dict[str, Any]] = {}
+    for node in proto.graph.node:
+        ins = list(node.input) + ["", "", ""]
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        if node.op_type == "DynamicQuantizeLinear" and len(node.output) >= 3:
+            target, scale, zero = node.output[0], node.output[1], node.output[2]
+        elif node.op_type == "QuantizeLinear" and node.output:
+            target, scale, zero = node.output[0], ins[1], ins[2]
+        elif node.op_type == "DequantizeLinear":
+            target, scale, zero = ins[0], ins[1], ins[2]
+        else:
+            continue
+        value = values.get(target)
+        if target in found or not isinstance(value, np.ndarray) or value.dtype.kind not in "iu":
+            continue
+        enc = encoding(scale, zero, axis, value.ndim)
+        if enc is not None:
+            found[target] = enc
+    return found
 
 
 def graph_dataflow(proto) -> DataFlow:
@@ -907,6 +967,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
 
     skipped: List[str] = []
     axis_names = _axis_names(proto)
+    encodings = _quantized_encodings(proto, values)
     node_of = {o: n for n in proto.graph.node for o in n.output if o}
     flow = graph_dataflow(proto)
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
@@ -930,10 +991,13 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
             for name, role_index in entry.records():
                 attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
                                       else _core.format_inputs([first]))
-                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3).
-                role = "other" if entry.op_type in QUANT_PLUMBING else "output"
+                # Quantisation plumbing is recorded as such: role "other" (docs/format.md §3.3);
+                # a DequantizeLinear that carries a module's value (_naming) is that output.
+                role = ("other" if entry.op_type in QUANT_PLUMBING and not entry.module_output
+                        else "output")
                 result = sink.offer(name, value, op_type=entry.op_type, role_index=role_index,
-                                    attrs=attrs, role=role, axes=axes)
+                                    attrs=attrs, role=role, axes=axes,
+                                    encoding=encodings.get(entry.tensor))
                 if first is None and result is not None and result.written:
                     first = (name, role, role_index, result.occurrence)
                     flow.recorded(entry.tensor, first)

@@ -97,6 +97,9 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
 void describe_dataflow(const TensorInfo& info, TensorDesc& d);
 // The relative L2 error a candidate of dtype `t` makes anyway by rounding (docs/metrics.md).
 double rounding_bound(DType coarser, bool quantized) noexcept;
+// The same for a tensor with recorded inputs: unit roundoff `u`, contracted size `contracted`,
+// `inherited_error` the largest relative error of its inputs that are within rounding.
+double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept;
 // Labels every failing pair introduced / inherited / amplified from the reference's data flow
 // and lists every origin; false (nothing changed) when the reference has no data flow.
 bool localize_dataflow(Report& report, const CompareOptions& options);

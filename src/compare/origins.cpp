@@ -13,8 +13,14 @@
 namespace driftscope::compare_detail {
 namespace {
 
-// The bound of docs/metrics.md: c roundings of the coarser dtype, relative to the norm.
+// docs/metrics.md §7a. Without recorded inputs: c roundings of the coarser dtype, relative to
+// the norm. With them: A times the rounding error the inputs brought, plus what the op adds: one
+// rounding of its output and one of its own inputs/weights (2u), plus the probabilistic bound
+// sqrt(K) u_acc of a K-term sum (Higham & Mary 2019) in the accumulator's precision: float32
+// for narrower dtypes (what PyTorch, ONNX Runtime and cuBLAS do), the dtype itself otherwise.
 constexpr double kRoundingFactor = 16.0;
+constexpr double kFloat32Roundoff = 0x1p-24;
+constexpr double kInheritedFactor = 2.0;
 // Affine 8-bit tensors: one quantisation step is about 2^-8 of the range.
 constexpr double kQuantizedRoundoff = 1.0 / 256.0;
 
@@ -58,6 +64,18 @@ double rounding_bound(DType coarser, bool quantized) noexcept {
   return kRoundingFactor * u;
 }
 
+namespace {
+// rounding_bound() is c * u with c a power of two: the unit roundoff back, exactly.
+double roundoff_of(const PairResult& p) { return p.rounding / kRoundingFactor; }
+
+uint64_t last_dim(const TensorDesc& d) { return d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1); }
+}  // namespace
+
+double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept {
+  double u_acc = std::min(u, kFloat32Roundoff);
+  return kInheritedFactor * inherited_error + 2.0 * u + std::sqrt(static_cast<double>(contracted)) * u_acc;
+}
+
 bool localize_dataflow(Report& rep, const CompareOptions& options) {
   auto& pairs = rep.pairs;
   bool any = false;
@@ -99,7 +117,6 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
-    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
     if (auto it = params.find(p.ref.name); it != params.end() && p.ref.role != Role::parameter)
       p.parameter_pairs = it->second;
     p.basis_pairs.clear();
@@ -116,7 +133,18 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
         p.input_error = std::max(p.input_error, pairs[j].error);
         children[j].push_back(i);
       }
+      // The contracted size: the longest last axis among the inputs (the reduction axis of a
+      // Linear, matmul, LayerNorm or softmax); the rounding error they bring: the largest
+      // relative error of an input that is itself within rounding (a fault upstream is no excuse).
+      uint64_t k = last_dim(p.ref);
+      double inherited = 0;
+      for (size_t j : p.basis_pairs) {
+        k = std::max(k, last_dim(pairs[j].ref));
+        if (!pairs[j].beyond_rounding && std::isfinite(pairs[j].error)) inherited = std::max(inherited, pairs[j].error);
+      }
+      p.rounding = dataflow_rounding_bound(roundoff_of(p), k, inherited);
     }
+    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
     // An input carries error when it fails beyond rounding: within tolerance, or within what its
     // dtype makes anyway, it brought nothing to blame. Downstream of an origin means some input
     // is an origin or downstream of one.
@@ -137,9 +165,9 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
         p.origin = Origin::introduced;  // from exact inputs (or none), or new NaN/Inf
       } else if (p.amplification >= options.amplification_threshold) {
         p.origin = inputs_carry ? Origin::amplified : Origin::introduced;
-      } else if (downstream || inputs_fail) {
+      } else if (downstream || inputs_carry || (inputs_fail && !p.beyond_rounding)) {
         p.origin = Origin::inherited;   // the error its inputs brought, grown by less than the threshold
-      } else {
+      } else {  // or its inputs fail by rounding only and it is beyond: this op made the excess
         p.origin = Origin::introduced;  // error accumulated below tolerance first fails here
       }
     }

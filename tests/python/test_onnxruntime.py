@@ -63,6 +63,25 @@ def test_plan_names_last_node_of_each_scope_takes_the_module_path():
     assert [e.tensor for e in plan] == ["a", "b", "d", "e", "f0", "f1", "g"]
 
 
+def test_plan_names_dequantized_gather_carries_the_module_but_qdq_plumbing_does_not():
+    nodes = [
+        # quantize_dynamic: a Gather of uint8 weights, then its DequantizeLinear: the float value.
+        NodeInfo("/emb/Gather", "Gather", ("g_q",), inputs=("w_q", "ids")),
+        NodeInfo("/emb/Gather_output_0_DequantizeLinear", "DequantizeLinear", ("g",),
+                 inputs=("g_q", "s", "z")),
+        # static QDQ: a float op, then Q -> DQ of its output: the float op stays the module's.
+        NodeInfo("/fc/MatMul", "MatMul", ("m",), inputs=("g", "w")),
+        NodeInfo("/fc/MatMul_output_0_QuantizeLinear", "QuantizeLinear", ("m_q",), inputs=("m", "s", "z")),
+        NodeInfo("/fc/MatMul_output_0_DequantizeLinear", "DequantizeLinear", ("m_dq",),
+                 inputs=("m_q", "s", "z")),
+    ]
+    got = {e.tensor: (e.records(), e.module_output) for e in plan_names(nodes, root_name=None)}
+    assert got["g"] == ([("emb", 0)], True)
+    assert got["g_q"] == ([("emb.Gather", 0)], False)
+    assert got["m"] == ([("fc", 0)], True)
+    assert got["m_dq"][1] is False and got["m_q"][1] is False
+
+
 def test_plan_names_never_reuses_a_name():
     nodes = [
         NodeInfo("/a/b", "Relu", ("x",)),      # node-derived "a.b"

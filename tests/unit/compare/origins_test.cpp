@@ -131,8 +131,9 @@ TEST(Origins, SmallInheritedErrorAmplified) {
 }
 
 TEST(Origins, WithinRoundingIsNotAnOrigin) {
-  // A bf16 candidate: 5e-3 is within 16 roundings of bf16 (0.0625) even when a tight criterion
-  // fails it; the 0.3 fault is beyond.
+  // A bf16 candidate: 5e-3 is within the rounding of an op without compared inputs
+  // (2u + sqrt(K) 2^-24 = 7.8e-3, docs/metrics.md §7a) even when a tight criterion fails it;
+  // the 0.3 fault is beyond.
   Graph g;
   g.add("x", "", 5e-3, 2);
   g.add("y", "output/0/0:x", 0.3, 3);
@@ -148,6 +149,34 @@ TEST(Origins, WithinRoundingIsNotAnOrigin) {
   ASSERT_EQ(rep.origins.size(), 1u);
   EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "y");
   EXPECT_EQ(rep.origins[0].origin, Origin::introduced);
+}
+
+TEST(Origins, RoundingBoundFollowsTheDataFlow) {
+  // bf16, u = 2^-8, K = 256: an op adds 2u + 16 * 2^-24 and may double the rounding error its
+  // inputs within rounding brought. y inherits 9e-3 from x's 5e-3 (bound 1.78e-2: within), z
+  // makes 5e-2 of its own (beyond), w after z may not use z's error as an excuse.
+  Graph g;
+  g.add("x", "", 5e-3, 2);
+  g.add("y", "output/0/0:x", 9e-3, 3);
+  g.add("z", "output/0/0:y", 5e-2, 4);
+  g.add("w", "output/0/0:z", 5.5e-2, 5);
+  for (auto& e : g.cand) e.dtype = DType::bf16;
+  ScratchDir t;
+  CompareOptions o;
+  o.policy.global = Criteria{};
+  o.policy.global->max_rel_l2 = 1e-3;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand), o);
+  const double u = 0x1p-8, own = 2 * u + 16 * 0x1p-24;
+  EXPECT_DOUBLE_EQ(rep.pairs[0].rounding, own);
+  EXPECT_DOUBLE_EQ(rep.pairs[1].rounding, 2 * rep.pairs[0].error + own);
+  EXPECT_DOUBLE_EQ(rep.pairs[2].rounding, 2 * rep.pairs[1].error + own);
+  EXPECT_DOUBLE_EQ(rep.pairs[3].rounding, own);  // z is beyond rounding: nothing inherited
+  EXPECT_FALSE(rep.pairs[0].beyond_rounding);
+  EXPECT_FALSE(rep.pairs[1].beyond_rounding);
+  EXPECT_TRUE(rep.pairs[2].beyond_rounding);
+  EXPECT_TRUE(rep.pairs[3].beyond_rounding);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "z");
 }
 
 TEST(Origins, ParametersThatDifferAreNamed) {
