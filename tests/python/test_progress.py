@@ -77,3 +77,33 @@ def test_compare_draws_its_bar_on_a_tty_only(tmp_path):
     assert rc == 0 and b"comparing [" in seen and b"3/3 pairs" in seen
     rc, seen = on_pty([DRIFTSCOPE, "compare", a, b, "--no-progress"])
     assert rc == 0 and seen == b""
+
+
+def test_count_without_total_turns_a_spinner_and_hides_escapes():
+    tty = Tty()
+    bar = Progress("recording", "tensors written", stream=tty)
+    bar.update(1, None, "encoder.\x1b[2Jlayer")
+    assert tty.getvalue() == "\r\x1b[Krecording | 1 tensors written (encoder.\\x1b[2Jlayer)"
+    bar._last = 0.0  # past the redraw interval
+    bar.update(2, None, "x" * 200)
+    line = tty.getvalue().rsplit("\r\x1b[K", 1)[1]
+    assert line.startswith("recording / 2 tensors written (xxx") and line.endswith("...)")
+    assert len(line) < 120
+    bar.close()
+    assert tty.getvalue().endswith("\r\x1b[K")
+
+
+def test_record_torch_counts_on_a_tty_only(tmp_path):
+    model = tmp_path / "m.py"
+    model.write_text("import torch\n"
+                     "def make():\n"
+                     "    torch.manual_seed(0)\n"
+                     "    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
+                     "    return m, torch.ones(1, 4)\n")
+    base = [DRIFTSCOPE, "record", "torch", "--model", f"{model}:make"]
+    rc, seen = on_pty(base + ["-o", str(tmp_path / "a.tdump")])
+    assert rc == 0 and b"recording " in seen and b"tensors written" in seen, seen
+    rc, seen = on_pty(base + ["-o", str(tmp_path / "b.tdump"), "--no-progress"])
+    assert rc == 0 and b"recording " not in seen and b"tensors recorded" in seen, seen
+    piped = subprocess.run(base + ["-o", str(tmp_path / "c.tdump")], capture_output=True, text=True)
+    assert piped.returncode == 0 and "recording " not in piped.stderr, piped.stderr
