@@ -5,6 +5,7 @@ import io
 import os
 import pty
 import subprocess
+import sys
 
 import numpy as np
 
@@ -49,11 +50,11 @@ def dumps(d):
     return str(d / "a.tdump"), str(d / "b.tdump")
 
 
-def on_pty(args):
+def on_pty(args, env=None):
     """Runs `args` with stderr on a pseudo-terminal; (exit code, what the terminal got)."""
     master, slave = pty.openpty()
     try:
-        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave)
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave, env=env)
         os.close(slave)
         seen = b""
         while True:
@@ -101,9 +102,12 @@ def test_record_torch_counts_on_a_tty_only(tmp_path):
                      "    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
                      "    return m, torch.ones(1, 4)\n")
     base = [DRIFTSCOPE, "record", "torch", "--model", f"{model}:make"]
-    rc, seen = on_pty(base + ["-o", str(tmp_path / "a.tdump")])
-    assert rc == 0 and b"recording " in seen and b"tensors written" in seen, seen
-    rc, seen = on_pty(base + ["-o", str(tmp_path / "b.tdump"), "--no-progress"])
+    env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable)
+    rc, seen = on_pty(base + ["-o", str(tmp_path / "a.tdump")], env)
+    assert rc == 0 and b"recording | 1 tensors written" in seen, seen
+    assert b"tensors written" not in seen.rsplit(b"\x1b[K", 1)[1], seen  # erased when done
+    rc, seen = on_pty(base + ["-o", str(tmp_path / "b.tdump"), "--no-progress"], env)
     assert rc == 0 and b"recording " not in seen and b"tensors recorded" in seen, seen
-    piped = subprocess.run(base + ["-o", str(tmp_path / "c.tdump")], capture_output=True, text=True)
+    piped = subprocess.run(base + ["-o", str(tmp_path / "c.tdump")], capture_output=True,
+                           text=True, env=env)
     assert piped.returncode == 0 and "recording " not in piped.stderr, piped.stderr
