@@ -499,3 +499,9 @@ def test_check_page_groups_findings_per_tensor(tmp_path):
     assert "all_zero" in rows[0] and "Relu" in rows[0]
     assert "nonfinite" in rows[1] and "|nan|" in rows[1] and "Div" in rows[1]
     assert 'class="badge s-findings">findings<' in dom
+    for bad, says in ((["--html", "-", "--json", "-"], "only one report can go to stdout"),
+                      (["--html", str(out), "--json", str(out)], "--json and --html both name"),
+                      (["--html", str(run)], "is the input file")):
+        r = subprocess.run([DRIFTSCOPE, "check", str(run)] + bad, capture_output=True, text=True)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert driftscope.check(str(run)).findings  # the input was left alone
