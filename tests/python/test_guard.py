@@ -433,7 +433,8 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     shown = json.loads(block)
     diagnostics = [b.pop("diagnostics") for b in shown["backends"]]
     assert shown == data
-    assert data["backends"][4]["reason"] and diagnostics[4].startswith(data["backends"][4]["reason"])
+    reason = data["backends"][4]["reason"]
+    assert reason and diagnostics[4].startswith(reason)
 
 
 def test_list_backends_says_which_can_run_here(models, plugins):

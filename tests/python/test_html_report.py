@@ -394,7 +394,8 @@ def test_output_flags_refuse_conflicts(demo, tmp_path):
 
 # -- the guard and check pages: the same manners (CSP, names as text, no network) ------------------
 
-EVIL = '</script><img data-injected src="http://driftscope-evil.invalid/x.png" onerror="document.title=1">'
+EVIL = ('</script><img data-injected src="http://driftscope-evil.invalid/x.png" '
+        'onerror="document.title=1">')
 
 
 def rendered(html_path, profile):
@@ -429,7 +430,8 @@ def guard_report():
 
     out = OutputResult("logits", "PASS", 0, cosine=1.0, norm_ref=3.5, norm_cand=3.5, max_diff=0.0)
     bad = OutputResult("logits", "NUMERICAL_INSTABILITY", 0, cosine=None, norm_ref=3.5,
-                       norm_cand=None, max_diff=None, inf=16, detail="16 Inf where the reference is finite")
+                       norm_cand=None, max_diff=None, inf=16,
+                       detail="16 Inf where the reference is finite")
     node = ProbeFinding(EVIL, "Pow", "t." + EVIL, origin="introduced", detail="overflow to Inf",
                         index=7)
     probe = ProbeResult("recorded", "the backend can record", first_divergence=node,
