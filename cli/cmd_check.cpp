@@ -14,19 +14,26 @@ namespace {
 struct CheckArgs {
   std::string file;
   CheckOptions options;
-  std::string json_out;
+  std::string json_out, html_out;
   bool quiet = false;
 };
 
 int run_check(const CheckArgs& a) {
-  if (!a.json_out.empty() && a.json_out != "-")
-    if (auto same = refuse_input_as_output(a.json_out, std::vector<std::string>{a.file}); !same) return fail(same.error().message);
+  for (const std::string* out : {&a.json_out, &a.html_out})
+    if (!out->empty() && *out != "-")
+      if (auto same = refuse_input_as_output(*out, std::vector<std::string>{a.file}); !same) return fail(same.error().message);
+  if (!a.json_out.empty() && a.json_out == a.html_out)
+    return fail(a.json_out == "-" ? std::string("only one report can go to stdout ('-')")
+                                  : fmt::format("--json and --html both name {}; give each report its own file", a.json_out));
+  const bool to_stdout = a.json_out == "-" || a.html_out == "-";
   if (auto v = a.options.validate(); !v) return fail(v.error().to_string());
   auto rep = check_file(a.file, a.options);
   if (!rep) return fail(a.file, rep.error());
   if (!a.json_out.empty())
     if (auto w = write_output_file(a.json_out, check_to_json(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
-  if (a.json_out != "-") {
+  if (!a.html_out.empty())
+    if (auto w = write_output_file(a.html_out, check_to_html(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
+  if (!to_stdout) {
     if (a.quiet) fmt::print("{}\n", printable(rep->summary));
     else fmt::print("{}", check_to_text(*rep));
   }
@@ -54,6 +61,8 @@ std::function<int()> setup_check(CLI::App& app) {
   sub->add_option("--saturation", o.saturation_fraction,
                   "INT8/UINT8 fraction at a saturating extreme that is a finding (default 0.01)");
   sub->add_option("--json", a->json_out, "write the JSON report to FILE, '-' for stdout");
+  sub->add_option("--html", a->html_out,
+                  "write one self-contained offline HTML page (findings per tensor, filterable) to FILE, '-' for stdout");
   sub->add_flag("-q,--quiet", a->quiet, "print only the summary line");
   sub->footer(R"HELP(
 Looks at one recorded run, with no reference to compare against, and reports what is
@@ -85,7 +94,8 @@ A damaged file (cut, corrupt) is checked up to the damage, with a warning.
 Examples:
   driftscope check run.tdump
   driftscope check run.tdump --dynamic seq --ignore dead_channels
-  driftscope check run.tdump --json findings.json -q)HELP");
+  driftscope check run.tdump --json findings.json -q
+  driftscope check run.tdump --html check.html)HELP");
   return [a] { return run_check(*a); };
 }
 

@@ -70,5 +70,8 @@ Result<CheckReport> check_file(const std::string& path, const CheckOptions& opti
 
 std::string check_to_text(const CheckReport& report);
 std::string check_to_json(const CheckReport& report, int indent = 2);
+// One self-contained offline page (no network: its Content-Security-Policy forbids it): the
+// findings grouped per tensor, filterable; names are inserted as text, never as markup.
+std::string check_to_html(const CheckReport& report);
 
 }  // namespace driftscope

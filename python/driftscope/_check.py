@@ -38,10 +38,11 @@ class CheckReport:
     findings: every finding in file order; notes: what could not be checked; warnings: damage.
     """
 
-    def __init__(self, json_text: str, text: str) -> None:
+    def __init__(self, json_text: str, text: str, html: str) -> None:
         self.data: Dict[str, Any] = json.loads(json_text)
         self._json = json_text
         self._text = text
+        self._html = html
 
     verdict = property(lambda self: self.data["verdict"])
     exit_code = property(lambda self: self.data["exit_code"])
@@ -62,6 +63,10 @@ class CheckReport:
     def to_text(self) -> str:
         return self._text
 
+    def to_html(self) -> str:
+        """The self-contained offline page ``driftscope check --html`` writes."""
+        return self._html
+
     def __repr__(self) -> str:
         return f"<CheckReport {self.verdict}: {self.summary}>"
 
@@ -81,5 +86,4 @@ def check(run: Union[str, "os.PathLike[str]", Dump], *, dynamic_axes: Sequence[s
     o.norm_tolerance, o.softmax_tolerance = float(norm_tolerance), float(softmax_tolerance)
     o.bad_slice_fraction, o.f16_near_overflow = float(bad_slice_fraction), float(f16_near_overflow)
     o.saturation_fraction = float(saturation_fraction)
-    json_text, text = _core.check(_reader(run), o)
-    return CheckReport(json_text, text)
+    return CheckReport(*_core.check(_reader(run), o))

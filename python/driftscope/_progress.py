@@ -9,10 +9,13 @@ import time
 from typing import Any, Optional, TextIO
 
 _WIDTH = 30
+_SPIN = "|/-\\"
+_NOTE = 60
 
 
 class Progress:
-    """``label [#####.........] done/total unit note``; ``total`` None shows a count only.
+    """``label [#####.........] done/total unit note``; ``total`` None (work of unknown size,
+    e.g. ``record torch``) shows a turning spinner and the count: ``label | done unit note``.
     ``enabled`` None: on when the stream is a terminal."""
 
     def __init__(self, label: str, unit: str = "", enabled: Optional[bool] = None,
@@ -25,6 +28,7 @@ class Progress:
         self.label, self.unit = label, unit
         self.drawn = False
         self._last = 0.0
+        self._turn = 0
 
     def update(self, done: int, total: Optional[int] = None, note: str = "") -> None:
         if not self.enabled:
@@ -38,10 +42,17 @@ class Progress:
             filled = min(done, total) * _WIDTH // total
             text = f"{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {done}/{total}"
         else:
-            text = f"{self.label} {done}"
+            text = f"{self.label} {_SPIN[self._turn % len(_SPIN)]} {done}"
+            self._turn += 1
         if self.unit:
             text += f" {self.unit}"
         if note:
+            # A name from the model: escapes spelled out (never sent to the terminal), and
+            # short enough that the line does not wrap, which would defeat the redraw.
+            note = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                           for c in note)
+            if len(note) > _NOTE:
+                note = note[:_NOTE - 3] + "..."
             text += f" ({note})"
         self.stream.write("\r\x1b[K" + text)
         self.stream.flush()

@@ -41,6 +41,7 @@ import torch
 
 from . import _core
 from ._cli import parse_args, refuse_output_onto_inputs
+from ._progress import Progress
 from ._writer import Writer
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -818,6 +819,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--sync", choices=("close", "record"), default="close",
                    help="fdatasync on close (default) or after every record")
     p.add_argument("--seed", type=int, default=None, help="torch.manual_seed before loading")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress line on stderr (it is drawn only when stderr is a terminal)")
     args = parse_args(p, argv)
     # The entry point's file (MODULE may be a path "file.py:function"): never the output.
     module_file = args.model.rpartition(":")[0]
@@ -861,10 +864,14 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             meta.setdefault("seed", str(args.seed))
         axes = {k: v for k, v in pairs(args.axes, "--axes").items()} or None
         model.eval()
-        with torch.no_grad():
-            with record(model, args.output, filter=args.filter, inputs=args.inputs,
-                        summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
-                        sync=args.sync, parameters=args.parameters) as rec:
+        # The number of tensors is known only at the end: a count, not a bar.
+        with Progress("recording", "tensors written",
+                      enabled=False if args.no_progress else None) as bar, torch.no_grad():
+            rec = record(model, args.output, filter=args.filter, inputs=args.inputs,
+                         summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
+                         sync=args.sync, parameters=args.parameters,
+                         on_record=lambda ev: bar.update(rec.records_written, None, ev.name))
+            with rec:
                 _call(model, inputs)
     except Exception as e:  # noqa: BLE001 - the CLI reports any failure as one line, exit 2
         print(f"driftscope record torch: error: {e}", file=sys.stderr)

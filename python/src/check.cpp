@@ -3,16 +3,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "core.hpp"
 #include "driftscope/check.hpp"
+#include "driftscope/guard.hpp"
 
 namespace driftscope::py {
 
@@ -27,7 +31,7 @@ void bind_check(nb::module_& m) {
       .def_rw("bad_slice_fraction", &CheckOptions::bad_slice_fraction)
       .def_rw("f16_near_overflow", &CheckOptions::f16_near_overflow)
       .def_rw("saturation_fraction", &CheckOptions::saturation_fraction);
-  // (JSON report, text report) of one run.
+  // (JSON report, text report, HTML page) of one run.
   m.def(
       "check",
       [](const PyReader& reader, const CheckOptions& options) {
@@ -39,9 +43,13 @@ void bind_check(nb::module_& m) {
         }
         CheckReport rep = unwrap(std::move(*result));
         rep.path = reader.path;
-        return std::make_pair(check_to_json(rep, 0), check_to_text(rep));
+        return std::make_tuple(check_to_json(rep, 0), check_to_text(rep), check_to_html(rep));
       },
       nb::arg("reader"), nb::arg("options"));
+  // The guard's page (include/driftscope/guard.hpp) from its JSON report.
+  m.def(
+      "guard_report_html", [](std::string_view report_json) { return unwrap(guard_report_to_html(report_json)); },
+      nb::arg("report_json"));
 }
 
 }  // namespace driftscope::py

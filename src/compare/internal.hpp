@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -133,5 +134,15 @@ std::string fmt_num(double v, int significant = 4);
 std::string fmt_shape(const std::vector<uint64_t>& shape);
 std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
 std::string summary_line(const Report& report);
+
+// The report pages (compare, guard, check; src/compare/html_page.cpp): fills a template's
+// %%DS_NAME%% markers. TITLE becomes escaped HTML text, STYLE and COMMON_JS the shared stylesheet
+// and script; every other marker takes the JSON given for it, written so that it cannot end its
+// <script type="application/json"> block. A marker without a value is left out.
+struct HtmlSlot {
+  std::string_view name;  // e.g. "REPORT" for %%DS_REPORT%%
+  std::string_view json;
+};
+std::string fill_html_page(std::string_view tmpl, std::string_view title, std::initializer_list<HtmlSlot> slots);
 
 }  // namespace driftscope::compare_detail

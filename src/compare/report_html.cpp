@@ -7,13 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/internal.hpp"
-#include "driftscope/text.hpp"
 
 namespace driftscope {
 namespace {
 
 constexpr std::string_view kTemplate =
-#include "report_html_template.inc"
+#include "report_html.inc"
     ;
 
 using nlohmann::json;
@@ -78,36 +77,6 @@ json detail_json(const PairDetail& d) {
   return o;
 }
 
-// JSON inside <script type="application/json">: the block ends at the first "</script" and
-// "<!--" changes how it is parsed, so '<' (and '>', '&' for good measure) are written as \u00XX
-// escapes, which JSON.parse reads back as the same characters. They only occur inside strings.
-void append_script_json(std::string& out, std::string_view j) {
-  for (char c : j) {
-    switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
-    }
-  }
-}
-
-// Text in HTML markup (the <title>): printable(), then the five characters HTML gives a meaning.
-std::string html_text(std::string_view s) {
-  std::string out;
-  for (char c : printable(s)) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string report_to_html(const Report& report) {
@@ -124,23 +93,8 @@ std::string report_to_html(const Report& report) {
   }
   detail += ']';
 
-  std::string out;
-  out.reserve(kTemplate.size() + report_json.size() + detail.size() + 256);
-  std::string_view t = kTemplate;
-  struct Slot {
-    std::string_view marker;
-    int what;
-  };
-  for (const Slot& s : {Slot{"%%DS_TITLE%%", 0}, Slot{"%%DS_REPORT%%", 1}, Slot{"%%DS_DETAIL%%", 2}}) {
-    size_t at = t.find(s.marker);
-    if (at == std::string_view::npos) continue;  // the template is ours; tested to hold all three
-    out += t.substr(0, at);
-    if (s.what == 0) out += html_text("driftscope: " + report.summary);
-    else append_script_json(out, s.what == 1 ? std::string_view(report_json) : std::string_view(detail));
-    t.remove_prefix(at + s.marker.size());
-  }
-  out += t;
-  return out;
+  return compare_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
+                                        {{"REPORT", report_json}, {"DETAIL", detail}});
 }
 
 }  // namespace driftscope

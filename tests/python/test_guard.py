@@ -468,7 +468,7 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     jsonschema.Draft202012Validator.check_schema(schema)
     proc = cli(models / "overflow.onnx", "--backends", "ort-noopt,ort-fp16,crash,missing",
                "--samples", "2", "--runs", "2", "--json", tmp_path / "g.json",
-               "--markdown", tmp_path / "g.md",
+               "--markdown", tmp_path / "g.md", "--html", tmp_path / "g.html",
                env={"DRIFTSCOPE_GUARD_PLUGINS": "guard_test_plugins", "PYTHONPATH": str(models)})
     assert proc.returncode == 3, proc.stderr
     data = json.loads((tmp_path / "g.json").read_text())
@@ -488,6 +488,13 @@ def test_json_report_follows_the_schema_and_markdown_is_written(models, plugins,
     md = (tmp_path / "g.md").read_text()
     assert "| backend | status | cosine |" in md and "| ort-fp16 | NUMERICAL_INSTABILITY |" in md
     assert proc.stdout.splitlines()[0] == data["summary"]
+    page = (tmp_path / "g.html").read_text()
+    block = page.split('<script type="application/json" id="ds-report">')[1].split("</script>")[0]
+    shown = json.loads(block)
+    diagnostics = [b.pop("diagnostics") for b in shown["backends"]]
+    assert shown == data
+    reason = data["backends"][4]["reason"]
+    assert reason and diagnostics[4].startswith(reason)
 
 
 HOSTILE = "y\x1b[31mred\nline `code` |pipe *b* \u202eevil"

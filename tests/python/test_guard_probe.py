@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def howto(tmp_path_factory):
                    "torch-fp16,torch-bf16 --out probe-out --json tiny.json",
                    "python",
                    "driftscope guard outlier.onnx --backends ort-int8 --probe-method both "
-                   "--json int8.json --markdown int8.md",
+                   "--json int8.json --markdown int8.md --html int8.html",
                    "driftscope guard storage.onnx --backends ort-fp16 --json fp16.json"]
     return d
 
@@ -193,6 +194,13 @@ def test_int8_probe_bisect_agree_and_fallback_is_proven(howto):
     assert "ort-int8 probe (recorded intermediates" in md and "cross-check by bisect: agrees" in md
     assert "**FP32 fallback recipe for ort-int8** (verified):" in md
     assert "```python\nfrom onnxruntime.quantization import quantize_dynamic" in md
+    # The page carries the same report, with the diagnostics the text table shows.
+    page = (howto / "int8.html").read_text()
+    block = re.search(r'<script type="application/json" id="ds-report">(.*?)</script>', page, re.S)
+    shown = json.loads(block.group(1))
+    diagnostics = [b.pop("diagnostics") for b in shown["backends"]]
+    assert shown == data
+    assert diagnostics[1].startswith("y: cosine 0.97") and "MatMulInteger" in diagnostics[1]
 
 
 def test_the_int8_recipe_runs_as_printed(howto, tmp_path):

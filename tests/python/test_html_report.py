@@ -11,6 +11,7 @@ against an independent numpy float64 implementation.
 Binaries: $DRIFTSCOPE_BIN (default build/dev/driftscope); Chromium: $CHROMIUM (default chromium).
 """
 import base64
+import html as html_lib
 import json
 import os
 import re
@@ -389,3 +390,120 @@ def test_output_flags_refuse_conflicts(demo, tmp_path):
     r = subprocess.run([DRIFTSCOPE, "compare", a, b, "--html", "-", "--json", "-"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "only one report can go to stdout" in r.stderr
+
+
+# -- the guard and check pages: the same manners (CSP, names as text, no network) ------------------
+
+EVIL = ('</script><img data-injected src="http://driftscope-evil.invalid/x.png" '
+        'onerror="document.title=1">')
+
+
+def rendered(html_path, profile):
+    """The page's DOM after its script ran, loaded through the recording proxy."""
+    proxy = RecordingProxy()
+    try:
+        dom = browse("file://" + str(html_path), str(profile), "--dump-dom", proxy=proxy)
+    finally:
+        proxy.close()
+    assert 'data-ready="1"' in dom, "the page's script did not finish (a script error?)"
+    return dom, page_requests(proxy.requests)
+
+
+def rows_of(dom, table_id):
+    body = re.search(r'<table id="%s">.*?<tbody>(.*?)</tbody>' % table_id, dom, re.S).group(1)
+    return [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+def assert_inert(html, dom):
+    assert "<img data-injected" not in html and "<img data-injected" not in dom
+    assert "&lt;img data-injected" in dom  # shown, as text
+    assert "<title>1</title>" not in dom and "Content-Security-Policy" in html
+    assert "default-src 'none'" in html
+
+
+def guard_report():
+    from driftscope._guard._fallback import FallbackResult
+    from driftscope._guard._inputs import InputInfo
+    from driftscope._guard._metrics import OutputResult, Thresholds
+    from driftscope._guard._probe import ProbeFinding, ProbeResult
+    from driftscope._guard._report import BackendResult, GuardReport
+
+    out = OutputResult("logits", "PASS", 0, cosine=1.0, norm_ref=3.5, norm_cand=3.5, max_diff=0.0)
+    bad = OutputResult("logits", "NUMERICAL_INSTABILITY", 0, cosine=None, norm_ref=3.5,
+                       norm_cand=None, max_diff=None, inf=16,
+                       detail="16 Inf where the reference is finite")
+    node = ProbeFinding(EVIL, "Pow", "t." + EVIL, origin="introduced", detail="overflow to Inf",
+                        index=7)
+    probe = ProbeResult("recorded", "the backend can record", first_divergence=node,
+                        first_nonfinite=node, origin=node, runs=2,
+                        summary="SILENT FAILURE: first divergence " + EVIL)
+    fb = FallbackResult("ort-fp16", nodes=[(EVIL, "Pow")], verified=True,
+                        status_before="NUMERICAL_INSTABILITY", status_after="PASS",
+                        cosine_after=0.99999, evidence={EVIL: "float32 in the built variant"},
+                        runs=3, recipe="keep = [%r]\nconvert(model, keep)\n" % EVIL)
+    rows = [BackendResult("ort", "ONNX Runtime", "", "REFERENCE", reference=True, outputs=[out],
+                          worst=out, latency_ms=1.5, runs=3),
+            BackendResult("ort-noopt", "no graph optimisation", "", "PASS", outputs=[out],
+                          worst=out, latency_ms=1.8, latency_ratio=1.2, runs=3),
+            BackendResult("ort-fp16", "float16", "", "NUMERICAL_INSTABILITY", outputs=[bad],
+                          worst=bad, latency_ms=0.9, latency_ratio=0.6, runs=3, probe=probe,
+                          fallback=fb)]
+    return GuardReport(model=EVIL + ".onnx", family="onnx", reference="ort", backends=rows,
+                       inputs=[InputInfo("x", "float32", [1, 4], "random normal")], samples=1,
+                       seed=0, runs=3, thresholds=Thresholds(), required=[],
+                       reference_nonfinite={}, probe="auto", fallback="auto")
+
+
+def test_guard_page_renders_offline_and_names_are_inert(tmp_path):
+    report = guard_report()
+    out = tmp_path / "guard.html"
+    out.write_text(report.to_html())
+    html = out.read_text()
+    # the compare page's stylesheet, shared rather than copied
+    css = re.search(r"<style>(.*?)</style>", html, re.S).group(1)
+    assert ".badge{" in css and ".s-NUMERICAL_INSTABILITY" in css
+    dom, requests = rendered(out, tmp_path / "profile")
+    assert requests == []
+    assert_inert(html, dom)
+    assert 'id="verdict" class="badge s-silent_failure">silent failure<' in dom
+    rows = rows_of(dom, "backends")
+    assert len(rows) == 3
+    assert "|ort-fp16|" in rows[2] and "NUMERICAL_INSTABILITY" in rows[2] and "0.60x" in rows[2]
+    assert "16 Inf where the reference is finite" in rows[2]
+    assert "|ort-noopt|" in rows[1] and "|1|" in rows[1] and "1.20x" in rows[1]
+    text = html_lib.unescape(dom)
+    assert report.findings and all(f in text for f in report.findings)
+    assert 'data-probe="ort-fp16"' in dom and "introduced there: overflow to Inf" in dom
+    assert 'data-fallback="ort-fp16"' in dom and ">verified<" in dom
+    assert "convert(model, keep)\n" in dom  # the recipe keeps its lines
+
+
+def test_check_page_groups_findings_per_tensor(tmp_path):
+    run = tmp_path / "run.tdump"
+    with driftscope.Writer(run, salt=1) as w:
+        w.write("ok", np.arange(16, dtype=np.float32), op_type="Add")
+        w.write(EVIL, np.zeros((4, 8), np.float32), op_type="Relu")
+        w.write("nan", np.array([1, np.nan, 2, np.inf], np.float32), op_type="Div")
+    out = tmp_path / "check.html"
+    r = subprocess.run([DRIFTSCOPE, "check", str(run), "--html", str(out), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    html = out.read_text()
+    assert html == driftscope.check(str(run)).to_html()  # one renderer for both front ends
+    report = json.loads(subprocess.run([DRIFTSCOPE, "check", str(run), "--json", "-"],
+                                       capture_output=True, text=True).stdout)
+    dom, requests = rendered(out, tmp_path / "profile")
+    assert requests == []
+    assert_inert(html, dom)
+    rows = rows_of(dom, "tensors")
+    tensors = {(f["index"], f["name"]) for f in report["findings"]}
+    assert len(rows) == len(tensors) == 2
+    assert "all_zero" in rows[0] and "Relu" in rows[0]
+    assert "nonfinite" in rows[1] and "|nan|" in rows[1] and "Div" in rows[1]
+    assert 'class="badge s-findings">findings<' in dom
+    for bad, says in ((["--html", "-", "--json", "-"], "only one report can go to stdout"),
+                      (["--html", str(out), "--json", str(out)], "--json and --html both name"),
+                      (["--html", str(run)], "is the input file")):
+        r = subprocess.run([DRIFTSCOPE, "check", str(run)] + bad, capture_output=True, text=True)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert driftscope.check(str(run)).findings  # the input was left alone

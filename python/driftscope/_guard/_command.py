@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
                         "no text report")
     p.add_argument("--markdown", metavar="FILE",
                    help="write a Markdown report, e.g. for $GITHUB_STEP_SUMMARY")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained offline HTML page (verdict, backend table, "
+                        "findings, probes, fallback recipe); '-' for stdout")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
     p.add_argument("--probe", choices=PROBE_MODES, default="auto",
@@ -212,10 +215,19 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         # Refused before minutes of runs, not after: a report never replaces what guard reads.
         reads = input_paths(model.rpartition(":")[0] if args.model is not None else model,
                             args.input) + [p for p in (args.reference_model, args.policy) if p]
-        for out in (args.json, args.markdown):
+        outputs = [("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)]
+        for _, out in outputs:
             same = refuse_output_onto_inputs(out, reads) if out and out != "-" else None
             if same:
                 raise GuardError(same)
+        named = [(flag, out) for flag, out in outputs if out]
+        if sum(out == "-" for _, out in named) > 1:
+            raise GuardError("only one report can go to stdout ('-')")
+        for i, (flag, out) in enumerate(named):
+            for other, out2 in named[i + 1:]:
+                if out == out2 and out != "-":
+                    raise GuardError(f"{flag} and {other} both name {out}; give each report "
+                                     "its own file")
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise GuardError(f"--out '{args.out}': exists and is not a folder")
 
@@ -242,11 +254,13 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             write_output(args.json, report.to_json())
         if args.markdown:
             write_output(args.markdown, report.to_markdown())
+        if args.html:
+            write_output(args.html, report.to_html())
     except (Error, OSError) as err:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)
         return 2
-    if args.json != "-":
+    if "-" not in (args.json, args.markdown, args.html):
         sys.stdout.write(report.to_text())
     return report.exit_code
 

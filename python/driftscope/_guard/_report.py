@@ -92,7 +92,7 @@ class GuardReport:
     verdict: "pass", "degraded", "silent_failure" or "incomplete" (a --require'd backend is
     unavailable); exit_code: 0, 1, 3, 2 as the command. backends: one BackendResult per
     backend, the reference first. findings: plain sentences. to_json() / to_text() /
-    to_markdown()."""
+    to_markdown() / to_html()."""
 
     def __init__(self, *, model: str, family: str, reference: str,
                  backends: List[BackendResult], inputs: List[InputInfo], samples: int, seed: int,
@@ -289,6 +289,16 @@ class GuardReport:
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n"
+
+    def to_html(self) -> str:
+        """The self-contained offline page ``driftscope guard --html`` writes, rendered by the
+        library like the compare and check pages (one stylesheet, one escaping)."""
+        from .. import _core
+
+        data = self.to_dict()
+        for row, b in zip(data["backends"], self.backends):
+            row["diagnostics"] = b.diagnostics
+        return _core.guard_report_html(json.dumps(data, allow_nan=False))
 
     def __repr__(self) -> str:
         return f"<GuardReport {self.verdict} {self.model!r}: {len(self.backends)} backends>"

@@ -7,6 +7,7 @@
 #include "compare_test_util.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/check.hpp"
+#include "driftscope/guard.hpp"
 
 namespace {
 
@@ -192,6 +193,56 @@ TEST(Check, VerdictsExitCodesAndJson) {
   auto v = o.validate();
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().message, "check option 'saturation_fraction' is 2, allowed 0 .. 1");
+}
+
+}  // namespace
+
+namespace {
+
+// The JSON of a page's data block, as the page's script reads it.
+nlohmann::json page_data(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"ds-report\">";
+  auto at = html.find(open);
+  EXPECT_NE(at, std::string::npos);
+  auto end = html.find("</script>", at + open.size());
+  return nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+}
+
+TEST(ReportPages, CheckAndGuardPagesShareTheStylesheetAndKeepNamesInert) {
+  ScratchDir dir;
+  const std::string evil = "</script><img src=x onerror=alert(1)>&\x1b";
+  auto p = write_dump(dir.file("a.tdump"), {{evil, std::vector<double>(8, 0.0), {2, 4}}});
+  CheckReport r = run_check(p);
+  ASSERT_FALSE(r.findings.empty());
+  std::string html = check_to_html(r);
+  EXPECT_EQ(html.find("%%DS_"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
+  EXPECT_NE(html.find("function printable(s)"), std::string::npos);  // report_common.js
+  EXPECT_NE(html.find(".badge{"), std::string::npos);                 // report.css
+  // The data block reads back as the JSON report, the name exactly as stored.
+  EXPECT_EQ(page_data(html), nlohmann::json::parse(check_to_json(r)));
+  EXPECT_EQ(page_data(html)["findings"][0]["name"], evil);
+  // The title is markup: escaped, control characters spelled out.
+  auto t0 = html.find("<title>"), t1 = html.find("</title>");
+  std::string title = html.substr(t0, t1 - t0);
+  EXPECT_EQ(title.find('\x1b'), std::string::npos);
+  EXPECT_EQ(title.find("<img"), std::string::npos);
+
+  // The guard page: the same stylesheet, byte for byte, and the same data-block rule.
+  nlohmann::json g = {{"summary", "SILENT FAILURE: " + evil}, {"verdict", "silent_failure"},
+                      {"backends", nlohmann::json::array({{{"name", evil}}})}};
+  auto gh = guard_report_to_html(g.dump());
+  ASSERT_TRUE(gh.ok());
+  EXPECT_EQ(gh->find("<img"), std::string::npos);
+  EXPECT_EQ(page_data(*gh), g);
+  auto style = [](const std::string& h) { return h.substr(h.find("<style>"), h.find("</style>") - h.find("<style>")); };
+  EXPECT_EQ(style(*gh), style(html));
+  for (std::string_view bad : {"", "[1]", "{\"summary\": 1, \"backends\": []}", "{\"summary\": \"x\"}", "{"}) {
+    auto e = guard_report_to_html(bad);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.error().code, Errc::invalid_argument);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// `driftscope guard --html` (include/driftscope/guard.hpp): src/compare/guard.html filled with the
+// guard's JSON report, which the Python guard hands over as text.
+#include "driftscope/guard.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "compare/internal.hpp"
+
+namespace driftscope {
+namespace {
+constexpr std::string_view kTemplate =
+#include "guard_html.inc"
+    ;
+}  // namespace
+
+Result<std::string> guard_report_to_html(std::string_view report_json) {
+  auto j = nlohmann::json::parse(report_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(Errc::invalid_argument, "guard report: not a JSON object");
+  auto summary = j.find("summary");
+  auto backends = j.find("backends");
+  if (summary == j.end() || !summary->is_string() || backends == j.end() || !backends->is_array())
+    return make_error(Errc::invalid_argument, "guard report: needs a string \"summary\" and an array \"backends\"");
+  // Re-serialised compactly: one JSON text whatever the caller's layout; bad UTF-8 replaced.
+  std::string compact = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return compare_detail::fill_html_page(kTemplate, "driftscope guard: " + summary->get<std::string>(),
+                                        {{"REPORT", compact}});
+}
+
+}  // namespace driftscope
