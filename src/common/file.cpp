@@ -116,7 +116,10 @@ void install_handler() {
   if (ps > 0) g_page_size = static_cast<uintptr_t>(ps);
   struct sigaction sa {};
   sa.sa_sigaction = on_sigbus;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  // Not SA_ONSTACK: this SIGBUS is a load from a truncated file, never a stack overflow, and the
+  // thread's alternate stack is not ours to trust: a library that installed one and later freed
+  // it would turn every guarded SIGBUS into a SIGSEGV (the kernel cannot build the frame there).
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGBUS, &sa, &g_previous);
 }

@@ -665,6 +665,35 @@ def test_dump_truncated_while_open_reads_zeros_and_says_so(tmp_path):
         dump["t14"]  # the footer index was cut away: not "no tensor 't14'"
 
 
+def test_truncation_guard_does_not_use_a_foreign_alternate_signal_stack(tmp_path):
+    # A library in the same process set the thread's alternate signal stack and freed it (seen
+    # in the full test run: a SIGSEGV where the guard should have read zeros). The guard's
+    # handler must run on the thread's own stack. In a child: the process is left damaged.
+    code = (
+        "import ctypes, os, sys, numpy as np, driftscope\n"
+        "libc = ctypes.CDLL(None)\n"
+        "class Stack(ctypes.Structure):\n"
+        "    _fields_ = [('sp', ctypes.c_void_p), ('flags', ctypes.c_int), ('size', ctypes.c_size_t)]\n"
+        "libc.mmap.restype = ctypes.c_void_p\n"
+        "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"
+        "                      ctypes.c_int, ctypes.c_long]\n"
+        "p = sys.argv[1]\n"
+        "with driftscope.Writer(p) as w:\n"
+        "    for i in range(16):\n"
+        "        w.write(f't{i}', np.full(4096, i + 1, dtype=np.float32))\n"
+        "dump = driftscope.open(p, verify=False)\n"
+        "last = dump['t15']\n"
+        "addr = libc.mmap(None, 65536, 3, 0x22, -1, 0)\n"
+        "assert libc.sigaltstack(ctypes.byref(Stack(addr, 0, 65536)), None) == 0\n"
+        "libc.munmap(ctypes.c_void_p(addr), ctypes.c_size_t(65536))\n"
+        "os.truncate(p, 8192)\n"
+        "print(float(np.asarray(last).sum()))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "live.tdump")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out
+    assert out.stdout.strip() == "0.0"
+
+
 def test_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "pipe.tdump"
     os.mkfifo(fifo)
