@@ -50,7 +50,7 @@ fi
 
 if has fuzz; then
   banner "libFuzzer smoke run (every target)"
-  scripts/fuzz.sh "${FUZZ_SMOKE_SECONDS:-15}" || failed+=(fuzz)
+  scripts/fuzz.sh "${FUZZ_SMOKE_SECONDS:-6}" || failed+=(fuzz)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
