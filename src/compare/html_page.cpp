@@ -1,6 +1,7 @@
 // The report pages (compare, guard, check) share one way of being filled: escaped title, the
 // shared stylesheet (report.css) and script (report_common.js), and JSON blocks that the page's
-// script reads and inserts as text. The CSP in each template forbids every network request.
+// script reads and inserts as text. The <head> (charset, the Content-Security-Policy that forbids
+// every network request, title, style) is written here once for every page: %%DS_HEAD%%.
 #include <string>
 
 #include "compare/internal.hpp"
@@ -15,6 +16,19 @@ constexpr std::string_view kStyle =
 constexpr std::string_view kCommonJs =
 #include "report_common_js.inc"
     ;
+
+// default-src 'none' blocks fetch/XHR/WebSocket, images from anywhere but data: URLs, fonts and
+// frames; inline script and style are the page itself. base-uri and form-action are not covered
+// by default-src, so they are closed separately.
+constexpr std::string_view kHeadBeforeTitle =
+    "<meta charset=\"utf-8\">\n"
+    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
+    "'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">\n"
+    "<meta name=\"referrer\" content=\"no-referrer\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<title>";
+constexpr std::string_view kHeadAfterTitle = "</title>\n<style>\n";
+constexpr std::string_view kHeadEnd = "\n</style>";
 
 // JSON inside <script type="application/json">: the block ends at the first "</script" and
 // "<!--" changes how it is parsed, so '<' (and '>', '&' for good measure) are written as \u00XX
@@ -47,7 +61,7 @@ void append_html_text(std::string& out, std::string_view s) {
 }  // namespace
 
 std::string fill_html_page(std::string_view t, std::string_view title, std::initializer_list<HtmlSlot> slots) {
-  size_t extra = kStyle.size() + kCommonJs.size() + title.size() * 2;
+  size_t extra = kHeadBeforeTitle.size() + kStyle.size() + kCommonJs.size() + title.size() * 2;
   for (const HtmlSlot& s : slots) extra += s.json.size() + s.json.size() / 8;
   std::string out;
   out.reserve(t.size() + extra);
@@ -58,12 +72,18 @@ std::string fill_html_page(std::string_view t, std::string_view title, std::init
     if (end == std::string_view::npos) break;  // the templates are ours; tests check every marker
     out += t.substr(0, at);
     std::string_view name = t.substr(at + kOpen.size(), end - at - kOpen.size());
-    if (name == "TITLE") append_html_text(out, title);
-    else if (name == "STYLE") out += kStyle;
-    else if (name == "COMMON_JS") out += kCommonJs;
-    else
+    if (name == "HEAD") {
+      out += kHeadBeforeTitle;
+      append_html_text(out, title);
+      out += kHeadAfterTitle;
+      out += kStyle;
+      out += kHeadEnd;
+    } else if (name == "COMMON_JS") {
+      out += kCommonJs;
+    } else {
       for (const HtmlSlot& s : slots)
         if (s.name == name) append_script_json(out, s.json);
+    }
     t.remove_prefix(end + kClose.size());
   }
   out += t;

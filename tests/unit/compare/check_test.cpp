@@ -238,6 +238,26 @@ TEST(ReportPages, CheckAndGuardPagesShareTheStylesheetAndKeepNamesInert) {
   EXPECT_EQ(page_data(*gh), g);
   auto style = [](const std::string& h) { return h.substr(h.find("<style>"), h.find("</style>") - h.find("<style>")); };
   EXPECT_EQ(style(*gh), style(html));
+  // One <head> for every page (html_page.cpp): the same CSP, once, before any script; the compare
+  // page's too.
+  auto head = [](const std::string& h) {
+    auto t = h.find("<title>");
+    return h.substr(h.find("<head>"), t - h.find("<head>"));
+  };
+  auto count = [](const std::string& h, std::string_view what) {
+    size_t n = 0;
+    for (size_t at = h.find(what); at != std::string::npos; at = h.find(what, at + 1)) ++n;
+    return n;
+  };
+  Report cr;
+  cr.summary = "PASS";
+  std::string ch = report_to_html(cr);
+  for (const std::string* page : {&html, &*gh, &ch}) {
+    EXPECT_EQ(head(*page), head(html));
+    EXPECT_EQ(count(*page, "Content-Security-Policy"), 1u);
+    EXPECT_LT(page->find("Content-Security-Policy"), page->find("<script"));
+    EXPECT_EQ(page->find("%%DS_"), std::string::npos);
+  }
   for (std::string_view bad : {"", "[1]", "{\"summary\": 1, \"backends\": []}", "{\"summary\": \"x\"}", "{"}) {
     auto e = guard_report_to_html(bad);
     ASSERT_FALSE(e.ok()) << bad;
