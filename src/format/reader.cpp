@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "format/codec.hpp"
 #include "format/index.hpp"
 #include "format/layout.hpp"
+#include "format/record_crc.hpp"
 
 namespace driftscope {
 
@@ -189,6 +191,21 @@ struct Reader::Impl {
     integrity.corrupt_name = std::move(name);
   }
 
+  // The record count of a trailing END record, as a capacity hint only (bounded by what the file
+  // can hold, 64 bytes a record; the scan still judges END): a million records are then not
+  // moved through the vector's doublings, nor held twice at the last one.
+  void reserve_from_end_record() {
+    const uint64_t size = bytes.size();
+    const uint64_t end_length = record_length_for(kEndMetaSize, 0);
+    if (size < header.header_length + end_length) return;
+    const std::byte* p = bytes.data() + size - end_length;
+    if (std::memcmp(p + frm::magic, kRecordMagic.data(), kRecordMagic.size()) != 0) return;
+    const Frame f = load_frame(p);
+    if (f.kind != kKindEnd || f.meta_length != kEndMetaSize || f.record_length != end_length) return;
+    const uint64_t count = load_le<uint64_t>(p + kFrameSize + 8);
+    if (count <= (size - header.header_length) / 64) records.reserve(static_cast<size_t>(count));
+  }
+
   // Scans every record from the header on (§4).
   void scan() {
     const uint64_t size = bytes.size();
@@ -197,6 +214,7 @@ struct Reader::Impl {
     uint64_t index_pos = kNoOffset;  // the previous record was this INDEX
     uint64_t index_payload_off = 0;
     integrity.valid_end = integrity.data_end = pos;
+    reserve_from_end_record();
     while (pos < size) {
       if (saw_end) {
         set_corrupt(make_error(Errc::record_after_end, fmt::format("{} bytes follow the END record", size - pos), pos), {});
@@ -324,12 +342,29 @@ struct Reader::Impl {
     return bytes.size();
   }
 
+  // Identities are keyed by views of the records' own names: no string is built per record
+  // (a million-record dump spent more time formatting keys than reading frames).
+  struct Identity {
+    std::string_view name;
+    uint32_t occurrence;
+    uint16_t role_index;
+    Role role;
+    bool operator==(const Identity&) const = default;
+  };
+  struct IdentityHash {
+    size_t operator()(const Identity& k) const noexcept {
+      size_t h = std::hash<std::string_view>{}(k.name);
+      const uint64_t rest = (uint64_t{k.occurrence} << 24) ^ (uint64_t{k.role_index} << 8) ^
+                            static_cast<uint64_t>(k.role);
+      return h ^ (std::hash<uint64_t>{}(rest) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+    }
+  };
   void check_duplicates() {
-    std::unordered_map<std::string, size_t> seen;
+    std::unordered_set<Identity, IdentityHash> seen;
+    seen.reserve(records.size());
     for (size_t i = 0; i < records.size(); ++i) {
       const TensorInfo& t = records[i].info;
-      std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", t.name, static_cast<int>(t.role), t.role_index, t.occurrence);
-      if (!seen.emplace(std::move(key), i).second)
+      if (!seen.insert(Identity{t.name, t.occurrence, t.role_index, t.role}).second)
         integrity.warnings.push_back(make_error(Errc::duplicate_tensor,
             fmt::format("tensor '{}' ({} {}, occurrence {}) appears again; the first one is used", t.name,
                         role_name(t.role), t.role_index, t.occurrence), records[i].offset));
@@ -420,14 +455,33 @@ std::vector<const Record*> Reader::find_all(std::string_view name) const {
   return out;
 }
 
+namespace {
+Error payload_crc_error(const Record& r, uint32_t stored, uint32_t computed) {
+  return make_error(Errc::bad_record_checksum,
+                    fmt::format("record_crc of '{}' is 0x{:08x}, computed 0x{:08x}", r.info.name, stored, computed),
+                    r.offset + frm::record_crc);
+}
+}  // namespace
+
 Result<void> Reader::verify_payload(const Record& r) const {
   const std::byte* p = impl_->bytes.data() + r.offset;
   Frame f = load_frame(p);
   uint32_t c = impl_->record_crc(r.offset, f);
-  if (c != f.record_crc)
-    return make_error(Errc::bad_record_checksum,
-                      fmt::format("record_crc of '{}' is 0x{:08x}, computed 0x{:08x}", r.info.name, f.record_crc, c),
-                      r.offset + frm::record_crc);
+  if (c != f.record_crc) return payload_crc_error(r, f.record_crc, c);
+  return {};
+}
+
+Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, uint32_t payload_crc) {
+  const std::span<const std::byte> bytes = reader.bytes();
+  const std::byte* p = bytes.data() + r.offset;
+  const Frame f = load_frame(p);
+  // The kernel checksummed rec.payload; that is the record's payload field only when they agree.
+  if (r.payload.data() != p + payload_start(f.meta_length) || r.payload.size() != f.payload_length)
+    return reader.verify_payload(r);
+  uint32_t c = crc32(0, p, frm::record_crc);
+  c = crc32(c, p + kFrameSize, f.meta_length);
+  c = crc32_combine(c, payload_crc, f.payload_length);
+  if (c != f.record_crc) return payload_crc_error(r, f.record_crc, c);
   return {};
 }
 
