@@ -124,8 +124,8 @@ TEST(Scale, JsonTextIsNlohmannsDump) {
   auto cand = mixed(true);
   ref.push_back({"quote\"back\\slash\ttab", noise(8, 1)});
   cand.push_back({"quote\"back\\slash\ttab", noise(8, 2)});
-  ref.push_back({"caf\xc3\xa9.\xff.bad-utf8", noise(8, 1)});
-  cand.push_back({"caf\xc3\xa9.\xff.bad-utf8", noise(8, 1)});
+  ref.push_back({"caf\xc3\xa9.\xe2\x86\x92.\x7f", noise(8, 1)});
+  cand.push_back({"caf\xc3\xa9.\xe2\x86\x92.\x7f", noise(8, 1)});
   ref.push_back({"only.ref", noise(3, 1)});
   cand.push_back({"only.cand", noise(3, 1)});
   Report r = run_compare(write_dump(d.file("a.tdump"), ref), write_dump(d.file("b.tdump"), cand));
@@ -140,7 +140,7 @@ TEST(Scale, JsonTextIsNlohmannsDump) {
 // A report of many records is complete: every pair once, in order (read without a DOM; compact,
 // to keep the file small: the layouts are the same document, JsonTextIsNlohmannsDump).
 TEST(Scale, JsonOfManyRecordsHasEveryPair) {
-  constexpr size_t kRecords = 200000;
+  constexpr size_t kRecords = 100000;
   ScratchDir d;
   for (const char* side : {"a.tdump", "b.tdump"}) {
     auto w = Writer::create(d.file(side));
