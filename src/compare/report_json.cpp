@@ -48,24 +48,6 @@ ordered_json reasons_json(const std::vector<Reason>& rs) {
   return a;
 }
 
-ordered_json criteria_json(const PairResult& p) {
-  const Criteria& c = p.criteria;
-  ordered_json o;
-  o["source"] = p.criteria_source;
-  o["text"] = c.to_string();
-  auto opt = [&](const char* k, const std::optional<double>& v) { o[k] = v ? real(*v) : ordered_json(nullptr); };
-  opt("atol", c.atol);
-  opt("rtol", c.rtol);
-  opt("max_mismatch_fraction", c.max_mismatch_fraction);
-  opt("min_cosine", c.min_cosine);
-  opt("min_sqnr_db", c.min_sqnr_db);
-  opt("max_rel_l2", c.max_rel_l2);
-  o["max_ulp"] = c.max_ulp ? ordered_json(*c.max_ulp) : ordered_json(nullptr);
-  opt("min_argmax_agreement", c.min_argmax_agreement);
-  opt("min_topk_overlap", c.min_topk_overlap);
-  return o;
-}
-
 // docs/axes.md "Layout diagnosis"; null when the pair was not diagnosed.
 ordered_json layout_json(const std::optional<LayoutDiagnosis>& l) {
   if (!l) return nullptr;
@@ -154,8 +136,31 @@ void write_pair(JsonWriter& w, const PairResult& p, size_t i) {
   if (p.layout) w.json(layout_json(p.layout));
   else w.null();
   w.key("criteria");
-  if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) w.null();
-  else w.json(criteria_json(p));
+  if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
+    w.null();
+  } else {
+    const Criteria& cr = p.criteria;
+    auto opt = [&](std::string_view k, const std::optional<double>& v) {
+      w.key(k);
+      if (v) write_real(w, *v);
+      else w.null();
+    };
+    w.begin_object();
+    w.key("source"), w.str(p.criteria_source);
+    w.key("text"), w.str(cr.to_string());
+    opt("atol", cr.atol);
+    opt("rtol", cr.rtol);
+    opt("max_mismatch_fraction", cr.max_mismatch_fraction);
+    opt("min_cosine", cr.min_cosine);
+    opt("min_sqnr_db", cr.min_sqnr_db);
+    opt("max_rel_l2", cr.max_rel_l2);
+    w.key("max_ulp");
+    if (cr.max_ulp) w.number(*cr.max_ulp);
+    else w.null();
+    opt("min_argmax_agreement", cr.min_argmax_agreement);
+    opt("min_topk_overlap", cr.min_topk_overlap);
+    w.end_object();
+  }
   cnt("count", m.count);
   num("cosine", m.cosine, c);
   num("rmse", m.rmse, exact);
