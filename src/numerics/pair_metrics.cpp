@@ -538,6 +538,11 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
     const uint64_t end = std::min(n, begin + job.task_elems);
     const auto [r0, r1] = byte_share(job.ref_size, begin, end, n);
     const auto [c0, c1] = byte_share(job.cand_size, begin, end, n);
+    if (t == 0) {  // crc32(0, a ‖ b) needs no combining for the first piece
+      crc_ref = crcs[t].first;
+      crc_cand = crcs[t].second;
+      continue;
+    }
     crc_ref = detail::crc32_combine(crc_ref, crcs[t].first, r1 - r0);
     crc_cand = detail::crc32_combine(crc_cand, crcs[t].second, c1 - c0);
   }
