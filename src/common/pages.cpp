@@ -21,4 +21,16 @@ void release_pages(std::span<const std::byte> bytes) noexcept {
 #endif
 }
 
+void populate_pages(std::span<const std::byte> bytes) noexcept {
+#if defined(MADV_POPULATE_READ)
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (page == 0 || bytes.empty()) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size();
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
+}
+
 }  // namespace driftscope::detail

@@ -12,4 +12,8 @@ namespace driftscope::detail {
 // again, so no value can change; on anonymous or caller memory it would zero data.
 void release_pages(std::span<const std::byte> bytes) noexcept;
 
+// Maps the pages of `bytes` in one call (MADV_POPULATE_READ, Linux 5.14+) instead of one fault
+// per 64 KiB as they are first read; a no-op where unsupported. Never changes what is read.
+void populate_pages(std::span<const std::byte> bytes) noexcept;
+
 }  // namespace driftscope::detail
