@@ -344,6 +344,25 @@ class Engine {
     }
   }
 
+  // Small payloads share pages with their neighbours, so compute() can release none of them:
+  // once a batch is measured, the whole pages spanning its payloads go (a page a later pair
+  // still needs is simply read again from the file).
+  void release_batch(const std::vector<size_t>& work, size_t begin, size_t end) const {
+    for (bool ref_side : {true, false}) {
+      const std::byte* lo = nullptr;
+      const std::byte* hi = nullptr;
+      for (size_t j = begin; j < end; ++j) {
+        const auto& pl = (ref_side ? plan_[work[j]].ref : plan_[work[j]].cand)->payload;
+        if (pl.empty()) continue;
+        if (!lo || pl.data() < lo) lo = pl.data();
+        if (!hi || pl.data() + pl.size() > hi) hi = pl.data() + pl.size();
+      }
+      // Only a run of neighbouring records: pairs in an order far from the file's stay resident.
+      if (lo && static_cast<size_t>(hi - lo) <= (size_t{64} << 20))
+        detail::release_pages({lo, static_cast<size_t>(hi - lo)});
+    }
+  }
+
   void measure(size_t i, unsigned threads) {
     const PlannedPair& plan = plan_[i];
     PairResult& p = report_.pairs[i];
@@ -528,6 +547,7 @@ class Engine {
           ++end;
         }
         detail::parallel_for(end - pos, [&](size_t j) { compute(work[pos + j], 1); }, threads);
+        if (own_maps_) release_batch(work, pos, end);
         pos = end;
       }
       done = pos;
@@ -627,6 +647,10 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
     e.message = "candidate '" + candidate + "': " + e.message;
     return e;
   }
+  // The scan on open touched every frame and meta; with small tensors that is every page of
+  // both files. Measuring reads them again pair by pair (and releases them behind it).
+  detail::release_pages(a->bytes());
+  detail::release_pages(b->bytes());
   auto rep = run_engine(*a, *b, options, /*own_maps=*/true);
   if (rep) {
     rep->reference.path = reference;
