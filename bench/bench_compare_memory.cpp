@@ -1,15 +1,19 @@
 // Peak memory (max RSS) of `driftscope compare` against the record count (issue 7, bug 16).
 //
-//   ds_bench_compare_memory [--records 10000,100000] [--numel 16] BIN [BIN...]
+//   ds_bench_compare_memory [--records 10000,100000] [--numel 16] [--big-mib 1024,4096] BIN [BIN...]
 //
 // Writes two dumps of N small f32 tensors each (the candidate slightly off, so every pair is
 // measured and some fail), then runs each BIN as `compare A B -q` and `compare A B --json FILE`
 // and prints the child's peak RSS (wait4 ru_maxrss) side by side: give an old and a new build to
 // see a change (--keep DIR keeps the dumps for a profiler). The dumps' size is printed too: memory should stay a small multiple of it.
+// The wall and CPU seconds of each run are printed after its RSS.
+// --big-mib also writes, per size S, two dumps of ONE f32 tensor of S MiB each and prints the peak
+// RSS of comparing them: it should stay near the working chunk, not grow with S (issue 13 §5).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,10 +43,17 @@ bool write_dump(const std::string& path, size_t n, size_t numel, float scale) {
   return static_cast<bool>((*w)->close());
 }
 
-// Peak RSS of the child in MiB, or -1 when it could not run or exited 2 (trouble).
-double peak_rss_mib(const std::vector<std::string>& argv) {
+struct Run {
+  double rss_mib = -1;  // -1 when it could not run or exited 2 (trouble)
+  double seconds = 0;      // wall
+  double cpu = 0;          // user + system, all threads: what a shared machine does not inflate
+};
+
+// Peak RSS of the child in MiB (wait4 ru_maxrss) and its wall time.
+Run run_child(const std::vector<std::string>& argv) {
+  const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
-  if (pid < 0) return -1;
+  if (pid < 0) return {};
   if (pid == 0) {
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
@@ -53,9 +64,31 @@ double peak_rss_mib(const std::vector<std::string>& argv) {
   }
   int status = 0;
   rusage ru{};
-  if (::wait4(pid, &status, 0, &ru) != pid) return -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 127) return -1;
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  if (::wait4(pid, &status, 0, &ru) != pid) return {};
+  Run r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 127) return r;
+  r.rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  return r;
+}
+
+// A dump of one f32 tensor of `mib` MiB. This process holds the tensor while writing it; the
+// compare child, which is what is measured, starts after it is freed.
+bool write_big(const std::string& path, size_t mib, float scale) {
+  auto w = Writer::create(path);
+  if (!w) return false;
+  const size_t n = mib * (size_t{1} << 20) / sizeof(float);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1009) * scale - 500.0f;
+  TensorInfo t;
+  t.name = "logits";
+  t.op_type = "Linear";
+  t.dtype = DType::f32;
+  t.shape = {n / 1024, 1024};
+  if (!(*w)->write(t, std::as_bytes(std::span<const float>(v)))) return false;
+  return static_cast<bool>((*w)->close());
 }
 
 std::string fmt(const char* side, size_t n) { return side + std::to_string(n) + ".tdump"; }
@@ -64,6 +97,7 @@ std::string fmt(const char* side, size_t n) { return side + std::to_string(n) + 
 
 int main(int argc, char** argv) {
   std::vector<size_t> counts = {10000, 100000};
+  std::vector<size_t> big;
   size_t numel = 16;
   std::vector<std::string> bins;
   std::string keep;  // --keep DIR: write the dumps there (a<N>.tdump, b<N>.tdump) and keep them
@@ -78,6 +112,14 @@ int main(int argc, char** argv) {
         counts.push_back(std::strtoull(list.substr(p, q - p).c_str(), nullptr, 10));
         p = q + 1;
       }
+    } else if (s == "--big-mib" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t p = 0; p <= list.size();) {
+        size_t q = list.find(',', p);
+        if (q == std::string::npos) q = list.size();
+        big.push_back(std::strtoull(list.substr(p, q - p).c_str(), nullptr, 10));
+        p = q + 1;
+      }
     } else if (s == "--keep" && i + 1 < argc) {
       keep = argv[++i];
     } else if (s == "--numel" && i + 1 < argc) {
@@ -87,15 +129,16 @@ int main(int argc, char** argv) {
     }
   }
   if (bins.empty() && keep.empty()) {
-    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--keep DIR] BIN [BIN...]\n");
+    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--big-mib S,S] [--keep DIR] BIN [BIN...]\n");
     return 2;
   }
   fs::path dir = keep.empty() ? fs::temp_directory_path() / ("ds-bench-mem-" + std::to_string(::getpid()))
                               : fs::path(keep);
   fs::create_directories(dir);
-  std::printf("peak RSS in MiB of `driftscope compare` (f32 tensors of %zu elements)\n", numel);
+  std::printf("peak RSS in MiB, wall and CPU seconds of `driftscope compare` (f32 tensors of %zu elements)\n", numel);
   std::printf("%10s %10s", "records", "dumps MiB");
-  for (size_t b = 0; b < bins.size(); ++b) std::printf("  %9s%-2zu %9s%-2zu", "plain#", b, "--json#", b);
+  for (size_t b = 0; b < bins.size(); ++b)
+    std::printf("  %9s%-2zu %6s %6s %9s%-2zu %6s %6s", "plain#", b, "wall s", "cpu s", "--json#", b, "wall s", "cpu s");
   std::printf("\n");
   for (size_t n : counts) {
     const std::string a = (dir / fmt("a", n)).string(), c = (dir / fmt("b", n)).string();
@@ -108,9 +151,10 @@ int main(int argc, char** argv) {
     std::printf("%10zu %10.1f", n, mib);
     std::fflush(stdout);
     for (const auto& bin : bins) {
-      double plain = peak_rss_mib({bin, "compare", a, c, "-q", "--no-progress"});
-      double json = peak_rss_mib({bin, "compare", a, c, "--no-progress", "--json", js});
-      std::printf("  %11.1f %11.1f", plain, json);
+      Run plain = run_child({bin, "compare", a, c, "-q", "--no-progress"});
+      Run json = run_child({bin, "compare", a, c, "-q", "--no-progress", "--json", js});
+      std::printf("  %11.1f %6.2f %6.2f %11.1f %6.2f %6.2f", plain.rss_mib, plain.seconds, plain.cpu,
+                  json.rss_mib, json.seconds, json.cpu);
       std::fflush(stdout);
     }
     std::printf("\n");
@@ -118,6 +162,33 @@ int main(int argc, char** argv) {
       fs::remove(a);
       fs::remove(c);
     }
+  }
+  if (!big.empty()) {
+    std::printf("\npeak RSS in MiB of `driftscope compare` on a pair of single f32 tensors\n");
+    std::printf("%10s %10s", "tensor MiB", "dumps MiB");
+    for (size_t b = 0; b < bins.size(); ++b) std::printf("  %9s%-2zu %6s %6s", "plain#", b, "wall s", "cpu s");
+    std::printf("\n");
+  }
+  for (size_t s : big) {
+    const std::string a = (dir / ("big-a" + std::to_string(s) + ".tdump")).string();
+    const std::string c = (dir / ("big-b" + std::to_string(s) + ".tdump")).string();
+    if (!write_big(a, s, 1.0f) || !write_big(c, s, 1.0001f)) {
+      std::fprintf(stderr, "cannot write the dumps in %s (disk space?)\n", dir.c_str());
+      fs::remove(a);
+      fs::remove(c);
+      return 2;
+    }
+    double mib = static_cast<double>(fs::file_size(a) + fs::file_size(c)) / (1024.0 * 1024.0);
+    std::printf("%10zu %10.1f", s, mib);
+    std::fflush(stdout);
+    for (const auto& bin : bins) {
+      Run plain = run_child({bin, "compare", a, c, "-q", "--no-progress"});
+      std::printf("  %11.1f %6.2f %6.2f", plain.rss_mib, plain.seconds, plain.cpu);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    fs::remove(a);
+    fs::remove(c);
   }
   fs::remove(dir / "r.json");
   if (keep.empty()) fs::remove_all(dir);

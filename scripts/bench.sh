@@ -9,8 +9,12 @@ run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_form
 run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
 run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
 run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
-run "compare: peak RSS against the record count (plain, --json)" \
-  $B/bench/ds_bench_compare_memory --records 10000,100000 $B/driftscope
+run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%)" \
+  $B/bench/ds_bench_compare_throughput --mb 512
+run "compare: peak RSS and time against the record count (plain, --json; target 1M: <= 1 GB, 10 s)" \
+  $B/bench/ds_bench_compare_memory --records 10000,100000,1000000 $B/driftscope
+run "compare: peak RSS of one pair of single large tensors (bounded by the working chunk)" \
+  $B/bench/ds_bench_compare_memory --records 1000 --big-mib 1024 $B/driftscope
 [ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \

@@ -13,5 +13,8 @@ uint32_t crc32(uint32_t crc, const void* data, size_t size) noexcept;
 inline uint32_t crc32(uint32_t crc, std::span<const std::byte> s) noexcept {
   return crc32(crc, s.data(), s.size());
 }
+// crc32(0, a ‖ b) from crc_a = crc32(0, a), crc_b = crc32(0, b) and b's length (zlib's
+// crc32_combine): checksums of pieces computed in parallel, joined in order.
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) noexcept;
 
 }  // namespace driftscope::detail

@@ -7,14 +7,13 @@
 #include <span>
 #include <optional>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
+#include "common/pages.hpp"
 #include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/decode.hpp"
+#include "format/record_crc.hpp"
 #include "numerics/pair_metrics.hpp"
 #include "numerics/sketch.hpp"
 
@@ -29,24 +28,6 @@ constexpr uint64_t kLargePair = uint64_t{1} << 20;
 // Elements per batch of small pairs between two progress reports / stop-at-first checks.
 constexpr uint64_t kBatchElements = uint64_t{8} << 20;
 constexpr size_t kBatchPairs = 256;
-
-// Drops the resident pages of a payload once its pair is measured, so the RSS of a comparison
-// stays bounded by the pairs in flight rather than growing to the size of both dumps. Only whole
-// pages inside the payload are released (no other record lives there); the maps are read-only
-// and file-backed, so a later access simply reads the file again and no result can change.
-void release_pages(std::span<const std::byte> payload) {
-#if defined(MADV_DONTNEED)
-  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  if (page == 0 || payload.size() < page) return;
-  uintptr_t begin = reinterpret_cast<uintptr_t>(payload.data());
-  uintptr_t end = begin + payload.size();
-  begin = (begin + page - 1) / page * page;
-  end = end / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-#else
-  (void)payload;
-#endif
-}
 
 // The per-dtype allclose used only to report mismatches when the criteria do not use allclose
 // (torch.testing.assert_close defaults).
@@ -352,11 +333,33 @@ class Engine {
     return r.verify_payload(rec);
   }
 
+  // Once its pair is measured a payload's pages are dropped, so the RSS of a comparison stays
+  // bounded by the pairs in flight rather than growing to the size of both dumps (the maps are
+  // read-only and file-backed: a later access reads the file again, no result can change).
   void compute(size_t i, unsigned threads) {
     measure(i, threads);
     if (own_maps_) {
-      release_pages(plan_[i].ref->payload);
-      release_pages(plan_[i].cand->payload);
+      detail::release_pages(plan_[i].ref->payload);
+      detail::release_pages(plan_[i].cand->payload);
+    }
+  }
+
+  // Small payloads share pages with their neighbours, so compute() can release none of them:
+  // once a batch is measured, the whole pages spanning its payloads go (a page a later pair
+  // still needs is simply read again from the file).
+  void release_batch(const std::vector<size_t>& work, size_t begin, size_t end) const {
+    for (bool ref_side : {true, false}) {
+      const std::byte* lo = nullptr;
+      const std::byte* hi = nullptr;
+      for (size_t j = begin; j < end; ++j) {
+        const auto& pl = (ref_side ? plan_[work[j]].ref : plan_[work[j]].cand)->payload;
+        if (pl.empty()) continue;
+        if (!lo || pl.data() < lo) lo = pl.data();
+        if (!hi || pl.data() + pl.size() > hi) hi = pl.data() + pl.size();
+      }
+      // Only a run of neighbouring records: pairs in an order far from the file's stay resident.
+      if (lo && static_cast<size_t>(hi - lo) <= (size_t{64} << 20))
+        detail::release_pages({lo, static_cast<size_t>(hi - lo)});
     }
   }
 
@@ -367,12 +370,18 @@ class Engine {
       p.status = PairStatus::incomparable;
       p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
     };
-    if (auto v = verified(ref_, *plan.ref); !v) return fail_read("reference", v.error());
-    if (auto v = verified(cand_, *plan.cand); !v) return fail_read("candidate", v.error());
-    if (plan.ref->kind == RecordKind::summary || plan.cand->kind == RecordKind::summary)
+    if (plan.ref->kind == RecordKind::summary || plan.cand->kind == RecordKind::summary) {
+      if (auto v = verified(ref_, *plan.ref); !v) return fail_read("reference", v.error());
+      if (auto v = verified(cand_, *plan.cand); !v) return fail_read("candidate", v.error());
       return compute_light(i);
+    }
 
     numerics::PairOptions k = kernel_options(p, rules_[i], threads);
+    // Payload CRCs of lazily checked dumps are computed by the kernel's tasks as they read the
+    // bytes (one parallel pass) and judged before anything of the pair is used.
+    k.crc_ref = !ref_.integrity().checksums_verified;
+    k.crc_cand = !cand_.integrity().checksums_verified;
+    k.release_pages = own_maps_;
     std::vector<uint64_t> index;
     if (!plan.permutation.empty()) {
       index = permuted_index(plan.ref->info.shape, plan.cand->info.shape, plan.permutation);
@@ -383,6 +392,15 @@ class Engine {
     TensorInfo cand_info = plan.cand->info;
     if (plan.permutation.empty()) cand_info.shape = plan.ref->info.shape;
     auto r = numerics::compare_pair(plan.ref->info, plan.ref->payload, cand_info, plan.cand->payload, k);
+    // A damaged payload is a read error, whatever the kernel made of its bytes.
+    if (k.crc_ref) {
+      auto v = r ? detail::verify_payload_crc(ref_, *plan.ref, r->payload_crc_ref) : verified(ref_, *plan.ref);
+      if (!v) return fail_read("reference", v.error());
+    }
+    if (k.crc_cand) {
+      auto v = r ? detail::verify_payload_crc(cand_, *plan.cand, r->payload_crc_cand) : verified(cand_, *plan.cand);
+      if (!v) return fail_read("candidate", v.error());
+    }
     if (!r) {
       p.status = PairStatus::incomparable;
       p.reasons.push_back({"decode", r.error().to_string()});
@@ -466,10 +484,11 @@ class Engine {
     numerics::PairOptions ko = k;
     ko.classes = 0;
     ko.cand_index = {};
+    ko.crc_ref = ko.crc_cand = false;  // the pair's own payloads were judged already
     auto er = numerics::compare_pair(si, s->payload, ri, plan.ref->payload, ko);
     ko.cand_index = k.cand_index;
     auto ec = numerics::compare_pair(si, s->payload, cand_info, plan.cand->payload, ko);
-    release_pages(s->payload);
+    detail::release_pages(s->payload);
     if (!er || !ec) {
       p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
       std::lock_guard<std::mutex> lock(mu_);
@@ -528,6 +547,7 @@ class Engine {
           ++end;
         }
         detail::parallel_for(end - pos, [&](size_t j) { compute(work[pos + j], 1); }, threads);
+        if (own_maps_) release_batch(work, pos, end);
         pos = end;
       }
       done = pos;
@@ -574,9 +594,10 @@ class Engine {
 }  // namespace
 
 namespace {
-// Frames and metas are checked on open; each payload's CRC is checked by the worker that compares
-// it (Engine::verified), so checksumming runs in parallel and only for tensors that are compared,
-// and a damaged payload costs one pair ("read_error"), not the rest of the file.
+// Frames and metas are checked on open; each payload's CRC is computed by the kernel tasks that
+// read it for its pair (Engine::measure), so checksumming runs in parallel, in the same pass over
+// the bytes and only for tensors that are compared, and a damaged payload costs one pair
+// ("read_error"), not the rest of the file.
 OpenOptions lazy_checksums() {
   OpenOptions o;
   o.verify = Verify::frames;
@@ -626,6 +647,10 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
     e.message = "candidate '" + candidate + "': " + e.message;
     return e;
   }
+  // The scan on open touched every frame and meta; with small tensors that is every page of
+  // both files. Measuring reads them again pair by pair (and releases them behind it).
+  detail::release_pages(a->bytes());
+  detail::release_pages(b->bytes());
   auto rep = run_engine(*a, *b, options, /*own_maps=*/true);
   if (rep) {
     rep->reference.path = reference;

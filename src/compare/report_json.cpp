@@ -3,12 +3,14 @@
 #include <cmath>
 
 #include "compare/internal.hpp"
+#include "compare/json_writer.hpp"
 
 namespace driftscope {
 namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
+using compare_detail::JsonWriter;
 
 ordered_json real(double v) {
   if (std::isnan(v)) return nullptr;
@@ -46,24 +48,6 @@ ordered_json reasons_json(const std::vector<Reason>& rs) {
   return a;
 }
 
-ordered_json criteria_json(const PairResult& p) {
-  const Criteria& c = p.criteria;
-  ordered_json o;
-  o["source"] = p.criteria_source;
-  o["text"] = c.to_string();
-  auto opt = [&](const char* k, const std::optional<double>& v) { o[k] = v ? real(*v) : ordered_json(nullptr); };
-  opt("atol", c.atol);
-  opt("rtol", c.rtol);
-  opt("max_mismatch_fraction", c.max_mismatch_fraction);
-  opt("min_cosine", c.min_cosine);
-  opt("min_sqnr_db", c.min_sqnr_db);
-  opt("max_rel_l2", c.max_rel_l2);
-  o["max_ulp"] = c.max_ulp ? ordered_json(*c.max_ulp) : ordered_json(nullptr);
-  opt("min_argmax_agreement", c.min_argmax_agreement);
-  opt("min_topk_overlap", c.min_topk_overlap);
-  return o;
-}
-
 // docs/axes.md "Layout diagnosis"; null when the pair was not diagnosed.
 ordered_json layout_json(const std::optional<LayoutDiagnosis>& l) {
   if (!l) return nullptr;
@@ -85,87 +69,170 @@ ordered_json layout_json(const std::optional<LayoutDiagnosis>& l) {
   return o;
 }
 
-ordered_json pair_json(const PairResult& p, size_t i) {
+// One element of "tensors" (and the first_* pointers), written straight to text: at a million
+// pairs the per-pair DOM dominated the whole comparison (JsonWriter).
+void write_real(JsonWriter& w, double v) {
+  if (std::isnan(v)) w.null();
+  else if (std::isinf(v)) w.str(v > 0 ? "inf" : "-inf");
+  else w.number(v);
+}
+
+void write_pair(JsonWriter& w, const PairResult& p, size_t i) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
   const bool exact = c && !p.estimated;  // element-wise metrics exist
-  auto num = [&](double v, bool have) { return have ? real(v) : ordered_json(nullptr); };
-  auto cnt = [&](uint64_t v) { return c ? ordered_json(v) : ordered_json(nullptr); };
-  ordered_json o;
-  o["pair"] = i;
-  o["name"] = p.ref.name;
-  o["occurrence"] = p.ref.occurrence;
-  o["role"] = role_name(p.ref.role);
-  o["role_index"] = p.ref.role_index;
-  o["op_type"] = p.ref.op_type;
-  o["index_ref"] = p.ref.exec_index;
-  o["index_cand"] = p.cand.exec_index;
-  o["candidate_name"] = p.cand.name;
-  o["dtype_ref"] = dtype_name(p.ref.dtype);
-  o["dtype_cand"] = dtype_name(p.cand.dtype);
-  o["shape_ref"] = shape_json(p.ref.shape);
-  o["shape_cand"] = shape_json(p.cand.shape);
-  o["axes_ref"] = p.ref.axes;
-  o["axes_cand"] = p.cand.axes;
-  o["status"] = status_name(p.status);
-  o["reasons"] = reasons_json(p.reasons);
-  o["notes"] = p.notes;
-  o["estimated"] = p.estimated;
-  if (p.permutation.empty()) o["permutation"] = nullptr;
-  else o["permutation"] = p.permutation;
-  o["layout"] = layout_json(p.layout);
-  o["criteria"] = p.status == PairStatus::incomparable || p.status == PairStatus::skipped
-                      ? ordered_json(nullptr) : criteria_json(p);
-  o["count"] = cnt(m.count);
-  o["cosine"] = num(m.cosine, c);
-  o["rmse"] = num(m.rmse, exact);
-  o["max_abs_diff"] = num(m.max_abs_diff, exact);
-  o["mean_abs_diff"] = num(m.mean_abs_diff, exact);
-  o["max_rel_diff"] = num(m.max_rel_diff, exact);
-  o["sqnr_db"] = num(m.sqnr_db, c);
-  o["nmse"] = num(m.nmse, c);
-  o["rel_l2"] = num(m.rel_l2, c);
-  o["mismatch_count"] = exact ? ordered_json(m.mismatch_count) : ordered_json(nullptr);
-  o["mismatch_fraction"] = num(m.mismatch_fraction, exact);
-  o["first_mismatch_index"] = exact ? index_or_null(m.first_mismatch) : ordered_json(nullptr);
-  o["first_mismatch_coords"] = exact && m.first_mismatch >= 0 ? ordered_json(m.first_mismatch_coords) : ordered_json(nullptr);
-  o["first_mismatch_ref"] = num(m.first_mismatch_ref, exact && m.first_mismatch >= 0);
-  o["first_mismatch_cand"] = num(m.first_mismatch_cand, exact && m.first_mismatch >= 0);
-  o["max_abs_index"] = exact ? index_or_null(m.max_abs_index) : ordered_json(nullptr);
-  o["max_abs_coords"] = exact && m.max_abs_index >= 0 ? ordered_json(m.max_abs_coords) : ordered_json(nullptr);
-  o["max_ulp"] = exact ? index_or_null(m.max_ulp) : ordered_json(nullptr);
-  o["nan_ref"] = cnt(m.nan_ref);
-  o["nan_cand"] = cnt(m.nan_cand);
-  o["nan_positions_match"] = c ? ordered_json(m.nan_positions_match) : ordered_json(nullptr);
-  o["inf_ref"] = cnt(m.inf_ref);
-  o["inf_cand"] = cnt(m.inf_cand);
-  o["inf_positions_match"] = c ? ordered_json(m.inf_positions_match) : ordered_json(nullptr);
-  o["norm_ref"] = num(m.norm_ref, c);
-  o["norm_cand"] = num(m.norm_cand, c);
-  o["zero_ref"] = cnt(m.zero_ref);
-  o["zero_cand"] = cnt(m.zero_cand);
-  o["argmax_agreement"] = num(m.argmax_agreement, exact);
-  o["topk_overlap"] = num(m.topk_overlap, exact);
-  o["top_k"] = exact && m.top_k ? ordered_json(m.top_k) : ordered_json(nullptr);
-  o["cosine_stderr"] = num(m.cosine_stderr, p.estimated);
-  o["rel_l2_stderr"] = num(m.rel_l2_stderr, p.estimated);
-  if (p.r64)
-    o["reference64"] = ordered_json{{"k", p.r64_k}, {"error_reference", real(p.r64_err_ref)},
-                                    {"error_candidate", real(p.r64_err_cand)}, {"limit", real(p.r64_limit)}};
-  else
-    o["reference64"] = nullptr;
-  o["error"] = num(p.error, c);
-  o["origin"] = p.origin == Origin::none ? ordered_json(nullptr) : ordered_json(origin_name(p.origin));
-  o["basis"] = c ? ordered_json(p.basis) : ordered_json(nullptr);
-  o["basis_pairs"] = p.basis_pairs;
-  o["input_error"] = num(p.input_error, c && p.basis != "none");
-  o["amplification"] = num(p.amplification, c);
-  o["value_kind"] = tensor_kind_name(p.ref.kind);
-  o["source"] = p.ref.source.empty() ? ordered_json(nullptr) : ordered_json(p.ref.source);
-  o["rounding"] = num(p.rounding, c);
-  o["beyond_rounding"] = c ? ordered_json(p.beyond_rounding) : ordered_json(nullptr);
-  o["parameter_pairs"] = p.parameter_pairs;
-  return o;
+  auto num = [&](std::string_view k, double v, bool have) {
+    w.key(k);
+    if (have) write_real(w, v);
+    else w.null();
+  };
+  auto cnt = [&](std::string_view k, uint64_t v) {
+    w.key(k);
+    if (c) w.number(v);
+    else w.null();
+  };
+  auto index_member = [&](std::string_view k, int64_t v, bool have) {
+    w.key(k);
+    if (have && v >= 0) w.number(v);
+    else w.null();
+  };
+  auto coords = [&](std::string_view k, const std::vector<uint64_t>& v, bool have) {
+    w.key(k);
+    if (have) w.array_of(v);
+    else w.null();
+  };
+  w.begin_object();
+  w.key("pair"), w.number(static_cast<uint64_t>(i));
+  w.key("name"), w.str(p.ref.name);
+  w.key("occurrence"), w.number(p.ref.occurrence);
+  w.key("role"), w.str(role_name(p.ref.role));
+  w.key("role_index"), w.number(p.ref.role_index);
+  w.key("op_type"), w.str(p.ref.op_type);
+  w.key("index_ref"), w.number(p.ref.exec_index);
+  w.key("index_cand"), w.number(p.cand.exec_index);
+  w.key("candidate_name"), w.str(p.cand.name);
+  w.key("dtype_ref"), w.str(dtype_name(p.ref.dtype));
+  w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
+  w.key("shape_ref"), w.array_of(p.ref.shape);
+  w.key("shape_cand"), w.array_of(p.cand.shape);
+  w.key("axes_ref"), w.array_of(p.ref.axes);
+  w.key("axes_cand"), w.array_of(p.cand.axes);
+  w.key("status"), w.str(status_name(p.status));
+  w.key("reasons");
+  w.begin_array();
+  for (const auto& r : p.reasons) {
+    w.begin_object();
+    w.key("code"), w.str(r.code);
+    w.key("message"), w.str(r.message);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("notes"), w.array_of(p.notes);
+  w.key("estimated"), w.boolean(p.estimated);
+  w.key("permutation");
+  if (p.permutation.empty()) w.null();
+  else w.array_of(p.permutation);
+  w.key("layout");
+  if (p.layout) w.json(layout_json(p.layout));
+  else w.null();
+  w.key("criteria");
+  if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
+    w.null();
+  } else {
+    const Criteria& cr = p.criteria;
+    auto opt = [&](std::string_view k, const std::optional<double>& v) {
+      w.key(k);
+      if (v) write_real(w, *v);
+      else w.null();
+    };
+    w.begin_object();
+    w.key("source"), w.str(p.criteria_source);
+    w.key("text"), w.str(cr.to_string());
+    opt("atol", cr.atol);
+    opt("rtol", cr.rtol);
+    opt("max_mismatch_fraction", cr.max_mismatch_fraction);
+    opt("min_cosine", cr.min_cosine);
+    opt("min_sqnr_db", cr.min_sqnr_db);
+    opt("max_rel_l2", cr.max_rel_l2);
+    w.key("max_ulp");
+    if (cr.max_ulp) w.number(*cr.max_ulp);
+    else w.null();
+    opt("min_argmax_agreement", cr.min_argmax_agreement);
+    opt("min_topk_overlap", cr.min_topk_overlap);
+    w.end_object();
+  }
+  cnt("count", m.count);
+  num("cosine", m.cosine, c);
+  num("rmse", m.rmse, exact);
+  num("max_abs_diff", m.max_abs_diff, exact);
+  num("mean_abs_diff", m.mean_abs_diff, exact);
+  num("max_rel_diff", m.max_rel_diff, exact);
+  num("sqnr_db", m.sqnr_db, c);
+  num("nmse", m.nmse, c);
+  num("rel_l2", m.rel_l2, c);
+  w.key("mismatch_count");
+  if (exact) w.number(m.mismatch_count);
+  else w.null();
+  num("mismatch_fraction", m.mismatch_fraction, exact);
+  index_member("first_mismatch_index", m.first_mismatch, exact);
+  coords("first_mismatch_coords", m.first_mismatch_coords, exact && m.first_mismatch >= 0);
+  num("first_mismatch_ref", m.first_mismatch_ref, exact && m.first_mismatch >= 0);
+  num("first_mismatch_cand", m.first_mismatch_cand, exact && m.first_mismatch >= 0);
+  index_member("max_abs_index", m.max_abs_index, exact);
+  coords("max_abs_coords", m.max_abs_coords, exact && m.max_abs_index >= 0);
+  index_member("max_ulp", m.max_ulp, exact);
+  cnt("nan_ref", m.nan_ref);
+  cnt("nan_cand", m.nan_cand);
+  w.key("nan_positions_match");
+  if (c) w.boolean(m.nan_positions_match);
+  else w.null();
+  cnt("inf_ref", m.inf_ref);
+  cnt("inf_cand", m.inf_cand);
+  w.key("inf_positions_match");
+  if (c) w.boolean(m.inf_positions_match);
+  else w.null();
+  num("norm_ref", m.norm_ref, c);
+  num("norm_cand", m.norm_cand, c);
+  cnt("zero_ref", m.zero_ref);
+  cnt("zero_cand", m.zero_cand);
+  num("argmax_agreement", m.argmax_agreement, exact);
+  num("topk_overlap", m.topk_overlap, exact);
+  w.key("top_k");
+  if (exact && m.top_k) w.number(m.top_k);
+  else w.null();
+  num("cosine_stderr", m.cosine_stderr, p.estimated);
+  num("rel_l2_stderr", m.rel_l2_stderr, p.estimated);
+  w.key("reference64");
+  if (p.r64) {
+    w.begin_object();
+    w.key("k"), w.number(p.r64_k);
+    w.key("error_reference"), write_real(w, p.r64_err_ref);
+    w.key("error_candidate"), write_real(w, p.r64_err_cand);
+    w.key("limit"), write_real(w, p.r64_limit);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  num("error", p.error, c);
+  w.key("origin");
+  if (p.origin == Origin::none) w.null();
+  else w.str(origin_name(p.origin));
+  w.key("basis");
+  if (c) w.str(p.basis);
+  else w.null();
+  w.key("basis_pairs"), w.array_of(p.basis_pairs);
+  num("input_error", p.input_error, c && p.basis != "none");
+  num("amplification", p.amplification, c);
+  w.key("value_kind"), w.str(tensor_kind_name(p.ref.kind));
+  w.key("source");
+  if (p.ref.source.empty()) w.null();
+  else w.str(p.ref.source);
+  num("rounding", p.rounding, c);
+  w.key("beyond_rounding");
+  if (c) w.boolean(p.beyond_rounding);
+  else w.null();
+  w.key("parameter_pairs"), w.array_of(p.parameter_pairs);
+  w.end_object();
 }
 
 ordered_json origin_json(const Report& r, const OriginPoint& o) {
@@ -200,11 +267,6 @@ ordered_json dump_json(const DumpInfo& d) {
   return o;
 }
 
-ordered_json pointer(const Report& r, const std::optional<size_t>& i) {
-  if (!i) return nullptr;
-  return pair_json(r.pairs[*i], *i);
-}
-
 // The top level is written by hand, one member at a time, and the pairs one by one: a DOM of the
 // whole report cost ~15 KiB per pair (1.5 GB for 100,000 pairs, issue 7 bug 16). Each member
 // is still rendered by nlohmann::json, re-indented to its depth, so the text is byte for byte
@@ -218,6 +280,34 @@ class Emitter {
   Result<void> member(std::string_view key, const ordered_json& value) {
     DRIFTSCOPE_TRY(key_prefix(key));
     return put(render(value, 1));
+  }
+  // "key": value, the value written by fn at depth 1.
+  Result<void> member_written(std::string_view key, const std::function<void(JsonWriter&)>& fn) {
+    DRIFTSCOPE_TRY(key_prefix(key));
+    std::string s;
+    JsonWriter w(s, indent_, 1);
+    fn(w);
+    return put(s);
+  }
+  // "key": [ items... ] where fn(w, i) writes item i at depth 2, in chunks of about 64 KiB.
+  Result<void> array_written(std::string_view key, size_t n,
+                             const std::function<void(JsonWriter&, size_t)>& fn) {
+    DRIFTSCOPE_TRY(key_prefix(key));
+    if (n == 0) return put("[]");
+    std::string chunk = "[";
+    for (size_t i = 0; i < n; ++i) {
+      if (i) chunk += ',';
+      if (pretty()) chunk += "\n" + pad(2);
+      JsonWriter w(chunk, indent_, 2);
+      fn(w, i);
+      if (chunk.size() >= (1u << 16)) {
+        DRIFTSCOPE_TRY(put(chunk));
+        chunk.clear();
+      }
+    }
+    if (pretty()) chunk += "\n" + pad(1);
+    chunk += ']';
+    return put(chunk);
   }
   // "key": [ items... ] where next(i) renders item i at depth 2.
   Result<void> array_member(std::string_view key, size_t n,
@@ -296,11 +386,15 @@ Result<void> report_to_json(const Report& r, int indent,
   counts["only_in_candidate"] = r.only_in_candidate.size();
   DRIFTSCOPE_TRY(e.member("counts", counts));
   DRIFTSCOPE_TRY(e.member("stopped_early", r.stopped_early));
-  DRIFTSCOPE_TRY(e.member("first_divergence", pointer(r, r.first_divergence)));
-  DRIFTSCOPE_TRY(e.member("first_nonfinite", pointer(r, r.first_nonfinite)));
-  DRIFTSCOPE_TRY(e.member("first_silent_zero", pointer(r, r.first_silent_zero)));
-  DRIFTSCOPE_TRY(e.array_member("tensors", r.pairs.size(),
-                                [&](size_t i) { return pair_json(r.pairs[i], i); }));
+  for (auto [key, i] : {std::pair{"first_divergence", r.first_divergence},
+                        std::pair{"first_nonfinite", r.first_nonfinite},
+                        std::pair{"first_silent_zero", r.first_silent_zero}})
+    DRIFTSCOPE_TRY(e.member_written(key, [&, i = i](JsonWriter& w) {
+      if (i) write_pair(w, r.pairs[*i], *i);
+      else w.null();
+    }));
+  DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(),
+                                 [&](JsonWriter& w, size_t i) { write_pair(w, r.pairs[i], i); }));
   DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
                                 [&](size_t i) { return desc_json(r.only_in_reference[i]); }));
   DRIFTSCOPE_TRY(e.array_member("only_in_candidate", r.only_in_candidate.size(),
@@ -313,12 +407,17 @@ Result<void> report_to_json(const Report& r, int indent,
                         {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
                         {"candidate_name", p.cand.name}, {"reasons", reasons_json(p.reasons)}};
   }));
-  DRIFTSCOPE_TRY(e.array_member("error_growth", r.growth.size(), [&](size_t k) {
+  DRIFTSCOPE_TRY(e.array_written("error_growth", r.growth.size(), [&](JsonWriter& w, size_t k) {
     const GrowthPoint& g = r.growth[k];
     const PairResult& p = r.pairs[g.pair];
-    return ordered_json{{"pair", g.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
-                        {"index_ref", p.ref.exec_index}, {"error", real(g.error)},
-                        {"status", status_name(p.status)}};
+    w.begin_object();
+    w.key("pair"), w.number(static_cast<uint64_t>(g.pair));
+    w.key("name"), w.str(p.ref.name);
+    w.key("occurrence"), w.number(p.ref.occurrence);
+    w.key("index_ref"), w.number(p.ref.exec_index);
+    w.key("error"), write_real(w, g.error);
+    w.key("status"), w.str(status_name(p.status));
+    w.end_object();
   }));
   DRIFTSCOPE_TRY(e.array_member("amplifiers", r.amplifiers.size(), [&](size_t k) {
     const size_t i = r.amplifiers[k];

@@ -17,6 +17,7 @@
 #include "format/codec.hpp"
 #include "format/index.hpp"
 #include "format/layout.hpp"
+#include "format/record_crc.hpp"
 
 namespace driftscope {
 
@@ -189,6 +190,21 @@ struct Reader::Impl {
     integrity.corrupt_name = std::move(name);
   }
 
+  // The record count of a trailing END record, as a capacity hint only (bounded by what the file
+  // can hold, 64 bytes a record; the scan still judges END): a million records are then not
+  // moved through the vector's doublings, nor held twice at the last one.
+  void reserve_from_end_record() {
+    const uint64_t size = bytes.size();
+    const uint64_t end_length = record_length_for(kEndMetaSize, 0);
+    if (size < header.header_length + end_length) return;
+    const std::byte* p = bytes.data() + size - end_length;
+    if (std::memcmp(p + frm::magic, kRecordMagic.data(), kRecordMagic.size()) != 0) return;
+    const Frame f = load_frame(p);
+    if (f.kind != kKindEnd || f.meta_length != kEndMetaSize || f.record_length != end_length) return;
+    const uint64_t count = load_le<uint64_t>(p + kFrameSize + 8);
+    if (count <= (size - header.header_length) / 64) records.reserve(static_cast<size_t>(count));
+  }
+
   // Scans every record from the header on (§4).
   void scan() {
     const uint64_t size = bytes.size();
@@ -197,6 +213,7 @@ struct Reader::Impl {
     uint64_t index_pos = kNoOffset;  // the previous record was this INDEX
     uint64_t index_payload_off = 0;
     integrity.valid_end = integrity.data_end = pos;
+    reserve_from_end_record();
     while (pos < size) {
       if (saw_end) {
         set_corrupt(make_error(Errc::record_after_end, fmt::format("{} bytes follow the END record", size - pos), pos), {});
@@ -324,12 +341,39 @@ struct Reader::Impl {
     return bytes.size();
   }
 
+  // Identities are compared by a 64-bit hash in a flat open-addressing table, names only when
+  // hashes agree: no string or node is built per record (a million-record dump spent more time
+  // here than reading its frames).
+  static uint64_t identity_hash(const TensorInfo& t) {
+    uint64_t h = fnv1a64(t.name);
+    h ^= (uint64_t{t.occurrence} << 24) ^ (uint64_t{t.role_index} << 8) ^ static_cast<uint64_t>(t.role);
+    h *= 0x9e3779b97f4a7c15ull;  // spread the mixed-in fields over the high bits
+    return h ^ (h >> 29);
+  }
+  static bool same_identity(const TensorInfo& a, const TensorInfo& b) {
+    return a.occurrence == b.occurrence && a.role_index == b.role_index && a.role == b.role &&
+           a.name == b.name;
+  }
   void check_duplicates() {
-    std::unordered_map<std::string, size_t> seen;
+    uint64_t slots = 16;
+    while (slots < 2 * uint64_t{records.size()}) slots *= 2;
+    std::vector<std::pair<uint64_t, size_t>> table(slots, {0, SIZE_MAX});  // (hash, record)
     for (size_t i = 0; i < records.size(); ++i) {
       const TensorInfo& t = records[i].info;
-      std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}", t.name, static_cast<int>(t.role), t.role_index, t.occurrence);
-      if (!seen.emplace(std::move(key), i).second)
+      const uint64_t h = identity_hash(t);
+      bool duplicate = false;
+      for (uint64_t s = h & (slots - 1);; s = (s + 1) & (slots - 1)) {
+        auto& e = table[s];
+        if (e.second == SIZE_MAX) {
+          e = {h, i};
+          break;
+        }
+        if (e.first == h && same_identity(records[e.second].info, t)) {
+          duplicate = true;
+          break;
+        }
+      }
+      if (duplicate)
         integrity.warnings.push_back(make_error(Errc::duplicate_tensor,
             fmt::format("tensor '{}' ({} {}, occurrence {}) appears again; the first one is used", t.name,
                         role_name(t.role), t.role_index, t.occurrence), records[i].offset));
@@ -420,14 +464,36 @@ std::vector<const Record*> Reader::find_all(std::string_view name) const {
   return out;
 }
 
+namespace {
+Error payload_crc_error(const Record& r, uint32_t stored, uint32_t computed) {
+  return make_error(Errc::bad_record_checksum,
+                    fmt::format("record_crc of '{}' is 0x{:08x}, computed 0x{:08x}", r.info.name, stored, computed),
+                    r.offset + frm::record_crc);
+}
+}  // namespace
+
 Result<void> Reader::verify_payload(const Record& r) const {
   const std::byte* p = impl_->bytes.data() + r.offset;
   Frame f = load_frame(p);
   uint32_t c = impl_->record_crc(r.offset, f);
-  if (c != f.record_crc)
-    return make_error(Errc::bad_record_checksum,
-                      fmt::format("record_crc of '{}' is 0x{:08x}, computed 0x{:08x}", r.info.name, f.record_crc, c),
-                      r.offset + frm::record_crc);
+  if (c != f.record_crc) return payload_crc_error(r, f.record_crc, c);
+  return {};
+}
+
+Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, uint32_t payload_crc) {
+  const std::span<const std::byte> bytes = reader.bytes();
+  const std::byte* p = bytes.data() + r.offset;
+  const Frame f = load_frame(p);
+  // The kernel checksummed rec.payload; that is the record's payload field only when they agree.
+  if (r.payload.data() != p + payload_start(f.meta_length) || r.payload.size() != f.payload_length)
+    return reader.verify_payload(r);
+  uint32_t c = crc32(0, p, frm::record_crc);
+  c = crc32(c, p + kFrameSize, f.meta_length);
+  // A small payload was just read and is still in cache: continuing the checksum over it costs
+  // less than combining (zlib's crc32_combine is a few hundred ns whatever the length).
+  if (f.payload_length <= 4096) c = crc32(c, r.payload);
+  else c = crc32_combine(c, payload_crc, f.payload_length);
+  if (c != f.record_crc) return payload_crc_error(r, f.record_crc, c);
   return {};
 }
 

@@ -21,6 +21,8 @@
 #include <fmt/format.h>
 
 #include "common/bytes.hpp"
+#include "common/crc32.hpp"
+#include "common/pages.hpp"
 #include "common/thread_pool.hpp"
 #include "numerics/decode_plan.hpp"
 #include "numerics/pair_kernel.hpp"
@@ -34,6 +36,7 @@ using kernel::kLanes;
 
 constexpr size_t kTaskChunks = 64;  // 256 Ki elements per task: enough work to amortise a hand-off
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kPopulateBytes = size_t{256} << 10;
 // Bounds the per-row state of top-k agreement (two heaps of k entries per task in flight).
 constexpr uint32_t kMaxTopK = 65536;
 
@@ -254,9 +257,18 @@ struct Job {
   std::optional<UlpFormat> ulp;
   const std::byte* ref_bytes = nullptr;
   const std::byte* cand_bytes = nullptr;
+  size_t ref_size = 0, cand_size = 0;  // payload bytes
   uint64_t classes = 0;
   size_t k = 0;
 };
+
+// The bytes of a payload that belong to elements [begin, end) of n, for the fused CRC and page
+// release: proportional, so the shares of all tasks partition the payload exactly, whatever the
+// element size (packed or dequantized encodings included).
+std::pair<size_t, size_t> byte_share(size_t size, uint64_t begin, uint64_t end, uint64_t n) {
+  __extension__ typedef unsigned __int128 u128;  // size * end overflows 64 bits past 4 GiB x 4 Gi
+  return {static_cast<size_t>(u128{size} * begin / n), static_cast<size_t>(u128{size} * end / n)};
+}
 
 // Re-sums the four squared sums of one chunk with each quantity scaled by a power of two that
 // brings its largest magnitude to [1, 2): no overflow, and no underflow of anything that matters
@@ -489,6 +501,8 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
     job.ulp = ulp_format(ref.dtype);
   job.ref_bytes = ref_payload.data();
   job.cand_bytes = cand_payload.data();
+  job.ref_size = ref_payload.size();
+  job.cand_size = cand_payload.size();
   job.classes = options.classes;
   job.k = static_cast<size_t>(std::min<uint64_t>(options.top_k, std::max<uint64_t>(options.classes, 1)));
   job.task_elems = kTaskChunks * kChunk;
@@ -496,13 +510,49 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
 
   const uint64_t tasks = n == 0 ? 0 : (n - 1) / job.task_elems + 1;
   std::vector<Acc> parts(tasks);
+  const bool crc = options.crc_ref || options.crc_cand;
+  std::vector<std::pair<uint32_t, uint32_t>> crcs(crc ? tasks : 0);
   detail::parallel_for(
       tasks,
       [&](size_t t) {
         const uint64_t begin = t * job.task_elems;
-        run_task(job, begin, std::min(n, begin + job.task_elems), parts[t]);
+        const uint64_t end = std::min(n, begin + job.task_elems);
+        const auto [r0, r1] = byte_share(job.ref_size, begin, end, n);
+        const auto [c0, c1] = byte_share(job.cand_size, begin, end, n);
+        // File maps: one call maps a large share's pages instead of a fault per 64 KiB (a system
+        // call per small pair would cost more than the faults it saves).
+        if (options.release_pages && r1 - r0 >= kPopulateBytes) {
+          detail::populate_pages(ref_payload.subspan(r0, r1 - r0));
+          if (options.cand_index.empty()) detail::populate_pages(cand_payload.subspan(c0, c1 - c0));
+        }
+        // Checksummed first: the kernel then reads the same bytes from cache.
+        if (options.crc_ref) crcs[t].first = detail::crc32(0, job.ref_bytes + r0, r1 - r0);
+        if (options.crc_cand) crcs[t].second = detail::crc32(0, job.cand_bytes + c0, c1 - c0);
+        run_task(job, begin, end, parts[t]);
+        if (options.release_pages) {
+          detail::release_pages(ref_payload.subspan(r0, r1 - r0));
+          if (options.cand_index.empty()) detail::release_pages(cand_payload.subspan(c0, c1 - c0));
+        }
       },
       options.threads);
+  uint32_t crc_ref = 0, crc_cand = 0;
+  if (tasks == 0) {
+    if (options.crc_ref) crc_ref = detail::crc32(0, ref_payload);
+    if (options.crc_cand) crc_cand = detail::crc32(0, cand_payload);
+  }
+  for (uint64_t t = 0; t < crcs.size(); ++t) {
+    const uint64_t begin = t * job.task_elems;
+    const uint64_t end = std::min(n, begin + job.task_elems);
+    const auto [r0, r1] = byte_share(job.ref_size, begin, end, n);
+    const auto [c0, c1] = byte_share(job.cand_size, begin, end, n);
+    if (t == 0) {  // crc32(0, a ‖ b) needs no combining for the first piece
+      crc_ref = crcs[t].first;
+      crc_cand = crcs[t].second;
+      continue;
+    }
+    crc_ref = detail::crc32_combine(crc_ref, crcs[t].first, r1 - r0);
+    crc_cand = detail::crc32_combine(crc_cand, crcs[t].second, c1 - c0);
+  }
 
   Acc total;
   for (const Acc& a : parts) {
@@ -512,6 +562,8 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
 
   PairMetrics m;
   m.count = n;
+  m.payload_crc_ref = crc_ref;
+  m.payload_crc_cand = crc_cand;
   m.nan_ref = total.nan_ref;
   m.nan_cand = total.nan_cand;
   m.nan_both = total.nan_both;

@@ -28,6 +28,16 @@ struct PairOptions {
   // Classes along the last axis for argmax / top-k agreement; 0 disables.
   uint64_t classes = 0;
   uint32_t top_k = 5;
+  // Fused payload checks for lazily checksummed dumps (compare's Engine): each task also computes
+  // the CRC-32 of its share of that side's payload bytes (a partition fixed by the element count),
+  // and the shares are combined in order into PairMetrics::payload_crc_*. One pass over the bytes,
+  // on every thread, instead of a serial checksum pass before the kernel.
+  bool crc_ref = false, crc_cand = false;
+  // Drop the pages of the payload bytes a task has finished with (MADV_DONTNEED), so a pair of
+  // huge tensors stays resident only in the tasks in flight. Only for read-only file-backed maps
+  // (a later access reads the file again); never for a caller's memory. The candidate is released
+  // only when read in order (no cand_index).
+  bool release_pages = false;
 };
 
 struct PairMetrics {
@@ -62,6 +72,8 @@ struct PairMetrics {
   uint64_t rows = 0;
   double argmax_agreement = -1;  // fraction of rows whose argmax agrees; -1 when not computed
   double topk_overlap = -1;      // mean |topk(ref) ∩ topk(cand)| / k
+  // CRC-32 of each payload's bytes, when PairOptions::crc_ref / crc_cand asked for it.
+  uint32_t payload_crc_ref = 0, payload_crc_cand = 0;
 };
 
 // Computes every metric of a pair. The tensors may have different dtypes and encodings; both are

@@ -1,0 +1,240 @@
+// Throughput of a whole comparison of cached float32 dumps against a plain mmap read of the same
+// files on the same threads, side by side in one run (issue 13 §5: target >= 35%).
+//
+//   ds_bench_compare_throughput [--mb N] [--tensor-mb M] [--threads T] [--repeat R] [--dir D] [BIN...]
+//
+// Writes two dumps of N MiB of f32 each (default 512) in tensors of M MiB (default 16), the
+// candidate slightly off but passing (the common case: no failure diagnosis runs), and reads them once so that both live in the page cache. Then, best of
+// R runs (default 3) each:
+//   read:    mmap both files, every 8-byte word loaded once on T threads (1 MiB blocks), unmap;
+//   compare: driftscope::compare_files on T threads (open, lazy CRCs, metrics, verdict).
+//   BIN:     each `BIN compare A B -q -j T` given (an old and a new build: a change side by side),
+//            timed as a child process.
+// Both start from a fresh map, so both pay the same page-table faults. The dumps are deleted.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.hpp"
+#include "driftscope/compare.hpp"
+#include "driftscope/writer.hpp"
+
+namespace fs = std::filesystem;
+using namespace driftscope;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+volatile uint64_t g_sink;
+
+double cpu_now() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// Best wall time and best CPU time (all threads, user + system) of `repeat` runs. On a shared
+// machine the wall time suffers from other people's load; the CPU time much less.
+struct Best {
+  double wall = 1e300, cpu = 1e300;
+};
+template <class F>
+Best best_of(int repeat, F&& f) {
+  Best b;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = Clock::now();
+    const double c0 = cpu_now();
+    f();
+    b.cpu = std::min(b.cpu, cpu_now() - c0);
+    b.wall = std::min(b.wall, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return b;
+}
+
+bool write_dump(const std::string& path, size_t total_mib, size_t tensor_mib, bool candidate) {
+  auto w = Writer::create(path);
+  if (!w) return false;
+  const size_t n = tensor_mib * (size_t{1} << 20) / sizeof(float);
+  std::vector<float> v(n);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t t = 0; t * tensor_mib < total_mib; ++t) {
+    for (size_t i = 0; i < n; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64: cheap, deterministic
+      const float ref = static_cast<float>(static_cast<int64_t>(x >> 11) % 20001 - 10000) * 1e-4f;
+      v[i] = candidate ? ref * (1.0f + 1e-6f) : ref;  // within the default f32 criteria
+    }
+    TensorInfo info;
+    info.name = "layers." + std::to_string(t) + ".out";
+    info.op_type = "Linear";
+    info.dtype = DType::f32;
+    info.shape = {n / 1024, 1024};
+    if (!(*w)->write(info, std::as_bytes(std::span<const float>(v)))) return false;
+  }
+  return static_cast<bool>((*w)->close());
+}
+
+// Maps each file, loads every word once on `threads` threads, unmaps.
+void mmap_read(const std::vector<std::string>& files, unsigned threads) {
+  struct Map {
+    const std::byte* p;
+    size_t n;
+  };
+  std::vector<Map> maps;
+  for (const auto& f : files) {
+    int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) std::exit(2);
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) std::exit(2);
+    maps.push_back({static_cast<const std::byte*>(p), static_cast<size_t>(st.st_size)});
+  }
+  struct Block {
+    const std::byte* p;
+    size_t n;
+  };
+  std::vector<Block> blocks;
+  for (const auto& m : maps)
+    for (size_t off = 0; off < m.n; off += (size_t{1} << 20))
+      blocks.push_back({m.p + off, std::min<size_t>(size_t{1} << 20, m.n - off)});
+  std::vector<uint64_t> sums(blocks.size());
+  detail::parallel_for(
+      blocks.size(),
+      [&](size_t b) {
+        uint64_t acc[8] = {};
+        const size_t words = blocks[b].n / 8;
+        size_t i = 0;
+        for (; i + 8 <= words; i += 8)
+          for (int k = 0; k < 8; ++k) {
+            uint64_t w;
+            std::memcpy(&w, blocks[b].p + 8 * (i + k), 8);
+            acc[k] += w;
+          }
+        for (; i < words; ++i) {
+          uint64_t w;
+          std::memcpy(&w, blocks[b].p + 8 * i, 8);
+          acc[0] += w;
+        }
+        sums[b] = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+      },
+      threads);
+  uint64_t t = 0;
+  for (uint64_t s : sums) t += s;
+  g_sink = t;
+  for (const auto& m : maps) ::munmap(const_cast<std::byte*>(m.p), m.n);
+}
+
+// Wall and CPU seconds of one child run; wall < 0 when it failed (exit 2 or worse).
+Best run_child(const std::vector<std::string>& argv) {
+  const auto t0 = Clock::now();
+  pid_t pid = ::fork();
+  if (pid < 0) return {-1, -1};
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    std::freopen("/dev/null", "w", stdout);
+    ::execv(a[0], a.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  if (::wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) >= 2)
+    return {-1, -1};
+  return {std::chrono::duration<double>(Clock::now() - t0).count(),
+          static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+              static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t mib = 512, tensor_mib = 16;
+  int repeat = 3;
+  unsigned threads = 0;
+  fs::path dir = fs::temp_directory_path();
+  std::vector<std::string> bins;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      bins.push_back(fs::absolute(s).string());
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "usage: ds_bench_compare_throughput [--mb N] [--tensor-mb M] [--threads T] "
+                           "[--repeat R] [--dir D] [BIN...]\n");
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (s == "--mb") mib = std::max<size_t>(1, std::strtoull(v, nullptr, 10));
+    else if (s == "--tensor-mb") tensor_mib = std::max<size_t>(1, std::strtoull(v, nullptr, 10));
+    else if (s == "--threads") threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    else if (s == "--repeat") repeat = std::max(1, std::atoi(v));
+    else if (s == "--dir") dir = v;
+    else {
+      std::fprintf(stderr, "ds_bench_compare_throughput: unknown option %s\n", s.c_str());
+      return 2;
+    }
+  }
+  const unsigned all = threads ? threads : detail::hardware_threads();
+  const std::string a = (dir / ("ds-bench-tp-a-" + std::to_string(::getpid()) + ".tdump")).string();
+  const std::string b = (dir / ("ds-bench-tp-b-" + std::to_string(::getpid()) + ".tdump")).string();
+  if (!write_dump(a, mib, tensor_mib, false) || !write_dump(b, mib, tensor_mib, true)) {
+    std::fprintf(stderr, "ds_bench_compare_throughput: cannot write the dumps in %s\n", dir.c_str());
+    return 2;
+  }
+  const double bytes = static_cast<double>(fs::file_size(a) + fs::file_size(b));
+  mmap_read({a, b}, all);  // into the page cache
+  CompareOptions o;
+  o.threads = all;
+  Verdict verdict = Verdict::pass;
+  const Best t_read = best_of(repeat, [&] { mmap_read({a, b}, all); });
+  const Best t_cmp = best_of(repeat, [&] {
+    auto r = compare_files(a, b, o);
+    if (!r) {
+      std::fprintf(stderr, "compare: %s\n", r.error().to_string().c_str());
+      std::exit(2);
+    }
+    verdict = r->verdict;
+  });
+  std::vector<Best> t_bins;
+  for (const auto& bin : bins) {
+    Best best;
+    for (int r = 0; r < repeat && best.wall >= 0; ++r) {
+      Best t = run_child({bin, "compare", a, b, "-q", "--no-progress", "-j", std::to_string(all)});
+      if (t.wall < 0) best = t;
+      else best = {std::min(best.wall, t.wall), std::min(best.cpu, t.cpu)};
+    }
+    t_bins.push_back(best);
+  }
+  fs::remove(a);
+  fs::remove(b);
+  std::printf("compare of cached f32 dumps, %zu MiB per side in %zu MiB tensors, %u threads, best of %d\n",
+              mib, tensor_mib, all, repeat);
+  auto line = [&](const char* what, const Best& t, const std::string& note) {
+    std::printf("  %-16s %7.2f GB/s = %5.1f%% of the read; CPU %6.3f s = %5.1f%% of the read's  %s\n", what,
+                bytes / t.wall / 1e9, 100 * t_read.wall / t.wall, t.cpu, 100 * t_read.cpu / t.cpu, note.c_str());
+  };
+  std::printf("  %-16s %7.2f GB/s; CPU %6.3f s\n", "plain mmap read", bytes / t_read.wall / 1e9, t_read.cpu);
+  line("compare_files", t_cmp, "(target >= 35%; verdict " + std::string(verdict_name(verdict)) + ")");
+  for (size_t i = 0; i < bins.size(); ++i) {
+    if (t_bins[i].wall < 0) std::printf("  BIN#%zu compare failed (%s)\n", i, bins[i].c_str());
+    else line(("BIN#" + std::to_string(i) + " compare").c_str(), t_bins[i], bins[i]);
+  }
+  return 0;
+}

@@ -1,0 +1,36 @@
+#include "common/pages.hpp"
+
+#include <cstdint>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace driftscope::detail {
+
+void release_pages(std::span<const std::byte> bytes) noexcept {
+#if defined(MADV_DONTNEED)
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (page == 0 || bytes.size() < page) return;
+  uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data());
+  uintptr_t end = begin + bytes.size();
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+#else
+  (void)bytes;
+#endif
+}
+
+void populate_pages(std::span<const std::byte> bytes) noexcept {
+#if defined(MADV_POPULATE_READ)
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (page == 0 || bytes.empty()) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size();
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
+}
+
+}  // namespace driftscope::detail

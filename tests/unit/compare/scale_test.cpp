@@ -1,0 +1,209 @@
+// What the speed and memory work of issue 13 §5 must not change: reports identical for any thread
+// count (fused checksums, page release), damaged payloads still caught, the streamed JSON exactly
+// what nlohmann's dump of the same document gives, and a report of many records complete.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "compare_test_util.hpp"
+
+using namespace ds_test;
+
+namespace {
+
+std::string json_of(const Report& r, int indent = 2) { return report_to_json(r, indent); }
+
+// Many small pairs (some failing, one with NaN, one renamed, one permuted) and one pair large
+// enough to run alone across threads in several kernel tasks.
+std::vector<Entry> mixed(bool candidate) {
+  std::vector<Entry> e;
+  for (int i = 0; i < 120; ++i) {
+    auto v = noise(static_cast<size_t>(1 + (i * 37) % 300), static_cast<uint64_t>(i));
+    if (candidate && i % 7 == 3)
+      for (auto& x : v) x *= 1.01;
+    e.push_back({"blocks." + std::to_string(i) + ".out", v});
+  }
+  auto nan = noise(50, 999);
+  if (candidate) nan[17] = std::nan("");
+  e.push_back({"with_nan", nan});
+  Entry perm{"attn.scores", noise(6 * 4, 5), {6, 4}};
+  perm.axes = {"seq", "heads"};
+  if (candidate) {
+    std::vector<double> t(24);
+    for (size_t s = 0; s < 6; ++s)
+      for (size_t h = 0; h < 4; ++h) t[h * 6 + s] = perm.values[s * 4 + h];
+    perm.values = t;
+    perm.shape = {4, 6};
+    perm.axes = {"heads", "seq"};
+  }
+  e.push_back(perm);
+  auto big = noise(size_t{3} << 20, 77);  // 3 Mi elements: 12 kernel tasks
+  if (candidate)
+    for (size_t i = 0; i < big.size(); i += 4099) big[i] += 1e-3;
+  e.push_back({"lm_head.logits", big, {big.size() / 1024, 1024}});
+  return e;
+}
+
+}  // namespace
+
+TEST(Scale, ReportIdenticalForAnyThreadCount) {
+  ScratchDir d;
+  auto a = write_dump(d.file("a.tdump"), mixed(false));
+  auto b = write_dump(d.file("b.tdump"), mixed(true));
+  CompareOptions o;
+  o.threads = 1;
+  const std::string one = json_of(run_compare(a, b, o));
+  for (unsigned t : {2u, 3u, 8u}) {
+    o.threads = t;
+    EXPECT_EQ(json_of(run_compare(a, b, o)), one) << t << " threads";
+  }
+  // The same readers compared in memory (no page release) give the same report too.
+  auto ra = Reader::open(a), rb = Reader::open(b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  o.threads = 4;
+  auto mem = compare(*ra, *rb, o);
+  ASSERT_TRUE(mem.ok());
+  mem->reference.path = a;
+  mem->candidate.path = b;
+  EXPECT_EQ(json_of(*mem), one);
+  EXPECT_NE(one.find("\"lm_head.logits\""), std::string::npos);
+}
+
+// The kernel checksums a large payload in pieces on several threads: one flipped bit in the
+// middle is still a read error, with the message Reader::verify_payload gives.
+TEST(Scale, DamagedLargePayloadIsAReadError) {
+  ScratchDir d;
+  auto v = noise(size_t{2} << 20, 3);
+  auto a = write_dump(d.file("a.tdump"), {{"x", v}, {"big", v}});
+  auto b = write_dump(d.file("b.tdump"), {{"x", v}, {"big", v}});
+  uint64_t at = 0;
+  std::string expected;
+  {
+    auto r = Reader::open(b);
+    ASSERT_TRUE(r.ok());
+    at = r->find("big")->payload_offset + (size_t{3} << 20) + 1;
+  }
+  {
+    std::FILE* f = std::fopen(b.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(at), SEEK_SET);
+    int c = std::fgetc(f);
+    std::fseek(f, static_cast<long>(at), SEEK_SET);
+    std::fputc(c ^ 0x01, f);
+    std::fclose(f);
+  }
+  {
+    OpenOptions lazy;
+    lazy.verify = Verify::frames;
+    auto r = Reader::open(b, lazy);
+    ASSERT_TRUE(r.ok());
+    auto bad = r->verify_payload(*r->find("big"));
+    ASSERT_FALSE(bad.ok());
+    expected = "candidate: " + bad.error().to_string();
+  }
+  for (unsigned t : {1u, 4u}) {
+    CompareOptions o;
+    o.threads = t;
+    Report r = run_compare(a, b, o);
+    ASSERT_EQ(r.pairs.size(), 2u);
+    EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
+    EXPECT_EQ(r.pairs[1].status, PairStatus::incomparable);
+    ASSERT_FALSE(r.pairs[1].reasons.empty());
+    EXPECT_EQ(r.pairs[1].reasons[0].code, "read_error");
+    EXPECT_EQ(r.pairs[1].reasons[0].message, expected);
+  }
+}
+
+// The report is written straight to text (compare/json_writer.hpp); it must be what nlohmann
+// gives for the parsed document, in both layouts, strings that need escaping included.
+TEST(Scale, JsonTextIsNlohmannsDump) {
+  ScratchDir d;
+  auto ref = mixed(false);
+  auto cand = mixed(true);
+  ref.push_back({"quote\"back\\slash\ttab", noise(8, 1)});
+  cand.push_back({"quote\"back\\slash\ttab", noise(8, 2)});
+  ref.push_back({"caf\xc3\xa9.\xe2\x86\x92.\x7f", noise(8, 1)});
+  cand.push_back({"caf\xc3\xa9.\xe2\x86\x92.\x7f", noise(8, 1)});
+  ref.push_back({"only.ref", noise(3, 1)});
+  cand.push_back({"only.cand", noise(3, 1)});
+  Report r = run_compare(write_dump(d.file("a.tdump"), ref), write_dump(d.file("b.tdump"), cand));
+  for (int indent : {2, 0, 4, -1}) {
+    const std::string text = json_of(r, indent);
+    const auto doc = nlohmann::ordered_json::parse(text);
+    EXPECT_EQ(text, doc.dump(indent) + "\n") << "indent " << indent;
+    EXPECT_EQ(doc["tensors"].size(), r.pairs.size());
+  }
+}
+
+// A report of many records is complete: every pair once, in order (read without a DOM; compact,
+// to keep the file small: the layouts are the same document, JsonTextIsNlohmannsDump).
+TEST(Scale, JsonOfManyRecordsHasEveryPair) {
+  constexpr size_t kRecords = 100000;
+  ScratchDir d;
+  for (const char* side : {"a.tdump", "b.tdump"}) {
+    auto w = Writer::create(d.file(side));
+    ASSERT_TRUE(w.ok());
+    float v[2] = {1.0f, side[0] == 'a' ? 2.0f : 2.5f};
+    for (size_t i = 0; i < kRecords; ++i) {
+      TensorInfo t;
+      t.name = "l" + std::to_string(i);
+      t.dtype = DType::f32;
+      t.shape = {2};
+      ASSERT_TRUE((*w)->write(t, std::as_bytes(std::span<const float>(v))).ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
+  Report r = run_compare(d.file("a.tdump"), d.file("b.tdump"));
+  ASSERT_EQ(r.pairs.size(), kRecords);
+  const std::string path = d.file("r.json");
+  {
+    std::ofstream out(path, std::ios::binary);
+    auto ok = report_to_json(r, -1, [&](std::string_view s) -> Result<void> {
+      out.write(s.data(), static_cast<std::streamsize>(s.size()));
+      return {};
+    });
+    ASSERT_TRUE(ok.ok());
+  }
+  // Counts the "pair" members of the objects directly inside "tensors" and checks they run 0..n-1.
+  struct Sax : nlohmann::json_sax<nlohmann::json> {
+    int depth = 0;
+    bool in_tensors = false, want_pair = false, top_key_tensors = false;
+    size_t next = 0;
+    bool ordered = true;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t v) override {
+      if (want_pair) ordered &= v == next++;
+      want_pair = false;
+      return true;
+    }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++depth, true; }
+    bool end_object() override { return --depth, true; }
+    bool start_array(std::size_t) override {
+      if (depth == 1 && top_key_tensors) in_tensors = true;
+      return ++depth, true;
+    }
+    bool end_array() override {
+      if (--depth == 1) in_tensors = false;
+      return true;
+    }
+    bool key(string_t& k) override {
+      if (depth == 1) top_key_tensors = k == "tensors";
+      want_pair = in_tensors && depth == 3 && k == "pair";
+      return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+      return false;
+    }
+  } sax;
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(nlohmann::json::sax_parse(in, &sax));
+  EXPECT_EQ(sax.next, kRecords);
+  EXPECT_TRUE(sax.ordered);
+}
