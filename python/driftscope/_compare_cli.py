@@ -13,6 +13,7 @@ import sys
 from typing import List, Optional, Sequence
 
 from ._cli import parse_args, refuse_output_onto_inputs, write_output
+from ._text import printable
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +87,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if not any(out == "-" for _, out in outputs):
         if a.quiet:
-            print(rep.summary)
+            print(printable(rep.summary))
         else:
             tty = sys.stdout.isatty()
             color = a.color == "always" or (a.color == "auto" and tty and

@@ -63,6 +63,7 @@ def _connect(address: Optional[str]) -> bool:
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _probe(address)
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False,
                  include_dashboard=False)
@@ -70,6 +71,22 @@ def _connect(address: Optional[str]) -> bool:
         raise RayEngineError(f"engine 'ray': cannot connect to a Ray cluster at {address!r}: "
                              f"{type(e).__name__}: {e}".splitlines()[0], 2, "io_error") from None
     return True
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Ray retries an unreachable HOST:PORT for minutes; a refused or silent port is said at
+    once instead."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local": Ray finds the cluster itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise RayEngineError(f"engine 'ray': cannot connect to a Ray cluster at {address!r}: "
+                             f"{e.strerror or e}", 2, "io_error") from None
 
 
 def split(work: Sequence[int], parts: int) -> List[List[int]]:
