@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,7 +27,76 @@ struct CompareArgs {
   std::string json_out, markdown_out, html_out, plot_out, model_explorer_out;
   std::string color = "auto";
   bool all = false, quiet = false, no_progress = false;
+  std::string engine = "local", ray_address;
+  std::optional<int64_t> ray_parts;
 };
+
+// `--engine ray` runs in the Python package (driftscope/_compare_cli.py, docs/howto/cluster.md),
+// which measures the pairs as Ray tasks and assembles the report with this library: the command
+// line is handed over flag by flag, numbers in their shortest round-trip spelling.
+std::vector<std::string> ray_args(const CompareArgs& a) {
+  const CompareSettings& st = a.settings;
+  std::vector<std::string> v = {a.reference, a.candidate, "--engine", "ray"};
+  auto opt = [&](const char* flag, const auto& x) {
+    if (x) {
+      v.emplace_back(flag);
+      v.push_back(fmt::format("{}", *x));
+    }
+  };
+  auto str = [&](const char* flag, const std::string& x) {
+    if (!x.empty()) {
+      v.emplace_back(flag);
+      v.push_back(x);
+    }
+  };
+  auto list = [&](const char* flag, const std::vector<std::string>& xs) {
+    for (const auto& x : xs) v.push_back(fmt::format("{}={}", flag, x));
+  };
+  auto flag = [&](const char* f, bool on) {
+    if (on) v.emplace_back(f);
+  };
+  opt("--atol", st.atol);
+  opt("--rtol", st.rtol);
+  opt("--max-mismatch-fraction", st.max_mismatch_fraction);
+  opt("--min-cosine", st.min_cosine);
+  opt("--min-sqnr", st.min_sqnr);
+  opt("--max-rel-l2", st.max_rel_l2);
+  opt("--max-ulp", st.max_ulp);
+  opt("--min-argmax", st.min_argmax);
+  opt("--min-topk", st.min_topk);
+  opt("--r64-floor", st.r64_floor);
+  opt("--ray-parts", a.ray_parts);
+  str("--policy", st.policy);
+  str("--reference64", st.reference64);
+  str("--map-file", st.map_file);
+  str("--pairs", st.pairs);
+  str("--filter", st.filter);
+  str("--json", a.json_out);
+  str("--markdown", a.markdown_out);
+  str("--html", a.html_out);
+  str("--plot", a.plot_out);
+  str("--model-explorer", a.model_explorer_out);
+  str("--color", a.color);
+  str("--ray-address", a.ray_address);
+  list("--map-a", st.map_a);
+  list("--map-b", st.map_b);
+  list("--classes", st.classes);
+  list("--r64-k", st.r64_k);
+  v.push_back(fmt::format("--top-k={}", st.top_k));
+  v.push_back(fmt::format("--threads={}", st.threads));
+  flag("--nan-equal", st.nan_equal);
+  flag("--reshape", st.reshape);
+  flag("--stop-at-first", st.stop_at_first);
+  flag("--allow-unpaired", st.allow_unpaired);
+  flag("--allow-incomparable", st.allow_incomparable);
+  flag("--all", a.all);
+  flag("--quiet", a.quiet);
+  flag("--no-progress", a.no_progress);
+  return v;
+}
+
+constexpr const char* kRayHelp = "driftscope compare --engine ray runs in the driftscope Python package with ray "
+                                 "installed (docs/howto/cluster.md)\n";
 
 // Redraws one line on stderr; only used when stderr is a terminal.
 class Progress {
@@ -53,6 +125,9 @@ class Progress {
 int run_compare(const CompareArgs& a) {
   auto resolved = a.settings.resolve();
   if (!resolved) return fail(resolved.error().to_string());
+  if (a.engine == "ray") return run_python("compare", kRayHelp, ray_args(a));
+  if (!a.ray_address.empty() || a.ray_parts)
+    return fail("--ray-address and --ray-parts need --engine ray");
   CompareOptions o = std::move(*resolved);
 
   // Refused before the comparison runs, not after it spent minutes: a report path that names an
@@ -170,6 +245,14 @@ std::function<int()> setup_compare(CLI::App& app) {
   sub->add_flag("--allow-unpaired", st.allow_unpaired, "tensors found in only one dump do not fail the comparison")->group(run);
   sub->add_flag("--allow-incomparable", st.allow_incomparable, "incomparable pairs do not fail the comparison")->group(run);
   sub->add_option("-j,--threads", st.threads, "worker threads, 0 .. 4096 (default 0: all cores; results never depend on it)")->group(run);
+  sub->add_option("--engine", a->engine,
+                  "local (default: this process's threads) or ray: measure the pairs as tasks on a Ray "
+                  "cluster that sees the dumps at the same paths; the report is the local one")
+      ->group(run)->check(CLI::IsMember({"local", "ray"}));
+  sub->add_option("--ray-address", a->ray_address,
+                  "the Ray cluster (default: $RAY_ADDRESS, else the local one: 'auto')")->group(run);
+  sub->add_option("--ray-parts", a->ray_parts, "pairs are measured in this many tasks (default: 2 per cluster CPU)")
+      ->group(run)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
 
   const char* out = "Output";
   sub->add_option("--json", a->json_out, "write the JSON report (docs/report-schema.json) to FILE, '-' for stdout")->group(out);
@@ -217,6 +300,7 @@ Examples:
   driftscope compare ref.tdump tflite.tdump --pairs positional --reshape --policy policy.toml
   driftscope compare ref.tdump cand.tdump --markdown "$GITHUB_STEP_SUMMARY" -q
   driftscope compare fp32.tdump fp16.tdump --html report.html --plot growth.png
+  driftscope compare ref.tdump cand.tdump --engine ray --ray-address head:6379 --json r.json
 
 Reading the report and writing policy files: docs/compare.md.)HELP");
   return [a] { return run_compare(*a); };

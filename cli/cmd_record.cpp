@@ -124,6 +124,8 @@ constexpr const char* kProbeCode =
     "import driftscope\n"
     "sys.exit(0 if importlib.util.find_spec('driftscope.__main__') else 3)";
 
+}  // namespace
+
 // Runs `PYTHON -m driftscope <command> args...` by exec (the Python subcommands: record, guard);
 // `help` is printed when --help is asked for and no Python with the package is found.
 int run_python(const std::string& command, const char* help_text,
@@ -177,6 +179,8 @@ int run_python(const std::string& command, const char* help_text,
   ::execvp(python.c_str(), argv.data());
   return fail(fmt::format("{}: cannot run {}: {}", command, python, std::strerror(errno)));
 }
+
+namespace {
 
 std::function<int()> setup_record(CLI::App& app) {
   auto* sub = app.add_subcommand(

@@ -24,6 +24,9 @@ namespace driftscope::cli {
 // ---- diagnostics: one line each, on stderr; data goes to stdout only --------------------------
 
 // "driftscope: error: <msg>"; returns kExitTrouble so callers can `return fail(...)`.
+// Runs `PYTHON -m driftscope <command> args...` by exec (cmd_record.cpp: record, guard, and
+// compare --engine ray); returns only on failure (exit 2, one line said why).
+int run_python(const std::string& command, const char* help_text, const std::vector<std::string>& args);
 int fail(std::string_view message);
 // "driftscope: error: <path>: <code>: <message with offset>".
 int fail(std::string_view path, const Error& error);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -393,6 +394,22 @@ Result<Report> compare(const Reader& reference, const Reader& candidate,
 // Opens both files (full verification) and compares them; paths are recorded in the report.
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
                              const CompareOptions& options);
+
+// ---- a comparison in parts (docs/howto/cluster.md) ---------------------------------------------
+
+// compare() split so that its pairs can be measured elsewhere (Ray tasks, other machines reading
+// the same files): compare_work() lists the pairs that need measuring (indexes into
+// Report::pairs), measure_pairs() measures any subset of them into a self-describing blob, and
+// assemble_report() judges, localises and reports from the blobs of all parts, with the same
+// dumps and options. For any partition of compare_work() into parts the report equals compare()'s
+// bit for bit. Errors (Errc::invalid_argument) for a pair outside the work list, a damaged blob or
+// one from another comparison, and a pair no part measured or two parts did: never a partial report.
+Result<std::vector<size_t>> compare_work(const Reader& reference, const Reader& candidate,
+                                         const CompareOptions& options);
+Result<std::string> measure_pairs(const Reader& reference, const Reader& candidate,
+                                  const CompareOptions& options, std::span<const size_t> pairs);
+Result<Report> assemble_report(const Reader& reference, const Reader& candidate,
+                               const CompareOptions& options, std::span<const std::string> parts);
 
 // ---- rendering ----------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
     python -m driftscope guard MODEL.onnx|MODEL.tflite|--model FILE.py:FUNCTION [...]
     python -m driftscope reference {init,run,check} ...   (docs/references.md)
     python -m driftscope evidence {declare,measure,verify} LEDGER ...
+    python -m driftscope compare REF CAND --engine ray [...]   (docs/howto/cluster.md)
 
 The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
 arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
@@ -92,12 +93,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .reference._cli import evidence_main
 
         return evidence_main(args[1:])
+    if args[0] == "compare":  # `driftscope compare --engine ray` (cli/cmd_compare.cpp)
+        from ._compare_cli import main as compare_main
+
+        return compare_main(args[1:])
     if args[0] == "guard":
         from ._guard import cli_main as guard_main
 
         return guard_main(args[1:])
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record', 'guard', 'reference' and 'evidence' (other commands are in the driftscope executable)",
+          f"'record', 'guard', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
           file=sys.stderr)
     return 2
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._dump import Dump, open as _open
-from .errors import NotFoundError
+from .errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["compare", "Report", "TensorResult"]
 
@@ -201,7 +201,9 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
             r64_floor: Optional[float] = None,
             amplification_threshold: float = 10.0, max_amplifiers: int = 5,
             details: bool = False,
-            progress: Optional[Callable[[int, int], None]] = None) -> Report:
+            progress: Optional[Callable[[int, int], None]] = None,
+            engine: str = "local", ray_address: Optional[str] = None,
+            ray_parts: Optional[int] = None) -> Report:
     """Compares a candidate run against a reference run and names the first divergence.
 
     reference, candidate: paths or open Dumps. The reference's execution order defines "first"
@@ -222,7 +224,49 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     command and the C ABI: out of range is InvalidArgumentError with the same message.
     The GIL is released while the engine runs; ``progress(done, total)`` is called as pairs
     complete.
+    engine: "local" (default: this process's thread pool) or "ray": the pairs are measured as
+    Ray tasks on an existing cluster (``ray_address``, else $RAY_ADDRESS, else "auto"; a
+    connection already made with ``ray.init`` is used as is) that reads both dumps from shared
+    storage, in ``ray_parts`` parts (default: two per cluster CPU); the report is exactly the
+    local one (docs/howto/cluster.md). A part that fails after Ray's retries is an error, never
+    a partial report.
     """
+    kwargs = {k: v for k, v in locals().items()
+              if k not in ("reference", "candidate", "progress", "engine", "ray_address",
+                           "ray_parts")}
+    if engine == "ray":
+        from ._ray import compare_on_ray
+
+        return compare_on_ray(reference, candidate, kwargs, address=ray_address,
+                              parts=ray_parts)
+    if engine != "local":
+        raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
+                                   "invalid_argument")
+    return Report(_core.compare(_reader(reference), _reader(candidate), settings(**kwargs),
+                                progress))
+
+
+def settings(*, atol: Optional[float] = None, rtol: Optional[float] = None,
+             min_cosine: Optional[float] = None, min_sqnr: Optional[float] = None,
+             max_ulp: Optional[int] = None, max_rel_l2: Optional[float] = None,
+             max_mismatch_fraction: Optional[float] = None,
+             min_argmax_agreement: Optional[float] = None,
+             min_topk_overlap: Optional[float] = None,
+             policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]] = None,
+             map_a: Sequence[str] = (), map_b: Sequence[str] = (),
+             names: Optional[Mapping[str, str]] = None,
+             mapping: Optional[Union[str, "os.PathLike[str]"]] = None, pairs: str = "name",
+             filter: str = "", reshape: bool = False, nan_equal: bool = False,
+             stop_at_first: bool = False, allow_unpaired: bool = False,
+             allow_incomparable: bool = False, threads: int = 0,
+             classes: Sequence[str] = (), top_k: int = 5,
+             reference64: Optional[Union[str, "os.PathLike[str]"]] = None,
+             r64_k: Union[Sequence[str], Mapping[str, float]] = (),
+             r64_floor: Optional[float] = None,
+             amplification_threshold: float = 10.0, max_amplifiers: int = 5,
+             details: bool = False) -> Any:
+    """The engine's CompareSettings from compare()'s keyword arguments (unchecked: the engine's
+    one validator checks them when it runs)."""
     s = _core.CompareSettings()
     s.atol, s.rtol, s.min_cosine, s.min_sqnr = atol, rtol, min_cosine, min_sqnr
     s.max_ulp, s.max_rel_l2, s.max_mismatch_fraction = max_ulp, max_rel_l2, max_mismatch_fraction
@@ -241,4 +285,4 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     s.r64_floor = r64_floor
     s.amplification_threshold, s.max_amplifiers = amplification_threshold, max_amplifiers
     s.details = bool(details)
-    return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))
+    return s

@@ -168,6 +168,14 @@ class CompareSettings:
 def compare(reference: Reader, candidate: Reader, settings: CompareSettings,
             progress: Optional[Any]) -> Report: ...
 
+# A comparison in parts (compare.hpp; driftscope/_ray.py): the pairs that need measuring, the
+# measured blob of a subset of them, and the report assembled from every part's blob.
+def compare_work(reference: Reader, candidate: Reader, settings: CompareSettings) -> List[int]: ...
+def compare_measure(reference: Reader, candidate: Reader, settings: CompareSettings,
+                    pairs: List[int]) -> bytes: ...
+def compare_assemble(reference: Reader, candidate: Reader, settings: CompareSettings,
+                     parts: List[bytes]) -> Report: ...
+
 def import_file(src: str, dst: str, format: Optional[str] = None, filter: str = "",
                 meta: List[Tuple[str, str]] = ..., salt: Optional[int] = None) -> Dict[str, Any]:
     """{"format", "written", "filtered", "payload_bytes", "skipped", "notes"}"""

@@ -42,6 +42,7 @@ import torch
 from . import _core
 from ._cli import parse_args, refuse_output_onto_inputs
 from ._progress import Progress
+from ._torch_sets import SetRecording
 from ._writer import Writer
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -311,7 +312,12 @@ class Recorder:
                  root_name: str = "<root>", strict: bool = False,
                  on_record: Optional[Callable[[RecordEvent], None]] = None,
                  projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-                 salt: Optional[int] = None, parameters: bool = False) -> None:
+                 salt: Optional[int] = None, parameters: bool = False,
+                 distributed: Optional[bool] = None,
+                 groups: Optional[Mapping[str, int]] = None,
+                 coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
+                 order: Optional[str] = None) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InvalidArgumentError(
                 f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
@@ -323,6 +329,13 @@ class Recorder:
             raise InvalidArgumentError("root_name must not be empty", 1, "invalid_argument")
         self.model = model
         self.path = os.fspath(path)
+        # Parse the filter before creating the file, so a typo does not leave an empty dump.
+        _core.Filter(filter or "")
+        # A dump set (docs/dumpsets.md): `path` is its directory, this rank writes one file.
+        self.set = SetRecording.resolve(self.path, distributed=distributed, groups=groups,
+                                        coords=coords, rank=rank, world_size=world_size,
+                                        shards=shards, order=order)
+        self.file = self.set.file if self.set is not None else self.path
         self.granularity = granularity
         self.inputs = inputs
         self.root_name = root_name
@@ -331,10 +344,11 @@ class Recorder:
         self.projection_dim = projection_dim
         self._axes = axes
         self._summary = _core.Filter(summary) if summary else None
-        # Parse the filter before creating the file, so a typo does not leave an empty dump.
-        _core.Filter(filter or "")
         metadata = default_metadata(model, granularity)
+        if self.set is not None:
+            metadata.update(self.set.layout.run_metadata())
         metadata.update({str(k): str(v) for k, v in (meta or {}).items()})
+        self._metadata = metadata
         self._writer_args = dict(meta=metadata, filter=filter or "", sync=sync,
                                  background=background, queue_bytes=queue_bytes, salt=salt)
         self.writer: Optional[Writer] = None
@@ -358,12 +372,13 @@ class Recorder:
         self._lineage: Any = WeakIdKeyDictionary()
         self._lineage_mode: Optional[Any] = None
         self._sources: Dict[type, str] = {}
+        self._finished = False
 
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> "Recorder":
         if self.writer is not None:
             raise InvalidArgumentError("this recorder was already started", 1, "invalid_argument")
-        self.writer = Writer(self.path, **self._writer_args)
+        self.writer = Writer(self.file, **self._writer_args)
         try:
             heads: Dict[str, int] = {}
             for name, module in self.model.named_modules():
@@ -391,8 +406,20 @@ class Recorder:
             raise
         return self
 
-    def stop(self) -> None:
-        """Removes every hook, leaves the dispatch mode and closes the file. Idempotent."""
+    def stop(self, completed: bool = True) -> None:
+        """Removes every hook, leaves the dispatch mode and closes the file. Idempotent. In a
+        dump set, then waits for every rank and rank 0 writes the manifest (not when
+        ``completed`` is False: the recording ended in an exception)."""
+        writer, closed = self.writer, False
+        try:
+            self._stop()
+            closed = True
+        finally:
+            if self.set is not None and writer is not None and not self._finished:
+                self._finished = True
+                self.set.finish(self._metadata, completed and closed)
+
+    def _stop(self) -> None:
         try:
             if self._mode is not None:
                 mode, self._mode = self._mode, None
@@ -408,8 +435,8 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.stop(completed=exc_type is None)
 
     def _remove_hooks(self) -> None:
         handles, self._handles = self._handles, []
@@ -562,6 +589,8 @@ class Recorder:
                               stacklevel=3)
             return
         axes = self._axes_for(name, t, names, len(shape))
+        if self.set is not None and role == "output" and self.set.shards:
+            axes = self.set.axes(name, axes, len(shape))
         attrs = {"path": path} if path else {}
         declared = self._module_attrs.get(name)
         if declared and role == "output":
@@ -713,7 +742,11 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
            queue_bytes: int = 256 << 20, root_name: str = "<root>", strict: bool = False,
            on_record: Optional[Callable[[RecordEvent], None]] = None,
            projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-           salt: Optional[int] = None, parameters: bool = False) -> Recorder:
+           salt: Optional[int] = None, parameters: bool = False,
+           distributed: Optional[bool] = None, groups: Optional[Mapping[str, int]] = None,
+           coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
+           world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
+           order: Optional[str] = None) -> Recorder:
     """Records ``model``'s tensors into ``path`` while the returned context is active.
 
     filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
@@ -730,12 +763,29 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
     parameters: also record each module's own parameters and buffers once, at its first call
         (role "parameter", attribute ``path`` = the parameter's name), so compare can tell a
         changed weight from a changed computation.
+
+    Multi-rank runs (docs/dumpsets.md, docs/howto/pytorch.md "Multi-rank runs"): under an
+    initialised ``torch.distributed`` process group ``path`` is a set directory; each rank writes
+    ``rank-%05d.tdump`` with run metadata ds.rank / ds.world_size / ds.coords, and when the
+    recording ends every rank waits for the others and rank 0 writes ``driftscope-set.json``.
+    distributed: force (True) or refuse (False) set mode; None: a set when a process group is
+        initialised or any of groups / coords / rank / world_size is given.
+    groups: the parallel layout, e.g. ``{"pp": 2, "tp": 2}`` (default ``{"dp": world}``);
+        coordinates come from the rank in row-major order (the last group varies fastest)
+        unless ``coords`` gives them.
+    rank / world_size: for runs without torch.distributed (every rank must use the same path).
+    shards: ``{"module glob": annotation}`` for module outputs that are shards: ``"hidden@tp"``
+        (split across tp along the axis named hidden; on a record without axis names, the last
+        axis), ``"2@tp"`` (axis 2), ``"+tp"`` (a partial sum awaiting all-reduce), or a whole
+        annotated axis list ``"batch,heads@tp,seq,dim"``. The first matching glob applies.
+    order: "lockstep" (default) or "pipeline" (default when a pp group has several stages).
     """
     return Recorder(model, path, filter=filter, inputs=inputs, summary=summary, axes=axes,
                     granularity=granularity, meta=meta, sync=sync, background=background,
                     queue_bytes=queue_bytes, root_name=root_name, strict=strict,
                     on_record=on_record, projection_dim=projection_dim, salt=salt,
-                    parameters=parameters)
+                    parameters=parameters, distributed=distributed, groups=groups,
+                    coords=coords, rank=rank, world_size=world_size, shards=shards, order=order)
 
 
 # -- python -m driftscope record torch -----------------------------------------------------------

@@ -26,6 +26,8 @@ struct PyReport {
   std::shared_ptr<const Report> report;
 };
 
+PyReport finish(Report report, const PyReader& reference, const PyReader& candidate);
+
 // Settings arrive as driftscope.compare()'s keyword arguments and are checked by the library's
 // one validator (CompareSettings::resolve), the same as the command's flags and the C ABI's JSON.
 PyReport run_compare(const PyReader& reference, const PyReader& candidate,
@@ -51,10 +53,51 @@ PyReport run_compare(const PyReader& reference, const PyReader& candidate,
     nb::gil_scoped_release unlocked;
     result.emplace(compare(*ref, *cand, o));
   }
-  Report report = unwrap(std::move(*result));
+  return finish(unwrap(std::move(*result)), reference, candidate);
+}
+
+PyReport finish(Report report, const PyReader& reference, const PyReader& candidate) {
   if (report.reference.path.empty()) report.reference.path = reference.path;
   if (report.candidate.path.empty()) report.candidate.path = candidate.path;
   return PyReport{std::make_shared<const Report>(std::move(report))};
+}
+
+// A comparison in parts (compare.hpp; driftscope/_ray.py runs the parts as Ray tasks).
+std::vector<size_t> run_work(const PyReader& reference, const PyReader& candidate,
+                             const CompareSettings& settings) {
+  CompareOptions o = unwrap(settings.resolve());
+  std::optional<Result<std::vector<size_t>>> result;
+  {
+    nb::gil_scoped_release unlocked;
+    result.emplace(compare_work(*reference.reader, *candidate.reader, o));
+  }
+  return unwrap(std::move(*result));
+}
+
+nb::bytes run_measure(const PyReader& reference, const PyReader& candidate, const CompareSettings& settings,
+                      const std::vector<size_t>& pairs) {
+  CompareOptions o = unwrap(settings.resolve());
+  std::optional<Result<std::string>> result;
+  {
+    nb::gil_scoped_release unlocked;
+    result.emplace(measure_pairs(*reference.reader, *candidate.reader, o, pairs));
+  }
+  std::string blob = unwrap(std::move(*result));
+  return nb::bytes(blob.data(), blob.size());
+}
+
+PyReport run_assemble(const PyReader& reference, const PyReader& candidate, const CompareSettings& settings,
+                      const std::vector<nb::bytes>& parts) {
+  CompareOptions o = unwrap(settings.resolve());
+  std::vector<std::string> blobs;
+  blobs.reserve(parts.size());
+  for (const nb::bytes& b : parts) blobs.emplace_back(b.c_str(), b.size());
+  std::optional<Result<Report>> result;
+  {
+    nb::gil_scoped_release unlocked;
+    result.emplace(assemble_report(*reference.reader, *candidate.reader, o, blobs));
+  }
+  return finish(unwrap(std::move(*result)), reference, candidate);
 }
 
 }  // namespace
@@ -135,6 +178,11 @@ void bind_compare(nb::module_& m) {
 
   m.def("compare", &run_compare, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
         nb::arg("progress").none());
+  m.def("compare_work", &run_work, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"));
+  m.def("compare_measure", &run_measure, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
+        nb::arg("pairs"));
+  m.def("compare_assemble", &run_assemble, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
+        nb::arg("parts"));
 }
 
 }  // namespace driftscope::py

@@ -162,9 +162,10 @@ class Engine {
  public:
   // `own_maps`: the readers were opened here from files (Reader::open maps them read-only), so
   // their pages may be released after use; a caller's Reader::from_memory buffer never is.
-  Engine(const Reader& ref, const Reader& cand, const Reader* r64, const CompareOptions& o, bool own_maps)
+  Engine(const Reader& ref, const Reader& cand, const Reader* r64, const CompareOptions& o, bool own_maps,
+         EnginePart* part = nullptr)
       : ref_(ref), cand_(cand), r64_(r64), o_(o), ref_prec_(run_precision(ref)),
-        cand_prec_(run_precision(cand)), own_maps_(own_maps) {}
+        cand_prec_(run_precision(cand)), own_maps_(own_maps), part_(part) {}
 
   Result<Report> run() {
     auto aligned = align(ref_, cand_, o_);
@@ -186,14 +187,38 @@ class Engine {
     judged_default_.assign(plan_.size(), false);
     rules_.assign(plan_.size(), nullptr);
     std::vector<size_t> work;
+    r64_missing_.assign(plan_.size(), 0);
     for (size_t i = 0; i < plan_.size(); ++i) {
       if (prepare(i)) work.push_back(i);
     }
-    execute(work);
-    if (r64_missing_ > 0)
+    // A comparison in parts (partial.cpp): list the work, measure a subset, or take every
+    // measurement from the parts; judging, localising and reporting below are the same code.
+    if (part_ && part_->kind == EnginePart::Kind::plan) {
+      part_->work = std::move(work);
+      part_->fingerprint = fingerprint();
+      return std::move(report_);
+    }
+    if (part_ && part_->kind == EnginePart::Kind::measure) {
+      part_->fingerprint = fingerprint();
+      part_->work = work;
+      DRIFTSCOPE_TRY(part_->check_subset(work, report_));
+      execute(part_->subset, /*may_stop=*/false);
+      part_->r64_missing = r64_missing_;
+      return std::move(report_);
+    }
+    if (part_ && part_->kind == EnginePart::Kind::assemble) {
+      DRIFTSCOPE_TRY(part_->fill(work, fingerprint(), report_, r64_missing_));
+    } else {
+      execute(work, /*may_stop=*/true);
+    }
+    cut_after_first_divergence(work);
+    size_t r64_missing = 0;
+    for (size_t i = 0; i < plan_.size(); ++i)
+      r64_missing += r64_missing_[i] && rep.pairs[i].status != PairStatus::not_compared;
+    if (r64_missing > 0)
       rep.warnings.push_back(fmt::format(
           "reference64: {} compared tensor(s) have no float64 counterpart and were judged by the "
-          "tolerance policy", r64_missing_));
+          "tolerance policy", r64_missing));
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_);
@@ -215,7 +240,20 @@ class Engine {
   Report report_;
   std::vector<numerics::PairOptions> kopts_;
   std::vector<std::vector<uint64_t>> perm_index_;
-  size_t r64_missing_ = 0;
+  std::vector<uint8_t> r64_missing_;  // per pair: judged without a float64 counterpart
+  EnginePart* part_;
+
+  // Identifies this comparison's plan for parts measured elsewhere (EnginePart::fingerprint).
+  uint64_t fingerprint() const {
+    std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}\n", ref_.header().salt, cand_.header().salt,
+                                  ref_.records().size(), cand_.records().size(), plan_.size(),
+                                  o_.nan_equal, o_.details, !o_.reference64.empty());
+    for (const PairResult& p : report_.pairs)
+      key += fmt::format("{}#{}#{}#{}|{}#{}|{}|{}|{}\n", p.ref.name, p.ref.occurrence, role_name(p.ref.role),
+                         p.ref.role_index, p.cand.name, p.cand.occurrence, status_name(p.status),
+                         p.criteria.to_string(), p.criteria_source);
+    return part_fingerprint(key);
+  }
 
   static void fill_dump(DumpInfo& d, const Reader& r) {
     d.metadata = r.header().metadata;
@@ -475,8 +513,7 @@ class Engine {
     if (!s || s->kind != RecordKind::tensor || s->info.numel() != ri.numel() ||
         !verified(*r64_, *s)) {
       p.notes.push_back("reference64: no matching float64 tensor; judged by the tolerance policy");
-      std::lock_guard<std::mutex> lock(mu_);
-      ++r64_missing_;
+      r64_missing_[i] = 1;
       return;
     }
     TensorInfo si = s->info;
@@ -491,8 +528,7 @@ class Engine {
     detail::release_pages(s->payload);
     if (!er || !ec) {
       p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
-      std::lock_guard<std::mutex> lock(mu_);
-      ++r64_missing_;
+      r64_missing_[i] = 1;
       return;
     }
     DType ct = effective(p.cand.dtype, cand_prec_);
@@ -527,12 +563,14 @@ class Engine {
     return s == PairStatus::fail || s == PairStatus::silent_failure;
   }
 
-  void execute(const std::vector<size_t>& work) {
+  // Measures `work` (ascending pair indexes). With stop_at_first and `may_stop`, stops after the
+  // batch holding the first divergence; cut_after_first_divergence() then makes the report the
+  // same whatever the batching was.
+  void execute(const std::vector<size_t>& work, bool may_stop) {
     const unsigned threads = o_.threads ? o_.threads : detail::hardware_threads();
     size_t done = 0;
     const size_t total = work.size();
-    size_t pos = 0;
-    std::optional<size_t> first_bad;
+    size_t pos = 0, scanned = 0;
     while (pos < work.size()) {
       size_t i = work[pos];
       if (plan_[i].ref->info.numel() >= kLargePair) {
@@ -552,16 +590,21 @@ class Engine {
       }
       done = pos;
       if (o_.progress) o_.progress(done, total);
-      if (o_.stop_at_first) {
-        for (size_t j = 0; j < pos && !first_bad; ++j)
-          if (diverged(work[j])) first_bad = work[j];
-        if (first_bad) break;
+      if (o_.stop_at_first && may_stop) {
+        for (; scanned < pos; ++scanned)
+          if (diverged(work[scanned])) return;
       }
     }
-    if (o_.stop_at_first && first_bad) {
+  }
+
+  void cut_after_first_divergence(const std::vector<size_t>& work) {
+    if (!o_.stop_at_first) return;
+    auto first = std::find_if(work.begin(), work.end(), [&](size_t j) { return diverged(j); });
+    if (first != work.end()) {
+      const size_t first_bad = *first;
       // Everything after the first divergence is "not_compared", whatever the batch size was,
       // so the report does not depend on the thread count.
-      for (size_t i = *first_bad + 1; i < report_.pairs.size(); ++i) {
+      for (size_t i = first_bad + 1; i < report_.pairs.size(); ++i) {
         PairResult& p = report_.pairs[i];
         if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) continue;
         PairResult fresh;
@@ -587,8 +630,6 @@ class Engine {
       r.verdict = Verdict::nothing_compared;
     else r.verdict = Verdict::pass;
   }
-
-  std::mutex mu_;
 };
 
 }  // namespace
@@ -604,8 +645,12 @@ OpenOptions lazy_checksums() {
   return o;
 }
 
+}  // namespace
+
+namespace compare_detail {
+
 Result<Report> run_engine(const Reader& reference, const Reader& candidate, const CompareOptions& options,
-                          bool own_maps) {
+                          bool own_maps, EnginePart* part) {
   DRIFTSCOPE_TRY(validate(options));  // options built in code meet the front ends' ranges
   std::optional<Reader> r64;
   if (!options.reference64.empty()) {
@@ -617,7 +662,7 @@ Result<Report> run_engine(const Reader& reference, const Reader& candidate, cons
     }
     r64 = std::move(*r);
   }
-  Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options, own_maps);
+  Engine engine(reference, candidate, r64 ? &*r64 : nullptr, options, own_maps, part);
   auto rep = engine.run();
   // A dump cut while it was compared read zeros past its new end: no verdict from that.
   DRIFTSCOPE_TRY(reference.check_unchanged());
@@ -627,10 +672,10 @@ Result<Report> run_engine(const Reader& reference, const Reader& candidate, cons
   return rep;
 }
 
-}  // namespace
+}  // namespace compare_detail
 
 Result<Report> compare(const Reader& reference, const Reader& candidate, const CompareOptions& options) {
-  return run_engine(reference, candidate, options, /*own_maps=*/false);
+  return run_engine(reference, candidate, options, /*own_maps=*/false, nullptr);
 }
 
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
@@ -651,7 +696,7 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
   // both files. Measuring reads them again pair by pair (and releases them behind it).
   detail::release_pages(a->bytes());
   detail::release_pages(b->bytes());
-  auto rep = run_engine(*a, *b, options, /*own_maps=*/true);
+  auto rep = run_engine(*a, *b, options, /*own_maps=*/true, nullptr);
   if (rep) {
     rep->reference.path = reference;
     rep->candidate.path = candidate;

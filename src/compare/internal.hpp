@@ -129,6 +129,30 @@ LayoutDiagnosis diagnose_layout(const LayoutInput& in);
 void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, const Reader& ref,
                       const Reader& cand, const CompareOptions& options);
 
+// ---- engine.cpp / partial.cpp: a comparison in parts (compare.hpp "A comparison in parts") -------
+// What the engine does instead of measuring every pair itself. plan: list the pairs that need
+// measuring; measure: measure `subset` only (no stop_at_first cut) and hand back per-pair flags;
+// assemble: take every measurement from `fill` (the parts), then judge and report as compare().
+struct EnginePart {
+  enum class Kind : uint8_t { plan, measure, assemble } kind = Kind::plan;
+  std::vector<size_t> subset;         // measure: ascending pair indexes, each in the work list
+  std::vector<size_t> work;           // plan, measure: the pairs that need measuring
+  uint64_t fingerprint = 0;           // plan, measure: identifies the comparison
+  std::vector<uint8_t> r64_missing;   // measure: per pair, judged without a float64 counterpart
+  std::vector<std::string_view> parts;  // assemble: the measured blobs
+  // measure: every index of `subset` is in `work`, ascending, no repeats.
+  Result<void> check_subset(const std::vector<size_t>& work, const Report& report) const;
+  // assemble: decodes the parts into report.pairs[i] for every i of `work` (and r64_missing);
+  // an error when a part is damaged or from another comparison, or a pair is missing or twice.
+  Result<void> fill(const std::vector<size_t>& work, uint64_t fingerprint, Report& report,
+                    std::vector<uint8_t>& r64_missing) const;
+};
+// FNV-1a 64 of the plan's description.
+uint64_t part_fingerprint(std::string_view key) noexcept;
+// compare() with an optional part (nullptr: the whole comparison); `own_maps` as compare_files.
+Result<Report> run_engine(const Reader& reference, const Reader& candidate, const CompareOptions& options,
+                          bool own_maps, EnginePart* part);
+
 // ---- format helpers (report_text.cpp) -----------------------------------------------------------
 std::string fmt_num(double v, int significant = 4);
 std::string fmt_shape(const std::vector<uint64_t>& shape);

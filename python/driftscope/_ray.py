@@ -1,0 +1,155 @@
+"""``compare(..., engine="ray")``: the pairs of a comparison measured as Ray tasks (docs/howto/cluster.md).
+
+The driver lists the pairs that need measuring (``_core.compare_work``), cuts them into parts,
+runs one Ray task per part on the cluster (each opens both dumps by absolute path, so every
+node must see them at that path: shared storage, and measures its pairs:
+``_core.compare_measure``), then assembles the parts (``_core.compare_assemble``): the same
+judging, localisation and report code as a local run, so the report is the local one, bit for
+bit. A task whose worker or node dies is retried by Ray (``max_retries``); a part that still
+fails is an error naming it, and the assembler refuses to report with a pair missing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from . import _core
+from ._dump import Dump, open as _open
+from .errors import Error, InvalidArgumentError
+
+# Keyword arguments of compare() that name files: tasks get them as absolute paths.
+_PATH_ARGS = ("reference64", "mapping")
+
+DEFAULT_MAX_RETRIES = 3
+
+
+class RayEngineError(Error, RuntimeError):
+    """The Ray engine could not produce a complete report (no cluster, a part failed)."""
+
+    def __init__(self, message: str, code: int = 2, code_name: str = "io_error",
+                 offset: Optional[int] = None) -> None:
+        super().__init__(message, code, code_name, offset)
+
+
+def _path(x: Any) -> str:
+    return x.path if isinstance(x, Dump) else os.fspath(x)
+
+
+def _measure_part(reference: str, candidate: str, kwargs: Dict[str, Any], pairs: List[int],
+                  delay_s: float) -> bytes:
+    """One Ray task: the measured blob of `pairs` (compare.hpp measure_pairs)."""
+    from ._compare import settings
+
+    if delay_s:
+        time.sleep(delay_s)  # tests: keeps a task running while its worker is killed
+    s = settings(**kwargs)
+    ref, cand = _open(reference), _open(candidate)
+    try:
+        return _core.compare_measure(ref._live(), cand._live(), s, pairs)
+    finally:
+        ref.close()
+        cand.close()
+
+
+def _connect(address: Optional[str]) -> bool:
+    """Connects to the cluster unless this process already is; True when we connected."""
+    try:
+        import ray
+    except ImportError as e:
+        raise RayEngineError(f"engine 'ray' needs the ray package ({e}); pip install ray",
+                             2, "io_error") from None
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _probe(address)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False,
+                 include_dashboard=False)
+    except Exception as e:  # ConnectionError, ValueError, RuntimeError: all "no cluster there"
+        raise RayEngineError(f"engine 'ray': cannot connect to a Ray cluster at {address!r}: "
+                             f"{type(e).__name__}: {e}".splitlines()[0], 2, "io_error") from None
+    return True
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Ray retries an unreachable HOST:PORT for minutes; a refused or silent port is said at
+    once instead."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local": Ray finds the cluster itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise RayEngineError(f"engine 'ray': cannot connect to a Ray cluster at {address!r}: "
+                             f"{e.strerror or e}", 2, "io_error") from None
+
+
+def split(work: Sequence[int], parts: int) -> List[List[int]]:
+    """`parts` contiguous runs of the work list, sizes differing by at most one, none empty."""
+    parts = max(1, min(parts, len(work)))
+    q, r = divmod(len(work), parts)
+    out, pos = [], 0
+    for i in range(parts):
+        n = q + (i < r)
+        out.append(list(work[pos:pos + n]))
+        pos += n
+    return out
+
+
+def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
+                   address: Optional[str] = None, parts: Optional[int] = None,
+                   max_retries: int = DEFAULT_MAX_RETRIES, _task_delay_s: float = 0.0) -> Any:
+    from ._compare import Report, settings
+
+    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
+        raise InvalidArgumentError(f"ray_parts={parts!r} is not a positive integer", 1,
+                                   "invalid_argument")
+    s = settings(**kwargs)  # checked (resolve) by compare_work below, before any task runs
+    ref_path, cand_path = _path(reference), _path(candidate)
+    ref = reference if isinstance(reference, Dump) else _open(ref_path)
+    cand = candidate if isinstance(candidate, Dump) else _open(cand_path)
+    work = _core.compare_work(ref._live(), cand._live(), s)
+    task_kwargs = dict(kwargs)
+    for key in _PATH_ARGS:
+        if task_kwargs.get(key) is not None:
+            task_kwargs[key] = os.path.abspath(os.fspath(task_kwargs[key]))
+    if task_kwargs.get("policy") is not None and not isinstance(task_kwargs["policy"], Mapping):
+        task_kwargs["policy"] = os.path.abspath(os.fspath(task_kwargs["policy"]))
+    task_kwargs["threads"] = 1  # one CPU per task, as Ray schedules it; never changes results
+
+    blobs: List[bytes] = []
+    if work:
+        import ray
+
+        connected = _connect(address)
+        try:
+            if parts is None:
+                parts = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+            remote = ray.remote(num_cpus=1, max_retries=max_retries,
+                                retry_exceptions=False)(_measure_part)
+            chunks = split(work, parts)
+            refs = [remote.remote(os.path.abspath(ref_path), os.path.abspath(cand_path),
+                                  task_kwargs, chunk, _task_delay_s) for chunk in chunks]
+            for i, r in enumerate(refs):
+                try:
+                    blobs.append(ray.get(r))
+                except Exception as e:  # RayTaskError, WorkerCrashedError, NodeDiedError...
+                    for other in refs[i + 1:]:
+                        ray.cancel(other, force=True)
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, Error):
+                        raise cause from None
+                    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    raise RayEngineError(
+                        f"engine 'ray': part {i + 1} of {len(refs)} ({len(chunks[i])} pairs) "
+                        f"failed after {max_retries} retries: {type(e).__name__}: {first}; no "
+                        f"report (it would be incomplete)", 2, "io_error") from None
+        finally:
+            if connected:
+                ray.shutdown()
+    return Report(_core.compare_assemble(ref._live(), cand._live(), s, blobs))

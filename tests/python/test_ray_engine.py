@@ -1,0 +1,149 @@
+"""compare on a real local Ray cluster (issue 13 item 4): the report equals the local one, from
+Python and from `driftscope compare --engine ray`; a worker killed mid-run is retried into the same
+complete report, and without retries the run is a clear error, never a partial report."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import driftscope  # noqa: E402
+from driftscope import _ray  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.abspath(os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope")))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local cluster of one node with 2 worker CPUs, its files in a short temp dir (Ray's
+    socket paths must stay under 108 bytes); shut down and removed after the module."""
+    tmp = tempfile.mkdtemp(prefix="dsray")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tmp, logging_level="ERROR",
+             log_to_driver=False, configure_logging=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dumps")
+    rng = np.random.default_rng(7)
+    with driftscope.Writer(d / "ref.tdump", salt=1) as a, driftscope.Writer(d / "cand.tdump", salt=2) as b:
+        for i in range(40):
+            x = rng.standard_normal(200 + 50 * i).astype(np.float32)
+            y = x * np.float32(1 + (1e-3 if i >= 25 else 1e-7))
+            if i == 33:
+                y[5] = np.nan
+            a.write(f"block.{i}", x, op_type="Linear")
+            b.write(f"block.{i}", y, op_type="Linear")
+    return d / "ref.tdump", d / "cand.tdump"
+
+
+def test_report_equals_the_local_one(cluster, dumps):
+    ref, cand = dumps
+    for kw in ({}, {"details": True, "min_cosine": 0.9999}, {"stop_at_first": True}):
+        local = driftscope.compare(ref, cand, **kw)
+        on_ray = driftscope.compare(ref, cand, engine="ray", ray_parts=3, **kw)
+        assert on_ray.to_json() == local.to_json(), kw
+        assert on_ray.verdict == local.verdict != "pass"
+    with pytest.raises(driftscope.InvalidArgumentError, match="engine='spark'"):
+        driftscope.compare(ref, cand, engine="spark")
+
+
+def _cli(*args, **env):
+    e = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, NO_COLOR="1", **env)
+    e["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.dirname(os.path.dirname(driftscope.__file__)), e.get("PYTHONPATH")) if p)
+    return subprocess.run([BIN, "compare", *map(str, args)], capture_output=True, text=True,
+                          env=e, timeout=120)
+
+
+def test_cli_engine_ray_equals_local(cluster, dumps, tmp_path):
+    ref, cand = dumps
+    local = _cli(ref, cand, "--json", tmp_path / "local.json", "--min-sqnr", "70.5")
+    remote = _cli(ref, cand, "--json", tmp_path / "ray.json", "--min-sqnr", "70.5",
+                  "--engine", "ray", "--ray-address", cluster, "--ray-parts", "4")
+    assert remote.returncode == local.returncode == 3, remote.stderr
+    assert remote.stdout == local.stdout
+    assert (tmp_path / "ray.json").read_bytes() == (tmp_path / "local.json").read_bytes()
+    assert json.loads((tmp_path / "ray.json").read_text())["verdict"] == "silent_failure"
+    # No cluster there: one clear line, exit 2, no report.
+    none = _cli(ref, cand, "--json", tmp_path / "none.json", "--engine", "ray",
+                "--ray-address", "127.0.0.1:1")
+    assert none.returncode == 2 and "cannot connect to a Ray cluster" in none.stderr, none.stderr
+    assert not (tmp_path / "none.json").exists()
+    bad = _cli(ref, cand, "--ray-parts", "2")
+    assert bad.returncode == 2 and "need --engine ray" in bad.stderr
+
+
+def _kill_one_running_task(done: threading.Event, killed: list) -> None:
+    """SIGKILLs the first worker process found running a measuring task (Ray titles it
+    ray::_measure_part while it runs)."""
+    while not done.is_set() and not killed:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if cmd.startswith(b"ray::_measure_part"):
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+                return
+        time.sleep(0.05)
+
+
+def _run_with_a_kill(ref, cand, retries):
+    done, killed, out = threading.Event(), [], {}
+    killer = threading.Thread(target=_kill_one_running_task, args=(done, killed))
+    killer.start()
+    try:
+        out["report"] = _ray.compare_on_ray(ref, cand, {}, parts=2, max_retries=retries,
+                                            _task_delay_s=2.0)
+    except driftscope.Error as e:
+        out["error"] = e
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "no measuring task was running to be killed"
+    return out
+
+
+def test_killed_worker_is_retried_into_the_complete_report(cluster, dumps):
+    ref, cand = dumps
+    out = _run_with_a_kill(ref, cand, retries=3)
+    assert "error" not in out, out.get("error")
+    assert out["report"].to_json() == driftscope.compare(ref, cand).to_json()
+
+
+def test_killed_worker_without_retries_is_an_error_never_a_partial_report(cluster, dumps):
+    ref, cand = dumps
+    out = _run_with_a_kill(ref, cand, retries=0)
+    assert "report" not in out
+    msg = str(out["error"])
+    assert "failed after 0 retries" in msg and "no report" in msg, msg
+
+
+def test_cluster_howto_runs_as_written(cluster, tmp_path, monkeypatch):
+    from test_howtos import HOWTO, run_page
+
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    ran = run_page(HOWTO / "cluster.md", tmp_path)
+    assert ran.count("python") == 2 and len(ran) == 4, ran
