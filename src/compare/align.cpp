@@ -134,6 +134,35 @@ void plan_shapes(PlannedPair& p, const CompareOptions& options) {
 
 }  // namespace
 
+struct Renamer::Rules {
+  std::vector<CompiledRule> ref, cand;
+};
+
+Result<Renamer> Renamer::make(const NameMap& names) {
+  Renamer out;
+  out.rules_ = std::make_shared<Rules>();
+  auto ra = compile(names.reference);
+  if (!ra) return std::move(ra).error();
+  auto rb = compile(names.candidate);
+  if (!rb) return std::move(rb).error();
+  out.rules_->ref = std::move(*ra);
+  out.rules_->cand = std::move(*rb);
+  for (const auto& [r, c] : names.exact) {
+    out.exact_cand_to_ref_.emplace(c, r);
+    out.exact_ref_.emplace(r, true);
+  }
+  return out;
+}
+
+std::string Renamer::ref(const std::string& name) const {
+  return exact_ref_.count(name) ? name : rename_with(rules_->ref, name);
+}
+
+std::string Renamer::cand(const std::string& name) const {
+  auto it = exact_cand_to_ref_.find(name);
+  return it != exact_cand_to_ref_.end() ? it->second : rename_with(rules_->cand, name);
+}
+
 TensorDesc describe(const Record& r) {
   TensorDesc d;
   d.name = r.info.name;
@@ -191,28 +220,16 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
 }
 
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options) {
-  auto ra = compile(options.names.reference);
-  if (!ra) return std::move(ra).error();
-  auto rb = compile(options.names.candidate);
-  if (!rb) return std::move(rb).error();
+  auto renamer = Renamer::make(options.names);
+  if (!renamer) return std::move(renamer).error();
   std::optional<Filter> filter;
   if (!options.filter.empty()) {
     auto f = Filter::parse(options.filter);
     if (!f) return std::move(f).error();
     filter = std::move(*f);
   }
-  std::unordered_map<std::string, std::string> exact_cand_to_ref;
-  for (const auto& [r, c] : options.names.exact) exact_cand_to_ref.emplace(c, r);
-  std::unordered_map<std::string, bool> exact_ref;
-  for (const auto& [r, c] : options.names.exact) exact_ref.emplace(r, true);
-
-  auto ref_name = [&](const Record* r) {
-    return exact_ref.count(r->info.name) ? r->info.name : rename_with(*ra, r->info.name);
-  };
-  auto cand_name = [&](const Record* r) {
-    auto it = exact_cand_to_ref.find(r->info.name);
-    return it != exact_cand_to_ref.end() ? it->second : rename_with(*rb, r->info.name);
-  };
+  auto ref_name = [&](const Record* r) { return renamer->ref(r->info.name); };
+  auto cand_name = [&](const Record* r) { return renamer->cand(r->info.name); };
   auto accepted = [&](const Record* r, const std::string& name) {
     if (!filter) return true;
     TensorInfo info = r->info;

@@ -37,6 +37,7 @@ ordered_json desc_json(const TensorDesc& d) {
   o["axes"] = d.axes;
   o["kind"] = d.summary ? "summary" : "tensor";
   o["quantized"] = d.quantized;
+  if (!d.ranks.empty()) o["ranks"] = d.ranks;  // dump sets only (docs/dumpsets.md §7)
   return o;
 }
 
@@ -197,6 +198,7 @@ ordered_json dump_json(const DumpInfo& d) {
   ordered_json md = ordered_json::object();
   for (const auto& [k, v] : d.metadata) md[k] = v;
   o["metadata"] = md;
+  if (d.set) o["world_size"] = d.world_size;
   return o;
 }
 
@@ -299,8 +301,20 @@ Result<void> report_to_json(const Report& r, int indent,
   DRIFTSCOPE_TRY(e.member("first_divergence", pointer(r, r.first_divergence)));
   DRIFTSCOPE_TRY(e.member("first_nonfinite", pointer(r, r.first_nonfinite)));
   DRIFTSCOPE_TRY(e.member("first_silent_zero", pointer(r, r.first_silent_zero)));
-  DRIFTSCOPE_TRY(e.array_member("tensors", r.pairs.size(),
-                                [&](size_t i) { return pair_json(r.pairs[i], i); }));
+  if (r.sets) {  // dump sets (docs/dumpsets.md §7); absent for two single dumps
+    DRIFTSCOPE_TRY(e.member("first_divergence_ranks", ordered_json(r.first_divergence_ranks)));
+    DRIFTSCOPE_TRY(e.member("first_nonfinite_ranks", ordered_json(r.first_nonfinite_ranks)));
+    DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
+  }
+  DRIFTSCOPE_TRY(e.array_member("tensors", r.pairs.size(), [&](size_t i) {
+    ordered_json j = pair_json(r.pairs[i], i);
+    if (r.sets) {
+      j["ranks"] = r.pair_ranks(r.pairs[i]);
+      j["ranks_ref"] = r.pairs[i].ref.ranks;
+      j["ranks_cand"] = r.pairs[i].cand.ranks;
+    }
+    return j;
+  }));
   DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
                                 [&](size_t i) { return desc_json(r.only_in_reference[i]); }));
   DRIFTSCOPE_TRY(e.array_member("only_in_candidate", r.only_in_candidate.size(),
