@@ -67,7 +67,9 @@ class DumpSet {
   // `path` is the set's directory or its manifest. A path that is a regular .tdump file opens as
   // a set of world size 1 (no groups). Every rank's dump is opened with `options`.
   static Result<DumpSet> open(const std::string& path, const OpenOptions& options = {});
-  // Reads and validates only the manifest (no dump is opened); `dir` resolves the files.
+  // Reads and validates the manifest of the set at `path` (directory or manifest); opens no dump.
+  static Result<DumpSet> open_manifest(const std::string& path);
+  // Validates manifest text (no dump is opened); `dir` resolves the files.
   static Result<DumpSet> parse_manifest(std::string_view text, const std::string& dir);
 
   std::string path;           // what open() was given
@@ -87,6 +89,10 @@ class DumpSet {
   // The ds.rank / ds.world_size / ds.coords metadata of every reader agree with the manifest;
   // errors (bad_value) name the rank, the file, the key, the value found and the one expected.
   Result<void> check_rank_metadata() const;
+  // Every record of every rank in the global order (docs/dumpsets.md §6): lockstep by
+  // (exec_index, rank), pipeline by (pp coordinate, exec_index, rank); file order breaks ties.
+  // A single dump keeps its file order. Pairs (rank, record); records live as long as the set.
+  std::vector<std::pair<uint32_t, const Record*>> records_in_global_order() const;
 };
 
 // True when `path` names a directory or a file named driftscope-set.json (what every front end

@@ -85,27 +85,13 @@ Result<Side> load_side(const std::string& path, std::string_view which, const Co
   const DumpSet& s = side.set;
   (void)options;
 
-  // Global order (§6): lockstep (exec_index, rank); pipeline (pp coordinate, exec_index, rank).
   struct Entry {
-    uint32_t stage;
-    uint64_t exec;
     uint32_t rank;
-    size_t pos;
     const Record* rec;
   };
   std::vector<Entry> entries;
-  const std::optional<size_t> pp = s.order == SetOrder::pipeline ? s.group_index("pp") : std::nullopt;
-  for (uint32_t r = 0; r < s.readers.size(); ++r) {
-    auto recs = s.readers[r].records();
-    for (size_t k = 0; k < recs.size(); ++k) {
-      const Record& rec = recs[k];
-      if (filter && !filter->accepts(rec.info, rec.info.exec_index)) continue;
-      entries.push_back({pp ? s.ranks[r].coords[*pp] : 0u, rec.info.exec_index, r, k, &rec});
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.stage, a.exec, a.rank, a.pos) < std::tie(b.stage, b.exec, b.rank, b.pos);
-  });
+  for (const auto& [rank, rec] : s.records_in_global_order())
+    if (!filter || filter->accepts(rec->info, rec->info.exec_index)) entries.push_back({rank, rec});
 
   std::map<std::tuple<Identity, Coords, std::vector<std::string>>, size_t> index;
   std::set<std::tuple<uint32_t, std::string, uint8_t, uint16_t, uint32_t>> seen;  // first record wins

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -328,6 +329,20 @@ bool is_dump_set_path(const std::string& path) {
   return base == kDumpSetManifest;
 }
 
+Result<DumpSet> DumpSet::open_manifest(const std::string& path) {
+  const std::string dir = is_directory(path) ? path : dirname_of(path);
+  const std::string manifest = is_directory(path) ? dir + "/" + std::string(kDumpSetManifest) : path;
+  auto text = read_small_file(manifest, kMaxManifestBytes);
+  if (!text) {
+    Error e = std::move(text).error();
+    e.message = manifest + ": " + e.message;
+    return e;
+  }
+  auto parsed = parse_manifest(*text, dir);
+  if (parsed) parsed->path = path;
+  return parsed;
+}
+
 Result<DumpSet> DumpSet::open(const std::string& path, const OpenOptions& options) {
   DumpSet s;
   if (!is_dump_set_path(path)) {
@@ -341,15 +356,7 @@ Result<DumpSet> DumpSet::open(const std::string& path, const OpenOptions& option
     s.ranks.push_back(std::move(e));
     s.readers.push_back(std::move(*r));
   } else {
-    const std::string dir = is_directory(path) ? path : dirname_of(path);
-    const std::string manifest = dir + "/" + std::string(kDumpSetManifest);
-    auto text = read_small_file(is_directory(path) ? manifest : path, kMaxManifestBytes);
-    if (!text) {
-      Error e = std::move(text).error();
-      e.message = manifest + ": " + e.message;
-      return e;
-    }
-    auto parsed = parse_manifest(*text, dir);
+    auto parsed = open_manifest(path);
     if (!parsed) return std::move(parsed).error();
     s = std::move(*parsed);
     s.readers.reserve(s.ranks.size());
@@ -365,6 +372,30 @@ Result<DumpSet> DumpSet::open(const std::string& path, const OpenOptions& option
   }
   s.path = path;
   return s;
+}
+
+std::vector<std::pair<uint32_t, const Record*>> DumpSet::records_in_global_order() const {
+  struct Entry {
+    uint32_t stage;
+    uint64_t exec;
+    uint32_t rank;
+    size_t pos;
+    const Record* rec;
+  };
+  std::vector<Entry> entries;
+  const std::optional<size_t> pp = order == SetOrder::pipeline ? group_index("pp") : std::nullopt;
+  for (uint32_t r = 0; r < readers.size(); ++r) {
+    auto recs = readers[r].records();
+    for (size_t k = 0; k < recs.size(); ++k)
+      entries.push_back({pp ? ranks[r].coords[*pp] : 0u, single ? 0 : recs[k].info.exec_index, r, k, &recs[k]});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.stage, a.exec, a.rank, a.pos) < std::tie(b.stage, b.exec, b.rank, b.pos);
+  });
+  std::vector<std::pair<uint32_t, const Record*>> out;
+  out.reserve(entries.size());
+  for (const Entry& e : entries) out.emplace_back(e.rank, e.rec);
+  return out;
 }
 
 Result<void> DumpSet::check_rank_metadata() const {
