@@ -161,6 +161,9 @@ def test_fault_on_rank_1_is_named_with_its_rank(runs, tmp_path):
     assert rep["first_divergence_ranks"] == [1]
     assert rep["affected_ranks"] == [1]
     assert "first divergence at embed on rank 1 (of 2)" in rep["summary"]
+    import jsonschema
+    with open(os.path.join(ROOT, "docs", "report-schema.json")) as f:
+        jsonschema.Draft202012Validator(json.load(f)).validate(rep)
     text = run("compare", ref, str(tmp_path / "f")).stdout
     assert "First divergence: embed on rank 1 (of 2)" in text
 
