@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <set>
 #include <tuple>
@@ -332,6 +333,10 @@ bool is_dump_set_path(const std::string& path) {
 Result<DumpSet> DumpSet::open_manifest(const std::string& path) {
   const std::string dir = is_directory(path) ? path : dirname_of(path);
   const std::string manifest = is_directory(path) ? dir + "/" + std::string(kDumpSetManifest) : path;
+  struct stat st {};
+  if (is_directory(path) && ::stat(manifest.c_str(), &st) != 0 && errno == ENOENT)
+    return make_error(Errc::io_error, fmt::format("cannot read '{}': it is a directory without {}, "
+                                                  "neither a dump nor a dump set", path, kDumpSetManifest));
   auto text = read_small_file(manifest, kMaxManifestBytes);
   if (!text) {
     Error e = std::move(text).error();

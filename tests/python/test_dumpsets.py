@@ -270,3 +270,16 @@ def test_python_compare_accepts_a_set(runs):
     d, ref, *_ = runs
     rep = driftscope.compare(ref, str(d / "tp2"))
     assert rep.exit_code == 0
+
+
+def test_python_open_set(runs, tmp_path):
+    d, ref, *_ = runs
+    s = driftscope.open_set(d / "tp2")
+    assert s.world_size == 2 and s.groups == {"tp": 2} and s.order == "lockstep"
+    assert [r.coords for r in s.ranks] == [{"tp": 0}, {"tp": 1}]
+    assert s.metadata == {"model": "mlp"}
+    assert s.ranks[1].dump.metadata["ds.rank"] == "1"
+    write_manifest(str(tmp_path / "bad"), manifest(world_size=3))
+    with pytest.raises(driftscope.errors.Error) as e:
+        driftscope.open_set(tmp_path / "bad")
+    assert "'groups'" in str(e.value)
