@@ -76,6 +76,12 @@ std::string rounding_text(const PairResult& p) {
 
 }  // namespace
 
+static std::string ranks_list(const std::vector<uint32_t>& ranks) {
+  std::string list;
+  for (size_t i = 0; i < ranks.size(); ++i) list += fmt::format("{}{}", i ? "," : "", ranks[i]);
+  return list;
+}
+
 std::string rank_text(const Report& r, const PairResult& p) {
   if (!r.sets) return "";
   const auto& ranks = r.pair_ranks(p);
@@ -237,7 +243,8 @@ class Table {
   std::string row(size_t i, bool mark = false) const {
     const PairResult& p = r_.pairs[i];
     const Metrics& m = p.metrics;
-    std::string name = fit(shown(p.ref), name_w_);
+    // A dump-set pair names its ranks: replicas of one tensor share index and name.
+    std::string name = fit(shown(p.ref) + (r_.sets ? fmt::format(" [rank {}]", ranks_list(r_.pair_ranks(p))) : ""), name_w_);
     std::string s = (mark ? "> " : "  ") + pad(std::to_string(p.ref.exec_index), 6, true) + " " +
                     pad(name, name_w_) + " ";
     if (wide_) s += pad(fit(printable(p.ref.op_type), 13), 13) + " ";

@@ -54,6 +54,8 @@ struct Side {
 
 using Identity = std::tuple<std::string, uint8_t, uint16_t, uint32_t>;
 
+Result<std::vector<std::vector<uint64_t>>> shard_sizes(const Logical& l);
+
 Identity identity_of(const Logical& l) {
   const TensorInfo& i = l.first->info;
   return {l.pair_name, static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
@@ -145,6 +147,8 @@ Result<Side> load_side(const std::string& path, std::string_view which, const Co
     for (const auto& p : l.partial) want *= p.second;
     if (l.shards.size() != want)
       l.problem = fmt::format("{} of its {} shards are present (ranks {})", l.shards.size(), want, ranks_text(l.ranks));
+    else if (!l.split.empty() || !l.partial.empty())
+      if (auto ok = shard_sizes(l); !ok) l.problem = ok.error().message;
   }
   return side;
 }
@@ -181,24 +185,10 @@ DType sum_dtype(const Logical& l) {
   return best;
 }
 
-Result<Assembled> assemble(const Logical& l) {
-  Assembled out;
+// The size of each split axis per block coordinate, after checking that the shards can be put
+// together (§5): raw TENSOR records of one rank, one dtype unless summed, other axes equal.
+Result<std::vector<std::vector<uint64_t>>> shard_sizes(const Logical& l) {
   const TensorInfo& f = l.first->info;
-  out.info.name = f.name;
-  out.info.op_type = f.op_type;
-  out.info.role = f.role;
-  out.info.role_index = f.role_index;
-  out.info.dtype = f.dtype;
-  out.info.shape = f.shape;
-  out.info.axes = l.base_axes;
-  for (const auto& kv : f.attrs)
-    if (kv.first != "ds.inputs") out.info.attrs.push_back(kv);  // names refer to per-rank records
-  out.info.attrs.emplace_back("ds.ranks", ranks_text(l.ranks));
-  if (l.split.empty() && l.partial.empty()) {
-    out.info.encoding = f.encoding;
-    out.passthrough = l.first;
-    return out;
-  }
   auto bad = [&](std::string what) { return make_error(Errc::incomparable, std::move(what)); };
   const size_t rank = f.shape.size();
   for (const Shard& s : l.shards) {
@@ -228,6 +218,31 @@ Result<Assembled> assemble(const Logical& l) {
                                s.block[i], ax));
     }
   }
+  return along;
+}
+
+Result<Assembled> assemble(const Logical& l) {
+  Assembled out;
+  const TensorInfo& f = l.first->info;
+  out.info.name = f.name;
+  out.info.op_type = f.op_type;
+  out.info.role = f.role;
+  out.info.role_index = f.role_index;
+  out.info.dtype = f.dtype;
+  out.info.shape = f.shape;
+  out.info.axes = l.base_axes;
+  for (const auto& kv : f.attrs)
+    if (kv.first != "ds.inputs") out.info.attrs.push_back(kv);  // names refer to per-rank records
+  out.info.attrs.emplace_back("ds.ranks", ranks_text(l.ranks));
+  if (l.split.empty() && l.partial.empty()) {
+    out.info.encoding = f.encoding;
+    out.passthrough = l.first;
+    return out;
+  }
+  auto sizes = shard_sizes(l);
+  if (!sizes) return std::move(sizes).error();
+  const std::vector<std::vector<uint64_t>>& along = *sizes;
+  const size_t rank = f.shape.size();
   std::vector<std::vector<uint64_t>> offset(l.split.size());
   for (size_t i = 0; i < l.split.size(); ++i) {
     uint64_t total = 0;
@@ -482,9 +497,8 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
       cand_used[c] = true;
     }
   }
-  for (const auto& [id, list] : cand_by_id)
-    for (size_t c : list)
-      if (!cand_used[c]) {
+  for (size_t c = 0; c < cand->logicals.size(); ++c)
+      if (!cand_used[c] && cand->logicals[c].problem.empty()) {
         const Logical& l = cand->logicals[c];
         DRIFTSCOPE_TRY(cand_out.write(c, occ_for(l), seq));
         cand_slots[seq++] = slot(*cand, c, l.first->info);

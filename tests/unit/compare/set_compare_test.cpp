@@ -117,3 +117,24 @@ TEST(SetCompare, ReplicasCompareRankByRankAndMissingShardsAreWarnings) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SetCompare, ShardsThatCannotBeCombinedAreWarningsNotErrors) {
+  ScratchDir dir;
+  const std::string ref = write_dump(dir.file("ref.tdump"), {e("y", {1, 2, 3, 4}, {2, 2}, {"r", "c"}),
+                                                             e("z", {1, 2}, {2}, {"h"})});
+  // y: the non-split axis differs (2 vs 1 rows); z: gathers f32 with f16.
+  const std::string set = write_set(dir, "s", "tp",
+                                    {{e("y", {1, 3}, {2, 1}, {"r", "c@tp"}), e("z", {1}, {1}, {"h@tp"})},
+                                     {e("y", {2}, {1, 1}, {"r", "c@tp"}), e("z", {2}, {1}, {"h@tp"}, DType::f16)}});
+  auto rep = compare_files(ref, set, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+  EXPECT_TRUE(rep->pairs.empty());
+  EXPECT_EQ(rep->only_in_reference.size(), 2u);
+  ASSERT_GE(rep->warnings.size(), 2u);
+  EXPECT_NE(rep->warnings[0].find("only the split axis may differ"), std::string::npos) << rep->warnings[0];
+  EXPECT_NE(rep->warnings[1].find("differ in dtype"), std::string::npos) << rep->warnings[1];
+}
+
+}  // namespace
