@@ -11,7 +11,7 @@ using namespace ds_test;
 
 // A set of `world` ranks in group `g`; entries[r] are rank r's records.
 std::string write_set(const ScratchDir& dir, const std::string& name, const std::string& g,
-                      const std::vector<std::vector<Entry>>& entries) {
+                      const std::vector<std::vector<Entry>>& entries, const std::string& order = "lockstep") {
   const std::string d = dir.file(name);
   std::filesystem::create_directories(d);
   const size_t world = entries.size();
@@ -26,7 +26,7 @@ std::string write_set(const ScratchDir& dir, const std::string& name, const std:
   }
   std::ofstream(d + "/driftscope-set.json")
       << "{\"format\": \"driftscope.set/1\", \"world_size\": " << world << ", \"groups\": {\"" << g
-      << "\": " << world << "}, \"order\": \"lockstep\", \"ranks\": [" << ranks << "]}";
+      << "\": " << world << "}, \"order\": \"" << order << "\", \"ranks\": [" << ranks << "]}";
   return d;
 }
 
@@ -135,6 +135,38 @@ TEST(SetCompare, ShardsThatCannotBeCombinedAreWarningsNotErrors) {
   ASSERT_GE(rep->warnings.size(), 2u);
   EXPECT_NE(rep->warnings[0].find("only the split axis may differ"), std::string::npos) << rep->warnings[0];
   EXPECT_NE(rep->warnings[1].find("differ in dtype"), std::string::npos) << rep->warnings[1];
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SetCompare, PipelineOrderPutsEarlierStagesFirst) {
+  ScratchDir dir;
+  // Stage 1 (rank 1) recorded exec_index 0..1, stage 0 (rank 0) exec_index 0..1 as well: the
+  // pipeline order is (pp, exec_index, rank), so every stage-0 record comes first.
+  Entry a = e("a", {1}, {1}, {"h"}), b = e("b", {2}, {1}, {"h"}), c = e("c", {3}, {1}, {"h"}),
+        d = e("d", {4}, {1}, {"h"});
+  const std::string set = write_set(dir, "p", "pp", {{a, b}, {c, d}}, "pipeline");
+  auto s = DumpSet::open(set);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  std::vector<std::string> names;
+  for (const auto& [rank, rec] : s->records_in_global_order()) names.push_back(rec->info.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c", "d"}));
+  const std::string lock = write_set(dir, "l", "tp", {{a, b}, {c, d}});
+  auto l = DumpSet::open(lock);
+  ASSERT_TRUE(l.ok());
+  names.clear();
+  for (const auto& [rank, rec] : l->records_in_global_order()) names.push_back(rec->info.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "c", "b", "d"}));
+  // Pairs follow the reference's order; each failing pair names the rank (stage) it came from.
+  const std::string ref = write_dump(dir.file("ref.tdump"), {a, e("b", {9}, {1}, {"h"}), e("c", {9}, {1}, {"h"}), d});
+  auto rep = compare_files(ref, set, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+  ASSERT_TRUE(rep->first_divergence.has_value());
+  EXPECT_EQ(rep->pairs[*rep->first_divergence].ref.name, "b");
+  EXPECT_EQ(rep->first_divergence_ranks, std::vector<uint32_t>{0});
+  EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1}));
 }
 
 }  // namespace
