@@ -166,6 +166,13 @@ def test_fault_on_rank_1_is_named_with_its_rank(runs, tmp_path):
         jsonschema.Draft202012Validator(json.load(f)).validate(rep)
     text = run("compare", ref, str(tmp_path / "f")).stdout
     assert "First divergence: embed on rank 1 (of 2)" in text
+    assert "affected   ranks 1 (of 2)" in text
+    md = run("compare", ref, str(tmp_path / "f"), "--markdown", "-").stdout
+    assert "### First divergence: `embed` on rank 1 (of 2)" in md
+    html = tmp_path / "r.html"
+    run("compare", ref, str(tmp_path / "f"), "--html", str(html), "-q")
+    page = html.read_text()
+    assert '"ranks":[1]' in page.replace(" ", "") and 'p.ranks.join(",")' in page
 
 
 def test_nan_on_rank_0_is_the_first_nonfinite(runs, tmp_path):
