@@ -207,7 +207,7 @@ std::function<int()> setup_compare(CLI::App& app) {
   sub->add_option("REFERENCE", a->reference,
                   "the trusted run; its execution order defines 'first' and errors are relative to it")
       ->required();
-  sub->add_option("CANDIDATE", a->candidate, "the run under test")->required();
+  sub->add_option("CANDIDATE", a->candidate, "the run under test (a dump or a dump set directory)")->required();
   CompareSettings& st = a->settings;
 
   const char* tol = "Tolerance (any of these replaces the per-dtype defaults as a whole)";
@@ -301,6 +301,15 @@ Examples:
   driftscope compare ref.tdump cand.tdump --markdown "$GITHUB_STEP_SUMMARY" -q
   driftscope compare fp32.tdump fp16.tdump --html report.html --plot growth.png
   driftscope compare ref.tdump cand.tdump --engine ray --ray-address head:6379 --json r.json
+
+Dump sets (multi-rank runs, docs/dumpsets.md): REFERENCE or CANDIDATE may be a directory
+holding driftscope-set.json and one .tdump per rank (or the manifest itself); a single .tdump
+is a set of world size 1. Shards are put together before measuring: an axis named `hidden@tp`
+is split across group tp (the shards are concatenated along it), `out+tp` marks a partial sum
+awaiting all-reduce (the shards are summed in float64). Unannotated tensors are replicas,
+compared rank by rank. The report names the ranks of every pair, of the first divergence and
+first NaN/Inf ("first divergence at mlp.fc2 on rank 1 (of 2)") and lists the affected ranks.
+  driftscope compare tp1.tdump tp2-run/ --json report.json
 
 Reading the report and writing policy files: docs/compare.md.)HELP");
   return [a] { return run_compare(*a); };

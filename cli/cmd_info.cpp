@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/reader.hpp"
 #include "util.hpp"
 
@@ -36,7 +37,60 @@ std::string integrity_line(const Integrity& in, const Reader& r) {
   return "unknown";
 }
 
+// A dump set (docs/dumpsets.md): the manifest's layout, then one line per rank.
+int info_set(const InfoArgs& a) {
+  auto opened = DumpSet::open(a.file);
+  if (!opened) return fail(a.file, opened.error());
+  const DumpSet& s = *opened;
+  auto agree = s.check_rank_metadata();
+  std::string layout;
+  for (const auto& [g, n] : s.groups) layout += fmt::format("{}{}={}", layout.empty() ? "" : ",", g, n);
+  const char* order = s.order == SetOrder::lockstep ? "lockstep" : "pipeline";
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["set"] = a.file;
+    j["format"] = kDumpSetFormat;
+    j["world_size"] = s.world_size;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+    for (const auto& [g, n] : s.groups) groups[g] = n;
+    j["groups"] = groups;
+    j["order"] = order;
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : s.metadata) meta[k] = v;
+    j["metadata"] = meta;
+    j["metadata_agrees"] = agree.ok();
+    if (!agree) j["metadata_problem"] = agree.error().message;
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (const RankEntry& e : s.ranks) {
+      const Reader& r = s.readers[e.rank];
+      ranks.push_back({{"rank", e.rank}, {"coords", s.coords_text(e.rank)}, {"file", e.file},
+                       {"state", file_state_name(r.integrity().state)}, {"records", r.records().size()},
+                       {"file_bytes", r.integrity().file_size}});
+    }
+    j["ranks"] = ranks;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  auto row = [](std::string_view key, const std::string& value) {
+    fmt::print("{:<11} {}\n", key, printable(value));
+  };
+  row("set", a.file);
+  row("format", std::string(kDumpSetFormat));
+  row("layout", fmt::format("world size {}, groups {}, order {}", s.world_size, layout.empty() ? "-" : layout, order));
+  row("metadata", agree ? std::string("every rank's ds.rank, ds.world_size and ds.coords agree with the manifest")
+                        : "DISAGREES: " + agree.error().message);
+  for (const auto& [k, v] : s.metadata) row("  " + k, v);
+  for (const RankEntry& e : s.ranks) {
+    const Reader& r = s.readers[e.rank];
+    row(fmt::format("rank {}", e.rank), fmt::format("{}  {}  {}, {} records, {}", s.coords_text(e.rank), e.file,
+                                                   file_state_name(r.integrity().state), r.records().size(),
+                                                   fmt_bytes(r.integrity().file_size)));
+  }
+  return kExitOk;
+}
+
 int run_info(const InfoArgs& a) {
+  if (is_dump_set_path(a.file)) return info_set(a);
   auto opened = Reader::open(a.file);
   if (!opened) return fail(a.file, opened.error());
   const Reader& r = *opened;
@@ -135,7 +189,7 @@ int run_info(const InfoArgs& a) {
 std::function<int()> setup_info(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand("info", "Summarise a dump: header, run metadata, counts, integrity");
-  sub->add_option("FILE", a->file, "the .tdump file")->required();
+  sub->add_option("FILE", a->file, "the .tdump file, or a dump set (directory or driftscope-set.json)")->required();
   sub->add_flag("--json", a->json, "print one JSON object instead of text");
   sub->footer(R"HELP(
 Shows the format version and salt, the run metadata (framework, backend, device, ...), how
@@ -145,6 +199,9 @@ END record is present) and the integrity of the file:
   unfinished  every record is valid but there is no END record (crashed or still running)
   cut         the last record is incomplete (a writer killed mid-write); it is dropped
   corrupt     a record fails a check and more data follows it (code, offset, tensor name)
+A dump set (a directory holding driftscope-set.json, docs/dumpsets.md) shows its layout
+(world size, parallel groups, order), the manifest metadata, whether every rank's ds.* metadata
+agrees with the manifest, and one line per rank: coordinates, file, integrity, records, size.
 Exit status: 0 when the file could be read (even if damaged: see `driftscope verify`),
 2 when it is not a readable TDUMP file.
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/reader.hpp"
 #include "util.hpp"
@@ -33,14 +34,20 @@ struct Column {
 int run_ls(const LsArgs& a) {
   auto filter = Filter::parse(a.filter);
   if (!filter) return fail(fmt::format("--filter: {}", filter.error().to_string()));
-  auto opened = Reader::open(a.file);
+  // A dump set (docs/dumpsets.md) lists every rank's records in the global order, with a rank
+  // column; a single dump is a set of one without it.
+  auto opened = DumpSet::open(a.file);
   if (!opened) return fail(a.file, opened.error());
-  const Reader& r = *opened;
-  warn_damage(a.file, r);
+  const DumpSet& dset = *opened;
+  for (const RankEntry& e : dset.ranks) warn_damage(e.path, dset.readers[e.rank]);
 
   std::vector<const Record*> rows;
-  for (const Record& rec : r.records())
-    if (filter->accepts(rec.info, rec.info.exec_index)) rows.push_back(&rec);
+  std::vector<uint32_t> row_rank;
+  for (const auto& [rank, rec] : dset.records_in_global_order())
+    if (filter->accepts(rec->info, rec->info.exec_index)) {
+      rows.push_back(rec);
+      row_rank.push_back(rank);
+    }
 
   std::vector<std::optional<TensorStats>> stats(rows.size());
   if (!a.no_stats) {
@@ -50,7 +57,8 @@ int run_ls(const LsArgs& a) {
       stats[i] = *s;
     }
   }
-  if (auto c = r.check_unchanged(); !c) return fail(a.file, c.error());
+  for (const RankEntry& e : dset.ranks)
+    if (auto c = dset.readers[e.rank].check_unchanged(); !c) return fail(e.path, c.error());
 
   if (a.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
@@ -58,6 +66,7 @@ int run_ls(const LsArgs& a) {
       const Record& rec = *rows[i];
       const TensorInfo& t = rec.info;
       nlohmann::ordered_json j;
+      if (!dset.single) j["rank"] = row_rank[i];
       j["index"] = t.exec_index;
       j["name"] = t.name;
       j["occurrence"] = t.occurrence;
@@ -117,15 +126,16 @@ int run_ls(const LsArgs& a) {
     any_summary |= rec->kind == RecordKind::summary;
   }
   std::vector<Column> cols = {
-      {"#", true, 0, {}},       {"name", false, 0, {}},   {"occ", true, 1, {}},
+      {"rank", true, 0, {}},    {"#", true, 0, {}},       {"name", false, 0, {}},   {"occ", true, 1, {}},
       {"role", false, 0, {}},   {"kind", false, 0, {}},   {"op", false, 3, {}},
       {"dtype", false, 0, {}},  {"shape", false, 0, {}},  {"axes", false, 2, {}},
       {"bytes", true, 4, {}},   {"min", true, 0, {}},     {"max", true, 0, {}},
       {"mean", true, 6, {}},    {"std", true, 5, {}},     {"nan", true, 0, {}},
       {"inf", true, 0, {}},     {"zero", true, 7, {}},
   };
-  enum { kIdx, kName, kOcc, kRole, kKind, kOp, kDtype, kShape, kAxes, kBytes, kMin, kMax, kMean,
+  enum { kRank, kIdx, kName, kOcc, kRole, kKind, kOp, kDtype, kShape, kAxes, kBytes, kMin, kMax, kMean,
          kStd, kNan, kInf, kZero };
+  cols[kRank].shown = !dset.single;
   cols[kRole].shown = any_role;
   cols[kKind].shown = any_summary;
   if (a.no_stats)
@@ -135,6 +145,7 @@ int run_ls(const LsArgs& a) {
     const TensorInfo& t = rec.info;
     // Names, op types and axis names come from the file: escaped before widths are measured.
     auto set = [&](int c, std::string_view v) { cols[static_cast<size_t>(c)].cells.push_back(printable(v)); };
+    set(kRank, std::to_string(row_rank[i]));
     set(kIdx, std::to_string(t.exec_index));
     set(kName, t.name);
     set(kOcc, std::to_string(t.occurrence));
@@ -208,7 +219,7 @@ int run_ls(const LsArgs& a) {
 std::function<int()> setup_ls(CLI::App& app) {
   auto a = std::make_shared<LsArgs>();
   auto* sub = app.add_subcommand("ls", "List the tensors of a dump, one line each, with statistics");
-  sub->add_option("FILE", a->file, "the .tdump file")->required();
+  sub->add_option("FILE", a->file, "the .tdump file, or a dump set (its directory or driftscope-set.json)")->required();
   sub->add_option("-f,--filter", a->filter,
                   "only tensors matching this filter (docs/filters.md), e.g. 'encoder.* dtype=f16'");
   sub->add_flag("--json", a->json,
@@ -223,6 +234,9 @@ bytes (payload bytes), min/max/mean/std of the finite values (std is the populat
 deviation), and the number of NaN, +/-Inf and zero elements. A role column appears when some
 tensors are module inputs or parameters, a kind column when some records are summaries (light
 mode: statistics without values).
+
+A dump set (a directory with driftscope-set.json, docs/dumpsets.md) lists the records of every
+rank in the set's global order with a leading rank column (and "rank" in --json).
 
 On a terminal narrower than the table, long names are shortened in the middle and the least
 useful columns (occ when every occurrence is 0, axes, op, bytes, std, mean, zero) are

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/reader.hpp"
 #include "util.hpp"
 
@@ -81,16 +82,45 @@ int verify_one(const std::string& file, const VerifyArgs& a) {
   return kExitTrouble;
 }
 
+// A dump set (docs/dumpsets.md): the manifest, every rank's file as verify_one checks a dump, and
+// the ranks' ds.rank / ds.world_size / ds.coords metadata against the manifest.
+int verify_set(const std::string& path, const VerifyArgs& a) {
+  auto set = DumpSet::open_manifest(path);
+  if (!set) return fail(path, set.error());
+  int worst = kExitOk;
+  for (const RankEntry& e : set->ranks) worst = std::max(worst, verify_one(e.path, a));
+  if (worst == kExitTrouble) return worst;
+  OpenOptions o;
+  o.verify = Verify::frames;  // the records were checked above; only the headers matter here
+  for (const RankEntry& e : set->ranks) {
+    auto r = Reader::open(e.path, o);
+    if (!r) return fail(e.path, r.error());
+    set->readers.push_back(std::move(*r));
+  }
+  std::string layout;
+  for (const auto& [g, n] : set->groups) layout += fmt::format("{}{}={}", layout.empty() ? "" : ",", g, n);
+  if (auto ok = set->check_rank_metadata(); !ok) {
+    if (!a.quiet) fmt::print("{}\n", printable(fmt::format("{}: INVALID: {}", path, ok.error().message)));
+    return kExitDifferent;
+  }
+  if (!a.quiet)
+    fmt::print("{}\n", printable(fmt::format("{}: {}: set of {} ranks ({}), manifest valid, every rank's "
+                                              "metadata agrees with it", path, worst == kExitOk ? "OK" : "DAMAGED",
+                                              set->world_size, layout.empty() ? "no groups" : layout)));
+  return worst;
+}
+
 int run_verify(const VerifyArgs& a) {
   int worst = kExitOk;
-  for (const auto& f : a.files) worst = std::max(worst, verify_one(f, a));
+  for (const auto& f : a.files)
+    worst = std::max(worst, is_dump_set_path(f) ? verify_set(f, a) : verify_one(f, a));
   return worst;
 }
 
 std::function<int()> setup_verify(CLI::App& app) {
   auto a = std::make_shared<VerifyArgs>();
   auto* sub = app.add_subcommand("verify", "Check every checksum and the index of dumps");
-  sub->add_option("FILE", a->files, "one or more .tdump files")->required();
+  sub->add_option("FILE", a->files, "one or more .tdump files or dump sets (directory or driftscope-set.json)")->required();
   sub->add_flag("--strict", a->strict,
                 "count an unfinished run (no END record) or an empty one (no records) as damaged");
   sub->add_flag("-q,--quiet", a->quiet, "print nothing; only the exit status tells");
@@ -104,6 +134,11 @@ verdict is the reader's, the same one `info` shows. One line per file on stdout:
   FILE: OK: ... no records (empty)  intact, but the run recorded nothing (--strict: DAMAGED)
   FILE: DAMAGED: cut at offset ...  torn tail: what was recovered and where the cut is
   FILE: DAMAGED: corrupt: ...       the first bad record: error code, tensor, offset
+
+A dump set (a directory holding driftscope-set.json, docs/dumpsets.md): the manifest is
+validated (an invalid one is exit 2, one line naming the key), every rank's file is verified
+as above, then each rank's ds.rank, ds.world_size and ds.coords metadata is checked against
+the manifest; a last line says "SET: OK: set of N ranks ...", or "SET: INVALID: ..." (exit 1).
 
 Exit status: 0 every file intact, 1 some file damaged (its complete records are still
 readable: `driftscope filter DAMAGED.tdump FIXED.tdump` rewrites them into a clean file),

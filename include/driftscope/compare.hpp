@@ -225,6 +225,9 @@ struct TensorDesc {
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
   std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
   std::string path;                    // attribute "path": the output leaf or parameter ("weight")
+  // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
+  // shards, or the one rank holding this replica); empty when the side is a single dump.
+  std::vector<uint32_t> ranks;
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -351,6 +354,8 @@ struct OriginPoint {
 
 struct DumpInfo {
   std::string path;
+  uint32_t world_size = 1;       // ranks of a dump set; 1 for a single dump
+  bool set = false;              // the side is a dump set (docs/dumpsets.md)
   KeyValues metadata;
   std::string state;             // file_state_name of the reader's integrity
   uint64_t records = 0;
@@ -384,6 +389,13 @@ struct Report {
   std::vector<OriginPoint> origins;
   bool dataflow = false;         // origins follow the reference's recorded data flow (ds.inputs)
   double amplification_threshold = 10.0;  // the factor that makes a pair "amplified"
+  // Dump sets (docs/dumpsets.md §7): true when either side is a set. The ranks of a pair are the
+  // candidate's when the candidate is a set, else the reference's (pair_ranks()); the lists
+  // below hold the ranks of every failing pair of the first divergent (first NaN/Inf) logical
+  // tensor, and of every pair that failed, sorted.
+  bool sets = false;
+  std::vector<uint32_t> first_divergence_ranks, first_nonfinite_ranks, affected_ranks;
+  const std::vector<uint32_t>& pair_ranks(const PairResult& p) const noexcept;
   size_t count(PairStatus s) const noexcept;
 };
 
@@ -392,6 +404,10 @@ struct Report {
 Result<Report> compare(const Reader& reference, const Reader& candidate,
                        const CompareOptions& options);
 // Opens both files (full verification) and compares them; paths are recorded in the report.
+// Either path may be a dump set (a directory or its driftscope-set.json, docs/dumpsets.md): the
+// shards of each side are gathered or summed into logical tensors first, paired by identity and
+// coordinates, and the report's pairs carry their ranks (Report::sets). Sets need by-name pairing
+// (positional pairing is Errc::unsupported).
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
                              const CompareOptions& options);
 

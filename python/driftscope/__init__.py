@@ -24,6 +24,7 @@ from . import _core
 from ._check import CheckReport, Finding, check
 from ._compare import Report, TensorResult, compare
 from ._dump import Dump, Integrity, Record, open
+from ._dumpset import DumpSet, Rank, open_set
 from ._interop import ExportResult, ImportResult, export_file, import_file
 from ._writer import Writer, WriteResult
 from .errors import (
@@ -45,6 +46,7 @@ glob_match = _core.glob_match
 __version__: str = _core.__version__
 
 __all__ = [
+    "open_set", "DumpSet", "Rank",
     "open", "Dump", "Record", "Integrity", "Writer", "WriteResult", "Filter", "glob_match",
     "compare", "Report", "TensorResult", "check", "CheckReport", "Finding",
     "import_file", "export_file", "ImportResult", "ExportResult",

@@ -206,7 +206,8 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
             ray_parts: Optional[int] = None) -> Report:
     """Compares a candidate run against a reference run and names the first divergence.
 
-    reference, candidate: paths or open Dumps. The reference's execution order defines "first"
+    reference, candidate: paths or open Dumps; a path may also be a dump set (a directory
+    holding driftscope-set.json, or that file; docs/dumpsets.md). The reference's execution order defines "first"
     and relative errors are relative to it.
     Criteria (any combination; given ones replace the per-dtype defaults as a whole, like the
     command's flags): atol/rtol (allclose), min_cosine, min_sqnr (dB), max_ulp, max_rel_l2,
@@ -242,8 +243,12 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     if engine != "local":
         raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
                                    "invalid_argument")
-    return Report(_core.compare(_reader(reference), _reader(candidate), settings(**kwargs),
-                                progress))
+    s = settings(**kwargs)
+    if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
+           for x in (reference, candidate)):
+        # A dump set on either side (docs/dumpsets.md): the library gathers the shards.
+        return Report(_core.compare_files(_path(reference), _path(candidate), s, progress))
+    return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))
 
 
 def settings(*, atol: Optional[float] = None, rtol: Optional[float] = None,
@@ -286,3 +291,7 @@ def settings(*, atol: Optional[float] = None, rtol: Optional[float] = None,
     s.amplification_threshold, s.max_amplifiers = amplification_threshold, max_amplifiers
     s.details = bool(details)
     return s
+
+
+def _path(x: PathOrDump) -> str:
+    return x.path if isinstance(x, Dump) else os.fspath(x)

@@ -17,6 +17,7 @@
 
 #include "core.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/dumpset.hpp"
 
 namespace driftscope::py {
 
@@ -30,8 +31,7 @@ PyReport finish(Report report, const PyReader& reference, const PyReader& candid
 
 // Settings arrive as driftscope.compare()'s keyword arguments and are checked by the library's
 // one validator (CompareSettings::resolve), the same as the command's flags and the C ABI's JSON.
-PyReport run_compare(const PyReader& reference, const PyReader& candidate,
-                     const CompareSettings& settings, std::optional<nb::callable> progress) {
+CompareOptions resolve_with_progress(const CompareSettings& settings, std::optional<nb::callable> progress) {
   CompareOptions o = unwrap(settings.resolve());
   if (progress) {
     nb::callable cb = *progress;
@@ -46,7 +46,12 @@ PyReport run_compare(const PyReader& reference, const PyReader& candidate,
       }
     };
   }
+  return o;
+}
 
+PyReport run_compare(const PyReader& reference, const PyReader& candidate,
+                     const CompareSettings& settings, std::optional<nb::callable> progress) {
+  CompareOptions o = resolve_with_progress(settings, std::move(progress));
   std::shared_ptr<const Reader> ref = reference.reader, cand = candidate.reader;
   std::optional<Result<Report>> result;
   {
@@ -98,6 +103,50 @@ PyReport run_assemble(const PyReader& reference, const PyReader& candidate, cons
     result.emplace(assemble_report(*reference.reader, *candidate.reader, o, blobs));
   }
   return finish(unwrap(std::move(*result)), reference, candidate);
+}
+
+// Paths, either of which may be a dump set (docs/dumpsets.md): compare_files decides.
+PyReport run_compare_files(const std::string& reference, const std::string& candidate,
+                           const CompareSettings& settings, std::optional<nb::callable> progress) {
+  CompareOptions o = resolve_with_progress(settings, std::move(progress));
+  std::optional<Result<Report>> result;
+  {
+    nb::gil_scoped_release unlocked;
+    result.emplace(compare_files(reference, candidate, o));
+  }
+  return PyReport{std::make_shared<const Report>(unwrap(std::move(*result)))};
+}
+
+// The validated manifest of a set, its rank metadata checked (DumpSet::open, one implementation).
+nb::dict open_set(const std::string& path) {
+  std::optional<Result<DumpSet>> opened;
+  {
+    nb::gil_scoped_release unlocked;
+    OpenOptions oo;
+    oo.verify = Verify::frames;
+    opened.emplace(DumpSet::open(path, oo));
+  }
+  DumpSet s = unwrap(std::move(*opened));
+  if (auto ok = s.check_rank_metadata(); !ok) raise(ok.error());
+  nb::dict d;
+  d["path"] = s.path;
+  d["directory"] = s.directory;
+  d["world_size"] = s.world_size;
+  nb::list groups;
+  for (const auto& [g, n] : s.groups) groups.append(nb::make_tuple(g, n));
+  d["groups"] = groups;
+  d["order"] = s.order == SetOrder::lockstep ? "lockstep" : "pipeline";
+  nb::list ranks;
+  for (const RankEntry& e : s.ranks) {
+    nb::dict coords;
+    for (size_t i = 0; i < s.groups.size(); ++i) coords[nb::str(s.groups[i].first.c_str())] = e.coords[i];
+    ranks.append(nb::make_tuple(e.rank, e.file, e.path, coords));
+  }
+  d["ranks"] = ranks;
+  nb::list meta;
+  for (const auto& [k, v] : s.metadata) meta.append(nb::make_tuple(k, v));
+  d["metadata"] = meta;
+  return d;
 }
 
 }  // namespace
@@ -183,6 +232,12 @@ void bind_compare(nb::module_& m) {
         nb::arg("pairs"));
   m.def("compare_assemble", &run_assemble, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
         nb::arg("parts"));
+}
+
+  m.def("compare_files", &run_compare_files, nb::arg("reference"), nb::arg("candidate"),
+        nb::arg("settings"), nb::arg("progress").none());
+  m.def("open_set", &open_set, nb::arg("path"));
+  m.def("is_dump_set_path", [](const std::string& p) { return is_dump_set_path(p); }, nb::arg("path"));
 }
 
 }  // namespace driftscope::py

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/filter.hpp"
 
 namespace driftscope::compare_detail {
@@ -71,24 +72,32 @@ std::string axes_text(const std::vector<std::string>& axes) {
   return "(" + join_axes(axes) + ")";
 }
 
+std::vector<std::string> base_axes(const std::vector<std::string>& axes) {
+  std::vector<std::string> out;
+  for (const auto& x : axes) out.push_back(axis_base(x));
+  return out;
+}
+
 void plan_shapes(PlannedPair& p, const CompareOptions& options) {
   const TensorInfo& a = p.ref->info;
   const TensorInfo& b = p.cand->info;
   const bool light = p.ref->kind == RecordKind::summary || p.cand->kind == RecordKind::summary;
   const uint64_t na = a.numel(), nb = b.numel();
+  // Shard annotations (docs/dumpsets.md §4) are not part of an axis's name for alignment.
+  const std::vector<std::string> aa = base_axes(a.axes), ba = base_axes(b.axes);
 
   // Axis names in a different order: permute the candidate into the reference's layout.
-  if (!a.axes.empty() && a.axes.size() == b.axes.size() && a.axes != b.axes &&
-      unique_names(a.axes) && unique_names(b.axes) &&
-      std::is_permutation(a.axes.begin(), a.axes.end(), b.axes.begin())) {
-    std::vector<uint32_t> perm(a.axes.size());
-    for (size_t i = 0; i < a.axes.size(); ++i)
-      perm[i] = static_cast<uint32_t>(std::find(b.axes.begin(), b.axes.end(), a.axes[i]) - b.axes.begin());
+  if (!aa.empty() && aa.size() == ba.size() && aa != ba &&
+      unique_names(aa) && unique_names(ba) &&
+      std::is_permutation(aa.begin(), aa.end(), ba.begin())) {
+    std::vector<uint32_t> perm(aa.size());
+    for (size_t i = 0; i < aa.size(); ++i)
+      perm[i] = static_cast<uint32_t>(std::find(ba.begin(), ba.end(), aa[i]) - ba.begin());
     for (size_t i = 0; i < perm.size(); ++i) {
       if (b.shape[perm[i]] != a.shape[i]) {
         p.incomparable.push_back(
             {"axes", fmt::format("axis '{}' has size {} in the reference but {} in the candidate",
-                                 a.axes[i], a.shape[i], b.shape[perm[i]])});
+                                 aa[i], a.shape[i], b.shape[perm[i]])});
         return;
       }
     }
@@ -97,14 +106,14 @@ void plan_shapes(PlannedPair& p, const CompareOptions& options) {
     if (identity) return;
     if (light) {
       p.incomparable.push_back({"axes", fmt::format("axes {} vs {} need a permutation, which a light-mode "
-                                                    "summary cannot undergo", axes_text(a.axes), axes_text(b.axes))});
+                                                    "summary cannot undergo", axes_text(aa), axes_text(ba))});
       return;
     }
     if (na > options.max_permuted_elements) {
       p.incomparable.push_back(
           {"permutation_too_large",
            fmt::format("axes {} vs {}: {} elements exceed the permutation limit of {}",
-                       axes_text(a.axes), axes_text(b.axes), na, options.max_permuted_elements)});
+                       axes_text(aa), axes_text(ba), na, options.max_permuted_elements)});
       return;
     }
     p.permutation = std::move(perm);
@@ -133,6 +142,35 @@ void plan_shapes(PlannedPair& p, const CompareOptions& options) {
 }
 
 }  // namespace
+
+struct Renamer::Rules {
+  std::vector<CompiledRule> ref, cand;
+};
+
+Result<Renamer> Renamer::make(const NameMap& names) {
+  Renamer out;
+  out.rules_ = std::make_shared<Rules>();
+  auto ra = compile(names.reference);
+  if (!ra) return std::move(ra).error();
+  auto rb = compile(names.candidate);
+  if (!rb) return std::move(rb).error();
+  out.rules_->ref = std::move(*ra);
+  out.rules_->cand = std::move(*rb);
+  for (const auto& [r, c] : names.exact) {
+    out.exact_cand_to_ref_.emplace(c, r);
+    out.exact_ref_.emplace(r, true);
+  }
+  return out;
+}
+
+std::string Renamer::ref(const std::string& name) const {
+  return exact_ref_.count(name) ? name : rename_with(rules_->ref, name);
+}
+
+std::string Renamer::cand(const std::string& name) const {
+  auto it = exact_cand_to_ref_.find(name);
+  return it != exact_cand_to_ref_.end() ? it->second : rename_with(rules_->cand, name);
+}
 
 TensorDesc describe(const Record& r) {
   TensorDesc d;
@@ -191,28 +229,16 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
 }
 
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options) {
-  auto ra = compile(options.names.reference);
-  if (!ra) return std::move(ra).error();
-  auto rb = compile(options.names.candidate);
-  if (!rb) return std::move(rb).error();
+  auto renamer = Renamer::make(options.names);
+  if (!renamer) return std::move(renamer).error();
   std::optional<Filter> filter;
   if (!options.filter.empty()) {
     auto f = Filter::parse(options.filter);
     if (!f) return std::move(f).error();
     filter = std::move(*f);
   }
-  std::unordered_map<std::string, std::string> exact_cand_to_ref;
-  for (const auto& [r, c] : options.names.exact) exact_cand_to_ref.emplace(c, r);
-  std::unordered_map<std::string, bool> exact_ref;
-  for (const auto& [r, c] : options.names.exact) exact_ref.emplace(r, true);
-
-  auto ref_name = [&](const Record* r) {
-    return exact_ref.count(r->info.name) ? r->info.name : rename_with(*ra, r->info.name);
-  };
-  auto cand_name = [&](const Record* r) {
-    auto it = exact_cand_to_ref.find(r->info.name);
-    return it != exact_cand_to_ref.end() ? it->second : rename_with(*rb, r->info.name);
-  };
+  auto ref_name = [&](const Record* r) { return renamer->ref(r->info.name); };
+  auto cand_name = [&](const Record* r) { return renamer->cand(r->info.name); };
   auto accepted = [&](const Record* r, const std::string& name) {
     if (!filter) return true;
     TensorInfo info = r->info;

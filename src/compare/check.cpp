@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/internal.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/text.hpp"
 
@@ -61,7 +62,8 @@ std::optional<std::vector<uint32_t>> parse_axes(std::string_view v, const Tensor
     int64_t a = 0;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), a);
     if (ec != std::errc() || p != item.data() + item.size()) {
-      auto it = std::find(t.axes.begin(), t.axes.end(), item);
+      // By base name: `hidden@tp` is the axis `hidden` of a shard (docs/dumpsets.md §4).
+      auto it = std::find_if(t.axes.begin(), t.axes.end(), [&](const std::string& x) { return axis_base(x) == item; });
       if (it == t.axes.end()) return std::nullopt;
       a = it - t.axes.begin();
     }
@@ -146,7 +148,7 @@ std::optional<uint32_t> channel_axis(const TensorInfo& t) {
   if (t.shape.size() < 2) return std::nullopt;
   for (size_t i = 0; i < t.axes.size(); ++i)
     for (const char* n : kChannelNames)
-      if (lower(t.axes[i]) == n) return static_cast<uint32_t>(i);
+      if (lower(axis_base(t.axes[i])) == n) return static_cast<uint32_t>(i);
   if (!t.axes.empty()) return std::nullopt;  // named, and no axis says channels
   return static_cast<uint32_t>(t.shape.size() - 1);
 }

@@ -12,6 +12,7 @@
 #include "common/pages.hpp"
 #include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
 #include "format/record_crc.hpp"
 #include "numerics/pair_metrics.hpp"
@@ -680,6 +681,8 @@ Result<Report> compare(const Reader& reference, const Reader& candidate, const C
 
 Result<Report> compare_files(const std::string& reference, const std::string& candidate,
                              const CompareOptions& options) {
+  if (is_dump_set_path(reference) || is_dump_set_path(candidate))
+    return compare_detail::compare_sets(reference, candidate, options);
   auto a = Reader::open(reference, lazy_checksums());
   if (!a) {
     Error e = std::move(a).error();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +79,20 @@ struct Alignment {
   std::vector<const Record*> only_ref, only_cand;
 };
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options);
+// The names pairing uses (NameMap: exact pairs first, then the regex rules of each side); the
+// one implementation for single dumps and dump sets.
+class Renamer {
+ public:
+  static Result<Renamer> make(const NameMap& names);
+  std::string ref(const std::string& name) const;
+  std::string cand(const std::string& name) const;
+
+ private:
+  struct Rules;
+  std::shared_ptr<Rules> rules_;
+  std::unordered_map<std::string, std::string> exact_cand_to_ref_;
+  std::unordered_map<std::string, bool> exact_ref_;
+};
 // Candidate flat index for each reference flat index under an axis permutation.
 std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
                                      const std::vector<uint64_t>& cand_shape,
@@ -153,11 +169,19 @@ uint64_t part_fingerprint(std::string_view key) noexcept;
 Result<Report> run_engine(const Reader& reference, const Reader& candidate, const CompareOptions& options,
                           bool own_maps, EnginePart* part);
 
+// ---- set_compare.cpp: dump sets (docs/dumpsets.md) ------------------------------------------------
+// Gathers/sums the shards of each side into logical tensors (temporary dumps, unlinked once
+// open), pairs them by identity and coordinates, runs compare() and puts the ranks in the report.
+Result<Report> compare_sets(const std::string& reference, const std::string& candidate,
+                            const CompareOptions& options);
+
 // ---- format helpers (report_text.cpp) -----------------------------------------------------------
 std::string fmt_num(double v, int significant = 4);
 std::string fmt_shape(const std::vector<uint64_t>& shape);
 std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
 std::string summary_line(const Report& report);
+// " on rank 1 (of 2)" for a pair of a dump-set report (docs/dumpsets.md §7); "" otherwise.
+std::string rank_text(const Report& report, const PairResult& pair);
 
 // The report pages (compare, guard, check; src/compare/html_page.cpp): fills a template's
 // %%DS_NAME%% markers. TITLE becomes escaped HTML text, STYLE and COMMON_JS the shared stylesheet

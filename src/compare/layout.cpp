@@ -12,6 +12,7 @@
 
 #include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
+#include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
 
 namespace driftscope {
@@ -458,7 +459,7 @@ void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, cons
     LayoutInput in;
     in.ref_shape = pl.ref->info.shape;
     in.cand_shape = pl.cand->info.shape;
-    in.ref_axes = pl.ref->info.axes;
+    for (const std::string& name : pl.ref->info.axes) in.ref_axes.push_back(axis_base(name));  // dumpsets.md §4
     in.num_heads = declared_heads(pl.ref->info, pl.cand->info);
     std::vector<double> c = std::move(*b);
     if (!pl.permutation.empty()) {  // the candidate read through its axis names first

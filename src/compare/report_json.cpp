@@ -39,6 +39,7 @@ ordered_json desc_json(const TensorDesc& d) {
   o["axes"] = d.axes;
   o["kind"] = d.summary ? "summary" : "tensor";
   o["quantized"] = d.quantized;
+  if (!d.ranks.empty()) o["ranks"] = d.ranks;  // dump sets only (docs/dumpsets.md §7)
   return o;
 }
 
@@ -77,7 +78,8 @@ void write_real(JsonWriter& w, double v) {
   else w.number(v);
 }
 
-void write_pair(JsonWriter& w, const PairResult& p, size_t i) {
+// `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
+void write_pair(JsonWriter& w, const PairResult& p, size_t i, const std::vector<uint32_t>* ranks = nullptr) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
   const bool exact = c && !p.estimated;  // element-wise metrics exist
@@ -232,6 +234,11 @@ void write_pair(JsonWriter& w, const PairResult& p, size_t i) {
   if (c) w.boolean(p.beyond_rounding);
   else w.null();
   w.key("parameter_pairs"), w.array_of(p.parameter_pairs);
+  if (ranks) {  // dump sets only (docs/dumpsets.md §7)
+    w.key("ranks"), w.array_of(*ranks);
+    w.key("ranks_ref"), w.array_of(p.ref.ranks);
+    w.key("ranks_cand"), w.array_of(p.cand.ranks);
+  }
   w.end_object();
 }
 
@@ -264,6 +271,7 @@ ordered_json dump_json(const DumpInfo& d) {
   ordered_json md = ordered_json::object();
   for (const auto& [k, v] : d.metadata) md[k] = v;
   o["metadata"] = md;
+  if (d.set) o["world_size"] = d.world_size;
   return o;
 }
 
@@ -393,8 +401,16 @@ Result<void> report_to_json(const Report& r, int indent,
       if (i) write_pair(w, r.pairs[*i], *i);
       else w.null();
     }));
-  DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(),
-                                 [&](JsonWriter& w, size_t i) { write_pair(w, r.pairs[i], i); }));
+  if (r.sets) {  // dump sets (docs/dumpsets.md §7); absent for two single dumps
+    DRIFTSCOPE_TRY(e.member("first_divergence_ranks", ordered_json(r.first_divergence_ranks)));
+    DRIFTSCOPE_TRY(e.member("first_nonfinite_ranks", ordered_json(r.first_nonfinite_ranks)));
+    DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
+  }
+  DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(), [&](JsonWriter& w, size_t i) {
+    if (!r.sets) return write_pair(w, r.pairs[i], i);
+    const auto ranks = r.pair_ranks(r.pairs[i]);
+    write_pair(w, r.pairs[i], i, &ranks);
+  }));
   DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
                                 [&](size_t i) { return desc_json(r.only_in_reference[i]); }));
   DRIFTSCOPE_TRY(e.array_member("only_in_candidate", r.only_in_candidate.size(),

@@ -70,7 +70,7 @@ std::string pair_row(const Report& r, size_t i) {
   std::string status(status_name(p.status));
   if (r.first_divergence == i) status = "**" + status + "** (first)";
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index,
-                     cell_code(fmt_identity(p.ref)), text(p.ref.op_type), status,
+                     cell_code(fmt_identity(p.ref)) + text(rank_text(r, p)), text(p.ref.op_type), status,
                      p.compared ? fmt_num(p.error, 3) : "-", n(m.cosine, 6), n(m.sqnr_db, 4),
                      n(m.max_abs_diff, 3),
                      p.reasons.empty() ? std::string() : text(p.reasons.front().code + ": " + p.reasons.front().message));
@@ -107,7 +107,7 @@ std::string report_to_markdown(const Report& r) {
 
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
-    out += fmt::format("\n### {}: {}\n\n", title, line_code(fmt_identity(p.ref)));
+    out += fmt::format("\n### {}: {}{}\n\n", title, line_code(fmt_identity(p.ref)), text(rank_text(r, p)));
     out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type.empty() ? "-" : text(p.ref.op_type),
                        dtype_name(p.ref.dtype), fmt_shape(p.ref.shape), dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
     out += fmt::format("- judged by {}: {}\n", text(p.criteria_source), line_code(p.criteria.to_string()));

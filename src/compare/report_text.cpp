@@ -76,10 +76,25 @@ std::string rounding_text(const PairResult& p) {
 
 }  // namespace
 
+static std::string ranks_list(const std::vector<uint32_t>& ranks) {
+  std::string list;
+  for (size_t i = 0; i < ranks.size(); ++i) list += fmt::format("{}{}", i ? "," : "", ranks[i]);
+  return list;
+}
+
+std::string rank_text(const Report& r, const PairResult& p) {
+  if (!r.sets) return "";
+  const auto& ranks = r.pair_ranks(p);
+  const uint32_t world = r.candidate.set || !r.reference.set ? r.candidate.world_size : r.reference.world_size;
+  std::string list;
+  for (size_t i = 0; i < ranks.size(); ++i) list += fmt::format("{}{}", i ? "," : "", ranks[i]);
+  return fmt::format(" on rank{} {} (of {})", ranks.size() == 1 ? "" : "s", list, world);
+}
+
 std::string summary_line(const Report& r) {
   auto at = [&](size_t i) {
     const PairResult& p = r.pairs[i];
-    return fmt::format("{} ({})", fmt_identity(p.ref), where(p));
+    return fmt::format("{}{} ({})", fmt_identity(p.ref), rank_text(r, p), where(p));
   };
   if (r.verdict == Verdict::pass) {
     size_t compared = 0;
@@ -228,7 +243,8 @@ class Table {
   std::string row(size_t i, bool mark = false) const {
     const PairResult& p = r_.pairs[i];
     const Metrics& m = p.metrics;
-    std::string name = fit(shown(p.ref), name_w_);
+    // A dump-set pair names its ranks: replicas of one tensor share index and name.
+    std::string name = fit(shown(p.ref) + (r_.sets ? fmt::format(" [rank {}]", ranks_list(r_.pair_ranks(p))) : ""), name_w_);
     std::string s = (mark ? "> " : "  ") + pad(std::to_string(p.ref.exec_index), 6, true) + " " +
                     pad(name, name_w_) + " ";
     if (wide_) s += pad(fit(printable(p.ref.op_type), 13), 13) + " ";
@@ -331,7 +347,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
     const Metrics& m = p.metrics;
-    out += "\n" + st.bold(fmt::format("{}: {}", title, shown(p.ref))) +
+    out += "\n" + st.bold(fmt::format("{}: {}{}", title, shown(p.ref), rank_text(r, p))) +
            fmt::format("  ({}; {}{} vs {}{})\n", printable(where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
                        dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
     out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source), p.criteria.to_string());
@@ -365,6 +381,12 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   };
 
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
+  if (r.sets && !r.affected_ranks.empty()) {
+    std::string list;
+    for (size_t i = 0; i < r.affected_ranks.size(); ++i) list += fmt::format("{}{}", i ? "," : "", r.affected_ranks[i]);
+    const uint32_t world = r.candidate.set || !r.reference.set ? r.candidate.world_size : r.reference.world_size;
+    out += fmt::format("  affected   ranks {} (of {}) hold a failing tensor\n", list, world);
+  }
   if (r.first_nonfinite && r.first_nonfinite != r.first_divergence)
     detail("First NaN/Inf", *r.first_nonfinite);
   if (r.first_silent_zero && r.first_silent_zero != r.first_divergence &&

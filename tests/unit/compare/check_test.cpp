@@ -71,6 +71,23 @@ TEST(Check, LayerNormAlongTheWrongAxisIsNamed) {
   EXPECT_NE(r2.notes[0].find("norm_affine=true"), std::string::npos);
 }
 
+TEST(Check, AxisNamesMatchByBaseAcrossShardAnnotations) {
+  // A sequence-parallel shard names its axis seq@sp; norm_axes says "hidden" / "seq" by base name.
+  ScratchDir dir;
+  const std::vector<uint64_t> s{2, 6, 8};
+  auto x = noise(96, 11, 3.0);
+  Entry good{"ln_good", normalised(x, s, 2), s};
+  good.op = "LayerNorm";
+  good.axes = {"batch", "seq@sp", "hidden"};
+  good.attrs = {{"norm_axes", "hidden"}, {"norm_kind", "layer"}};
+  Entry bad = good;
+  bad.name = "ln_bad";
+  bad.values = normalised(x, s, 1);
+  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {good, bad}));
+  ASSERT_EQ(codes(r), std::vector<std::string>{"norm_axis:ln_bad"});
+  EXPECT_NE(r.findings[0].message.find("along axis 1 (seq@sp) instead"), std::string::npos) << r.findings[0].message;
+}
+
 TEST(Check, RmsNormAndSoftmaxAxes) {
   ScratchDir dir;
   const std::vector<uint64_t> s{1, 4, 5};
