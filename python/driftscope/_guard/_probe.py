@@ -76,6 +76,7 @@ class ProbeResult:
     files: Dict[str, str] = field(default_factory=dict)
     agrees: Optional[bool] = None       # both methods ran (--probe-method both): same origin?
     other: Optional["ProbeResult"] = None
+    step: Optional[int] = None          # a stateful model: the step (1-based) the findings are in
 
     def to_json(self) -> Dict[str, Any]:
         def f(x: Optional[ProbeFinding]) -> Optional[Dict[str, Any]]:
@@ -87,7 +88,7 @@ class ProbeResult:
                "first_silent_zero": f(self.first_silent_zero), "origin": f(self.origin),
                "runs": self.runs, "compare_summary": self.summary or None,
                "notes": list(self.notes), "error": self.error, "files": dict(self.files),
-               "agrees": self.agrees}
+               "agrees": self.agrees, "step": self.step}
         if self.other is not None:
             out["cross_check"] = self.other.to_json()
         return out
@@ -102,7 +103,9 @@ class ProbeResult:
             out.append(f"{backend} probe ({how}; {self.why}): no single tensor fails"
                        + (f"; {self.error}" if self.error else "") + ".")
         else:
-            out.append(f"{backend} probe ({how}; {self.why}) names {self.origin.describe()}.")
+            at = f" at step {self.step}" if self.step is not None else ""
+            out.append(f"{backend} probe ({how}; {self.why}) names {self.origin.describe()}"
+                       f"{at}.")
             for label, x in (("first divergence", self.first_divergence),
                              ("first NaN/Inf", self.first_nonfinite),
                              ("first silent zero", self.first_silent_zero)):
@@ -217,7 +220,9 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     static = _static_values(proto.graph, order)
     cand_idx = [i for i, n in enumerate(order) if any(o and o not in static for o in n.output)]
     ref, cand = BACKENDS[job["reference"]], BACKENDS[job["backend"]]
-    feeds = job["feeds"]
+    # One feed dict, or one per step of a stateful model (each with the reference's state).
+    steps = job["feeds"] if isinstance(job["feeds"], list) else [job["feeds"]]
+    feeds = steps[0]
     t = Thresholds(**job["thresholds"])
     # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
     # score): cuts are judged by NaN/Inf, silent zero, constant and cosine; the model's own
@@ -251,11 +256,17 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
         return worst != PASS, worst, detail
 
     lo, hi = -1, len(cand_idx) - 1  # cut lo passes (nothing), cut hi is to be seen
-    bad, status, detail = fails(hi)
-    if not bad:
+    step = 0
+    for step, feeds in enumerate(steps):
+        bad, status, detail = fails(hi)
+        if bad:
+            break
+    else:
         return {"found": None, "runs": runs,
                 "why": "the whole graph cut at its last node passes (the failure is not in "
-                       "the values the graph computes, or needs more than one sample)"}
+                       "the values the graph computes, or needs more than one sample"
+                       + (", or builds up through the state carried from step to step)"
+                          if len(steps) > 1 else ")")}
     while hi - lo > 1:
         mid = (lo + hi) // 2
         b, st, de = fails(mid)
@@ -265,7 +276,7 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
             lo = mid
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
-                      "detail": detail, "index": hi}, "runs": runs}
+                      "detail": detail, "index": hi, "step": step}, "runs": runs}
 
 
 # -- findings from a compare report -------------------------------------------------------------
