@@ -517,8 +517,8 @@ def to_float16(model: Any, providers: Optional[Sequence[Any]] = None,
     make the converted model fail to load are kept in float32 (with casts around them) and named
     in a RuntimeWarning; a model that still fails raises ModelLoadError naming the node.
     keep_float32: node names kept in float32 on purpose (the converter's node_block_list; a value
-    passed between two such nodes stays float32 too, which the converter alone does not do) —
-    the FP32 fallback `driftscope guard` verifies."""
+    passed between two such nodes, or from a graph input to one, stays float32 too, which the
+    converter alone does not do) — the FP32 fallback `driftscope guard` verifies."""
     converted, kept = _to_float16(model, providers, keep=keep_float32)
     if kept:
         warnings.warn(_kept_message(kept), RuntimeWarning, stacklevel=2)

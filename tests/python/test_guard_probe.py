@@ -521,3 +521,21 @@ def test_a_reference_model_run_is_probed_by_recording_both_files(tmp_path):
                          backends=["ort-noopt"], runs=1, probe_method="bisect")
     p = b["ort-noopt"].probe
     assert p.method is None and "--reference-model gives the reference another file" in p.error
+
+
+def test_a_torch_model_is_bisected_at_a_precision_boundary(tmp_path):
+    """A PyTorch model has no graph to cut: the cut is where its leaf modules stop running in
+    float16 (those after it are kept in float32, the fallback's mechanism). The binary search
+    over the tiny encoder's 38 leaf modules names the LayerNorm the recording names, in about
+    log2(38) runs."""
+    pytest.importorskip("torch")
+    shutil.copy(MODELS / "tiny_encoder_torch.py", tmp_path / "tiny_encoder.py")
+    r = driftscope.guard(f"{tmp_path / 'tiny_encoder.py'}:build", backends=["torch-fp16"],
+                         runs=1, probe_method="bisect", fallback="never")
+    p = r["torch-fp16"].probe
+    assert p.method == "bisect" and p.error is None
+    assert (p.origin.node, p.origin.op_type) == ("encoder.layers.2.norm1", "LayerNorm")
+    assert p.first_nonfinite.node == "encoder.layers.2.norm1"
+    assert 2 < p.runs <= 2 + math.ceil(math.log2(38))
+    assert any("for 38 leaf modules" in n for n in p.notes)
+    assert any("bisection at a precision boundary in execution order" in f for f in r.findings)

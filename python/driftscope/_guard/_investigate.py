@@ -18,7 +18,8 @@ from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAIL
                        by_position, judge_all)
 from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
                      findings_from_report, nearest_upstream, onnx_nodes,
-                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_modules)
+                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_leaves,
+                     torch_modules)
 from ._stateful import step_dump, step_name
 
 PROBE_MODES = ("auto", "never", "always")
@@ -120,7 +121,7 @@ class Investigator:
             if recorded.origin is not None and other.origin is not None:
                 recorded.agrees = recorded.origin.node == other.origin.node
             return recorded
-        if recorded.method is None and c.family == "onnx" and method == "auto":
+        if recorded.method is None and c.family in ("onnx", "torch") and method == "auto":
             return self._bisect(row, sample, recorded.why)
         return recorded
 
@@ -198,9 +199,12 @@ class Investigator:
 
     def _bisect(self, row: Any, sample: int, why: str) -> ProbeResult:
         c = self.ctx
+        if c.family == "torch":
+            return self._bisect_torch(row, sample, why)
         if c.family != "onnx":
             return ProbeResult(None, why, sample, error=f"{why}; bisection needs an ONNX graph "
-                                                        f"to cut (this is a {c.family} model)")
+                                                        f"or a PyTorch model to cut (this is a "
+                                                        f"{c.family} model)")
         if c.ref_model:
             return ProbeResult(None, why, sample, error=f"{why}; bisection cuts one graph and "
                                "runs it on both backends, and --reference-model gives the "
@@ -227,6 +231,38 @@ class Investigator:
             res.notes.append(f"step {res.step} is the first whose whole graph fails with both "
                              "backends given the reference's state (the bisection cuts one "
                              "step, so both prefixes read the same state)")
+        return res
+
+    def _bisect_torch(self, row: Any, sample: int, why: str) -> ProbeResult:
+        """PyTorch: the cut is a precision boundary (_probe.torch_bisect_job)."""
+        c = self.ctx
+        if not B.BACKENDS[row.name].can_keep_float32():
+            return ProbeResult(None, why, sample, error=f"{why}; a PyTorch model is bisected by "
+                               f"keeping the modules after a cut in float32, which {row.name} "
+                               "cannot do")
+        nodes = self.nodes()
+        leaves = torch_leaves([n for n, _ in nodes])
+        out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, c.state,
+                       kind="bisect_torch", leaves=leaves, ops=dict(nodes),
+                       feeds=c.samples[sample], ref_outputs=c.ref_outputs[sample],
+                       thresholds=asdict(c.thresholds))
+        if out.get("error"):
+            return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
+        runs = len(out.get("runs", []))
+        if out.get("found") is None:
+            return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
+        f = bisect_finding(out["found"])
+        res = ProbeResult(BISECT, why, sample, runs=runs,
+                          cut="at a precision boundary in execution order ({runs} runs)")
+        setattr(res, status_key(out["found"]["status"]), f)
+        if res.first_divergence is None:
+            res.first_divergence = f
+        res.origin = f
+        n = len(leaves)
+        res.notes.append(f"{runs} runs of {row.name} with the leaf modules after the cut kept in "
+                         f"float32, for {n} leaf modules (log2 {n} = {np.log2(max(n, 1)):.1f}): "
+                         f"{shown(f.node)} is the first whose own {row.name} arithmetic fails "
+                         "the verdict")
         return res
 
     def _bisect_feeds(self, sample: int) -> List[Dict[str, np.ndarray]]:

@@ -14,6 +14,9 @@ Two methods, and the report says which one found the answer:
   model whose outputs are every value computed up to k that a later node or the model output
   reads. Both backends run the prefix; a binary search finds the first k whose cut fails the
   guard's verdict, in about log2(nodes) prefix runs.
+* bisect (PyTorch): there is no graph to cut, so the cut is a precision boundary: the candidate
+  runs with the leaf modules after position k (execution order) kept in float32, and a binary
+  search finds the first k whose run fails the verdict on the model's outputs.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class ProbeResult:
     agrees: Optional[bool] = None       # both methods ran (--probe-method both): same origin?
     other: Optional["ProbeResult"] = None
     step: Optional[int] = None          # a stateful model: the step (1-based) the findings are in
+    # What a bisection cut: an ONNX graph (prefix runs) or a PyTorch model's precision.
+    cut: str = "over the topological order ({runs} prefix runs)"
 
     def to_json(self) -> Dict[str, Any]:
         def f(x: Optional[ProbeFinding]) -> Optional[Dict[str, Any]]:
@@ -97,7 +102,7 @@ class ProbeResult:
         if self.method is None:
             return [f"{backend} was not probed: {self.error or self.why}."]
         how = ("recorded intermediates compared by driftscope compare" if self.method == RECORDED
-               else f"bisection over the topological order ({self.runs} prefix runs)")
+               else "bisection " + self.cut.format(runs=self.runs))
         out = []
         if self.origin is None:
             out.append(f"{backend} probe ({how}; {self.why}): no single tensor fails"
@@ -277,6 +282,60 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
                       "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def torch_leaves(names: Sequence[str]) -> List[str]:
+    """The module paths of `names` (execution order) that contain no other of them."""
+    return [n for n in names if not any(o.startswith(n + ".") for o in names)]
+
+
+def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """In a child process: a PyTorch model has no graph to cut, so the cut is a precision
+    boundary. The candidate runs in its own dtype with the leaf modules after position k kept in
+    float32 (the fallback's mechanism: float32 parameters and arithmetic, the output cast back),
+    and a binary search finds the first k whose run fails the guard's verdict on the model's
+    outputs: the module whose low-precision arithmetic breaks it, in about log2(modules) runs."""
+    from ._backends import BACKENDS
+    from ._metrics import judge_all
+    from ._stateful import StatefulSession
+
+    cand = BACKENDS[job["backend"]]
+    leaves: List[str] = list(job["leaves"])
+    feeds, ref = job["feeds"], job["ref_outputs"]
+    t = Thresholds(**job["thresholds"])
+    runs: List[Dict[str, Any]] = []
+
+    def fails(pos: int) -> Tuple[bool, str, str]:
+        session = cand.load(job["model"], job["work"], job["seed"],
+                            keep_float32=leaves[pos + 1:])
+        if job.get("state"):
+            session = StatefulSession(session, job["state"])
+        worst = judge_all([ref], [session.run(feeds)], t)
+        status = worst.status if worst is not None else PASS
+        runs.append({"node": leaves[pos] if pos >= 0 else "", "status": status})
+        detail = f"{worst.name}: {worst.detail}" if worst is not None else ""
+        return status != PASS, status, detail
+
+    lo, hi = -1, len(leaves) - 1  # cut lo passes (every leaf in float32), cut hi is to be seen
+    bad, status, detail = fails(hi)
+    if not bad:
+        return {"found": None, "runs": runs,
+                "why": "the candidate passes on this sample when it is run again"}
+    if fails(lo)[0]:
+        return {"found": None, "runs": runs,
+                "why": "it still fails with every leaf module in float32: the failure is in "
+                       "operations outside the modules (a parent's own forward) or in the "
+                       "low-precision values passed between them"}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        b, st, de = fails(mid)
+        if b:
+            hi, status, detail = mid, st, de
+        else:
+            lo = mid
+    ops = dict(job.get("ops") or {})
+    return {"found": {"node": leaves[hi], "op_type": ops.get(leaves[hi], ""), "status": status,
+                      "detail": detail, "index": hi}, "runs": runs}
 
 
 # -- findings from a compare report -------------------------------------------------------------
