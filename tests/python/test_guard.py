@@ -277,6 +277,7 @@ def test_the_fork_server_waits_for_busy_threads():
     sleeping.start()
     try:
         ids = {str(spinning.native_id), str(sleeping.native_id)}
+        time.sleep(0.5)  # the sleeping thread reaches its wait (on a loaded machine: later)
         busy = set()
         for _ in range(200):  # a spinning thread is runnable, though not always on a core
             busy |= set(_forker._busy_threads()) & ids
