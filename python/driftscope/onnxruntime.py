@@ -517,8 +517,8 @@ def to_float16(model: Any, providers: Optional[Sequence[Any]] = None,
     make the converted model fail to load are kept in float32 (with casts around them) and named
     in a RuntimeWarning; a model that still fails raises ModelLoadError naming the node.
     keep_float32: node names kept in float32 on purpose (the converter's node_block_list; a value
-    passed between two such nodes stays float32 too, which the converter alone does not do) —
-    the FP32 fallback `driftscope guard` verifies."""
+    passed between two such nodes, or from a graph input to one, stays float32 too, which the
+    converter alone does not do) — the FP32 fallback `driftscope guard` verifies."""
     converted, kept = _to_float16(model, providers, keep=keep_float32)
     if kept:
         warnings.warn(_kept_message(kept), RuntimeWarning, stacklevel=2)
@@ -705,9 +705,11 @@ def _to_float16(model: Any, providers: Optional[Sequence[Any]] = None, keep: Seq
 def _drop_float16_round_trips(proto, kept: set) -> None:
     """onnxconverter-common (1.16) still passes a value between two nodes of its
     node_block_list through float16: Cast(to float16) after the first, Cast(to float32) before
-    the second. A value that overflows float16 (the reason to keep the nodes) becomes Inf there.
-    Where a kept node's float32 output goes to float16 only to be cast straight back to float32,
-    the consumers read the float32 value instead (main graph only)."""
+    the second; and a graph input (keep_io_types) read by a kept node the same way. A value that
+    overflows float16 (the reason to keep the nodes) becomes Inf there. Where a kept node's (or
+    a graph input's) float32 value goes to float16 only to be cast straight back to float32,
+    those consumers read the float32 value instead (main graph only); the float16 copy stays
+    for the nodes that were converted."""
     import onnx
 
     FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
@@ -724,21 +726,24 @@ def _drop_float16_round_trips(proto, kept: set) -> None:
         for x in n.input:
             consumers.setdefault(x, []).append(n)
     outputs = {o.name for o in graph.output}
+    inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
     rename: Dict[str, str] = {}
     dead = set()
     for node in graph.node:
         if cast_to(node) != FLOAT16 or not node.input or node.output[0] in outputs:
             continue
         src = producer.get(node.input[0])
-        if src is None or src.name not in kept:
+        if src is None and node.input[0] not in inputs:
+            continue
+        if src is not None and src.name not in kept:
             continue
         users = consumers.get(node.output[0], [])
-        if not users or any(cast_to(u) != FLOAT or u.output[0] in outputs for u in users):
-            continue
-        for u in users:
+        back = [u for u in users if cast_to(u) == FLOAT and u.output[0] not in outputs]
+        for u in back:
             rename[u.output[0]] = node.input[0]
             dead.add(id(u))
-        dead.add(id(node))
+        if back and len(back) == len(users):
+            dead.add(id(node))
     if not dead:
         return
     keep_nodes = [n for n in graph.node if id(n) not in dead]

@@ -107,7 +107,7 @@ def test_stateful_model_with_a_scalar_input_through_openvino_and_qdq(tmp_path):
     w = gru_onnx(tmp_path / "gru.onnx")
     proc = cli(tmp_path / "gru.onnx", "--input", "sr=16000", "--backends",
                "ort-fp16,ort-qdq,openvino,openvino-bf16,openvino-f16,iree", "--runs", "1",
-               "--json", tmp_path / "g.json")
+               "--fallback", "never", "--json", tmp_path / "g.json")
     data = json.loads((tmp_path / "g.json").read_text())
     rows = {b["name"]: b for b in data["backends"]}
     inputs = {i["name"]: i for i in data["inputs"]}
@@ -139,6 +139,10 @@ def test_stateful_model_with_a_scalar_input_through_openvino_and_qdq(tmp_path):
         assert f16["status"] == "NUMERICAL_INSTABILITY", f16
         assert any("in f16" in n for n in f16["notes"])
         assert proc.returncode == 3, proc.stderr
+        # OpenVINO cannot expose intermediates: bisected, step by step with the reference's
+        # state; |y| = |h_out @ Wy| * 16000 first exceeds 65504 at step 2, in the last Mul.
+        p = f16["probe"]
+        assert (p["method"], p["step"], p["origin"]["node"]) == ("bisect", 2, "/head/Mul"), p
     else:
         assert f16["status"] == "UNAVAILABLE" and "no native f16" in f16["reason"]
     # ONNX Runtime's CPU provider keeps these nodes in float32: no Inf, and the row says so.
@@ -254,6 +258,10 @@ def test_real_tflite_model_from_a_package_and_reference_model(tmp_path):
     assert proc.stdout.startswith("DEGRADED: litert PRECISION_DEGRADATION")
     assert "outputs paired with the reference model's by position: probs = probs_float" \
         in proc.stdout
+    # Probed: each file recorded on its own backend, tensors paired by name; quantization
+    # error starts at the first op.
+    assert "litert probe (recorded intermediates" in proc.stdout
+    assert "names conv1 (CONV_2D), introduced there" in proc.stdout
     ok = driftscope.guard(tmp_path / "int8.tflite", reference_model=tmp_path / "float.tflite",
                           backends=["litert"], runs=1)
     assert ok["litert"].status == G.PASS and 0.999 < ok["litert"].worst.cosine < 1.0

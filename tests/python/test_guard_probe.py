@@ -461,3 +461,81 @@ def test_a_tflite_model_is_probed_by_recording(tmp_path, monkeypatch):
     finally:
         G.BACKENDS.pop("litert-drops-dwconv", None)
         sys.modules.pop("guard_litert_plugins", None)
+
+
+# -- a stateful model and --reference-model are probed like the others -----------------------------
+
+def test_a_stateful_model_is_probed_at_the_step_that_fails(tmp_path):
+    """The state goes from step to step: float16 storage holds step 1 (|v| < ~1500) and
+    overflows at step 2 (|v| ~ 1e6). The recorded probe compares the steps in order, each backend
+    carrying its own state, and names step 2; bisection, fed the reference's state, names the
+    same step; the fallback is judged on every step and verified, and it needs both nodes."""
+    gm.stateful_storage_onnx(tmp_path / "st.onnx")
+    r = driftscope.guard(tmp_path / "st.onnx", backends=["ort-fp16"], runs=1,
+                         out=tmp_path / "out")
+    row = r["ort-fp16"]
+    by = {o.name: o.status for o in row.outputs}
+    assert by["y[step 1]"] == G.PASS and by["y[step 2]"] == G.NUMERICAL_INSTABILITY
+    p = row.probe
+    assert (p.method, p.step, p.error) == ("recorded", 2, None)
+    # Recording exposes 'big' as an output: it is stored in float16 where /cell/Mul writes it.
+    assert p.origin.node == "/cell/Mul" and p.origin.origin == "introduced"
+    assert "Inf where the reference is finite" in p.origin.detail
+    assert p.files["candidate"].endswith("sample1.step2.tdump")
+    with driftscope.open(p.files["reference"]) as d:  # the reference's own step 2: finite
+        big = d.get("cell", dtype="float64")
+        assert np.isfinite(big).all() and np.abs(big).max() > 65504
+    assert any("names /cell/Mul (Mul), tensor cell, introduced there" in f and "at step 2" in f
+               for f in r.findings)
+    fb = row.fallback
+    assert fb.verified and fb.status_after == G.PASS
+    assert sorted(n for n, _ in fb.nodes) == ["/store/Concat", "/store/Transpose"]
+    assert set(fb.removal_fails) == {"/store/Concat", "/store/Transpose"}
+    data = r.to_dict()
+    _schema_check(data)
+    assert data["backends"][1]["probe"]["step"] == 2
+
+    b = driftscope.guard(tmp_path / "st.onnx", backends=["ort-fp16"], runs=1,
+                         probe_method="bisect", fallback="never")
+    p = b["ort-fp16"].probe
+    assert (p.method, p.step, p.origin.node) == ("bisect", 2, "/store/Concat")
+    assert any("given the reference's state" in n for n in p.notes)
+
+
+def test_a_reference_model_run_is_probed_by_recording_both_files(tmp_path):
+    """--reference-model: the reference backend records its own file, the candidate the other;
+    tensors pair by name, the outputs by position (y / y_other), and the findings name the
+    candidate's nodes. Bisection cuts one graph, so it says why it cannot."""
+    gm.scaled_onnx(tmp_path / "ref.onnx")
+    gm.scaled_onnx(tmp_path / "cand.onnx", second=-3.0, output="y_other")
+    r = driftscope.guard(tmp_path / "cand.onnx", reference_model=tmp_path / "ref.onnx",
+                         backends=["ort-noopt"], runs=1)
+    row = r["ort-noopt"]
+    assert row.status == G.PRECISION_DEGRADATION and row.worst.name == "y"
+    p = row.probe
+    assert p.method == "recorded" and p.step is None
+    assert (p.origin.node, p.origin.origin) == ("/second/Mul", "introduced")
+    assert p.first_divergence.node == "/second/Mul"
+    assert any("recorded its own model file (--reference-model)" in n for n in p.notes)
+    b = driftscope.guard(tmp_path / "cand.onnx", reference_model=tmp_path / "ref.onnx",
+                         backends=["ort-noopt"], runs=1, probe_method="bisect")
+    p = b["ort-noopt"].probe
+    assert p.method is None and "--reference-model gives the reference another file" in p.error
+
+
+def test_a_torch_model_is_bisected_at_a_precision_boundary(tmp_path):
+    """A PyTorch model has no graph to cut: the cut is where its leaf modules stop running in
+    float16 (those after it are kept in float32, the fallback's mechanism). The binary search
+    over the tiny encoder's 38 leaf modules names the LayerNorm the recording names, in about
+    log2(38) runs."""
+    pytest.importorskip("torch")
+    shutil.copy(MODELS / "tiny_encoder_torch.py", tmp_path / "tiny_encoder.py")
+    r = driftscope.guard(f"{tmp_path / 'tiny_encoder.py'}:build", backends=["torch-fp16"],
+                         runs=1, probe_method="bisect", fallback="never")
+    p = r["torch-fp16"].probe
+    assert p.method == "bisect" and p.error is None
+    assert (p.origin.node, p.origin.op_type) == ("encoder.layers.2.norm1", "LayerNorm")
+    assert p.first_nonfinite.node == "encoder.layers.2.norm1"
+    assert 2 < p.runs <= 2 + math.ceil(math.log2(38))
+    assert any("for 38 leaf modules" in n for n in p.notes)
+    assert any("bisection at a precision boundary in execution order" in f for f in r.findings)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -89,6 +89,11 @@ class Backend:
     # Only nodes that read float32 weights (initializers) are worth keeping: dynamic INT8
     # quantizes weights, and activations only at the nodes that read quantized weights.
     fallback_weights_only: bool = False
+    # What the guard's fork server imports before it forks this backend's children, so that
+    # each child does not import its runtime again (_forker.py): modules, or MODULE:FUNCTION
+    # to call after the import. Only imports that create no session and start no thread pool
+    # belong here (never torch: its OpenMP pool does not survive fork).
+    preload: Tuple[str, ...] = ()
 
 
 BACKENDS: Dict[str, Backend] = {}
@@ -134,7 +139,15 @@ class _OrtSession(Session):
         self.names = [o.name for o in session.get_outputs()]
         # What the recorder runs: the model path (float32) or the variant's ModelProto.
         self.record_model, self.provider, self.optimize = record_model, provider, optimize
-        self.optimized, self.variant_proto = optimized, variant_proto
+        self.optimized, self._variant = optimized, variant_proto
+
+    @property
+    def variant_proto(self) -> Any:
+        """The variant's ModelProto (None: the model itself); read on first use where the
+        backend left it in a file."""
+        if callable(self._variant):
+            self._variant = self._variant()
+        return self._variant
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         from ..onnxruntime import _check_inputs, _run
@@ -190,6 +203,9 @@ class OrtBackend(Backend):
                  variant: Optional[str] = None) -> None:
         self.name, self.summary, self.note = name, summary, note
         self.provider, self.optimize, self.variant = provider, optimize, variant
+        self.preload = ("onnxruntime", "driftscope.onnxruntime") + (
+            ("onnxruntime.quantization",) if variant == "int8" else
+            ("onnxconverter_common.float16",) if variant == "fp16" else ())
         if variant == "int8":
             self.fallback_ops = _DYNAMIC_INT8_OPS
             self.fallback_weights_only = True
@@ -221,10 +237,10 @@ class OrtBackend(Backend):
         keep = list(keep_float32)
         if keep and not self.can_keep_float32():
             raise ValueError(f"{self.name} cannot keep nodes in float32")
-        if self.variant is None:
-            proto, external_dir, name = None, None, os.path.basename(model)
-        else:
+        if self.variant == "fp16" or keep:
             proto, external_dir, name = dort._load_model(model)
+        else:  # ONNX Runtime and quantize_dynamic read the file themselves
+            proto, external_dir, name = None, None, os.path.basename(model)
         if keep:
             known = {n.name for n in proto.graph.node if n.name}
             missing = [k for k in keep if k not in known]
@@ -251,12 +267,16 @@ class OrtBackend(Backend):
             import onnx
 
             out = os.path.join(work, "int8.onnx")
-            quantize_dynamic(model, out, nodes_to_exclude=keep)
-            proto, external_dir = onnx.load(out), None
+            # Weights in a data file beside it: the notes need the graph only (kilobytes, not
+            # the whole variant parsed again); the variant itself is read when a probe or a
+            # fallback needs it.
+            quantize_dynamic(model, out, nodes_to_exclude=keep, use_external_data_format=True)
+            quantized, external_dir = onnx.load(out, load_external_data=False), None
+            proto = functools.partial(onnx.load, out)
             # Renamed only when the probe records: it parses the source model once more.
-            record_model = functools.partial(_int8_for_recorder, proto, model)
+            record_model = functools.partial(_int8_for_recorder, out, model)
             ops: Dict[str, int] = {}
-            for n in proto.graph.node:
+            for n in quantized.graph.node:
                 if "Integer" in n.op_type or n.op_type.startswith(("QLinear", "DynamicQuantize")):
                     ops[n.op_type] = ops.get(n.op_type, 0) + 1
             notes.append("int8 nodes: " + ", ".join(f"{v} {k}" for k, v in sorted(ops.items()))
@@ -312,10 +332,12 @@ class OrtBackend(Backend):
         return ""
 
 
-def _int8_for_recorder(variant: Any, model: str) -> Any:
+def _int8_for_recorder(variant: str, model: str) -> Any:
+    import onnx
+
     from .. import onnxruntime as dort
 
-    return _named_like_source(variant, dort._load_model(model)[0])
+    return _named_like_source(onnx.load(variant), dort._load_model(model)[0])
 
 
 def _named_like_source(variant: Any, source: Any) -> Any:
@@ -419,6 +441,11 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
 # onnxconverter-common's convert_float_to_float16 defaults: weights are clipped into
 # [1e-7, 1e4] in magnitude (zeros stay zero) before the cast, not to float16's own range.
 _CONVERTER_MIN, _CONVERTER_MAX = 1e-7, 1e4
+# The same bounds on |x|'s bit pattern: for non-negative float32, bits order as values do
+# (infinity included; NaN patterns lie above it and are left out, as the comparison does).
+_BITS_MIN = int(np.array(_CONVERTER_MIN, np.float32).view(np.uint32))
+_BITS_MAX = int(np.array(_CONVERTER_MAX, np.float32).view(np.uint32))
+_BITS_INF = 0x7F800000
 
 
 def _clamped_weights(proto) -> Optional[str]:
@@ -430,9 +457,12 @@ def _clamped_weights(proto) -> Optional[str]:
     for t in proto.graph.initializer:
         if t.data_type != onnx.TensorProto.FLOAT:
             continue
-        a = np.abs(numpy_helper.to_array(t))
-        big += int(np.count_nonzero(a > _CONVERTER_MAX))
-        small += int(np.count_nonzero((a > 0) & (a < _CONVERTER_MIN)))
+        # The bytes themselves where they are raw (no copy); |x| of float32 by its bits.
+        a = (np.frombuffer(t.raw_data, "<f4") if t.raw_data and not t.external_data
+             else numpy_helper.to_array(t).ravel())
+        bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)
+        big += int(np.count_nonzero((bits > _BITS_MAX) & (bits <= _BITS_INF)))
+        small += int(np.count_nonzero((bits > 0) & (bits < _BITS_MIN)))
     if not big and not small:
         return None
     return (f"the float16 conversion clipped {big} weight(s) above {_CONVERTER_MAX:g} and "

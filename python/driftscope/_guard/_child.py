@@ -34,6 +34,10 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
         from ._probe import bisect_job
 
         return _guarded(bisect_job, job)
+    if kind == "bisect_torch":
+        from ._probe import torch_bisect_job
+
+        return _guarded(torch_bisect_job, job)
     if kind == "fallback":
         from ._fallback import search_job
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._metrics import PASS, OutputResult, Thresholds, judge_all
+from ._metrics import PASS, OutputResult, Thresholds, by_position, judge_all
 
 DEFAULT_FALLBACK_RUNS = 20
 
@@ -100,9 +100,11 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
     from ._backends import BACKENDS
     from ._probe import compare_dumps, findings_from_report, pick_origin
+    from ._stateful import StatefulSession, step_dump
 
     backend = BACKENDS[job["backend"]]
     samples, refs = job["samples"], job["ref_outputs"]
+    ref_names = list(refs[0]) if refs else []
     t = Thresholds(**job["thresholds"])
     order: List[str] = [n for n, _ in job["order"]]
     pos = {n: i for i, n in enumerate(order)}
@@ -117,7 +119,9 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
         os.makedirs(work, exist_ok=True)
         try:
             session = backend.load(job["model"], work, job["seed"], keep_float32=list(keep))
-            outs = [session.run(f) for f in samples]
+            if job.get("state"):  # a stateful model: every step, carrying the state
+                session = StatefulSession(session, job["state"])
+            outs = [by_position(session.run(f), ref_names) for f in samples]
         except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
             trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
                           "cosine": None, "error": str(err).splitlines()[0] if str(err) else
@@ -136,8 +140,11 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
             session.record(samples[job["probe_sample"]], path)
         except Exception:  # noqa: BLE001 - no recorder, or it failed: grow by order instead
             return None
+        if job.get("probe_step") is not None:  # the step the probe found the failure in
+            path = step_dump(path, job["probe_step"])
         report = compare_dumps(job["ref_dump"], path, t, job.get("policy"))
-        found = pick_origin(status, findings_from_report(report, job["ref_dump"]))
+        names = path if job.get("names_from") == "candidate" else job["ref_dump"]
+        found = pick_origin(status, findings_from_report(report, names))
         if found is not None and found.node in pos and found.node not in keep:
             return found.node
         return None

@@ -1,13 +1,24 @@
-"""One forked process per backend, from a process that has already imported numpy, onnx and
-driftscope but no runtime: ``python -m driftscope._guard._forker``.
+"""One forked process per backend, from a process that has already imported numpy, onnx,
+driftscope and the runtimes of the backends the guard will run:
+``python -m driftscope._guard._forker [MODULE | MODULE:FUNCTION ...]``.
 
 Starting a Python interpreter and importing driftscope costs about half a second on a loaded
-2-core machine; the guard runs one child per backend (and more for the probe and the fallback).
-The parent starts this server once per guard() call; for each job it forks a fresh child, so
-the isolation is the same as with one interpreter per backend: every runtime is imported in the
-child only (no runtime state, no runtime threads are shared), and a segfault kills that child
-alone. The parent itself never forks: it may hold threads (a user's application, a runtime it
-imported) and fork() copies only the calling thread.
+2-core machine, and importing a runtime as much again (OpenVINO ~0.8 s with its CPU plugin,
+onnxruntime.quantization ~0.6 s); the guard runs one child per backend (and more for the probe
+and the fallback). The parent starts this server once per guard() call with the modules its
+backends name (Backend.preload); for each job it forks a fresh child, so the isolation is the
+same as with one interpreter per backend: no session, no runtime thread pool is shared (every
+session is created in the child), and a segfault kills that child alone. The parent itself
+never forks: it may hold threads (a user's application, a runtime it imported) and fork() copies
+only the calling thread.
+
+Threads before fork: importing numpy starts OpenBLAS's pool (which handles fork itself),
+importing onnxruntime 1.32 starts its telemetry dispatcher (asleep in a timed wait, waking every
+few seconds) and OpenVINO one idle thread. A thread that holds a lock at the instant of fork()
+leaves it locked in the child, so the server forks only when every other thread of it is asleep
+in the kernel (_quiet); a child that hangs anyway is killed by the guard's timeout and reported.
+A preloaded module's import never creates sessions or compiled models (those start the thread
+pools); MODULE:FUNCTION warms what the import alone does not load (OpenVINO's CPU plugin).
 
 Protocol, one line each way per job (text, on stdin / stdout):
     parent -> server: JOB.pkl RESULT.pkl STDERR.txt
@@ -22,12 +33,44 @@ import select
 import signal
 import subprocess
 import sys
-from typing import IO, List, Optional, Tuple
+import threading
+import time
+from typing import IO, List, Optional, Sequence, Tuple
 
 # What every child needs before its runtime; none of it starts threads of its own or holds
 # state a runtime could corrupt across fork (numpy's BLAS pool handles fork itself).
 PRELOAD = ("numpy", "onnx", "driftscope", "driftscope._guard._child",
            "driftscope._guard._backends", "driftscope._guard._inputs")
+
+
+def _busy_threads() -> List[str]:
+    """The server's other threads that are not asleep in the kernel (state other than S)."""
+    me = str(threading.get_native_id())
+    busy = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no procfs: nothing to wait for
+        return []
+    for tid in tasks:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                # "pid (comm) STATE ...": comm may hold spaces and parentheses.
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended
+        if state != "S":
+            busy.append(tid)
+    return busy
+
+
+def _quiet(limit_s: float = 0.2) -> None:
+    """Waits (at most `limit_s`) until every other thread sleeps: a runtime's helper thread
+    between two waits may hold a lock that fork() would copy locked into the child."""
+    deadline = time.monotonic() + limit_s
+    while _busy_threads() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _serve(inp: IO[str], out: IO[str]) -> None:
@@ -36,6 +79,7 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
         if len(parts) != 3:
             continue
         job, result, err = parts
+        _quiet()
         pid = os.fork()
         if pid == 0:  # the child: exactly what `python -m driftscope._guard._child` does
             code = 1
@@ -67,15 +111,24 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
         out.flush()
 
 
-def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the server ends
+def preload(names: Sequence[str]) -> None:
+    """Imports MODULE (and calls FUNCTION of MODULE:FUNCTION); a module that does not import
+    or a warm-up that fails is left to the child, which reports it as the backend's error."""
     import importlib
 
-    for name in PRELOAD:
+    for name in names:
+        module, _, func = name.partition(":")
         try:
-            importlib.import_module(name)
-        except ImportError:  # onnx is optional: a child that needs it says so
+            mod = importlib.import_module(module)
+            if func:
+                getattr(mod, func)()
+        except Exception:  # noqa: BLE001 - the child meets it again and says what it is
             pass
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the server ends
+    preload(list(PRELOAD) + list(argv))
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     _serve(sys.stdin, sys.stdout)
@@ -87,9 +140,9 @@ class Forker:
     (returncode as subprocess gives it: negative for a signal, stderr lines), or None when the
     server itself is gone (the caller then starts a plain interpreter instead)."""
 
-    def __init__(self, env: dict) -> None:
+    def __init__(self, env: dict, preload: Sequence[str] = ()) -> None:
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
-            [sys.executable, "-m", "driftscope._guard._forker"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "driftscope._guard._forker", *preload], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
         self._ready = False
         self._buf = b""
@@ -172,4 +225,4 @@ class Forker:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

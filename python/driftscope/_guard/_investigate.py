@@ -15,10 +15,12 @@ import numpy as np
 from . import _backends as B
 from ._fallback import FallbackResult
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
-                       judge_all)
+                       by_position, judge_all)
 from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
                      findings_from_report, nearest_upstream, onnx_nodes,
-                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_modules)
+                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_leaves,
+                     torch_modules)
+from ._stateful import step_dump, step_name
 
 PROBE_MODES = ("auto", "never", "always")
 FALLBACK_MODES = ("auto", "never")
@@ -45,6 +47,15 @@ class Context:
     runner: Callable[..., Dict[str, Any]]
     probe_method: str = "auto"
     fallback_runs: int = 20
+    # --reference-model: the file the reference backend runs (None: `model`).
+    ref_model: Optional[str] = None
+    # A stateful model: state input -> output pairs and the steps of each sample (_stateful.py).
+    state: Optional[Dict[str, str]] = None
+    steps: int = 1
+
+    @property
+    def reference_model(self) -> str:
+        return self.ref_model or self.model
 
 
 def _safe(name: str) -> str:
@@ -68,13 +79,19 @@ class Investigator:
             return self.ref_dumps[sample]
         c = self.ctx
         path = os.path.join(self._dir(c.reference), f"sample{sample + 1}.tdump")
-        run = c.runner(c.reference, c.model, [c.samples[sample]], 0, c.seed, c.timeout,
-                       record={"path": path, "sample": 0})
+        run = c.runner(c.reference, c.reference_model, [c.samples[sample]], 0, c.seed,
+                       c.timeout, c.state, record={"path": path, "sample": 0})
         if run.get("error") or not run.get("recorded"):
             raise RuntimeError(f"the reference {c.reference} could not be recorded: "
                                f"{run.get('error') or run.get('record_error')}")
         self.ref_dumps[sample] = path
         return path
+
+    def dumps(self, path: str) -> List[str]:
+        """The files a recording as `path` wrote: one per step of a stateful model."""
+        if not self.ctx.state:
+            return [path]
+        return [step_dump(path, t) for t in range(self.ctx.steps)]
 
     def nodes(self) -> List[Any]:
         """(source name, op type) in topological (ONNX), execution (PyTorch) or model
@@ -85,7 +102,7 @@ class Investigator:
             elif self.ctx.family in ("torch", "tflite"):
                 # Recorded order: PyTorch's module calls, LiteRT's ops in model order (their
                 # output tensors' names).
-                self._nodes = torch_modules(self._ref_dump(0))
+                self._nodes = torch_modules(self.dumps(self._ref_dump(0))[0])
             else:
                 self._nodes = []
         return self._nodes
@@ -104,7 +121,7 @@ class Investigator:
             if recorded.origin is not None and other.origin is not None:
                 recorded.agrees = recorded.origin.node == other.origin.node
             return recorded
-        if recorded.method is None and c.family == "onnx" and method == "auto":
+        if recorded.method is None and c.family in ("onnx", "torch") and method == "auto":
             return self._bisect(row, sample, recorded.why)
         return recorded
 
@@ -117,7 +134,7 @@ class Investigator:
             return ProbeResult(None, str(err), sample, error=str(err))
         cand = os.path.join(d, f"sample{sample + 1}.tdump")
         evidence = [n for n, _ in self.nodes()] if c.family == "onnx" else None
-        run = c.runner(row.name, c.model, [c.samples[sample]], 0, c.seed, c.timeout,
+        run = c.runner(row.name, c.model, [c.samples[sample]], 0, c.seed, c.timeout, c.state,
                        record={"path": cand, "sample": 0}, evidence=evidence)
         if run.get("error"):
             return ProbeResult(None, f"recording the candidate failed: {run['error']}", sample,
@@ -130,18 +147,43 @@ class Investigator:
             # Exposing intermediates stops fusions; a change far below the failure does not
             # move the verdict, and then the recording still shows where the failure starts.
             ref_out = [c.ref_outputs[sample]]
-            plain = judge_all(ref_out, [run.get("plain_outputs") or {}], c.thresholds)
-            captured = judge_all(ref_out, [run.get("captured_outputs") or {}], c.thresholds)
+            plain = judge_all(ref_out, [self._as_ref(run.get("plain_outputs") or {})],
+                              c.thresholds)
+            captured = judge_all(ref_out, [self._as_ref(run.get("captured_outputs") or {})],
+                                 c.thresholds)
             ps, cs = (plain.status if plain else PASS), (captured.status if captured else PASS)
             if ps != cs:
                 return ProbeResult(None, f"recording changed the candidate's verdict from {ps} "
                                          f"to {cs} (observer effect: {effect})", sample)
             why = (f"recording changed the candidate's outputs slightly ({effect}) but not its "
                    f"verdict ({ps})")
-        report = compare_dumps(ref, cand, c.thresholds, c.policy)
-        found = findings_from_report(report, ref)
+        # Step by step (a stateful model, each backend carrying its own state): the first step
+        # whose recording names where the failure starts.
+        refs, cands = self.dumps(ref), self.dumps(cand)
+        step, report, found, origin = 0, None, {}, None
+        for t, (r, cd) in enumerate(zip(refs, cands)):
+            rep = compare_dumps(r, cd, c.thresholds, c.policy)
+            # Named by the model the candidate ran: with --reference-model the reference's
+            # file may name its nodes differently, and the fallback changes the candidate's.
+            fnd = findings_from_report(rep, cd if c.ref_model else r)
+            org = pick_origin(row.status, fnd)
+            if report is None or org is not None:
+                step, report, found, origin = t, rep, fnd, org
+            if org is not None:
+                break
         res = ProbeResult(RECORDED, why, sample, runs=2, summary=report.summary, **found)
-        res.origin = pick_origin(row.status, found)
+        res.origin = origin
+        if c.state and origin is not None:
+            res.step = step + 1
+            res.notes.append(f"step {step + 1} of {len(refs)} is the first whose recording names "
+                             "a failing tensor (each backend carrying its own state from step 1)")
+        elif c.state:
+            res.notes.append(f"none of the {len(refs)} steps' recordings names a failing tensor "
+                             "(each backend carrying its own state from step 1)")
+        if c.ref_model:
+            res.notes.append("the reference recorded its own model file (--reference-model); "
+                             "tensors pair by name")
+        ref, cand = refs[step], cands[step]
         if c.keep_files:
             res.files = {"reference": ref, "candidate": cand}
         ev = run.get("evidence") or {}
@@ -157,11 +199,18 @@ class Investigator:
 
     def _bisect(self, row: Any, sample: int, why: str) -> ProbeResult:
         c = self.ctx
+        if c.family == "torch":
+            return self._bisect_torch(row, sample, why)
         if c.family != "onnx":
             return ProbeResult(None, why, sample, error=f"{why}; bisection needs an ONNX graph "
-                                                        f"to cut (this is a {c.family} model)")
+                                                        f"or a PyTorch model to cut (this is a "
+                                                        f"{c.family} model)")
+        if c.ref_model:
+            return ProbeResult(None, why, sample, error=f"{why}; bisection cuts one graph and "
+                               "runs it on both backends, and --reference-model gives the "
+                               "reference another file")
         out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, kind="bisect",
-                       reference=c.reference, feeds=c.samples[sample],
+                       reference=c.reference, feeds=self._bisect_feeds(sample),
                        thresholds=asdict(c.thresholds))
         if out.get("error"):
             return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
@@ -177,7 +226,67 @@ class Investigator:
         n = len(self.nodes())
         res.notes.append(f"{runs} prefix runs of each backend for {n} nodes "
                          f"(log2 {n} = {np.log2(max(n, 1)):.1f})")
+        if c.state:
+            res.step = int(out["found"].get("step", 0)) + 1
+            res.notes.append(f"step {res.step} is the first whose whole graph fails with both "
+                             "backends given the reference's state (the bisection cuts one "
+                             "step, so both prefixes read the same state)")
         return res
+
+    def _bisect_torch(self, row: Any, sample: int, why: str) -> ProbeResult:
+        """PyTorch: the cut is a precision boundary (_probe.torch_bisect_job)."""
+        c = self.ctx
+        if not B.BACKENDS[row.name].can_keep_float32():
+            return ProbeResult(None, why, sample, error=f"{why}; a PyTorch model is bisected by "
+                               f"keeping the modules after a cut in float32, which {row.name} "
+                               "cannot do")
+        nodes = self.nodes()
+        leaves = torch_leaves([n for n, _ in nodes])
+        out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, c.state,
+                       kind="bisect_torch", leaves=leaves, ops=dict(nodes),
+                       feeds=c.samples[sample], ref_outputs=c.ref_outputs[sample],
+                       thresholds=asdict(c.thresholds))
+        if out.get("error"):
+            return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
+        runs = len(out.get("runs", []))
+        if out.get("found") is None:
+            return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
+        f = bisect_finding(out["found"])
+        res = ProbeResult(BISECT, why, sample, runs=runs,
+                          cut="at a precision boundary in execution order ({runs} runs)")
+        setattr(res, status_key(out["found"]["status"]), f)
+        if res.first_divergence is None:
+            res.first_divergence = f
+        res.origin = f
+        n = len(leaves)
+        res.notes.append(f"{runs} runs of {row.name} with the leaf modules after the cut kept in "
+                         f"float32, for {n} leaf modules (log2 {n} = {np.log2(max(n, 1)):.1f}): "
+                         f"{shown(f.node)} is the first whose own {row.name} arithmetic fails "
+                         "the verdict")
+        return res
+
+    def _bisect_feeds(self, sample: int) -> List[Dict[str, np.ndarray]]:
+        """The feeds of each step to bisect: a stateful model's step t takes the reference's
+        own state output of step t - 1 (both backends then cut the same inputs)."""
+        c = self.ctx
+        feeds = c.samples[sample]
+        if not c.state:
+            return [feeds]
+        ref_out = c.ref_outputs[sample]
+        out: List[Dict[str, np.ndarray]] = []
+        for t, step in enumerate(feeds):
+            state = {} if t == 0 else {i: ref_out[step_name(o, t - 1)]
+                                       for i, o in c.state.items()}
+            out.append({**step, **state})
+        return out
+
+    def _as_ref(self, outputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """--reference-model: the candidate's outputs named as the reference's (by position,
+        as the verdicts pair them)."""
+        c = self.ctx
+        if not c.ref_model or not c.ref_outputs:
+            return outputs
+        return by_position(outputs, list(c.ref_outputs[0]))
 
     # -- fallback ------------------------------------------------------------------------------
     def fallback(self, row: Any, probe: ProbeResult) -> FallbackResult:
@@ -214,8 +323,13 @@ class Investigator:
                               f"{shown(probe.origin.node)} that {row.name} changes")
         op_of = dict(self.nodes())
         ref_dump = self.ref_dumps.get(probe.sample) if probe.method == RECORDED else None
+        step = (probe.step or 1) - 1
+        if ref_dump is not None:
+            ref_dump = self.dumps(ref_dump)[step]
         d = self._dir(row.name)
-        out = c.runner(row.name, c.model, c.samples, 0, c.seed, c.timeout, kind="fallback",
+        out = c.runner(row.name, c.model, c.samples, 0, c.seed, c.timeout, c.state,
+                       kind="fallback", probe_step=step if c.state else None,
+                       names_from="candidate" if c.ref_model else "reference",
                        ref_outputs=c.ref_outputs,
                        thresholds=asdict(c.thresholds), order=order,
                        origins=starts, cap=c.fallback_runs, ref_dump=ref_dump,
@@ -236,12 +350,13 @@ class Investigator:
         # Rebuild from scratch in a fresh process, prove, re-run, time.
         keep = list(out["nodes"])
         variant = os.path.join(d, "fallback-variant.onnx") if c.keep_files else None
-        run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout,
+        run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout, c.state,
                        keep_float32=keep, evidence=keep, save_variant=variant)
         if run.get("error"):
             res.error = f"the rebuilt variant failed: {run['error']}"
             return res
-        worst = judge_all(c.ref_outputs, run["outputs"], c.thresholds)
+        worst = judge_all(c.ref_outputs, [self._as_ref(o) for o in run["outputs"]],
+                          c.thresholds)
         res.status_after = worst.status if worst else PASS
         res.cosine_after = worst.cosine if worst else None
         res.evidence = dict(run.get("evidence") or {})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -174,3 +174,13 @@ def judge_all(refs: Any, cands: Any, t: Thresholds) -> Optional[OutputResult]:
             if worst is None or worse(res, worst):
                 worst = res
     return worst
+
+
+def by_position(outputs: Dict[str, Any], ref_names: List[str]) -> Dict[str, Any]:
+    """--reference-model: two model files may name their outputs differently (a quantized
+    model's dequantized output); with as many outputs on both sides, the candidate's take the
+    reference's names by position. Unchanged otherwise."""
+    names = list(outputs)
+    if set(ref_names) == set(names) or len(ref_names) != len(names):
+        return outputs
+    return dict(zip(ref_names, outputs.values()))

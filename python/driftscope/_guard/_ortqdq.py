@@ -66,10 +66,13 @@ def _integer_ops(proto) -> Dict[str, int]:
 
 
 class _QdqSession(_OrtSession):
-    def __init__(self, session: Any, notes: List[str], optimized: str, q: Any) -> None:
+    def __init__(self, session: Any, notes: List[str], optimized: str, path: str) -> None:
+        import onnx
+
         # The probe records the QDQ model itself (its node names are the source's: quantize_static
         # only inserts Q/DQ pairs around them).
-        super().__init__(session, notes, q, "CPUExecutionProvider", True, optimized, q)
+        super().__init__(session, notes, path, "CPUExecutionProvider", True, optimized,
+                         lambda: onnx.load(path))
 
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
         import onnx
@@ -106,6 +109,7 @@ class OrtQdqBackend(Backend):
     summary = ("ONNX Runtime, CPU provider, static INT8 in QDQ format "
                "(onnxruntime.quantization.quantize_static), calibrated on the guard's inputs")
     note = ""
+    preload = ("onnxruntime", "onnxruntime.quantization", "driftscope.onnxruntime")
 
     def unavailable(self) -> Optional[str]:
         return _missing("onnxruntime.quantization", "onnxruntime")
@@ -121,15 +125,18 @@ class OrtQdqBackend(Backend):
 
         from .. import onnxruntime as dort
 
-        proto, external_dir, name = dort._load_model(model)
-        inputs = [i.name for i in proto.graph.input
-                  if i.name not in {t.name for t in proto.graph.initializer}]
+        name = os.path.basename(model)
         samples = guard_samples(work, model, seed)
+        # The samples are made from the model's signature: their names are its inputs (no
+        # second parse of the model for them).
+        inputs = list(samples[0])
         out = os.path.join(work, "qdq.onnx")
+        # Weights in a data file beside it: the graph alone is read back below (kilobytes, not
+        # the whole model again); ONNX Runtime and the recorder read the file itself.
         quantize_static(model, out, _Reader(samples, inputs), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=list(keep_float32))
-        q = onnx.load(out)
+                        nodes_to_exclude=list(keep_float32), use_external_data_format=True)
+        q = onnx.load(out, load_external_data=False)
         ops = _integer_ops(q)
         notes = [f"calibrated on {len(samples)} sample(s); "
                  + (", ".join(f"{v} {k}" for k, v in sorted(ops.items())) if ops else
@@ -153,5 +160,4 @@ class OrtQdqBackend(Backend):
                                             if fused else "no integer kernel: the QDQ pairs "
                                             "ran as float32 with rounding")
                      + " (its optimised graph)")
-        del external_dir
-        return _QdqSession(session, notes, optimized, q)
+        return _QdqSession(session, notes, optimized, out)

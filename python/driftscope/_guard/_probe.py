@@ -14,6 +14,9 @@ Two methods, and the report says which one found the answer:
   model whose outputs are every value computed up to k that a later node or the model output
   reads. Both backends run the prefix; a binary search finds the first k whose cut fails the
   guard's verdict, in about log2(nodes) prefix runs.
+* bisect (PyTorch): there is no graph to cut, so the cut is a precision boundary: the candidate
+  runs with the leaf modules after position k (execution order) kept in float32, and a binary
+  search finds the first k whose run fails the verdict on the model's outputs.
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ class ProbeResult:
     files: Dict[str, str] = field(default_factory=dict)
     agrees: Optional[bool] = None       # both methods ran (--probe-method both): same origin?
     other: Optional["ProbeResult"] = None
+    step: Optional[int] = None          # a stateful model: the step (1-based) the findings are in
+    # What a bisection cut: an ONNX graph (prefix runs) or a PyTorch model's precision.
+    cut: str = "over the topological order ({runs} prefix runs)"
 
     def to_json(self) -> Dict[str, Any]:
         def f(x: Optional[ProbeFinding]) -> Optional[Dict[str, Any]]:
@@ -87,7 +93,7 @@ class ProbeResult:
                "first_silent_zero": f(self.first_silent_zero), "origin": f(self.origin),
                "runs": self.runs, "compare_summary": self.summary or None,
                "notes": list(self.notes), "error": self.error, "files": dict(self.files),
-               "agrees": self.agrees}
+               "agrees": self.agrees, "step": self.step}
         if self.other is not None:
             out["cross_check"] = self.other.to_json()
         return out
@@ -96,13 +102,15 @@ class ProbeResult:
         if self.method is None:
             return [f"{backend} was not probed: {self.error or self.why}."]
         how = ("recorded intermediates compared by driftscope compare" if self.method == RECORDED
-               else f"bisection over the topological order ({self.runs} prefix runs)")
+               else "bisection " + self.cut.format(runs=self.runs))
         out = []
         if self.origin is None:
             out.append(f"{backend} probe ({how}; {self.why}): no single tensor fails"
                        + (f"; {self.error}" if self.error else "") + ".")
         else:
-            out.append(f"{backend} probe ({how}; {self.why}) names {self.origin.describe()}.")
+            at = f" at step {self.step}" if self.step is not None else ""
+            out.append(f"{backend} probe ({how}; {self.why}) names {self.origin.describe()}"
+                       f"{at}.")
             for label, x in (("first divergence", self.first_divergence),
                              ("first NaN/Inf", self.first_nonfinite),
                              ("first silent zero", self.first_silent_zero)):
@@ -217,7 +225,9 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     static = _static_values(proto.graph, order)
     cand_idx = [i for i, n in enumerate(order) if any(o and o not in static for o in n.output)]
     ref, cand = BACKENDS[job["reference"]], BACKENDS[job["backend"]]
-    feeds = job["feeds"]
+    # One feed dict, or one per step of a stateful model (each with the reference's state).
+    steps = job["feeds"] if isinstance(job["feeds"], list) else [job["feeds"]]
+    feeds = steps[0]
     t = Thresholds(**job["thresholds"])
     # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
     # score): cuts are judged by NaN/Inf, silent zero, constant and cosine; the model's own
@@ -251,11 +261,17 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
         return worst != PASS, worst, detail
 
     lo, hi = -1, len(cand_idx) - 1  # cut lo passes (nothing), cut hi is to be seen
-    bad, status, detail = fails(hi)
-    if not bad:
+    step = 0
+    for step, feeds in enumerate(steps):
+        bad, status, detail = fails(hi)
+        if bad:
+            break
+    else:
         return {"found": None, "runs": runs,
                 "why": "the whole graph cut at its last node passes (the failure is not in "
-                       "the values the graph computes, or needs more than one sample)"}
+                       "the values the graph computes, or needs more than one sample"
+                       + (", or builds up through the state carried from step to step)"
+                          if len(steps) > 1 else ")")}
     while hi - lo > 1:
         mid = (lo + hi) // 2
         b, st, de = fails(mid)
@@ -265,6 +281,60 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
             lo = mid
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
+                      "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def torch_leaves(names: Sequence[str]) -> List[str]:
+    """The module paths of `names` (execution order) that contain no other of them."""
+    return [n for n in names if not any(o.startswith(n + ".") for o in names)]
+
+
+def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """In a child process: a PyTorch model has no graph to cut, so the cut is a precision
+    boundary. The candidate runs in its own dtype with the leaf modules after position k kept in
+    float32 (the fallback's mechanism: float32 parameters and arithmetic, the output cast back),
+    and a binary search finds the first k whose run fails the guard's verdict on the model's
+    outputs: the module whose low-precision arithmetic breaks it, in about log2(modules) runs."""
+    from ._backends import BACKENDS
+    from ._metrics import judge_all
+    from ._stateful import StatefulSession
+
+    cand = BACKENDS[job["backend"]]
+    leaves: List[str] = list(job["leaves"])
+    feeds, ref = job["feeds"], job["ref_outputs"]
+    t = Thresholds(**job["thresholds"])
+    runs: List[Dict[str, Any]] = []
+
+    def fails(pos: int) -> Tuple[bool, str, str]:
+        session = cand.load(job["model"], job["work"], job["seed"],
+                            keep_float32=leaves[pos + 1:])
+        if job.get("state"):
+            session = StatefulSession(session, job["state"])
+        worst = judge_all([ref], [session.run(feeds)], t)
+        status = worst.status if worst is not None else PASS
+        runs.append({"node": leaves[pos] if pos >= 0 else "", "status": status})
+        detail = f"{worst.name}: {worst.detail}" if worst is not None else ""
+        return status != PASS, status, detail
+
+    lo, hi = -1, len(leaves) - 1  # cut lo passes (every leaf in float32), cut hi is to be seen
+    bad, status, detail = fails(hi)
+    if not bad:
+        return {"found": None, "runs": runs,
+                "why": "the candidate passes on this sample when it is run again"}
+    if fails(lo)[0]:
+        return {"found": None, "runs": runs,
+                "why": "it still fails with every leaf module in float32: the failure is in "
+                       "operations outside the modules (a parent's own forward) or in the "
+                       "low-precision values passed between them"}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        b, st, de = fails(mid)
+        if b:
+            hi, status, detail = mid, st, de
+        else:
+            lo = mid
+    ops = dict(job.get("ops") or {})
+    return {"found": {"node": leaves[hi], "op_type": ops.get(leaves[hi], ""), "status": status,
                       "detail": detail, "index": hi}, "runs": runs}
 
 

@@ -21,7 +21,7 @@ from . import _backends as B
 from . import _inputs as I
 from . import _stateful as S
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
-                       judge, worse)
+                       by_position, judge, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
 from ._report import BackendResult, GuardReport
@@ -102,13 +102,16 @@ def _child_env() -> Dict[str, str]:
 _local = threading.local()
 
 
-def _start_forker() -> Optional[Any]:
+def _start_forker(backends: Sequence[str] = ()) -> Optional[Any]:
+    """The fork server, with the runtimes of `backends` imported (Backend.preload)."""
     if os.environ.get("DRIFTSCOPE_GUARD_NO_FORK") or not hasattr(os, "fork"):
         return None
     from ._forker import Forker
 
+    preload = list(dict.fromkeys(m for n in backends if n in B.BACKENDS
+                                 for m in B.BACKENDS[n].preload))
     try:
-        return Forker(_child_env())
+        return Forker(_child_env(), preload)
     except OSError:
         return None
 
@@ -277,7 +280,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         raise GuardError(f"steps={steps!r}: must be an integer >= 1", "invalid_argument")
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
-    _local.forker = _start_forker()
+    _local.forker = _start_forker(order)
     try:
         why = B.BACKENDS[ref].unavailable()
         if why:
@@ -374,14 +377,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             elif name == ref:
                 row.status = REFERENCE
             results.append(row)
-        if probe != "never" and (pairs or ref_model != model):
-            # The probe records one model on both backends, one feed per sample: a stateful run (a
-            # list of steps per sample) or two model files would be compared wrongly, so say so.
-            why = "a stateful model" if pairs else "--reference-model (two model files)"
-            for row in results:
-                if row.status not in (PASS, REFERENCE, UNAVAILABLE, RUNTIME_ERROR):
-                    row.notes.append(f"not probed: the probe does not handle {why} yet")
-        elif probe != "never":
+        if probe != "never":
             if out is not None:
                 work = os.fspath(out)
                 os.makedirs(work, exist_ok=True)
@@ -392,7 +388,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           policy=os.fspath(policy) if policy is not None else None, work=work,
                           keep_files=out is not None, timeout=timeout, runs=runs,
                           runner=run_backend, probe_method=probe_method,
-                          fallback_runs=fallback_runs)
+                          fallback_runs=fallback_runs,
+                          ref_model=ref_model if ref_model != model else None,
+                          state=dict(pairs) if pairs else None, steps=steps if pairs else 1)
             investigate(results, ctx, probe, fallback)
         return GuardReport(model=model, family=family, reference=ref, backends=results,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
@@ -425,16 +423,16 @@ def _check_policy(path: str) -> None:
 
 def _by_position(run: Dict[str, Any], ref_outputs: List[Dict[str, np.ndarray]],
                  notes: List[str]) -> None:
-    """--reference-model: two model files may name their outputs differently (a quantized
-    model's dequantized output); with as many outputs on both sides, they pair by position."""
+    """--reference-model: the candidate's outputs named as the reference's (_metrics.by_position)
+    and the note that says so."""
     if not run["outputs"] or not ref_outputs:
         return
     ref_names, names = list(ref_outputs[0]), list(run["outputs"][0])
-    if set(ref_names) == set(names) or len(ref_names) != len(names):
-        return
-    run["outputs"] = [dict(zip(ref_names, out.values())) for out in run["outputs"]]
-    notes.append("outputs paired with the reference model's by position: "
-                 + ", ".join(f"{a} = {b}" for a, b in zip(ref_names, names) if a != b))
+    run["outputs"] = [by_position(out, ref_names) for out in run["outputs"]]
+    renamed = list(run["outputs"][0])
+    if renamed != names:
+        notes.append("outputs paired with the reference model's by position: "
+                     + ", ".join(f"{a} = {b}" for a, b in zip(renamed, names) if a != b))
 
 
 def _same_inputs(ref_specs: Sequence[I.InputSpec], specs: Sequence[I.InputSpec], model: str,

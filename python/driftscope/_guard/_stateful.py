@@ -73,6 +73,13 @@ def step_name(output: str, step: int) -> str:
     return f"{output}[step {step + 1}]"
 
 
+def step_dump(path: str, step: int) -> str:
+    """The recording of step `step` (0-based) of a stateful run recorded as `path`: one TDUMP
+    file per step (every step runs the same graph, so the files compare step by step)."""
+    stem = path[:-6] if path.endswith(".tdump") else path
+    return f"{stem}.step{step + 1}.tdump"
+
+
 class StatefulSession(Session):
     """Runs a session step by step, feeding each state output back as the next step's input."""
 
@@ -83,10 +90,19 @@ class StatefulSession(Session):
     def run(self, feeds) -> Dict[str, np.ndarray]:  # type: ignore[override]
         if not isinstance(feeds, Steps):
             return self.inner.run(feeds)
+        return self._steps(feeds, lambda t, f: self.inner.run(f))
+
+    def record(self, feeds, path: str) -> Dict[str, np.ndarray]:  # type: ignore[override]
+        """Runs every step as run() does, recording step t into step_dump(path, t)."""
+        if not isinstance(feeds, Steps):
+            return self.inner.record(feeds, path)
+        return self._steps(feeds, lambda t, f: self.inner.record(f, step_dump(path, t)))
+
+    def _steps(self, feeds: "Steps", call) -> Dict[str, np.ndarray]:
         result: Dict[str, np.ndarray] = {}
         state: Dict[str, np.ndarray] = {}
         for t, step in enumerate(feeds):
-            out = self.inner.run({**step, **state})
+            out = call(t, {**step, **state})
             for name, value in out.items():
                 result[step_name(name, t)] = value
             missing = [o for o in self.pairs.values() if o not in out]

@@ -15,6 +15,12 @@ such a run is stored as float16, so the models below put one there:
                   (SILENT_ZERO_VECTOR), one of 1 leaves them coarse  PRECISION_DEGRADATION
   classifier_onnx logits [1, seq, 10] = x @ W: INT8 error is ~1%, enough to change the top-1
                   class at a few of many positions                        ARGMAX_FLIP
+  stateful_storage_onnx  (state in, state out) big = (x + h_in) * 300 -> Concat -> Transpose
+                  -> *1e-3 = y, h_out = big * 30: step 1 fits float16 (|big| < ~1500), step 2
+                  takes h_in ~1e4 and stores |big| ~1e6 in float16: Inf at step 2 only
+                                                                          NUMERICAL_INSTABILITY
+  scaled_onnx     x*2 -> *3 -> +1 = y, and a copy whose second Mul is *(-3) and whose output is
+                  named y_other (--reference-model: the two files pair outputs by position)
   fp16_torch      (PyTorch) a Linear whose outputs ~1e3 are squared and normalised: in float16
                   eager the squares overflow to Inf and Inf/Inf is NaN    NUMERICAL_INSTABILITY
 """
@@ -120,6 +126,47 @@ def embedding_onnx(path) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
+
+
+def stateful_storage_onnx(path) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    c = {"c300": 300.0, "c30": 30.0, "cmilli": 1e-3}
+    nodes = [helper.make_node("Add", ["x", "h_in"], ["s"], name="/cell/Add"),
+             helper.make_node("Mul", ["s", "c300"], ["big"], name="/cell/Mul"),
+             helper.make_node("Concat", ["big", "big"], ["cat"], axis=1, name="/store/Concat"),
+             helper.make_node("Transpose", ["cat"], ["t"], perm=[1, 0], name="/store/Transpose"),
+             helper.make_node("Mul", ["t", "cmilli"], ["y"], name="/head/Mul"),
+             helper.make_node("Mul", ["big", "c30"], ["h_out"], name="/state/Mul")]
+    graph = helper.make_graph(
+        nodes, "stateful_storage",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 1]),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, 8])],
+        [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in c.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def scaled_onnx(path, second: float = 3.0, output: str = "y") -> None:
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
+             for k, v in (("two", 2.0), ("second", second), ("one", 1.0))]
+    nodes = [helper.make_node("Mul", ["x", "two"], ["a"], name="/first/Mul"),
+             helper.make_node("Mul", ["a", "second"], ["b"], name="/second/Mul"),
+             helper.make_node("Add", ["b", "one"], ["y"], name="/last/Add")]
+    _save(path, nodes, inits, [1, 8], "scaled")
+    if output != "y":
+        import onnx
+
+        m = onnx.load(str(path))
+        m.graph.node[-1].output[0] = output
+        m.graph.output[0].name = output
+        onnx.save(m, str(path))
 
 
 def classifier_onnx(path) -> None:
