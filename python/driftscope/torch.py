@@ -311,7 +311,8 @@ class Recorder:
                  root_name: str = "<root>", strict: bool = False,
                  on_record: Optional[Callable[[RecordEvent], None]] = None,
                  projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-                 salt: Optional[int] = None, parameters: bool = False) -> None:
+                 salt: Optional[int] = None, parameters: bool = False,
+                 drop_behind: bool = True) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InvalidArgumentError(
                 f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
@@ -336,7 +337,8 @@ class Recorder:
         metadata = default_metadata(model, granularity)
         metadata.update({str(k): str(v) for k, v in (meta or {}).items()})
         self._writer_args = dict(meta=metadata, filter=filter or "", sync=sync,
-                                 background=background, queue_bytes=queue_bytes, salt=salt)
+                                 background=background, queue_bytes=queue_bytes, salt=salt,
+                                 drop_behind=drop_behind)
         self.writer: Optional[Writer] = None
         self.records_written = 0
         self.tensors_offered = 0
@@ -713,7 +715,8 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
            queue_bytes: int = 256 << 20, root_name: str = "<root>", strict: bool = False,
            on_record: Optional[Callable[[RecordEvent], None]] = None,
            projection_dim: int = _core.DEFAULT_PROJECTION_DIM,
-           salt: Optional[int] = None, parameters: bool = False) -> Recorder:
+           salt: Optional[int] = None, parameters: bool = False,
+           drop_behind: bool = True) -> Recorder:
     """Records ``model``'s tensors into ``path`` while the returned context is active.
 
     filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
@@ -730,12 +733,15 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
     parameters: also record each module's own parameters and buffers once, at its first call
         (role "parameter", attribute ``path`` = the parameter's name), so compare can tell a
         changed weight from a changed computation.
+    drop_behind: keep at most about 24 MiB of the dump in the page cache while recording (see
+        :class:`driftscope.Writer`); on by default, since a recording of every activation can be
+        many GB. ``False`` leaves the whole file cached for an immediate compare.
     """
     return Recorder(model, path, filter=filter, inputs=inputs, summary=summary, axes=axes,
                     granularity=granularity, meta=meta, sync=sync, background=background,
                     queue_bytes=queue_bytes, root_name=root_name, strict=strict,
                     on_record=on_record, projection_dim=projection_dim, salt=salt,
-                    parameters=parameters)
+                    parameters=parameters, drop_behind=drop_behind)
 
 
 # -- python -m driftscope record torch -----------------------------------------------------------
