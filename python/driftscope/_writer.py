@@ -128,7 +128,7 @@ class Writer:
     append: continue an existing file (a torn tail is dropped, metadata kept).
     salt: a fixed salt for byte-reproducible files (tests, golden vectors).
     drop_behind: stream the file out of the page cache while writing: writeback starts every
-        8 MiB and what reached the device is evicted, so at most about 24 MiB of the file stay
+        4 MiB and what reached the device is evicted, so about the last 20 MiB of the file stay
         cached (files under 16 MiB stay fully cached). A long recording then does not push other
         files (model weights, a reference dump) out of memory, and writing is cheaper where
         fresh page-cache pages are expensive; reading the dump right after comes from the device.

@@ -733,7 +733,7 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
     parameters: also record each module's own parameters and buffers once, at its first call
         (role "parameter", attribute ``path`` = the parameter's name), so compare can tell a
         changed weight from a changed computation.
-    drop_behind: keep at most about 24 MiB of the dump in the page cache while recording (see
+    drop_behind: keep only about the last 20 MiB of the dump in the page cache (see
         :class:`driftscope.Writer`); on by default, since a recording of every activation can be
         many GB. ``False`` leaves the whole file cached for an immediate compare.
     """

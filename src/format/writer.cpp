@@ -131,9 +131,12 @@ struct Writer::Impl {
   }
 
   // Drop-behind (WriterOptions::drop_behind): at each window boundary start the writeback of the
-  // window just filled, and evict the one before it, whose writeback has had a window's time to
-  // finish. Evicted pages go back to the allocator at once and are reused for the next window.
-  static constexpr uint64_t kDropWindow = 8ull << 20;
+  // window just filled, and evict the window kDropLag back, whose writeback was started at least
+  // three windows (12 MiB, about one large activation) earlier and has normally finished, so the
+  // producer rarely waits for the device. Evicted pages go back to the allocator at once and are
+  // reused for the next windows.
+  static constexpr uint64_t kDropWindow = 4ull << 20;
+  static constexpr uint64_t kDropLag = 4;
   uint64_t writeback_from = 0;  // writeback not yet started from here on
   uint64_t evict_from = 0;      // cached from here on
 
@@ -141,7 +144,7 @@ struct Writer::Impl {
     while (end - writeback_from >= kDropWindow) {
       file.start_writeback(writeback_from, kDropWindow);
       writeback_from += kDropWindow;
-      if (writeback_from - evict_from >= 2 * kDropWindow) {
+      if (writeback_from - evict_from >= kDropLag * kDropWindow) {
         file.evict(evict_from, kDropWindow);
         evict_from += kDropWindow;
       }

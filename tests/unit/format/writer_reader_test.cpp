@@ -405,7 +405,7 @@ size_t resident_bytes(const std::string& path) {
   return n;
 }
 
-// Writes 24 tensors of 2 MiB (48 MiB, six drop-behind windows), half of them by an append.
+// Writes 24 tensors of 2 MiB (48 MiB, twelve drop-behind windows), half of them by an append.
 void write_large(const std::string& path, bool drop_behind, bool background) {
   auto v = dstest::ramp(512 * 1024, 0.5f);
   for (int part = 0; part < 2; ++part) {
@@ -437,8 +437,8 @@ TEST(WriterReader, DropBehindWritesTheSameBytesAndLeavesLittleCached) {
   EXPECT_EQ(dstest::read_file(drop), bytes);
   EXPECT_EQ(dstest::read_file(drop_bg), bytes);
   // Residency, where the file system evicts clean pages at all (tmpfs never does): the kept file
-  // is evictable once synced, and the drop-behind files hold at most the last windows (about
-  // 24 MiB, plus the appended part's unaligned start).
+  // is evictable once synced, and the drop-behind files keep about the last 20 MiB of each of
+  // their two writers (the first writer's tail before the append is not evicted: about 28 MiB).
   int fd = ::open(keep.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   ::fdatasync(fd);
