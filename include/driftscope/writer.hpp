@@ -36,6 +36,12 @@ struct WriterOptions {
   // thread does the I/O. write() blocks only while more than queue_bytes are pending.
   bool background = false;
   uint64_t queue_bytes = 256ull << 20;
+  // Drop-behind: the writer starts writing the file back every 4 MiB and evicts what reached the
+  // device from the page cache, keeping about the last 20 MiB of the file cached. A long recording
+  // then neither evicts other files (model weights, a reference dump) nor makes the kernel find
+  // fresh pages for every byte; the price is that reading the dump right after comes from the
+  // device. Bytes and durability are unchanged. Files under 16 MiB stay fully cached.
+  bool drop_behind = false;
   // Deterministic output for golden files and tests: fixed salt instead of a random one.
   bool fixed_salt = false;
   uint64_t salt = 0;

@@ -94,7 +94,8 @@ class Writer:
     @staticmethod
     def create(path: str, metadata: List[Tuple[str, str]], filter: str, sync: str,
                sync_bytes: int, append: bool, overwrite: bool, background: bool,
-               queue_bytes: int, salt: Optional[int]) -> "Writer": ...
+               queue_bytes: int, salt: Optional[int],
+               drop_behind: bool = ...) -> "Writer": ...
     @property
     def path(self) -> str: ...
     def write(self, name: str, data: Any, dtype: str, shape: List[int], op_type: str, role: str,

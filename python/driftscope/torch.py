@@ -317,7 +317,7 @@ class Recorder:
                  groups: Optional[Mapping[str, int]] = None,
                  coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
-                 order: Optional[str] = None) -> None:
+                 order: Optional[str] = None, drop_behind: bool = True) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InvalidArgumentError(
                 f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
@@ -350,7 +350,8 @@ class Recorder:
         metadata.update({str(k): str(v) for k, v in (meta or {}).items()})
         self._metadata = metadata
         self._writer_args = dict(meta=metadata, filter=filter or "", sync=sync,
-                                 background=background, queue_bytes=queue_bytes, salt=salt)
+                                 background=background, queue_bytes=queue_bytes, salt=salt,
+                                 drop_behind=drop_behind)
         self.writer: Optional[Writer] = None
         self.records_written = 0
         self.tensors_offered = 0
@@ -746,7 +747,7 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
            distributed: Optional[bool] = None, groups: Optional[Mapping[str, int]] = None,
            coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
            world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
-           order: Optional[str] = None) -> Recorder:
+           order: Optional[str] = None, drop_behind: bool = True) -> Recorder:
     """Records ``model``'s tensors into ``path`` while the returned context is active.
 
     filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
@@ -779,13 +780,17 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
         axis), ``"2@tp"`` (axis 2), ``"+tp"`` (a partial sum awaiting all-reduce), or a whole
         annotated axis list ``"batch,heads@tp,seq,dim"``. The first matching glob applies.
     order: "lockstep" (default) or "pipeline" (default when a pp group has several stages).
+    drop_behind: keep only about the last 20 MiB of the dump in the page cache (see
+        :class:`driftscope.Writer`); on by default, since a recording of every activation can be
+        many GB. ``False`` leaves the whole file cached for an immediate compare.
     """
     return Recorder(model, path, filter=filter, inputs=inputs, summary=summary, axes=axes,
                     granularity=granularity, meta=meta, sync=sync, background=background,
                     queue_bytes=queue_bytes, root_name=root_name, strict=strict,
                     on_record=on_record, projection_dim=projection_dim, salt=salt,
                     parameters=parameters, distributed=distributed, groups=groups,
-                    coords=coords, rank=rank, world_size=world_size, shards=shards, order=order)
+                    coords=coords, rank=rank, world_size=world_size, shards=shards, order=order,
+                    drop_behind=drop_behind)
 
 
 # -- python -m driftscope record torch -----------------------------------------------------------

@@ -111,7 +111,8 @@ nb::dict result_dict(const WriteResult& r) {
 
 PyWriter create_writer(const std::string& path, KeyValues metadata, std::string filter,
                        std::string_view sync, uint64_t sync_bytes, bool append, bool overwrite,
-                       bool background, uint64_t queue_bytes, std::optional<uint64_t> salt) {
+                       bool background, uint64_t queue_bytes, std::optional<uint64_t> salt,
+                       bool drop_behind) {
   WriterOptions o;
   o.metadata = std::move(metadata);
   o.filter = std::move(filter);
@@ -121,6 +122,7 @@ PyWriter create_writer(const std::string& path, KeyValues metadata, std::string 
   o.overwrite = overwrite;
   o.background = background;
   o.queue_bytes = queue_bytes;
+  o.drop_behind = drop_behind;
   if (salt) {
     o.fixed_salt = true;
     o.salt = *salt;
@@ -140,7 +142,7 @@ void bind_writer(nb::module_& m) {
       .def_static("create", &create_writer, nb::arg("path"), nb::arg("metadata"),
                   nb::arg("filter"), nb::arg("sync"), nb::arg("sync_bytes"), nb::arg("append"),
                   nb::arg("overwrite"), nb::arg("background"), nb::arg("queue_bytes"),
-                  nb::arg("salt").none())
+                  nb::arg("salt").none(), nb::arg("drop_behind") = false)
       .def_prop_ro("path", [](const PyWriter& w) { return w.path; })
       .def(
           "write",

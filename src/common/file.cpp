@@ -533,6 +533,32 @@ Result<void> OutFile::sync() {
   return {};
 }
 
+void OutFile::start_writeback(uint64_t offset, uint64_t size) noexcept {
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                          SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)size;
+#endif
+}
+
+void OutFile::evict(uint64_t offset, uint64_t size) noexcept {
+  // POSIX_FADV_DONTNEED skips dirty pages and pages under writeback, so wait for the range first.
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                              SYNC_FILE_RANGE_WAIT_AFTER);
+#endif
+#if defined(POSIX_FADV_DONTNEED)
+  (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                        POSIX_FADV_DONTNEED);
+#else
+  (void)offset;
+  (void)size;
+#endif
+}
+
 Result<void> OutFile::truncate(uint64_t size) {
   if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return io_error("cannot truncate", path_, errno);
   return {};

@@ -36,6 +36,12 @@ class OutFile {
   };
   Result<void> pwritev_all(std::span<const Piece> pieces, uint64_t offset);
   Result<void> sync();
+  // Page-cache hints for a streaming writer (Linux; no-ops elsewhere and on file systems that
+  // ignore them). start_writeback queues [offset, offset + size) for writing to the device without
+  // waiting; evict waits for that range's writeback and drops its pages from the page cache.
+  // Advisory only: the bytes and their durability (sync) are unaffected, so failures are ignored.
+  void start_writeback(uint64_t offset, uint64_t size) noexcept;
+  void evict(uint64_t offset, uint64_t size) noexcept;
   Result<void> truncate(uint64_t size);
   Result<uint64_t> size() const;
   Result<void> close();

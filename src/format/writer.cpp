@@ -114,10 +114,12 @@ struct Writer::Impl {
                                      {payload.data(), payload.size()},
                                      {kZeros, static_cast<size_t>(rec.tail_padding)}};
     DRIFTSCOPE_TRY(file.pwritev_all(pieces, offset));
-    return after_write(rec.record_length);
+    return after_write(rec.record_length, offset + rec.record_length);
   }
 
-  Result<void> after_write(uint64_t n) {
+  // Records reach write_now in file order (one thread at a time), so `end` only grows.
+  Result<void> after_write(uint64_t n, uint64_t end) {
+    if (opt.drop_behind) stream_out(end);
     since_sync += n;
     bool sync = opt.sync == SyncPolicy::every_record ||
                 (opt.sync == SyncPolicy::every_bytes && since_sync >= opt.sync_bytes);
@@ -126,6 +128,27 @@ struct Writer::Impl {
       since_sync = 0;
     }
     return {};
+  }
+
+  // Drop-behind (WriterOptions::drop_behind): at each window boundary start the writeback of the
+  // window just filled, and evict the window kDropLag back, whose writeback was started at least
+  // three windows (12 MiB, about one large activation) earlier and has normally finished, so the
+  // producer rarely waits for the device. Evicted pages go back to the allocator at once and are
+  // reused for the next windows.
+  static constexpr uint64_t kDropWindow = 4ull << 20;
+  static constexpr uint64_t kDropLag = 4;
+  uint64_t writeback_from = 0;  // writeback not yet started from here on
+  uint64_t evict_from = 0;      // cached from here on
+
+  void stream_out(uint64_t end) {
+    while (end - writeback_from >= kDropWindow) {
+      file.start_writeback(writeback_from, kDropWindow);
+      writeback_from += kDropWindow;
+      if (writeback_from - evict_from >= kDropLag * kDropWindow) {
+        file.evict(evict_from, kDropWindow);
+        evict_from += kDropWindow;
+      }
+    }
   }
 
   void run_worker() {
@@ -260,6 +283,7 @@ struct Writer::Impl {
     file = std::move(*f);
     // Drop a torn tail and the old INDEX/END: they are rewritten on close (§5 Append).
     DRIFTSCOPE_TRY(file.truncate(pos));
+    writeback_from = evict_from = pos;
     return {};
   }
 
@@ -276,7 +300,7 @@ struct Writer::Impl {
     file = std::move(*f);
     DRIFTSCOPE_TRY(file.pwrite_all(header->data(), header->size(), 0));
     pos = header->size();
-    return after_write(0);
+    return after_write(0, pos);
   }
 
   Result<void> close() {

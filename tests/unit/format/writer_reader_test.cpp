@@ -1,6 +1,11 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include "driftscope/reader.hpp"
@@ -378,4 +383,72 @@ TEST(WriterReader, OverwriteKeepsExistingMappingsValid) {
   float last;
   std::memcpy(&last, r->records()[0].payload.data() + 999 * 4, 4);  // no SIGBUS
   EXPECT_EQ(last, 999.0f);
+}
+
+namespace {
+
+// Pages of `path` in the page cache (mincore over a read-only map).
+size_t resident_bytes(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return 0;
+  struct stat st {};
+  ::fstat(fd, &st);
+  size_t size = static_cast<size_t>(st.st_size), page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) return 0;
+  std::vector<unsigned char> v((size + page - 1) / page);
+  size_t n = 0;
+  if (::mincore(m, size, v.data()) == 0)
+    for (unsigned char c : v) n += (c & 1) ? page : 0;
+  ::munmap(m, size);
+  return n;
+}
+
+// Writes 24 tensors of 2 MiB (48 MiB, twelve drop-behind windows), the last half of them by an
+// append when `append`.
+void write_large(const std::string& path, bool drop_behind, bool background, bool append) {
+  auto v = dstest::ramp(512 * 1024, 0.5f);
+  const int parts = append ? 2 : 1, per_part = 24 / parts;
+  for (int part = 0; part < parts; ++part) {
+    WriterOptions o = fixed();
+    o.drop_behind = drop_behind;
+    o.background = background;
+    o.queue_bytes = 4u << 20;
+    o.append = part == 1;
+    auto w = Writer::create(path, o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < per_part; ++i) {
+      v[0] = static_cast<float>(part * per_part + i);
+      ASSERT_TRUE((*w)->write(dstest::f32_info("layer." + std::to_string(i), {512 * 1024}), as_bytes(v)).ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
+}
+
+}  // namespace
+
+TEST(WriterReader, DropBehindWritesTheSameBytesAndLeavesLittleCached) {
+  std::string keep = dstest::scratch_path("keep"), drop = dstest::scratch_path("drop"),
+              keep_append = dstest::scratch_path("keep-append"),
+              drop_append_bg = dstest::scratch_path("drop-append-bg");
+  write_large(drop, true, false, false);
+  write_large(keep, false, false, false);
+  write_large(drop_append_bg, true, true, true);
+  write_large(keep_append, false, false, true);
+  // Residency (before anything reads the file back), where the file system evicts clean pages at
+  // all (tmpfs never does): the kept file is evictable once synced, and the drop-behind file keeps
+  // about its last 20 MiB of 48.
+  size_t resident_drop = resident_bytes(drop);
+  int fd = ::open(keep.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (resident_bytes(keep) < (8u << 20)) EXPECT_LE(resident_drop, 26u << 20);
+  auto bytes = dstest::read_file(keep);
+  ASSERT_GT(bytes.size(), 48u << 20);
+  EXPECT_EQ(dstest::read_file(drop), bytes);
+  EXPECT_EQ(dstest::read_file(drop_append_bg), dstest::read_file(keep_append));
+  for (const auto& p : {keep, drop, keep_append, drop_append_bg}) std::remove(p.c_str());
 }
