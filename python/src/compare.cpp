@@ -232,8 +232,6 @@ void bind_compare(nb::module_& m) {
         nb::arg("pairs"));
   m.def("compare_assemble", &run_assemble, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
         nb::arg("parts"));
-}
-
   m.def("compare_files", &run_compare_files, nb::arg("reference"), nb::arg("candidate"),
         nb::arg("settings"), nb::arg("progress").none());
   m.def("open_set", &open_set, nb::arg("path"));
