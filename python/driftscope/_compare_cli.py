@@ -92,7 +92,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             tty = sys.stdout.isatty()
             color = a.color == "always" or (a.color == "auto" and tty and
                                             not os.environ.get("NO_COLOR"))
-            width = shutil.get_terminal_size((0, 0)).columns if tty else 0
+            width = _terminal_width(tty)
             sys.stdout.write(rep.to_text(color=color, width=max(width, 60) if width else 120,
                                          all=a.all))
     sys.stdout.flush()
@@ -119,3 +119,13 @@ def main(argv: List[str]) -> int:
         return cli_main(argv)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+
+
+def _terminal_width(tty: bool) -> int:
+    """The text report's width as the command's terminal_width() (cli/util.cpp) has it: $COLUMNS
+    when it is a number, else the terminal's width, else 0 (not a terminal: 120 columns)."""
+    c = os.environ.get("COLUMNS", "")
+    if c.isdigit() and 0 < int(c) < 100000:
+        return int(c)
+    return shutil.get_terminal_size((0, 0)).columns if tty else 0
+

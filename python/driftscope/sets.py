@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .errors import DumpIOError, FormatError, InvalidArgumentError
+from .errors import DumpIOError, InvalidArgumentError
 
 __all__ = ["FORMAT", "MANIFEST", "Layout", "rank_file", "coords_of", "format_coords",
            "write_manifest", "read_manifest", "ShardSpec", "annotate_axes"]
@@ -32,7 +32,7 @@ ORDERS = ("lockstep", "pipeline")
 MAX_MANIFEST_BYTES = 16 << 20
 _GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}\Z")
 _ANNOTATION_GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_MAX_WORLD = 1 << 20
+_MAX_WORLD = 1 << 16  # the readers' limit (docs/dumpsets.md, include/driftscope/dumpset.hpp)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -54,6 +54,8 @@ def _check_groups(groups: Optional[Mapping[str, int]], world_size: int) -> Dict[
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise _bad(f"group {name!r}: size {size!r} is not a positive integer")
         out[name] = size
+    if len(out) > 16:  # the readers' limit (src/format/dumpset.cpp)
+        raise _bad(f"{len(out)} groups, allowed at most 16")
     product = math.prod(out.values()) if out else 1
     if product != world_size:
         raise _bad(f"groups {out} multiply to {product}, not the world size {world_size}")
@@ -200,70 +202,21 @@ def _check_file_name(name: Any) -> None:
 
 
 def read_manifest(path: PathLike) -> Dict[str, Any]:
-    """Reads and checks a set's manifest (``path``: the set directory or the manifest) against
-    the contract; returns it with ``directory`` and, per rank, ``path`` (the file's full path)
-    added. FormatError names what is wrong; a missing rank file is an error naming it."""
-    path = os.fspath(path)
-    target = os.path.join(path, MANIFEST) if os.path.isdir(path) else path
-    directory = os.path.dirname(os.path.abspath(target))
-    try:
-        with open(target, "rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as e:
-        raise DumpIOError(f"{target}: {e.strerror or e}", 2, "io_error") from None
+    """Reads and checks a set (``path``: the set directory or its manifest) with the library's
+    one validator of docs/dumpsets.md, the one ``driftscope verify`` and compare use: manifest,
+    rank files and their ds.rank / ds.world_size / ds.coords metadata. Returns the manifest's
+    content with ``directory`` and, per rank, ``path`` (the file's full path) added, ranks in
+    order. FormatError (or DumpIOError) names what is wrong, e.g. a missing rank file."""
+    from . import _core
 
-    def bad(msg: str) -> FormatError:
-        return FormatError(f"{target}: {msg}", 10, "bad_manifest")
-
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise bad(f"over {MAX_MANIFEST_BYTES} bytes")
-    try:
-        m = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise bad(f"not UTF-8 JSON ({e})") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise bad(f"'format' is not {FORMAT!r}")
-    world = m.get("world_size")
-    ranks = m.get("ranks")
-    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= _MAX_WORLD:
-        raise bad(f"world_size {world!r} is not in 1 .. {_MAX_WORLD}")
-    groups = m.get("groups")
-    if not isinstance(groups, dict) or not isinstance(ranks, list) or len(ranks) != world:
-        raise bad("needs 'groups' (an object) and 'ranks' with world_size entries")
-    try:
-        files = []
-        coords = [None] * world
-        for entry in ranks:
-            if not isinstance(entry, dict):
-                raise _bad("a rank entry is not an object")
-            r = entry.get("rank")
-            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < world or \
-                    coords[r] is not None:
-                raise _bad(f"rank {r!r} is out of range or listed twice")
-            if not isinstance(entry.get("coords"), dict):
-                raise _bad(f"rank {r}: 'coords' is not an object")
-            coords[r] = entry["coords"]
-            _check_file_name(entry.get("file"))
-            files.append((r, entry["file"]))
-        order = m.get("order")
-        # Layout checks names, sizes, product, coordinate ranges, order; uniqueness below.
-        seen = {}
-        for r in range(world):
-            lay = Layout.from_groups(r, world, groups, coords[r], order)
-            key = tuple(lay.coords.values())
-            if key in seen:
-                raise _bad(f"ranks {seen[key]} and {r} have the same coordinates")
-            seen[key] = r
-    except InvalidArgumentError as e:
-        raise bad(str(e)) from None
-    out = dict(m)
-    out["directory"] = directory
-    out["ranks"] = sorted(({**e, "path": os.path.join(directory, e["file"])} for e in ranks),
-                          key=lambda e: e["rank"])
-    for e in out["ranks"]:
-        if not os.path.isfile(e["path"]):
-            raise bad(f"rank {e['rank']}: file {e['file']!r} is missing")
-    return out
+    d = _core.open_set(os.fspath(path))
+    groups = dict(d["groups"])
+    return {
+        "format": FORMAT, "world_size": d["world_size"], "groups": groups, "order": d["order"],
+        "ranks": [{"rank": r, "file": f, "path": p, "coords": {g: dict(c)[g] for g in groups}}
+                  for r, f, p, c in sorted(d["ranks"])],
+        "metadata": dict(d["metadata"]), "directory": d["directory"],
+    }
 
 
 # -- shard annotations (docs/dumpsets.md "Shard annotations") -----------------------------------

@@ -134,26 +134,29 @@ def _cli(*args):
     return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=60)
 
 
-def _ranks(entry):
-    return entry.get("ranks")
-
-
 def test_compare_set_against_reference(recorded):
-    """`driftscope compare SET ref.tdump` (the set reader of docs/dumpsets.md)."""
-    good = _cli("compare", recorded / "good", recorded / "ref.tdump", "--json", "-")
+    """`driftscope compare ref.tdump SET`: the TP=2 set, gathered and summed per its
+    annotations (docs/dumpsets.md), against the one-process reference."""
+    good = _cli("compare", recorded / "ref.tdump", recorded / "good", "--json", "-")
     assert good.returncode == 0, good.stderr
-    assert json.loads(good.stdout)["verdict"] == "pass"
+    rep = json.loads(good.stdout)
+    assert rep["verdict"] == "pass" and rep["candidate"]["world_size"] == 2
+    by_ranks = {tuple(t["ranks"]) for t in rep["tensors"]}
+    assert (0, 1) in by_ranks and (0,) in by_ranks and (1,) in by_ranks  # gathered and replicas
 
-    bad = _cli("compare", recorded / "fault", recorded / "ref.tdump", "--json", "-")
+    bad = _cli("compare", recorded / "ref.tdump", recorded / "fault", "--json", "-")
     assert bad.returncode == 1, bad.stderr
     rep = json.loads(bad.stdout)
     assert rep["verdict"] == "diverged"
-    first = rep["first_divergence"]
-    assert first["name"] == "ln2" and _ranks(first) == [1], first
+    assert rep["first_divergence"]["name"] == "ln2" and rep["first_divergence_ranks"] == [1]
+    # Later gathered tensors (mlp.fc1 = both ranks' shards) inherit the fault: both ranks listed.
+    assert 1 in rep["affected_ranks"]
     ln2 = [t for t in rep["tensors"] if t["name"] == "ln2"]
-    assert {tuple(_ranks(t)): t["status"] for t in ln2} == {(0,): "pass", (1,): "fail"}
+    assert {tuple(t["ranks"]): t["status"] for t in ln2} == {(0,): "pass", (1,): "fail"}
     before = [t for t in rep["tensors"] if t["name"] in ("ln1", "attn.q", "attn.core", "attn")]
     assert before and all(t["status"] == "pass" for t in before)
+    text = _cli("compare", recorded / "ref.tdump", recorded / "fault")
+    assert "ln2 on rank 1 (of 2)" in text.stdout, text.stdout
 
 
 def test_layout_errors_are_clear(tmp_path):
@@ -192,13 +195,13 @@ def test_explicit_ranks_without_torch_distributed(tmp_path):
 
 def test_manifest_reader_rejects_bad_sets(tmp_path):
     sets.write_manifest(tmp_path, world_size=2, groups={"tp": 2})
-    with pytest.raises(driftscope.FormatError, match="rank-00000.tdump' is missing"):
+    with pytest.raises(driftscope.errors.Error, match="rank-00000.tdump"):
         sets.read_manifest(tmp_path)
     path = tmp_path / sets.MANIFEST
     m = json.loads(path.read_text())
     for mutate, msg in ((lambda m: m["ranks"][1].update(file="../x.tdump"), "'..'"),
                         (lambda m: m["ranks"][1].update(coords={"tp": 0}), "same coordinates"),
-                        (lambda m: m.update(groups={"tp": 3}), "multiply to 3"),
+                        (lambda m: m.update(groups={"tp": 3}), "product of the group sizes"),
                         (lambda m: m.update(format="other"), "'format'")):
         bad = json.loads(json.dumps(m))
         mutate(bad)
