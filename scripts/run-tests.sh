@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 stages=${*:-cpp python asan fuzz}
 failed=()
-banner() { printf '\n==== %s ====\n' "$*"; }
+# Each banner shows the seconds since the start, so a CI log tells where the time went.
+banner() { printf '\n==== %s  [+%ds] ====\n' "$*" "$SECONDS"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
 if has cpp || has python; then
@@ -61,4 +62,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "run-tests: FAILED stages: ${failed[*]}" >&2
   exit 1
 fi
-echo "run-tests: all stages passed ($stages)"
+echo "run-tests: all stages passed ($stages) in ${SECONDS}s"
