@@ -136,7 +136,7 @@ PySetComparison run_prepare_sets(const std::string& reference, const std::string
 
 PyReport run_finish_sets(const PySetComparison& prepared, const PyReport& logical) {
   Report report = *logical.report;
-  unwrap(prepared.prepared->finish(report));
+  if (auto ok = prepared.prepared->finish(report); !ok) raise(ok.error());
   return PyReport{std::make_shared<const Report>(std::move(report))};
 }
 
