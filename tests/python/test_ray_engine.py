@@ -187,7 +187,9 @@ def test_set_report_equals_the_local_one(cluster, sets, tmp_path):
     assert remote.stdout == local.stdout and "First divergence: embed on rank 1 (of 2)" in local.stdout
     rep = (tmp_path / "ray.json").read_bytes()
     assert rep == (tmp_path / "local.json").read_bytes()
-    assert json.loads(rep)["affected_ranks"] == [1]
+    # embed is rank 1's alone; the gathered mlp.act (and what follows) holds both ranks.
+    assert json.loads(rep)["first_divergence_ranks"] == [1]
+    assert json.loads(rep)["affected_ranks"] == [0, 1]
     assert os.listdir(scratch) == []  # the logical dumps' directory is gone
     # Python, sets on both sides, reversed, a filter (applied before the shards are put
     # together) and the default scratch directory (next to the candidate set, removed).
@@ -212,7 +214,7 @@ def test_bad_set_is_one_line_before_any_cluster_work(sets, tmp_path):
              "--engine", "ray", "--ray-address", "127.0.0.1:1")
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1, p.stderr
-    assert lines[0].startswith("driftscope: error: candidate") and "groups" in lines[0], lines
+    assert lines[0].startswith("driftscope: error: bad_value: candidate '") and "groups" in lines[0], lines
     assert not (tmp_path / "r.json").exists() and _leftovers(tmp_path) == []
     nowhere = _cli(sets / "ref.tdump", sets / "tp2", "--engine", "ray", "--ray-address",
                    "127.0.0.1:1", "--ray-scratch", tmp_path / "missing")
