@@ -7,6 +7,8 @@ node must see them at that path: shared storage, and measures its pairs:
 judging, localisation and report code as a local run, so the report is the local one, bit for
 bit. A task whose worker or node dies is retried by Ray (``max_retries``); a part that still
 fails is an error naming it, and the assembler refuses to report with a pair missing.
+Dump sets (docs/dumpsets.md) go through the library's prepare_sets / SetComparison.finish around
+the same steps (_sets_on_ray): the steps of the local set compare, so again the local report.
 """
 
 from __future__ import annotations
