@@ -204,6 +204,14 @@ def test_set_report_equals_the_local_one(cluster, sets, tmp_path):
     assert _leftovers(sets) == before == []
 
 
+def test_set_with_a_killed_worker_is_retried_into_the_complete_report(cluster, sets):
+    ref, fault = sets / "ref.tdump", sets / "tp2-fault"
+    out = _run_with_a_kill(ref, fault, retries=3)
+    assert "error" not in out, out.get("error")
+    assert out["report"].to_json() == driftscope.compare(ref, fault).to_json()
+    assert _leftovers(sets) == []
+
+
 def test_bad_set_is_one_line_before_any_cluster_work(sets, tmp_path):
     from test_dumpsets import manifest, write_manifest
 
