@@ -27,7 +27,7 @@ struct CompareArgs {
   std::string json_out, markdown_out, html_out, plot_out, model_explorer_out;
   std::string color = "auto";
   bool all = false, quiet = false, no_progress = false;
-  std::string engine = "local", ray_address;
+  std::string engine = "local", ray_address, ray_scratch;
   std::optional<int64_t> ray_parts;
 };
 
@@ -78,6 +78,7 @@ std::vector<std::string> ray_args(const CompareArgs& a) {
   str("--model-explorer", a.model_explorer_out);
   str("--color", a.color);
   str("--ray-address", a.ray_address);
+  str("--ray-scratch", a.ray_scratch);
   list("--map-a", st.map_a);
   list("--map-b", st.map_b);
   list("--classes", st.classes);
@@ -126,8 +127,8 @@ int run_compare(const CompareArgs& a) {
   auto resolved = a.settings.resolve();
   if (!resolved) return fail(resolved.error().to_string());
   if (a.engine == "ray") return run_python("compare", kRayHelp, ray_args(a));
-  if (!a.ray_address.empty() || a.ray_parts)
-    return fail("--ray-address and --ray-parts need --engine ray");
+  if (!a.ray_address.empty() || a.ray_parts || !a.ray_scratch.empty())
+    return fail("--ray-address, --ray-parts and --ray-scratch need --engine ray");
   CompareOptions o = std::move(*resolved);
 
   // Refused before the comparison runs, not after it spent minutes: a report path that names an
@@ -253,6 +254,9 @@ std::function<int()> setup_compare(CLI::App& app) {
                   "the Ray cluster (default: $RAY_ADDRESS, else the local one: 'auto')")->group(run);
   sub->add_option("--ray-parts", a->ray_parts, "pairs are measured in this many tasks (default: 2 per cluster CPU)")
       ->group(run)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  sub->add_option("--ray-scratch", a->ray_scratch,
+                  "dump sets with --engine ray: the logical dumps go to a fresh directory in DIR, which every "
+                  "worker must see (default: next to the candidate set; removed afterwards)")->group(run);
 
   const char* out = "Output";
   sub->add_option("--json", a->json_out, "write the JSON report (docs/report-schema.json) to FILE, '-' for stdout")->group(out);
@@ -301,6 +305,7 @@ Examples:
   driftscope compare ref.tdump cand.tdump --markdown "$GITHUB_STEP_SUMMARY" -q
   driftscope compare fp32.tdump fp16.tdump --html report.html --plot growth.png
   driftscope compare ref.tdump cand.tdump --engine ray --ray-address head:6379 --json r.json
+  driftscope compare ref-set/ tp2-set/ --engine ray --ray-scratch /shared/tmp --json r.json
 
 Dump sets (multi-rank runs, docs/dumpsets.md): REFERENCE or CANDIDATE may be a directory
 holding driftscope-set.json and one .tdump per rank (or the manifest itself); a single .tdump

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -426,6 +427,27 @@ Result<std::string> measure_pairs(const Reader& reference, const Reader& candida
                                   const CompareOptions& options, std::span<const size_t> pairs);
 Result<Report> assemble_report(const Reader& reference, const Reader& candidate,
                                const CompareOptions& options, std::span<const std::string> parts);
+
+// ---- dump sets in parts (docs/howto/cluster.md "Dump sets") --------------------------------------
+
+// A set comparison split so that its two logical dumps can be compared elsewhere (the parts API
+// above, on Ray workers): prepare_sets() gathers/sums each side's shards into two logical dumps
+// written in `directory` (it must exist; whoever measures them must see it at that path), and
+// finish() puts the sets' paths, ranks and warnings into the report of those two dumps.
+// compare_files() on sets is exactly prepare_sets() + compare() + finish(), so any front end that
+// follows the same steps gets its report bit for bit. Errors as compare_files() for sets; nothing
+// is left in `directory` on error.
+struct SetComparison {
+  std::string reference_dump, candidate_dump;  // the logical dumps; the caller removes them
+  CompareOptions options;                      // to compare them with (the filter is applied)
+  // The report of reference_dump vs candidate_dump (compare() or assemble_report() with
+  // `options`) as the report of the two sets. Errors: a set's file changed meanwhile (io_error).
+  Result<void> finish(Report& report) const;
+  struct State;
+  std::shared_ptr<const State> state;
+};
+Result<SetComparison> prepare_sets(const std::string& reference, const std::string& candidate,
+                                   const CompareOptions& options, const std::string& directory);
 
 // ---- rendering ----------------------------------------------------------------------------------
 

@@ -203,7 +203,8 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
             details: bool = False,
             progress: Optional[Callable[[int, int], None]] = None,
             engine: str = "local", ray_address: Optional[str] = None,
-            ray_parts: Optional[int] = None) -> Report:
+            ray_parts: Optional[int] = None,
+            ray_scratch: Optional[Union[str, "os.PathLike[str]"]] = None) -> Report:
     """Compares a candidate run against a reference run and names the first divergence.
 
     reference, candidate: paths or open Dumps; a path may also be a dump set (a directory
@@ -230,16 +231,19 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     connection already made with ``ray.init`` is used as is) that reads both dumps from shared
     storage, in ``ray_parts`` parts (default: two per cluster CPU); the report is exactly the
     local one (docs/howto/cluster.md). A part that fails after Ray's retries is an error, never
-    a partial report.
+    a partial report. With a dump set on either side the shards are put together on this machine
+    into two logical dumps in a fresh directory inside ``ray_scratch`` (default: next to the
+    candidate set, else the reference set; it must be storage every worker sees), removed
+    afterwards; the report is the local set compare's.
     """
     kwargs = {k: v for k, v in locals().items()
               if k not in ("reference", "candidate", "progress", "engine", "ray_address",
-                           "ray_parts")}
+                           "ray_parts", "ray_scratch")}
     if engine == "ray":
         from ._ray import compare_on_ray
 
         return compare_on_ray(reference, candidate, kwargs, address=ray_address,
-                              parts=ray_parts)
+                              parts=ray_parts, scratch=ray_scratch)
     if engine != "local":
         raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
                                    "invalid_argument")

@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("-j", "--threads", type=int, default=0)
     for flag in ("policy", "reference64", "map-file", "json", "markdown", "html", "plot",
-                 "model-explorer", "ray-address"):
+                 "model-explorer", "ray-address", "ray-scratch"):
         p.add_argument(f"--{flag}")
     for flag in ("map-a", "map-b", "classes", "r64-k"):
         p.add_argument(f"--{flag}", action="append", default=[])
@@ -69,7 +69,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             allow_unpaired=a.allow_unpaired, allow_incomparable=a.allow_incomparable,
             threads=a.threads, classes=a.classes, top_k=a.top_k, reference64=a.reference64,
             r64_k=a.r64_k, r64_floor=a.r64_floor, details=bool(a.html), engine=a.engine,
-            ray_address=a.ray_address, ray_parts=a.ray_parts)
+            ray_address=a.ray_address, ray_parts=a.ray_parts, ray_scratch=a.ray_scratch)
         renders = [(a.json, lambda: rep.to_json(2)), (a.markdown, rep.to_markdown),
                    (a.html, rep.to_html), (a.model_explorer, rep.to_model_explorer)]
         for out, render in renders:

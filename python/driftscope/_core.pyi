@@ -181,6 +181,19 @@ def compare_measure(reference: Reader, candidate: Reader, settings: CompareSetti
 def compare_assemble(reference: Reader, candidate: Reader, settings: CompareSettings,
                      parts: List[bytes]) -> Report: ...
 
+# Dump sets in parts (compare.hpp prepare_sets): the two logical dumps written in `directory`
+# (the caller removes them), compared by the functions above with the filter cleared; finish()
+# turns their report into the sets' report, equal to compare_files() on the sets.
+class SetComparison:
+    @property
+    def reference_dump(self) -> str: ...
+    @property
+    def candidate_dump(self) -> str: ...
+    def finish(self, report: Report) -> Report: ...
+
+def prepare_sets(reference: str, candidate: str, settings: CompareSettings,
+                 directory: str) -> SetComparison: ...
+
 def import_file(src: str, dst: str, format: Optional[str] = None, filter: str = "",
                 meta: List[Tuple[str, str]] = ..., salt: Optional[int] = None) -> Dict[str, Any]:
     """{"format", "written", "filtered", "payload_bytes", "skipped", "notes"}"""

@@ -7,11 +7,15 @@ node must see them at that path: shared storage, and measures its pairs:
 judging, localisation and report code as a local run, so the report is the local one, bit for
 bit. A task whose worker or node dies is retried by Ray (``max_retries``); a part that still
 fails is an error naming it, and the assembler refuses to report with a pair missing.
+Dump sets (docs/dumpsets.md) go through the library's prepare_sets / SetComparison.finish around
+the same steps (_sets_on_ray): the steps of the local set compare, so again the local report.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -103,12 +107,66 @@ def split(work: Sequence[int], parts: int) -> List[List[int]]:
 
 def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
                    address: Optional[str] = None, parts: Optional[int] = None,
-                   max_retries: int = DEFAULT_MAX_RETRIES, _task_delay_s: float = 0.0) -> Any:
-    from ._compare import Report, settings
+                   scratch: Optional[Any] = None, max_retries: int = DEFAULT_MAX_RETRIES,
+                   _task_delay_s: float = 0.0) -> Any:
+    from ._compare import Report
 
     if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
         raise InvalidArgumentError(f"ray_parts={parts!r} is not a positive integer", 1,
                                    "invalid_argument")
+    run = dict(address=address, parts=parts, max_retries=max_retries, delay_s=_task_delay_s)
+    if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
+           for x in (reference, candidate)):
+        return Report(_sets_on_ray(_path(reference), _path(candidate), kwargs, scratch, run))
+    return Report(_pairs_on_ray(reference, candidate, kwargs, **run))
+
+
+def _sets_on_ray(reference: str, candidate: str, kwargs: Mapping[str, Any],
+                 scratch: Optional[Any], run: Dict[str, Any]) -> Any:
+    """Dump sets (docs/dumpsets.md): the library writes the two logical dumps into a scratch
+    directory every worker sees (compare.hpp prepare_sets), the workers measure their pairs,
+    and the library's finish() makes the report the sets' one: the steps of the local set
+    compare, so the report is the local one. The scratch directory is removed afterwards."""
+    from ._compare import settings
+
+    s = settings(**kwargs)
+    directory = _scratch_directory(reference, candidate, scratch)
+    try:
+        prepared = _core.prepare_sets(reference, candidate, s, directory)
+        # prepare_sets applied the filter to the stored records (SetComparison::options).
+        logical = dict(kwargs, filter="")
+        report = _pairs_on_ray(prepared.reference_dump, prepared.candidate_dump, logical, **run)
+        return prepared.finish(report)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _scratch_directory(reference: str, candidate: str, scratch: Optional[Any]) -> str:
+    """A fresh directory inside `scratch`, else next to the candidate set (the reference set when
+    only it is one): shared storage wherever the sets are. Nothing is written into a set."""
+    if scratch is not None:
+        parent = os.path.abspath(os.fspath(scratch))
+    else:
+        side = candidate if _core.is_dump_set_path(candidate) else reference
+        set_dir = side if os.path.isdir(side) else os.path.dirname(os.path.abspath(side))
+        parent = os.path.dirname(os.path.abspath(set_dir))
+    try:
+        return tempfile.mkdtemp(prefix="driftscope-ray-", dir=parent)
+    except OSError as e:
+        for side in (reference, candidate):  # a missing or bad set says so first
+            if _core.is_dump_set_path(side):
+                _core.open_set(side)
+        raise RayEngineError(f"engine 'ray': cannot create a scratch directory in '{parent}': "
+                             f"{e.strerror or e}; name one on storage every worker sees with "
+                             f"--ray-scratch DIR", 2, "io_error") from None
+
+
+def _pairs_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
+                  address: Optional[str], parts: Optional[int], max_retries: int,
+                  delay_s: float) -> Any:
+    """The report (_core.Report) of two single dumps, their pairs measured as Ray tasks."""
+    from ._compare import settings
+
     s = settings(**kwargs)  # checked (resolve) by compare_work below, before any task runs
     ref_path, cand_path = _path(reference), _path(candidate)
     ref = reference if isinstance(reference, Dump) else _open(ref_path)
@@ -134,7 +192,7 @@ def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
                                 retry_exceptions=False)(_measure_part)
             chunks = split(work, parts)
             refs = [remote.remote(os.path.abspath(ref_path), os.path.abspath(cand_path),
-                                  task_kwargs, chunk, _task_delay_s) for chunk in chunks]
+                                  task_kwargs, chunk, delay_s) for chunk in chunks]
             for i, r in enumerate(refs):
                 try:
                     blobs.append(ray.get(r))
@@ -152,4 +210,9 @@ def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
         finally:
             if connected:
                 ray.shutdown()
-    return Report(_core.compare_assemble(ref._live(), cand._live(), s, blobs))
+    try:
+        return _core.compare_assemble(ref._live(), cand._live(), s, blobs)
+    finally:
+        for mine, given in ((ref, reference), (cand, candidate)):
+            if mine is not given:
+                mine.close()

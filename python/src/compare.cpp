@@ -117,6 +117,29 @@ PyReport run_compare_files(const std::string& reference, const std::string& cand
   return PyReport{std::make_shared<const Report>(unwrap(std::move(*result)))};
 }
 
+// A set comparison in parts (compare.hpp prepare_sets; driftscope/_ray.py): the logical dumps are
+// written in `directory`, compared by the parts API, and finish() makes their report the sets'.
+struct PySetComparison {
+  std::shared_ptr<const SetComparison> prepared;
+};
+
+PySetComparison run_prepare_sets(const std::string& reference, const std::string& candidate,
+                                 const CompareSettings& settings, const std::string& directory) {
+  CompareOptions o = unwrap(settings.resolve());
+  std::optional<Result<SetComparison>> result;
+  {
+    nb::gil_scoped_release unlocked;
+    result.emplace(prepare_sets(reference, candidate, o, directory));
+  }
+  return PySetComparison{std::make_shared<const SetComparison>(unwrap(std::move(*result)))};
+}
+
+PyReport run_finish_sets(const PySetComparison& prepared, const PyReport& logical) {
+  Report report = *logical.report;
+  if (auto ok = prepared.prepared->finish(report); !ok) raise(ok.error());
+  return PyReport{std::make_shared<const Report>(std::move(report))};
+}
+
 // The validated manifest of a set, its rank metadata checked (DumpSet::open, one implementation).
 nb::dict open_set(const std::string& path) {
   std::optional<Result<DumpSet>> opened;
@@ -234,6 +257,12 @@ void bind_compare(nb::module_& m) {
         nb::arg("parts"));
   m.def("compare_files", &run_compare_files, nb::arg("reference"), nb::arg("candidate"),
         nb::arg("settings"), nb::arg("progress").none());
+  nb::class_<PySetComparison>(m, "SetComparison")
+      .def_prop_ro("reference_dump", [](const PySetComparison& p) { return p.prepared->reference_dump; })
+      .def_prop_ro("candidate_dump", [](const PySetComparison& p) { return p.prepared->candidate_dump; })
+      .def("finish", &run_finish_sets, nb::arg("report"));
+  m.def("prepare_sets", &run_prepare_sets, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
+        nb::arg("directory"));
   m.def("open_set", &open_set, nb::arg("path"));
   m.def("is_dump_set_path", [](const std::string& p) { return is_dump_set_path(p); }, nb::arg("path"));
 }

@@ -314,6 +314,7 @@ Result<Assembled> assemble(const Logical& l) {
 
 // ---- the temporary dumps ----------------------------------------------------------------------
 
+// A logical dump being written; removed unless released (an error leaves nothing behind).
 struct TempDump {
   std::string path;
   std::unique_ptr<Writer> writer;
@@ -321,15 +322,15 @@ struct TempDump {
   TempDump(TempDump&& o) noexcept : path(std::exchange(o.path, {})), writer(std::move(o.writer)) {}
   TempDump& operator=(TempDump&&) = delete;
   ~TempDump() {
+    writer.reset();
     if (!path.empty()) ::unlink(path.c_str());
   }
-  static Result<TempDump> create(const KeyValues& metadata) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/driftscope-set-XXXXXX";
+  static Result<TempDump> create(const std::string& dir, std::string_view side, const KeyValues& metadata) {
+    std::string templ = fmt::format("{}/driftscope-set-{}-XXXXXX", dir, side);
     int fd = ::mkstemp(templ.data());
     if (fd < 0)
-      return make_error(Errc::io_error, fmt::format("cannot create a temporary dump in {}: {}",
-                                                    tmp && *tmp ? tmp : "/tmp", std::strerror(errno)));
+      return make_error(Errc::io_error,
+                        fmt::format("cannot create a temporary dump in {}: {}", dir, std::strerror(errno)));
     ::close(fd);
     TempDump t;
     t.path = templ;
@@ -340,13 +341,11 @@ struct TempDump {
     t.writer = std::move(*w);
     return t;
   }
-  // Closes, opens the reader and unlinks the file: its pages live as long as the map.
-  Result<Reader> finish() {
+  // Closes the writer; the file is the caller's from here on.
+  Result<std::string> release() {
     DRIFTSCOPE_TRY(writer->close());
-    auto r = Reader::open(path);
-    ::unlink(path.c_str());
-    path.clear();
-    return r;
+    writer.reset();
+    return std::exchange(path, {});
   }
 };
 
@@ -419,6 +418,36 @@ void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
 
 Result<Report> compare_sets(const std::string& reference, const std::string& candidate,
                             const CompareOptions& options) {
+  // The logical dumps are unlinked as soon as they are open: their pages live as long as the maps.
+  const char* tmp = std::getenv("TMPDIR");
+  auto prepared = prepare_sets(reference, candidate, options, tmp && *tmp ? tmp : "/tmp");
+  if (!prepared) return std::move(prepared).error();
+  auto ra = Reader::open(prepared->reference_dump);
+  auto ca = Reader::open(prepared->candidate_dump);
+  ::unlink(prepared->reference_dump.c_str());
+  ::unlink(prepared->candidate_dump.c_str());
+  if (!ra) return std::move(ra).error();
+  if (!ca) return std::move(ca).error();
+  auto rep = compare(*ra, *ca, prepared->options);
+  if (!rep) return rep;
+  DRIFTSCOPE_TRY(prepared->finish(*rep));
+  return rep;
+}
+
+}  // namespace driftscope::compare_detail
+
+namespace driftscope {
+
+using namespace compare_detail;  // this file's helpers above
+
+struct SetComparison::State {
+  Side ref, cand;
+  std::vector<std::string> warnings;  // logical tensors that could not be assembled
+  std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;  // by exec_index of the logical dumps
+};
+
+Result<SetComparison> prepare_sets(const std::string& reference, const std::string& candidate,
+                                   const CompareOptions& options, const std::string& directory) {
   DRIFTSCOPE_TRY(validate(options));
   if (options.pairing == Pairing::positional)
     return make_error(Errc::unsupported, "dump sets pair by name: positional pairing (--pairs positional) "
@@ -433,12 +462,17 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
     if (!f) return std::move(f).error();
     filter = std::move(*f);
   }
-  auto ref = load_side(reference, "reference", options, *renamer, true, filter);
-  if (!ref) return std::move(ref).error();
-  auto cand = load_side(candidate, "candidate", options, *renamer, false, filter);
-  if (!cand) return std::move(cand).error();
+  auto ref_side = load_side(reference, "reference", options, *renamer, true, filter);
+  if (!ref_side) return std::move(ref_side).error();
+  auto cand_side = load_side(candidate, "candidate", options, *renamer, false, filter);
+  if (!cand_side) return std::move(cand_side).error();
+  auto state = std::make_shared<SetComparison::State>();
+  state->ref = std::move(*ref_side);
+  state->cand = std::move(*cand_side);
+  Side* ref = &state->ref;
+  Side* cand = &state->cand;
 
-  std::vector<std::string> warnings;
+  std::vector<std::string>& warnings = state->warnings;
   auto usable = [&](const Side& s, size_t i, std::string_view which) {
     const Logical& l = s.logicals[i];
     if (l.problem.empty()) return true;
@@ -456,12 +490,13 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
   for (size_t i = 0; i < ref->logicals.size(); ++i)
     if ((ref_ok[i] = usable(*ref, i, "reference"))) ++ref_count[identity_of(ref->logicals[i])];
 
-  auto ref_dump = TempDump::create(run_metadata(ref->set));
+  auto ref_dump = TempDump::create(directory, "ref", run_metadata(ref->set));
   if (!ref_dump) return std::move(ref_dump).error();
-  auto cand_dump = TempDump::create(run_metadata(cand->set));
+  auto cand_dump = TempDump::create(directory, "cand", run_metadata(cand->set));
   if (!cand_dump) return std::move(cand_dump).error();
   Materializer ref_out(*ref, *ref_dump), cand_out(*cand, *cand_dump);
-  std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;
+  std::unordered_map<uint64_t, Slot>& ref_slots = state->ref_slots;
+  std::unordered_map<uint64_t, Slot>& cand_slots = state->cand_slots;
   std::map<std::tuple<std::string, uint8_t, uint16_t>, uint32_t> next_occ;  // per renamed name
   std::vector<bool> cand_used(cand->logicals.size(), false);
   uint64_t seq = 0;
@@ -503,19 +538,33 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
         DRIFTSCOPE_TRY(cand_out.write(c, occ_for(l), seq));
         cand_slots[seq++] = slot(*cand, c, l.first->info);
       }
-  auto ra = ref_dump->finish();
+  SetComparison out;
+  out.options = options;
+  out.options.filter.clear();  // applied to the stored records above, with their own exec_index
+  auto ra = ref_dump->release();
   if (!ra) return std::move(ra).error();
-  auto ca = cand_dump->finish();
-  if (!ca) return std::move(ca).error();
+  auto ca = cand_dump->release();
+  if (!ca) {
+    ::unlink(ra->c_str());
+    return std::move(ca).error();
+  }
+  out.reference_dump = std::move(*ra);
+  out.candidate_dump = std::move(*ca);
+  out.state = std::move(state);
+  return out;
+}
 
-  CompareOptions o = options;
-  o.filter.clear();  // applied to the stored records above, with their own exec_index
-  auto rep = compare(*ra, *ca, o);
-  if (!rep) return rep;
+
+Result<void> SetComparison::finish(Report& report) const {
+  if (!state) return make_error(Errc::invalid_argument, "finish() of a SetComparison that prepare_sets() did not make");
+  const Side* ref = &state->ref;
+  const Side* cand = &state->cand;
+  const auto& ref_slots = state->ref_slots;
+  const auto& cand_slots = state->cand_slots;
+  const auto& warnings = state->warnings;
   for (const Reader& r : ref->set.readers) DRIFTSCOPE_TRY(r.check_unchanged());
   for (const Reader& r : cand->set.readers) DRIFTSCOPE_TRY(r.check_unchanged());
 
-  Report& report = *rep;
   for (PairResult& p : report.pairs) {
     restore(p.ref, ref_slots, *ref);
     restore(p.cand, cand_slots, *cand);
@@ -550,12 +599,9 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
     if (p.status == PairStatus::fail || p.status == PairStatus::silent_failure)
       add_sorted(report.affected_ranks, report.pair_ranks(p));
   report.summary = summary_line(report);
-  return rep;
+  return {};
 }
 
-}  // namespace driftscope::compare_detail
-
-namespace driftscope {
 
 const std::vector<uint32_t>& Report::pair_ranks(const PairResult& p) const noexcept {
   return candidate.set || !reference.set ? p.cand.ranks : p.ref.ranks;

@@ -147,3 +147,85 @@ def test_cluster_howto_runs_as_written(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster)
     ran = run_page(HOWTO / "cluster.md", tmp_path)
     assert ran.count("python") == 2 and len(ran) == 4, ran
+
+
+# ---- dump sets (docs/dumpsets.md; docs/howto/cluster.md "Dump sets") ----------------------------
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    """A TP=1 reference and a TP=2 set (test_dumpsets' MLP) whose rank 1 recorded a wrong input
+    and a wrong shard of a gathered activation, and a faultless TP=2 set."""
+    from test_dumpsets import model, reference, tp_set
+
+    d = tmp_path_factory.mktemp("sets")
+    x, w1, w2 = model()
+    reference(str(d / "ref.tdump"), x, w1, w2)
+    bad = x.copy()
+    bad[0, 0] += 1.0
+
+    def fault(r, name, arr):
+        if r == 1 and name == "embed":
+            return bad
+        return arr * np.float32(1.01) if (r == 1 and name == "mlp.act") else arr
+    tp_set(str(d / "tp2-fault"), x, w1, w2, fault)
+    tp_set(str(d / "tp2"), x, w1, w2)
+    return d
+
+
+def _leftovers(d):
+    return sorted(n for n in os.listdir(d) if n.startswith("driftscope-"))
+
+
+def test_set_report_equals_the_local_one(cluster, sets, tmp_path):
+    ref, fault = sets / "ref.tdump", sets / "tp2-fault"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    local = _cli(ref, fault, "--json", tmp_path / "local.json")
+    remote = _cli(ref, fault, "--json", tmp_path / "ray.json", "--engine", "ray",
+                  "--ray-address", cluster, "--ray-parts", "3", "--ray-scratch", scratch)
+    assert remote.returncode == local.returncode == 1, remote.stderr
+    assert remote.stdout == local.stdout and "First divergence: embed on rank 1 (of 2)" in local.stdout
+    rep = (tmp_path / "ray.json").read_bytes()
+    assert rep == (tmp_path / "local.json").read_bytes()
+    # embed is rank 1's alone; the gathered mlp.act (and what follows) holds both ranks.
+    assert json.loads(rep)["first_divergence_ranks"] == [1]
+    assert json.loads(rep)["affected_ranks"] == [0, 1]
+    assert os.listdir(scratch) == []  # the logical dumps' directory is gone
+    # Python, sets on both sides, reversed, a filter (applied before the shards are put
+    # together) and the default scratch directory (next to the candidate set, removed).
+    before = _leftovers(sets)
+    for args, kw in (((sets / "tp2", fault), {}), ((fault, ref), {"filter": "mlp.*"}),
+                     ((sets / "tp2", sets / "tp2"), {})):
+        local = driftscope.compare(*args, **kw)
+        on_ray = driftscope.compare(*args, engine="ray", ray_parts=2, **kw)
+        assert on_ray.to_json() == local.to_json(), (args, kw)
+        assert on_ray.to_text(width=100) == local.to_text(width=100)
+        assert on_ray.exit_code == local.exit_code
+    assert _leftovers(sets) == before == []
+
+
+def test_set_with_a_killed_worker_is_retried_into_the_complete_report(cluster, sets):
+    ref, fault = sets / "ref.tdump", sets / "tp2-fault"
+    out = _run_with_a_kill(ref, fault, retries=3)
+    assert "error" not in out, out.get("error")
+    assert out["report"].to_json() == driftscope.compare(ref, fault).to_json()
+    assert _leftovers(sets) == []
+
+
+def test_bad_set_is_one_line_before_any_cluster_work(sets, tmp_path):
+    from test_dumpsets import manifest, write_manifest
+
+    write_manifest(str(tmp_path / "bad"), manifest(world_size=3))
+    # No cluster at that address: the manifest's error, not a connection error, proves the set
+    # was refused first.
+    p = _cli(sets / "ref.tdump", tmp_path / "bad", "--json", tmp_path / "r.json",
+             "--engine", "ray", "--ray-address", "127.0.0.1:1")
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("driftscope: error: bad_value: candidate '") and "groups" in lines[0], lines
+    assert not (tmp_path / "r.json").exists() and _leftovers(tmp_path) == []
+    nowhere = _cli(sets / "ref.tdump", sets / "tp2", "--engine", "ray", "--ray-address",
+                   "127.0.0.1:1", "--ray-scratch", tmp_path / "missing")
+    assert nowhere.returncode == 2 and "--ray-scratch" in nowhere.stderr, nowhere.stderr
+    local = _cli(sets / "ref.tdump", sets / "tp2", "--ray-scratch", tmp_path)
+    assert local.returncode == 2 and "need --engine ray" in local.stderr

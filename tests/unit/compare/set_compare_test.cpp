@@ -170,3 +170,59 @@ TEST(SetCompare, PipelineOrderPutsEarlierStagesFirst) {
 }
 
 }  // namespace
+
+namespace {
+
+size_t entries_in(const std::string& d) {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(d), std::filesystem::directory_iterator{}));
+}
+
+// prepare_sets + the parts API + finish (what --engine ray runs) gives compare_files' report.
+TEST(SetCompare, InPartsTheReportIsCompareFilesReport) {
+  ScratchDir dir;
+  const std::string ref = write_dump(dir.file("ref.tdump"), {e("x", {1, 2}, {2}, {"h"}), e("g", {1, 2}, {2}, {"h"}),
+                                                             e("y", {1, 2, 3, 4}, {2, 2}, {"r", "c"})});
+  const std::string set = write_set(dir, "s", "tp",
+                                    {{e("x", {1, 2}, {2}, {"h"}), e("g", {1}, {1}, {"h@tp"}),
+                                      e("y", {1, 3}, {2, 1}, {"r", "c@tp"})},
+                                     {e("x", {1, 7}, {2}, {"h"}), e("y", {2, 5}, {2, 1}, {"r", "c@tp"})}});
+  const std::string scratch = dir.file("scratch");
+  std::filesystem::create_directories(scratch);
+  for (const auto& [a, b] : {std::pair{ref, set}, std::pair{set, ref}, std::pair{set, set}}) {
+    auto whole = compare_files(a, b, {});
+    ASSERT_TRUE(whole.ok()) << whole.error().to_string();
+    auto prepared = prepare_sets(a, b, {}, scratch);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
+    EXPECT_EQ(entries_in(scratch), 2u);
+    auto ra = Reader::open(prepared->reference_dump);
+    auto ca = Reader::open(prepared->candidate_dump);
+    ASSERT_TRUE(ra.ok() && ca.ok());
+    auto work = compare_work(*ra, *ca, prepared->options);
+    ASSERT_TRUE(work.ok());
+    ASSERT_GE(work->size(), 2u);
+    const size_t half = work->size() / 2;
+    std::vector<std::string> blobs;
+    for (auto part : {std::span<const size_t>(*work).first(half), std::span<const size_t>(*work).subspan(half)}) {
+      auto blob = measure_pairs(*ra, *ca, prepared->options, part);
+      ASSERT_TRUE(blob.ok()) << blob.error().to_string();
+      blobs.push_back(std::move(*blob));
+    }
+    auto rep = assemble_report(*ra, *ca, prepared->options, blobs);
+    ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+    ASSERT_TRUE(prepared->finish(*rep).ok());
+    EXPECT_EQ(report_to_json(*rep), report_to_json(*whole));
+    EXPECT_TRUE(rep->sets);
+    std::filesystem::remove(prepared->reference_dump);
+    std::filesystem::remove(prepared->candidate_dump);
+  }
+  // A bad set: an error, and nothing left in the directory.
+  std::ofstream(dir.file("s") + "/driftscope-set.json") << "{\"format\": \"driftscope.set/9\"}";
+  auto bad = prepare_sets(ref, set, {}, scratch);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("candidate"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(entries_in(scratch), 0u);
+  Report empty;
+  EXPECT_FALSE(SetComparison{}.finish(empty).ok());
+}
+
+}  // namespace
