@@ -130,6 +130,9 @@ class Layout:
                 "ds.coords": format_coords(self.coords, self.groups)}
 
     def file_in(self, directory: PathLike) -> str:
+        """This rank's file in the set directory ``directory``, which is created if missing
+        (every rank may call it; the first one creates it)."""
+        os.makedirs(os.fspath(directory), exist_ok=True)
         return os.path.join(os.fspath(directory), rank_file(self.rank))
 
 
