@@ -62,14 +62,15 @@ std::string shown(const json& v) {
 }
 
 Result<uint64_t> get_uint(const json& obj, std::string_view key, std::string_view path, uint64_t max,
-                          const Bad& bad) {
+                          const Bad& bad, uint64_t min = 0) {
   auto it = obj.find(key);
   if (it == obj.end()) return bad(Errc::bad_value, path, "missing");
   if (!it->is_number_unsigned())
     return bad(Errc::bad_value, path, fmt::format("is {}, expected a non-negative integer", shown(*it)));
   uint64_t v = it->get<uint64_t>();
   if (v > max)
-    return bad(Errc::limit_exceeded, path, fmt::format("is {}, allowed 0 .. {}", v, max));
+    return bad(Errc::limit_exceeded, path, fmt::format("is {}, allowed {} .. {}", v, min, max));
+  if (v < min) return bad(Errc::bad_value, path, fmt::format("is {}, allowed {} .. {}", v, min, max));
   return v;
 }
 
@@ -216,9 +217,8 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
     return bad(Errc::unsupported_version, "format",
                fmt::format("is {}, expected \"{}\"", shown(*fmt_it), kDumpSetFormat));
 
-  auto ws = get_uint(doc, "world_size", "world_size", kMaxWorldSize, bad);
+  auto ws = get_uint(doc, "world_size", "world_size", kMaxWorldSize, bad, /*min=*/1);
   if (!ws) return std::move(ws).error();
-  if (*ws == 0) return bad(Errc::bad_value, "world_size", fmt::format("is 0, allowed 1 .. {}", kMaxWorldSize));
   s.world_size = static_cast<uint32_t>(*ws);
 
   auto g_it = doc.find("groups");
