@@ -317,24 +317,10 @@ class Emitter {
     chunk += ']';
     return put(chunk);
   }
-  // "key": [ items... ] where next(i) renders item i at depth 2.
+  // "key": [ items... ] where item(i) is rendered by nlohmann at depth 2 (irregular members).
   Result<void> array_member(std::string_view key, size_t n,
                             const std::function<ordered_json(size_t)>& item) {
-    DRIFTSCOPE_TRY(key_prefix(key));
-    if (n == 0) return put("[]");
-    std::string chunk = "[";
-    for (size_t i = 0; i < n; ++i) {
-      if (i) chunk += ',';
-      if (pretty()) chunk += "\n" + pad(2);
-      chunk += render(item(i), 2);
-      if (chunk.size() >= (1u << 16)) {
-        DRIFTSCOPE_TRY(put(chunk));
-        chunk.clear();
-      }
-    }
-    if (pretty()) chunk += "\n" + pad(1);
-    chunk += ']';
-    return put(chunk);
+    return array_written(key, n, [&](JsonWriter& w, size_t i) { w.json(item(i)); });
   }
   Result<void> end() { return put(pretty() ? "\n}\n" : "}\n"); }
 
