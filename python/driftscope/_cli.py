@@ -43,6 +43,28 @@ def parse_args(parser: argparse.ArgumentParser,
     return parser.parse_args(out)
 
 
+def add_record_inputs(p: argparse.ArgumentParser, model_help: str) -> None:
+    """The model, its inputs and the dump: the first arguments of every `record` front end."""
+    p.add_argument("model", help=model_help)
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeat per input); FILE.npz alone feeds every "
+                        "array of the archive by its name")
+    p.add_argument("-o", "--output", required=True, metavar="RUN.tdump", help="the dump to write")
+
+
+def add_record_options(p: argparse.ArgumentParser) -> None:
+    """What to record and how to show it, shared by every `record` front end."""
+    p.add_argument("--filter", default=None, help="which tensors to record (docs/filters.md)")
+    p.add_argument("--summary", default=None,
+                   help="which tensors to record as summaries instead of values (filter syntax)")
+    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra run metadata (repeatable)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
+    p.add_argument("--no-observer-check", action="store_true",
+                   help="skip the second, plain run that checks the capture changed nothing")
+
+
 def warnings_to_stderr(prog: str, fn: Callable[[], T]) -> T:
     """Runs fn; the RuntimeWarnings it raises (tensors not recorded, nodes kept in float32) are
     printed as one ``PROG: warning: ...`` line each instead of Python's file:line format."""

@@ -39,7 +39,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 import numpy as np
 
-from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
+from ._cli import (add_record_inputs, add_record_options, input_paths, parse_args,
+                   refuse_output_onto_inputs, warnings_to_stderr)
 from ._dataflow import DataFlow, GraphNode
 from ._progress import Progress
 from .errors import Error
@@ -647,26 +648,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         prog=prog,
         description="Run a .tflite model with the LiteRT interpreter and record every op's outputs.",
         epilog="Example: driftscope record tflite model.tflite --input input=x.npy -o device.tdump")
-    p.add_argument("model", help="the .tflite file")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="an input from a .npy file (repeat per input); FILE.npz alone feeds every "
-                        "array of the archive by its name")
-    p.add_argument("-o", "--output", required=True, metavar="RUN.tdump", help="the dump to write")
+    add_record_inputs(p, "the .tflite file")
     p.add_argument("--kernels", choices=KERNELS, default="optimized",
                    help="optimized (default interpreter, XNNPACK), builtin (no default delegate) "
                         "or reference kernels")
     p.add_argument("--threads", type=int, default=None, help="interpreter threads")
     p.add_argument("--parameters", action="store_true",
                    help="also record each op's constant inputs (weights), role 'parameter'")
-    p.add_argument("--filter", default=None, help="which tensors to record (docs/filters.md)")
-    p.add_argument("--summary", default=None,
-                   help="which tensors to record as summaries instead of values (filter syntax)")
-    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra run metadata (repeatable)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
-    p.add_argument("--no-observer-check", action="store_true",
-                   help="skip the second, plain run that checks the capture changed nothing")
+    add_record_options(p)
     return p
 
 

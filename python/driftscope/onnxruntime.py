@@ -41,7 +41,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from ._cli import input_paths, parse_args, refuse_output_onto_inputs, warnings_to_stderr
+from ._cli import (add_record_inputs, add_record_options, input_paths, parse_args,
+                   refuse_output_onto_inputs, warnings_to_stderr)
 from ._dataflow import DataFlow, GraphNode
 from ._naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from ._progress import Progress
@@ -1052,24 +1053,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         description="Run an ONNX model with ONNX Runtime and record every intermediate tensor.",
         epilog="Example: driftscope record onnx model.onnx --input input_ids=ids.npy "
                "--input attention_mask=mask.npy -o ort.tdump")
-    p.add_argument("model", help="the .onnx file")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="an input from a .npy file (repeat per input); FILE.npz alone feeds every "
-                        "array of the archive by its name")
-    p.add_argument("-o", "--output", required=True, metavar="RUN.tdump", help="the dump to write")
+    add_record_inputs(p, "the .onnx file")
     p.add_argument("--provider", action="append", default=[], metavar="P",
                    help="execution provider, e.g. CPUExecutionProvider (repeat for a fallback list)")
     p.add_argument("--fp16", action="store_true",
                    help="record the model converted to float16 (inputs/outputs keep their types)")
-    p.add_argument("--filter", default=None, help="which tensors to record (docs/filters.md)")
-    p.add_argument("--summary", default=None,
-                   help="which tensors to record as summaries instead of values (filter syntax)")
-    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra run metadata (repeatable)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar on stderr (it is drawn only when stderr is a terminal)")
-    p.add_argument("--no-observer-check", action="store_true",
-                   help="skip the second, plain run that checks the capture changed nothing")
+    add_record_options(p)
     return p
 
 

@@ -16,9 +16,9 @@ from . import _backends as B
 from ._fallback import FallbackResult
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        by_position, judge_all)
-from ._probe import (BISECT, RECORDED, ProbeResult, bisect_finding, compare_dumps,
+from ._probe import (RECORDED, ProbeResult, bisect_result, compare_dumps,
                      findings_from_report, nearest_upstream, onnx_nodes,
-                     onnx_weights_and_producers, pick_origin, shown, status_key, torch_leaves,
+                     onnx_weights_and_producers, pick_origin, shown, torch_leaves,
                      torch_modules)
 from ._stateful import step_dump, step_name
 
@@ -212,17 +212,10 @@ class Investigator:
         out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, kind="bisect",
                        reference=c.reference, feeds=self._bisect_feeds(sample),
                        thresholds=asdict(c.thresholds))
-        if out.get("error"):
-            return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
-        runs = len(out.get("runs", []))
-        if out.get("found") is None:
-            return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
-        f = bisect_finding(out["found"])
-        res = ProbeResult(BISECT, why, sample, runs=runs)
-        setattr(res, status_key(out["found"]["status"]), f)
-        if res.first_divergence is None:
-            res.first_divergence = f
-        res.origin = f
+        res = bisect_result(out, why, sample)
+        if res.origin is None:
+            return res
+        runs = res.runs
         n = len(self.nodes())
         res.notes.append(f"{runs} prefix runs of each backend for {n} nodes "
                          f"(log2 {n} = {np.log2(max(n, 1)):.1f})")
@@ -246,22 +239,15 @@ class Investigator:
                        kind="bisect_torch", leaves=leaves, ops=dict(nodes),
                        feeds=c.samples[sample], ref_outputs=c.ref_outputs[sample],
                        thresholds=asdict(c.thresholds))
-        if out.get("error"):
-            return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
-        runs = len(out.get("runs", []))
-        if out.get("found") is None:
-            return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
-        f = bisect_finding(out["found"])
-        res = ProbeResult(BISECT, why, sample, runs=runs,
-                          cut="at a precision boundary in execution order ({runs} runs)")
-        setattr(res, status_key(out["found"]["status"]), f)
-        if res.first_divergence is None:
-            res.first_divergence = f
-        res.origin = f
+        res = bisect_result(out, why, sample,
+                            cut="at a precision boundary in execution order ({runs} runs)")
+        if res.origin is None:
+            return res
+        runs = res.runs
         n = len(leaves)
         res.notes.append(f"{runs} runs of {row.name} with the leaf modules after the cut kept in "
                          f"float32, for {n} leaf modules (log2 {n} = {np.log2(max(n, 1)):.1f}): "
-                         f"{shown(f.node)} is the first whose own {row.name} arithmetic fails "
+                         f"{shown(res.origin.node)} is the first whose own {row.name} arithmetic fails "
                          "the verdict")
         return res
 

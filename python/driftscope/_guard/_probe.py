@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -272,16 +272,24 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
                        "the values the graph computes, or needs more than one sample"
                        + (", or builds up through the state carried from step to step)"
                           if len(steps) > 1 else ")")}
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        b, st, de = fails(mid)
-        if b:
-            hi, status, detail = mid, st, de
-        else:
-            lo = mid
+    hi, status, detail = first_failing(fails, lo, hi, status, detail)
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
                       "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def first_failing(fails: Callable[[int], Tuple[bool, str, str]], lo: int, hi: int, status: str,
+                  detail: str) -> Tuple[int, str, str]:
+    """Binary search for the first cut that fails, given that cut `lo` passes and cut `hi`
+    fails with (status, detail): the cut and the failure it shows, in log2(hi - lo) runs."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        bad, st, de = fails(mid)
+        if bad:
+            hi, status, detail = mid, st, de
+        else:
+            lo = mid
+    return hi, status, detail
 
 
 def torch_leaves(names: Sequence[str]) -> List[str]:
@@ -326,13 +334,7 @@ def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
                 "why": "it still fails with every leaf module in float32: the failure is in "
                        "operations outside the modules (a parent's own forward) or in the "
                        "low-precision values passed between them"}
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        b, st, de = fails(mid)
-        if b:
-            hi, status, detail = mid, st, de
-        else:
-            lo = mid
+    hi, status, detail = first_failing(fails, lo, hi, status, detail)
     ops = dict(job.get("ops") or {})
     return {"found": {"node": leaves[hi], "op_type": ops.get(leaves[hi], ""), "status": status,
                       "detail": detail, "index": hi}, "runs": runs}
@@ -418,6 +420,23 @@ def bisect_finding(found: Dict[str, Any]) -> ProbeFinding:
     return ProbeFinding(node=found["node"], op_type=found["op_type"], tensor="",
                         origin="introduced", detail=f"{found['status']}: {found['detail']}",
                         index=found.get("index"))
+
+
+def bisect_result(out: Dict[str, Any], why: str, sample: int, **kw: Any) -> ProbeResult:
+    """A bisection job's answer as a probe result: the node found is the origin and the first
+    finding of its kind; no node found (or the job failed) is a result without an origin."""
+    if out.get("error"):
+        return ProbeResult(None, why, sample, error=f"bisection failed: {out['error']}")
+    runs = len(out.get("runs", []))
+    if out.get("found") is None:
+        return ProbeResult(BISECT, why, sample, runs=runs, error=out.get("why"))
+    f = bisect_finding(out["found"])
+    res = ProbeResult(BISECT, why, sample, runs=runs, **kw)
+    setattr(res, status_key(out["found"]["status"]), f)
+    if res.first_divergence is None:
+        res.first_divergence = f
+    res.origin = f
+    return res
 
 
 def status_key(status: str) -> str:
