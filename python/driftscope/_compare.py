@@ -6,6 +6,7 @@ fields are those of its JSON rendering (docs/report-schema.json).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -247,7 +248,7 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     if engine != "local":
         raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
                                    "invalid_argument")
-    s = settings(**kwargs)
+    s = settings(kwargs)
     if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
            for x in (reference, candidate)):
         # A dump set on either side (docs/dumpsets.md): the library gathers the shards.
@@ -255,45 +256,30 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))
 
 
-def settings(*, atol: Optional[float] = None, rtol: Optional[float] = None,
-             min_cosine: Optional[float] = None, min_sqnr: Optional[float] = None,
-             max_ulp: Optional[int] = None, max_rel_l2: Optional[float] = None,
-             max_mismatch_fraction: Optional[float] = None,
-             min_argmax_agreement: Optional[float] = None,
-             min_topk_overlap: Optional[float] = None,
-             policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]] = None,
-             map_a: Sequence[str] = (), map_b: Sequence[str] = (),
-             names: Optional[Mapping[str, str]] = None,
-             mapping: Optional[Union[str, "os.PathLike[str]"]] = None, pairs: str = "name",
-             filter: str = "", reshape: bool = False, nan_equal: bool = False,
-             stop_at_first: bool = False, allow_unpaired: bool = False,
-             allow_incomparable: bool = False, threads: int = 0,
-             classes: Sequence[str] = (), top_k: int = 5,
-             reference64: Optional[Union[str, "os.PathLike[str]"]] = None,
-             r64_k: Union[Sequence[str], Mapping[str, float]] = (),
-             r64_floor: Optional[float] = None,
-             amplification_threshold: float = 10.0, max_amplifiers: int = 5,
-             details: bool = False) -> Any:
-    """The engine's CompareSettings from compare()'s keyword arguments (unchecked: the engine's
-    one validator checks them when it runs)."""
+def settings(given: Mapping[str, Any]) -> Any:
+    """The engine's CompareSettings from a mapping of compare()'s keyword arguments; those not
+    given take compare()'s defaults (unchecked: the engine's one validator checks them when it
+    runs)."""
+    o = {n: p.default for n, p in inspect.signature(compare).parameters.items()
+         if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    o.update(given)
     s = _core.CompareSettings()
-    s.atol, s.rtol, s.min_cosine, s.min_sqnr = atol, rtol, min_cosine, min_sqnr
-    s.max_ulp, s.max_rel_l2, s.max_mismatch_fraction = max_ulp, max_rel_l2, max_mismatch_fraction
-    s.min_argmax, s.min_topk = min_argmax_agreement, min_topk_overlap
-    s.policy_text, s.policy = _policy(policy)
-    s.map_a, s.map_b = list(map_a), list(map_b)
-    s.exact = [(str(a), str(b)) for a, b in (names or {}).items()]
-    s.map_file = os.fspath(mapping) if mapping is not None else ""
-    s.pairs, s.filter = pairs, filter or ""
-    s.reshape, s.nan_equal, s.stop_at_first = bool(reshape), bool(nan_equal), bool(stop_at_first)
-    s.allow_unpaired, s.allow_incomparable = bool(allow_unpaired), bool(allow_incomparable)
-    s.threads, s.classes, s.top_k = threads, list(classes), top_k
-    s.reference64 = os.fspath(reference64) if reference64 is not None else ""
-    s.r64_k = ([f"{k}={v!r}" for k, v in r64_k.items()] if isinstance(r64_k, Mapping)
-               else list(r64_k))
-    s.r64_floor = r64_floor
-    s.amplification_threshold, s.max_amplifiers = amplification_threshold, max_amplifiers
-    s.details = bool(details)
+    for attr in ("atol", "rtol", "min_cosine", "min_sqnr", "max_ulp", "max_rel_l2",
+                 "max_mismatch_fraction", "pairs", "threads", "top_k", "r64_floor",
+                 "amplification_threshold", "max_amplifiers"):
+        setattr(s, attr, o[attr])
+    for attr in ("reshape", "nan_equal", "stop_at_first", "allow_unpaired", "allow_incomparable",
+                 "details"):
+        setattr(s, attr, bool(o[attr]))
+    s.min_argmax, s.min_topk = o["min_argmax_agreement"], o["min_topk_overlap"]
+    s.policy_text, s.policy = _policy(o["policy"])
+    s.map_a, s.map_b, s.classes = list(o["map_a"]), list(o["map_b"]), list(o["classes"])
+    s.exact = [(str(a), str(b)) for a, b in (o["names"] or {}).items()]
+    s.map_file = os.fspath(o["mapping"]) if o["mapping"] is not None else ""
+    s.filter = o["filter"] or ""
+    s.reference64 = os.fspath(o["reference64"]) if o["reference64"] is not None else ""
+    k = o["r64_k"]
+    s.r64_k = [f"{n}={v!r}" for n, v in k.items()] if isinstance(k, Mapping) else list(k)
     return s
 
 

@@ -48,7 +48,7 @@ def _measure_part(reference: str, candidate: str, kwargs: Dict[str, Any], pairs:
 
     if delay_s:
         time.sleep(delay_s)  # tests: keeps a task running while its worker is killed
-    s = settings(**kwargs)
+    s = settings(kwargs)
     ref, cand = _open(reference), _open(candidate)
     try:
         return _core.compare_measure(ref._live(), cand._live(), s, pairs)
@@ -129,7 +129,7 @@ def _sets_on_ray(reference: str, candidate: str, kwargs: Mapping[str, Any],
     compare, so the report is the local one. The scratch directory is removed afterwards."""
     from ._compare import settings
 
-    s = settings(**kwargs)
+    s = settings(kwargs)
     directory = _scratch_directory(reference, candidate, scratch)
     try:
         prepared = _core.prepare_sets(reference, candidate, s, directory)
@@ -167,7 +167,7 @@ def _pairs_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
     """The report (_core.Report) of two single dumps, their pairs measured as Ray tasks."""
     from ._compare import settings
 
-    s = settings(**kwargs)  # checked (resolve) by compare_work below, before any task runs
+    s = settings(kwargs)  # checked (resolve) by compare_work below, before any task runs
     ref_path, cand_path = _path(reference), _path(candidate)
     ref = reference if isinstance(reference, Dump) else _open(ref_path)
     cand = candidate if isinstance(candidate, Dump) else _open(cand_path)
