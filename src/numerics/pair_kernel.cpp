@@ -63,17 +63,20 @@ struct State {
   int64_t first = -1;
   bool nan_equal = false;
 
-  // One vector: elements [i, i + kN) of the chunk.
-  template <bool kTail>
-  HWY_INLINE void step(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t i,
-                       Sums& s, M valid) {
+  // One vector: elements [i, i + kN) of the chunk, loaded by `src`.
+  template <bool kTail, class Src>
+  HWY_INLINE void step(Src& src, size_t i, Sums& s, M valid) {
     const D d;
-    const V r = hn::Load(d, ref + i);
-    const V c = hn::Load(d, cand + i);
+    V r, c;
+    src.template load<kTail>(i, r, c);
     M fin = hn::And(hn::IsFinite(r), hn::IsFinite(c));
     if constexpr (kTail) fin = hn::And(fin, valid);
     // All finite is the common case: it needs no masking at all.
-    if (!kTail && hn::AllTrue(d, fin)) return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+    if (!kTail && hn::AllTrue(d, fin)) {
+      src.ulp(true);
+      return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+    }
+    src.ulp(false);
     const M nonfin = hn::AndNot(fin, valid);
     const M nr = hn::And(hn::IsNaN(r), valid), nc = hn::And(hn::IsNaN(c), valid);
     const M ir = hn::And(hn::IsInf(r), valid), ic = hn::And(hn::IsInf(c), valid);
@@ -150,8 +153,73 @@ HWY_INLINE double reduce_with(V v, F f) {
   return r;
 }
 
-void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
-                 const Params& p, ChunkPartial* out) {
+// Decoded float64 values, padded with zeros to a whole group of kLanes (pair_kernel.hpp).
+struct F64Source {
+  const double* HWY_RESTRICT ref;
+  const double* HWY_RESTRICT cand;
+  template <bool kTail>
+  HWY_INLINE void load(size_t i, V& r, V& c) const {
+    r = hn::Load(D(), ref + i);
+    c = hn::Load(D(), cand + i);
+  }
+  HWY_INLINE void ulp(bool) const {}
+};
+
+// float32 payload values, widened in registers (exact), with the ULP distance of the same loaded
+// bits. The last partial group is read from zero-padded copies: nothing past n is touched, and a
+// padded lane (0 against 0) has distance 0.
+using DF = hn::Rebind<float, D>;
+using DI = hn::Rebind<int32_t, D>;
+using DU = hn::Rebind<uint32_t, D>;
+struct F32Source {
+  const float* HWY_RESTRICT ref;
+  const float* HWY_RESTRICT cand;
+  const float* ref_tail;
+  const float* cand_tail;
+  size_t tail_start;
+  hn::Vec<DI> xr, xc;  // bits of the last load
+  hn::Vec<DU> best;    // running max ULP distance per lane
+
+  template <bool kTail>
+  HWY_INLINE void load(size_t i, V& r, V& c) {
+    const DF df;
+    const float* pr = ref + i;
+    const float* pc = cand + i;
+    if constexpr (kTail) {
+      pr = ref_tail + (i - tail_start);
+      pc = cand_tail + (i - tail_start);
+    }
+    const auto fr = hn::LoadU(df, pr);
+    const auto fc = hn::LoadU(df, pc);
+    r = hn::PromoteTo(D(), fr);
+    c = hn::PromoteTo(D(), fc);
+    xr = hn::BitCast(DI(), fr);
+    xc = hn::BitCast(DI(), fc);
+  }
+  // docs/metrics.md §5: ord(b) = sign ? -magnitude : magnitude, which for a negative int32 b is
+  // INT32_MIN - b (wrapping). |ord(a) - ord(b)| < 2^32 is max - min in wrapping uint32 arithmetic.
+  // Pairs with an Inf/NaN side (exponent field all ones) count as distance 0.
+  HWY_INLINE void ulp(bool all_finite) {
+    const DI di;
+    const DU du;
+    // (Highway 1.0.3's IfNegativeThenElse is wrong on SSSE3: the mask comes from a comparison.)
+    const auto kmin = hn::Set(di, std::numeric_limits<int32_t>::min());
+    const auto zero = hn::Zero(di);
+    const auto orr = hn::IfThenElse(hn::Lt(xr, zero), hn::Sub(kmin, xr), xr);
+    const auto orc = hn::IfThenElse(hn::Lt(xc, zero), hn::Sub(kmin, xc), xc);
+    auto dist = hn::BitCast(du, hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc)));
+    if (!all_finite) {
+      const auto exp = hn::Set(di, 0x7F800000);
+      const auto nonfin = hn::Or(hn::Eq(hn::And(xr, exp), exp), hn::Eq(hn::And(xc, exp), exp));
+      dist = hn::IfThenZeroElse(hn::RebindMask(du, nonfin), dist);
+    }
+    best = hn::Max(best, dist);
+  }
+};
+
+// The chunk loop shared by every source of values (Src: F64Source, F32Source).
+template <class Src>
+HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out) {
   const D d;
   State s;
   s.zero = hn::Zero(d);
@@ -178,10 +246,10 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   const size_t full = n / kLanes;
   for (size_t j = 0; j < kG; ++j) {
     Sums sums{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
-    for (size_t g = 0; g < full; ++g) s.step<false>(ref, cand, g * kLanes + j * kN, sums, all);
+    for (size_t g = 0; g < full; ++g) s.step<false>(src, g * kLanes + j * kN, sums, all);
     if (full * kLanes < n) {
       const size_t i = full * kLanes + j * kN;
-      s.step<true>(ref, cand, i, sums, hn::FirstN(d, i < n ? n - i : 0));
+      s.step<true>(src, i, sums, hn::FirstN(d, i < n ? n - i : 0));
     }
     hn::Store(sums.abs, d, out->lanes[kSumAbs] + j * kN);
     hn::Store(sums.sqd, d, out->lanes[kSumSqDiff] + j * kN);
@@ -211,6 +279,31 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   out->inf_same = s.inf_same;
   out->mismatch = s.mismatch;
   out->first_mismatch = s.first;
+}
+
+
+void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
+                 const Params& p, ChunkPartial* out) {
+  F64Source src{ref, cand};
+  RunChunk(src, n, p, out);
+  out->max_ulp = 0;
+}
+
+void ChunkF32Kernel(const float* HWY_RESTRICT ref, const float* HWY_RESTRICT cand, size_t n,
+                    const Params& p, ChunkPartial* out) {
+  const size_t tail_start = n / kLanes * kLanes;
+  HWY_ALIGN float ref_tail[kLanes] = {};
+  HWY_ALIGN float cand_tail[kLanes] = {};
+  std::memcpy(ref_tail, ref + tail_start, (n - tail_start) * sizeof(float));
+  std::memcpy(cand_tail, cand + tail_start, (n - tail_start) * sizeof(float));
+  F32Source src{ref, cand, ref_tail, cand_tail, tail_start, hn::Zero(DI()), hn::Zero(DI()),
+                hn::Zero(DU())};
+  RunChunk(src, n, p, out);
+  HWY_ALIGN uint32_t best[hn::MaxLanes(DU())];
+  hn::Store(src.best, DU(), best);
+  uint32_t m = 0;
+  for (uint32_t b : best) m = m < b ? b : m;
+  out->max_ulp = m;
 }
 
 // ULP distance on raw bits of one float width (docs/metrics.md §5): ord(b) = sign ? -mag : mag,
@@ -280,8 +373,11 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 namespace driftscope::numerics::kernel {
 
@@ -358,6 +454,31 @@ void chunk_scalar(const double* ref, const double* cand, size_t n, const Params&
   out->zero_cand = zero_cand;
   out->mismatch = mismatch;
   out->first_mismatch = first;
+  out->max_ulp = 0;
+}
+
+void chunk_f32_scalar(const float* ref, const float* cand, size_t n, const Params& p,
+                      ChunkPartial* out) {
+  std::vector<double> r(n), c(n);
+  uint64_t best = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float x, y;
+    std::memcpy(&x, ref + i, sizeof x);
+    std::memcpy(&y, cand + i, sizeof y);
+    r[i] = x;
+    c[i] = y;
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    const auto ord = [](float f) {
+      uint32_t b;
+      std::memcpy(&b, &f, sizeof b);
+      const auto mag = static_cast<int64_t>(b & 0x7FFFFFFFu);
+      return (b >> 31) != 0 ? -mag : mag;
+    };
+    const int64_t ox = ord(x), oy = ord(y);
+    best = std::max<uint64_t>(best, static_cast<uint64_t>(ox > oy ? ox - oy : oy - ox));
+  }
+  chunk_scalar(r.data(), c.data(), n, p, out);
+  out->max_ulp = best;
 }
 
 HWY_EXPORT(MaxUlp8);
@@ -390,54 +511,69 @@ namespace {
 struct Entry {
   int64_t target;  // Highway target bit; 0 for the scalar reference
   ChunkFn fn;
+  ChunkF32Fn f32;
 };
 
 // Best first. Only targets this translation unit compiled appear.
 constexpr Entry kEntries[] = {
 #if HWY_TARGETS & HWY_AVX3_DL
-    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel},
+    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel, &N_AVX3_DL::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_AVX3
-    {HWY_AVX3, &N_AVX3::ChunkKernel},
+    {HWY_AVX3, &N_AVX3::ChunkKernel, &N_AVX3::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    {HWY_AVX2, &N_AVX2::ChunkKernel},
+    {HWY_AVX2, &N_AVX2::ChunkKernel, &N_AVX2::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_SSE4
-    {HWY_SSE4, &N_SSE4::ChunkKernel},
+    {HWY_SSE4, &N_SSE4::ChunkKernel, &N_SSE4::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_SSSE3
-    {HWY_SSSE3, &N_SSSE3::ChunkKernel},
+    {HWY_SSSE3, &N_SSSE3::ChunkKernel, &N_SSSE3::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_NEON
-    {HWY_NEON, &N_NEON::ChunkKernel},
+    {HWY_NEON, &N_NEON::ChunkKernel, &N_NEON::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_PPC8
-    {HWY_PPC8, &N_PPC8::ChunkKernel},
+    {HWY_PPC8, &N_PPC8::ChunkKernel, &N_PPC8::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_WASM
-    {HWY_WASM, &N_WASM::ChunkKernel},
+    {HWY_WASM, &N_WASM::ChunkKernel, &N_WASM::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    {HWY_EMU128, &N_EMU128::ChunkKernel},
+    {HWY_EMU128, &N_EMU128::ChunkKernel, &N_EMU128::ChunkF32Kernel},
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    {HWY_SCALAR, &N_SCALAR::ChunkKernel},
+    {HWY_SCALAR, &N_SCALAR::ChunkKernel, &N_SCALAR::ChunkF32Kernel},
 #endif
-    {0, &chunk_scalar},
+    {0, &chunk_scalar, &chunk_f32_scalar},
 };
 
 std::string entry_name(const Entry& e) { return e.target == 0 ? "scalar" : hwy::TargetName(e.target); }
 
 bool supported(const Entry& e) { return e.target == 0 || (hwy::SupportedTargets() & e.target) != 0; }
 
-std::atomic<ChunkFn> g_forced{nullptr};
+// The forced entry (index into kEntries + 1), 0 for automatic choice.
+std::atomic<size_t> g_forced{0};
 
-ChunkFn best() {
+const Entry& best() {
   for (const Entry& e : kEntries) {
-    if (supported(e)) return e.fn;
+    if (supported(e)) return e;
   }
-  return &chunk_scalar;
+  return kEntries[std::size(kEntries) - 1];
+}
+
+const Entry& current() {
+  if (const size_t f = g_forced.load(std::memory_order_acquire)) return kEntries[f - 1];
+  static const Entry& kBest = best();  // the CPU does not change: choose once
+  return kBest;
+}
+
+const Entry* find(const std::string& name) {
+  for (const Entry& e : kEntries) {
+    if (supported(e) && entry_name(e) == name) return &e;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -451,26 +587,27 @@ std::vector<std::string> targets() {
 }
 
 ChunkFn by_name(const std::string& name) {
-  for (const Entry& e : kEntries) {
-    if (supported(e) && entry_name(e) == name) return e.fn;
-  }
-  return nullptr;
+  const Entry* e = find(name);
+  return e ? e->fn : nullptr;
 }
 
-ChunkFn selected() {
-  if (ChunkFn f = g_forced.load(std::memory_order_acquire)) return f;
-  static const ChunkFn kBest = best();  // the CPU does not change: choose once
-  return kBest;
+ChunkF32Fn by_name_f32(const std::string& name) {
+  const Entry* e = find(name);
+  return e ? e->f32 : nullptr;
 }
+
+ChunkFn selected() { return current().fn; }
+
+ChunkF32Fn selected_f32() { return current().f32; }
 
 bool force(const std::string& name) {
   if (name.empty()) {
-    g_forced.store(nullptr, std::memory_order_release);
+    g_forced.store(0, std::memory_order_release);
     return true;
   }
-  ChunkFn f = by_name(name);
-  if (f == nullptr) return false;
-  g_forced.store(f, std::memory_order_release);
+  const Entry* e = find(name);
+  if (e == nullptr) return false;
+  g_forced.store(static_cast<size_t>(e - kEntries) + 1, std::memory_order_release);
   return true;
 }
 
