@@ -62,6 +62,7 @@ struct State {
   uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0, mismatch = 0;
   int64_t first = -1;
   bool nan_equal = false;
+  bool tiny_possible = true;
 
   // One vector: elements [i, i + kN) of the chunk, loaded by `src`.
   template <bool kTail, class Src>
@@ -93,6 +94,16 @@ struct State {
     accumulate<true>(r, c, fin, hn::AndNot(equal, nonfin), i, s);
   }
 
+  // One vector of a stretch presumed all finite (RunChunk checks that afterwards).
+  template <class Src>
+  HWY_INLINE void step_finite(Src& src, size_t i, Sums& s) {
+    const D d;
+    V r, c;
+    src.template load<false>(i, r, c);
+    src.ulp(true);
+    accumulate<false>(r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
+  }
+
   // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
   // leaves a sum's bits unchanged) and nothing to minima, maxima and counts.
   template <bool kMasked>
@@ -118,10 +129,14 @@ struct State {
     // two roundings, unless q*den is near the subnormal range, where we always divide. The
     // maximum is exact either way, so every target still returns the scalar reference's bits.
     const V bound = hn::Mul(max_rel_slack, den);  // max_rel_slack = max_rel * (1 - 2^-40)
-    const M maybe = hn::Or(hn::Gt(ad, bound), hn::And(hn::Lt(bound, tiny), hn::Gt(ad, zero)));
+    M maybe = hn::Gt(ad, bound);
+    // den >= eps and rounding is monotonic, so bound >= max_rel_slack*eps (rounded): once that
+    // is >= tiny in every lane, the near-subnormal clause cannot fire and is skipped.
+    if (tiny_possible) maybe = hn::Or(maybe, hn::And(hn::Lt(bound, tiny), hn::Gt(ad, zero)));
     if (!hn::AllFalse(d, maybe)) {
       max_rel = hn::Max(max_rel, hn::Div(ad, den));
       max_rel_slack = hn::Mul(max_rel, slack);
+      tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(max_rel_slack, eps), tiny));
     }
     min_ref = hn::Min(min_ref, kMasked ? hn::IfThenElse(fin, r, pinf) : r);
     max_ref = hn::Max(max_ref, kMasked ? hn::IfThenElse(fin, r, ninf) : r);
@@ -245,8 +260,23 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
   const M all = hn::FirstN(d, kN);
   const size_t full = n / kLanes;
   for (size_t j = 0; j < kG; ++j) {
-    Sums sums{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
-    for (size_t g = 0; g < full; ++g) s.step<false>(src, g * kLanes + j * kN, sums, all);
+    const Sums zeros{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
+    Sums sums = zeros;
+    // Optimistically, the whole sweep without finiteness tests: a NaN or Inf among the values
+    // makes the running sum of its side non-finite (they absorb every addition), so finite sums
+    // of both sides prove every pair was finite and the unmasked steps were the right ones.
+    // Otherwise (or on a spurious overflow of a sum of huge finite values) the sweep is redone
+    // from the saved state with a test per vector. Either way the same operations reach the
+    // result, so the bits do not depend on which route was taken.
+    const State saved = s;
+    const Src saved_src = src;
+    for (size_t g = 0; g < full; ++g) s.step_finite(src, g * kLanes + j * kN, sums);
+    if (!hn::AllTrue(d, hn::And(hn::IsFinite(sums.r), hn::IsFinite(sums.c)))) {
+      s = saved;
+      src = saved_src;
+      sums = zeros;
+      for (size_t g = 0; g < full; ++g) s.step<false>(src, g * kLanes + j * kN, sums, all);
+    }
     if (full * kLanes < n) {
       const size_t i = full * kLanes + j * kN;
       s.step<true>(src, i, sums, hn::FirstN(d, i < n ? n - i : 0));
