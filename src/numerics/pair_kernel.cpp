@@ -23,6 +23,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "numerics/pair_kernel.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <cstddef>
@@ -183,6 +184,9 @@ struct F64Source {
 // float32 payload values, widened in registers (exact), with the ULP distance of the same loaded
 // bits. The last partial group is read from zero-padded copies: nothing past n is touched, and a
 // padded lane (0 against 0) has distance 0.
+// How far ahead F32Source asks for payload bytes. Measured with bench/bench_compare_throughput
+// (2 threads, AVX-512): 1, 4 and 16 KiB all cut the CPU time of a compare by ~25%; 4 KiB was best.
+inline constexpr uintptr_t kPrefetchBytes = 4096;
 using DF = hn::Rebind<float, D>;
 using DI = hn::Rebind<int32_t, D>;
 using DU = hn::Rebind<uint32_t, D>;
@@ -203,6 +207,12 @@ struct F32Source {
     if constexpr (kTail) {
       pr = ref_tail + (i - tail_start);
       pc = cand_tail + (i - tail_start);
+    }
+    if constexpr (!kTail) {
+      // The payload streams from memory once: ask for it a few pages ahead, where the hardware
+      // prefetchers (which stop at page boundaries) do not reach. Never faults; address only.
+      hwy::Prefetch(reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
+      hwy::Prefetch(reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
     }
     const auto fr = hn::LoadU(df, pr);
     const auto fc = hn::LoadU(df, pc);

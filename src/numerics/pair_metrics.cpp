@@ -422,10 +422,10 @@ void run_task_f32(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
   ChunkPartial cp;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
-    crc_chunk(job, s, len, crc);
     const F32Chunk ch{job.ref_bytes + 4 * s, job.cand_bytes + 4 * s};
     job.f32(reinterpret_cast<const float*>(ch.r), reinterpret_cast<const float*>(ch.c), len,
             job.params, &cp);
+    crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
   }
