@@ -402,8 +402,9 @@ void absorb_chunk(const Chunk& ch, uint64_t s, size_t len, const ChunkPartial& c
   }
 }
 
-// The payload CRCs of elements [s, s + len) are continued chunk by chunk, just before the kernel
-// reads the same bytes (from L1 then). The chunks' byte shares partition the task's share.
+// The payload CRCs of elements [s, s + len) are continued chunk by chunk, right after the chunk
+// was decoded or measured, so the bytes come from L1. The chunks' byte shares partition the
+// task's share.
 void crc_chunk(const Job& job, uint64_t s, size_t len, std::pair<uint32_t, uint32_t>* crc) {
   if (crc == nullptr) return;
   if (job.options->crc_ref) {
@@ -450,7 +451,6 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
   std::vector<uint64_t> set_r, set_c;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
-    crc_chunk(job, s, len, crc);
     double* r = rbuf.get();
     double* c = cbuf.get();
     if (auto res = decode_range(*job.ref, s, len, r); !res) {
@@ -461,6 +461,7 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
       acc.error = std::move(res).error();
       return;
     }
+    crc_chunk(job, s, len, crc);
     // The kernel reads whole groups of kLanes; the tail it masks must still be valid memory.
     const size_t padded = (len + kLanes - 1) / kLanes * kLanes;
     std::fill(r + len, r + padded, 0.0);
