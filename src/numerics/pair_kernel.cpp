@@ -26,11 +26,15 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "numerics/half_bits-inl.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
+#include "common/bytes.hpp"
+#include "driftscope/decode.hpp"
 #include "numerics/pair_kernel.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -181,48 +185,77 @@ struct F64Source {
   HWY_INLINE void ulp(bool) const {}
 };
 
-// float32 payload values, widened in registers (exact), with the ULP distance of the same loaded
-// bits. The last partial group is read from zero-padded copies: nothing past n is touched, and a
-// padded lane (0 against 0) has distance 0.
-// How far ahead F32Source asks for payload bytes. Measured with bench/bench_compare_throughput
+// How far ahead RawSource asks for payload bytes. Measured with bench/bench_compare_throughput
 // (2 threads, AVX-512): 1, 4 and 16 KiB all cut the CPU time of a compare by ~25%; 4 KiB was best.
 inline constexpr uintptr_t kPrefetchBytes = 4096;
 using DF = hn::Rebind<float, D>;
 using DI = hn::Rebind<int32_t, D>;
 using DU = hn::Rebind<uint32_t, D>;
-struct F32Source {
-  const float* HWY_RESTRICT ref;
-  const float* HWY_RESTRICT cand;
-  const float* ref_tail;
-  const float* cand_tail;
+
+// The float formats read in place. Storage type T; `high` holds each value's bits moved to the
+// top of a 32-bit lane (sign at bit 31) and `Widen` turns those into the exact float64 value.
+struct F32Format {
+  using T = uint32_t;
+  static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
+  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+};
+struct BF16Format {  // bfloat16 is the upper half of a binary32
+  using T = uint16_t;
+  static constexpr uint32_t kExpHigh = 0x7F80u << 16;
+  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+};
+struct F16Format {
+  using T = uint16_t;
+  static constexpr uint32_t kExpHigh = 0x7C00u << 16;
+  static HWY_INLINE V Widen(hn::Vec<DU> high) {
+    return hn::PromoteTo(D(), numerics::HWY_NAMESPACE::HalfBitsToFloat(DU(), hn::ShiftRight<16>(high)));
+  }
+};
+
+// Payload values of one float format, widened in registers (exact), with the ULP distance of the
+// same loaded bits. The last partial group is read from zero-padded copies: nothing past n is
+// touched, and a padded lane (0 against 0) has distance 0.
+template <class Fmt>
+struct RawSource {
+  using T = typename Fmt::T;
+  static constexpr int kShift = 32 - 8 * static_cast<int>(sizeof(T));
+  const T* HWY_RESTRICT ref;
+  const T* HWY_RESTRICT cand;
+  const T* ref_tail;
+  const T* cand_tail;
   size_t tail_start;
-  hn::Vec<DI> xr, xc;  // bits of the last load
-  hn::Vec<DU> best;    // running max ULP distance per lane
+  hn::Vec<DI> xr, xc;  // `high` bits of the last load, as signed lanes
+  hn::Vec<DU> best;    // running max of (ULP distance << kShift) per lane
 
   template <bool kTail>
   HWY_INLINE void load(size_t i, V& r, V& c) {
-    const DF df;
-    const float* pr = ref + i;
-    const float* pc = cand + i;
+    const T* pr = ref + i;
+    const T* pc = cand + i;
     if constexpr (kTail) {
       pr = ref_tail + (i - tail_start);
       pc = cand_tail + (i - tail_start);
-    }
-    if constexpr (!kTail) {
+    } else {
       // The payload streams from memory once: ask for it a few pages ahead, where the hardware
       // prefetchers (which stop at page boundaries) do not reach. Never faults; address only.
-      hwy::Prefetch(reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
-      hwy::Prefetch(reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
+      hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
+      hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
     }
-    const auto fr = hn::LoadU(df, pr);
-    const auto fc = hn::LoadU(df, pc);
-    r = hn::PromoteTo(D(), fr);
-    c = hn::PromoteTo(D(), fc);
-    xr = hn::BitCast(DI(), fr);
-    xc = hn::BitCast(DI(), fc);
+    const auto hr = High(pr), hc = High(pc);
+    r = Fmt::Widen(hr);
+    c = Fmt::Widen(hc);
+    xr = hn::BitCast(DI(), hr);
+    xc = hn::BitCast(DI(), hc);
   }
-  // docs/metrics.md §5: ord(b) = sign ? -magnitude : magnitude, which for a negative int32 b is
-  // INT32_MIN - b (wrapping). |ord(a) - ord(b)| < 2^32 is max - min in wrapping uint32 arithmetic.
+  static HWY_INLINE hn::Vec<DU> High(const T* p) {
+    if constexpr (sizeof(T) == 4) {
+      return hn::LoadU(DU(), p);
+    } else {
+      return hn::ShiftLeft<kShift>(hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<T, D>(), p)));
+    }
+  }
+  // docs/metrics.md §5 on the `high` bits: ord(b) = sign ? -magnitude : magnitude, which for a
+  // negative int32 b is INT32_MIN - b (wrapping). |ord(a) - ord(b)| < 2^32 is max - min in
+  // wrapping uint32 arithmetic; for 16-bit formats it is the distance << 16, still below 2^32.
   // Pairs with an Inf/NaN side (exponent field all ones) count as distance 0.
   HWY_INLINE void ulp(bool all_finite) {
     const DI di;
@@ -234,7 +267,7 @@ struct F32Source {
     const auto orc = hn::IfThenElse(hn::Lt(xc, zero), hn::Sub(kmin, xc), xc);
     auto dist = hn::BitCast(du, hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc)));
     if (!all_finite) {
-      const auto exp = hn::Set(di, 0x7F800000);
+      const auto exp = hn::Set(di, static_cast<int32_t>(Fmt::kExpHigh));
       const auto nonfin = hn::Or(hn::Eq(hn::And(xr, exp), exp), hn::Eq(hn::And(xc, exp), exp));
       dist = hn::IfThenZeroElse(hn::RebindMask(du, nonfin), dist);
     }
@@ -329,21 +362,38 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   out->max_ulp = 0;
 }
 
-void ChunkF32Kernel(const float* HWY_RESTRICT ref, const float* HWY_RESTRICT cand, size_t n,
-                    const Params& p, ChunkPartial* out) {
+template <class Fmt>
+HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_bytes, size_t n,
+                          const Params& p, ChunkPartial* out) {
+  using T = typename Fmt::T;
+  const auto* ref = reinterpret_cast<const T*>(ref_bytes);
+  const auto* cand = reinterpret_cast<const T*>(cand_bytes);
   const size_t tail_start = n / kLanes * kLanes;
-  HWY_ALIGN float ref_tail[kLanes] = {};
-  HWY_ALIGN float cand_tail[kLanes] = {};
-  std::memcpy(ref_tail, ref + tail_start, (n - tail_start) * sizeof(float));
-  std::memcpy(cand_tail, cand + tail_start, (n - tail_start) * sizeof(float));
-  F32Source src{ref, cand, ref_tail, cand_tail, tail_start, hn::Zero(DI()), hn::Zero(DI()),
-                hn::Zero(DU())};
+  HWY_ALIGN T ref_tail[kLanes] = {};
+  HWY_ALIGN T cand_tail[kLanes] = {};
+  std::memcpy(ref_tail, ref_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  std::memcpy(cand_tail, cand_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  RawSource<Fmt> src{ref, cand, ref_tail, cand_tail, tail_start, hn::Zero(DI()), hn::Zero(DI()),
+                     hn::Zero(DU())};
   RunChunk(src, n, p, out);
   HWY_ALIGN uint32_t best[hn::MaxLanes(DU())];
   hn::Store(src.best, DU(), best);
   uint32_t m = 0;
   for (uint32_t b : best) m = m < b ? b : m;
-  out->max_ulp = m;
+  out->max_ulp = m >> RawSource<Fmt>::kShift;
+}
+
+void ChunkF32Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                    ChunkPartial* out) {
+  RawKernel<F32Format>(ref, cand, n, p, out);
+}
+void ChunkF16Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                    ChunkPartial* out) {
+  RawKernel<F16Format>(ref, cand, n, p, out);
+}
+void ChunkBF16Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                     ChunkPartial* out) {
+  RawKernel<BF16Format>(ref, cand, n, p, out);
 }
 
 // ULP distance on raw bits of one float width (docs/metrics.md §5): ord(b) = sign ? -mag : mag,
@@ -415,6 +465,7 @@ HWY_AFTER_NAMESPACE();
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <iterator>
 #include <vector>
@@ -497,23 +548,32 @@ void chunk_scalar(const double* ref, const double* cand, size_t n, const Params&
   out->max_ulp = 0;
 }
 
-void chunk_f32_scalar(const float* ref, const float* cand, size_t n, const Params& p,
-                      ChunkPartial* out) {
+void chunk_raw_scalar(RawFormat f, const std::byte* ref, const std::byte* cand, size_t n,
+                      const Params& p, ChunkPartial* out) {
+  const size_t size = f == RawFormat::f32 ? 4 : 2;
+  const uint32_t sign = f == RawFormat::f32 ? 0x80000000u : 0x8000u;
+  const auto bits_at = [&](const std::byte* b, size_t i) {
+    if (size == 4) return detail::load_le<uint32_t>(b + 4 * i);
+    return static_cast<uint32_t>(detail::load_le<uint16_t>(b + 2 * i));
+  };
+  const auto value = [&](uint32_t b) {
+    switch (f) {
+      case RawFormat::f32: return static_cast<double>(std::bit_cast<float>(b));
+      case RawFormat::f16: return f16_to_double(static_cast<uint16_t>(b));
+      default: return bf16_to_double(static_cast<uint16_t>(b));
+    }
+  };
+  const auto ord = [&](uint32_t b) {
+    const auto mag = static_cast<int64_t>(b & (sign - 1));
+    return (b & sign) ? -mag : mag;
+  };
   std::vector<double> r(n), c(n);
   uint64_t best = 0;
   for (size_t i = 0; i < n; ++i) {
-    float x, y;
-    std::memcpy(&x, ref + i, sizeof x);
-    std::memcpy(&y, cand + i, sizeof y);
-    r[i] = x;
-    c[i] = y;
-    if (!std::isfinite(x) || !std::isfinite(y)) continue;
-    const auto ord = [](float f) {
-      uint32_t b;
-      std::memcpy(&b, &f, sizeof b);
-      const auto mag = static_cast<int64_t>(b & 0x7FFFFFFFu);
-      return (b >> 31) != 0 ? -mag : mag;
-    };
+    const uint32_t x = bits_at(ref, i), y = bits_at(cand, i);
+    r[i] = value(x);
+    c[i] = value(y);
+    if (!std::isfinite(r[i]) || !std::isfinite(c[i])) continue;
     const int64_t ox = ord(x), oy = ord(y);
     best = std::max<uint64_t>(best, static_cast<uint64_t>(ox > oy ? ox - oy : oy - ox));
   }
@@ -548,45 +608,51 @@ double reduce_lanes(const double* lanes) noexcept {
 
 namespace {
 
+template <RawFormat F>
+void raw_scalar(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                ChunkPartial* out) {
+  chunk_raw_scalar(F, ref, cand, n, p, out);
+}
+
 struct Entry {
   int64_t target;  // Highway target bit; 0 for the scalar reference
   ChunkFn fn;
-  ChunkF32Fn f32;
+  ChunkRawFn raw[3];  // by RawFormat
 };
 
 // Best first. Only targets this translation unit compiled appear.
 constexpr Entry kEntries[] = {
 #if HWY_TARGETS & HWY_AVX3_DL
-    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel, &N_AVX3_DL::ChunkF32Kernel},
+    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel, {&N_AVX3_DL::ChunkF32Kernel, &N_AVX3_DL::ChunkF16Kernel, &N_AVX3_DL::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_AVX3
-    {HWY_AVX3, &N_AVX3::ChunkKernel, &N_AVX3::ChunkF32Kernel},
+    {HWY_AVX3, &N_AVX3::ChunkKernel, {&N_AVX3::ChunkF32Kernel, &N_AVX3::ChunkF16Kernel, &N_AVX3::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    {HWY_AVX2, &N_AVX2::ChunkKernel, &N_AVX2::ChunkF32Kernel},
+    {HWY_AVX2, &N_AVX2::ChunkKernel, {&N_AVX2::ChunkF32Kernel, &N_AVX2::ChunkF16Kernel, &N_AVX2::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SSE4
-    {HWY_SSE4, &N_SSE4::ChunkKernel, &N_SSE4::ChunkF32Kernel},
+    {HWY_SSE4, &N_SSE4::ChunkKernel, {&N_SSE4::ChunkF32Kernel, &N_SSE4::ChunkF16Kernel, &N_SSE4::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SSSE3
-    {HWY_SSSE3, &N_SSSE3::ChunkKernel, &N_SSSE3::ChunkF32Kernel},
+    {HWY_SSSE3, &N_SSSE3::ChunkKernel, {&N_SSSE3::ChunkF32Kernel, &N_SSSE3::ChunkF16Kernel, &N_SSSE3::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_NEON
-    {HWY_NEON, &N_NEON::ChunkKernel, &N_NEON::ChunkF32Kernel},
+    {HWY_NEON, &N_NEON::ChunkKernel, {&N_NEON::ChunkF32Kernel, &N_NEON::ChunkF16Kernel, &N_NEON::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_PPC8
-    {HWY_PPC8, &N_PPC8::ChunkKernel, &N_PPC8::ChunkF32Kernel},
+    {HWY_PPC8, &N_PPC8::ChunkKernel, {&N_PPC8::ChunkF32Kernel, &N_PPC8::ChunkF16Kernel, &N_PPC8::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_WASM
-    {HWY_WASM, &N_WASM::ChunkKernel, &N_WASM::ChunkF32Kernel},
+    {HWY_WASM, &N_WASM::ChunkKernel, {&N_WASM::ChunkF32Kernel, &N_WASM::ChunkF16Kernel, &N_WASM::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    {HWY_EMU128, &N_EMU128::ChunkKernel, &N_EMU128::ChunkF32Kernel},
+    {HWY_EMU128, &N_EMU128::ChunkKernel, {&N_EMU128::ChunkF32Kernel, &N_EMU128::ChunkF16Kernel, &N_EMU128::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    {HWY_SCALAR, &N_SCALAR::ChunkKernel, &N_SCALAR::ChunkF32Kernel},
+    {HWY_SCALAR, &N_SCALAR::ChunkKernel, {&N_SCALAR::ChunkF32Kernel, &N_SCALAR::ChunkF16Kernel, &N_SCALAR::ChunkBF16Kernel}},
 #endif
-    {0, &chunk_scalar, &chunk_f32_scalar},
+    {0, &chunk_scalar, {&raw_scalar<RawFormat::f32>, &raw_scalar<RawFormat::f16>, &raw_scalar<RawFormat::bf16>}},
 };
 
 std::string entry_name(const Entry& e) { return e.target == 0 ? "scalar" : hwy::TargetName(e.target); }
@@ -631,14 +697,14 @@ ChunkFn by_name(const std::string& name) {
   return e ? e->fn : nullptr;
 }
 
-ChunkF32Fn by_name_f32(const std::string& name) {
+ChunkRawFn by_name_raw(const std::string& name, RawFormat f) {
   const Entry* e = find(name);
-  return e ? e->f32 : nullptr;
+  return e ? e->raw[static_cast<size_t>(f)] : nullptr;
 }
 
 ChunkFn selected() { return current().fn; }
 
-ChunkF32Fn selected_f32() { return current().f32; }
+ChunkRawFn selected_raw(RawFormat f) { return current().raw[static_cast<size_t>(f)]; }
 
 bool force(const std::string& name) {
   if (name.empty()) {

@@ -24,6 +24,7 @@
 #include "common/crc32.hpp"
 #include "common/pages.hpp"
 #include "common/thread_pool.hpp"
+#include "driftscope/decode.hpp"
 #include "numerics/decode_plan.hpp"
 #include "numerics/pair_kernel.hpp"
 
@@ -252,9 +253,11 @@ struct Job {
   const PairOptions* options = nullptr;
   kernel::Params params;
   kernel::ChunkFn fn = nullptr;
-  // Set when both sides are raw little-endian float32 read in order, without classification
-  // metrics: chunks then go from the payload bytes straight into the fused kernel.
-  kernel::ChunkF32Fn f32 = nullptr;
+  // Set when both sides are raw little-endian f32, f16 or bf16 (the same dtype) read in order,
+  // without classification metrics: chunks then go from the payload bytes straight into the
+  // fused kernel of that format.
+  kernel::ChunkRawFn raw = nullptr;
+  kernel::RawFormat raw_format = kernel::RawFormat::f32;
   uint64_t n = 0;
   uint64_t task_elems = 0;
   std::optional<UlpFormat> ulp;
@@ -303,18 +306,26 @@ void rescale_chunk(const Chunk& ch, size_t n, const ChunkPartial& cp, Acc& acc) 
   acc.sq_diff.add(sdd, 2 * kd);
 }
 
-// One chunk's values as the kernel saw them: decoded buffers, or float32 payload bytes.
+// One chunk's values as the kernel saw them: decoded buffers, or raw payload bytes.
 struct DecodedChunk {
   const double* r;
   const double* c;
   double ref(size_t i) const { return r[i]; }
   double cand(size_t i) const { return c[i]; }
 };
-struct F32Chunk {
+struct RawChunk {
+  kernel::RawFormat f;
   const std::byte* r;
   const std::byte* c;
-  double ref(size_t i) const { return detail::load_le<float>(r + 4 * i); }
-  double cand(size_t i) const { return detail::load_le<float>(c + 4 * i); }
+  static double at(kernel::RawFormat f, const std::byte* p, size_t i) {
+    switch (f) {
+      case kernel::RawFormat::f32: return detail::load_le<float>(p + 4 * i);
+      case kernel::RawFormat::f16: return f16_to_double(detail::load_le<uint16_t>(p + 2 * i));
+      default: return bf16_to_double(detail::load_le<uint16_t>(p + 2 * i));
+    }
+  }
+  double ref(size_t i) const { return at(f, r, i); }
+  double cand(size_t i) const { return at(f, c, i); }
 };
 
 bool outside_safe_range(double mag) { return mag >= kBig || (mag > 0 && mag < kTiny); }
@@ -417,15 +428,15 @@ void crc_chunk(const Job& job, uint64_t s, size_t len, std::pair<uint32_t, uint3
   }
 }
 
-// Raw float32 pairs: no buffers, no decode pass, no ULP pass (pair_kernel.hpp, ChunkF32Fn).
-void run_task_f32(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
+// Raw float pairs: no buffers, no decode pass, no ULP pass (pair_kernel.hpp, ChunkRawFn).
+void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
                   std::pair<uint32_t, uint32_t>* crc) {
   ChunkPartial cp;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
-    const F32Chunk ch{job.ref_bytes + 4 * s, job.cand_bytes + 4 * s};
-    job.f32(reinterpret_cast<const float*>(ch.r), reinterpret_cast<const float*>(ch.c), len,
-            job.params, &cp);
+    const size_t size = job.ref->elem_size;
+    const RawChunk ch{job.raw_format, job.ref_bytes + size * s, job.cand_bytes + size * s};
+    job.raw(ch.r, ch.c, len, job.params, &cp);
     crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
@@ -434,7 +445,7 @@ void run_task_f32(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
 
 void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
               std::pair<uint32_t, uint32_t>* crc) {
-  if (job.f32 != nullptr) return run_task_f32(job, begin, end, acc, crc);
+  if (job.raw != nullptr) return run_task_raw(job, begin, end, acc, crc);
   // Sized to the task, not to a whole chunk: a comparison of many small tensors runs one task per
   // pair, and 2 x 32 KiB aligned blocks per pair fragmented the heap into ~33 KiB of RSS per pair
   // (issue 7, bug 16). The kernel needs the padded tail only (zeroed below for every chunk).
@@ -563,10 +574,18 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
   job.cand_size = cand_payload.size();
   job.classes = options.classes;
   job.k = static_cast<size_t>(std::min<uint64_t>(options.top_k, std::max<uint64_t>(options.classes, 1)));
-  if (ref.dtype == DType::f32 && cand.dtype == DType::f32 && job.ulp &&
-      options.cand_index.empty() && options.classes == 0 &&
-      std::endian::native == std::endian::little)
-    job.f32 = kernel::selected_f32();
+  if (job.ulp && options.cand_index.empty() && options.classes == 0 &&
+      std::endian::native == std::endian::little) {  // job.ulp: same dtype, both raw
+    const std::optional<kernel::RawFormat> f =
+        ref.dtype == DType::f32    ? std::optional(kernel::RawFormat::f32)
+        : ref.dtype == DType::f16  ? std::optional(kernel::RawFormat::f16)
+        : ref.dtype == DType::bf16 ? std::optional(kernel::RawFormat::bf16)
+                                   : std::nullopt;
+    if (f) {
+      job.raw_format = *f;
+      job.raw = kernel::selected_raw(*f);
+    }
+  }
   job.task_elems = kTaskChunks * kChunk;
   if (job.classes > 0) job.task_elems = std::max<uint64_t>(1, job.task_elems / job.classes) * job.classes;
 
