@@ -2,13 +2,22 @@
 
 #include <libdeflate.h>
 #include <zlib.h>
+#if DRIFTSCOPE_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
 namespace driftscope::detail {
 
 uint32_t crc32(uint32_t crc, const void* data, size_t size) noexcept {
   // libdeflate_crc32(crc, NULL, 0) returns the *initial* value, not `crc`: guard empty input.
   if (size == 0) return crc;
+#if DRIFTSCOPE_HAVE_ISAL
+  // The same CRC (reflected 0xEDB88320, pre- and post-inverted, continuable) as zlib's crc32;
+  // ISA-L dispatches to 512-bit VPCLMULQDQ folding where the CPU has it.
+  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(data), size);
+#else
   return libdeflate_crc32(crc, data, size);
+#endif
 }
 
 uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) noexcept {

@@ -23,13 +23,18 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "numerics/pair_kernel.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
+
+#include "numerics/half_bits-inl.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
+#include "common/bytes.hpp"
+#include "driftscope/decode.hpp"
 #include "numerics/pair_kernel.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -62,18 +67,22 @@ struct State {
   uint64_t inf_ref = 0, inf_cand = 0, inf_same = 0, mismatch = 0;
   int64_t first = -1;
   bool nan_equal = false;
+  bool tiny_possible = true;
 
-  // One vector: elements [i, i + kN) of the chunk.
-  template <bool kTail>
-  HWY_INLINE void step(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t i,
-                       Sums& s, M valid) {
+  // One vector: elements [i, i + kN) of the chunk, loaded by `src`.
+  template <bool kTail, class Src>
+  HWY_INLINE void step(Src& src, size_t i, Sums& s, M valid) {
     const D d;
-    const V r = hn::Load(d, ref + i);
-    const V c = hn::Load(d, cand + i);
+    V r, c;
+    src.template load<kTail>(i, r, c);
     M fin = hn::And(hn::IsFinite(r), hn::IsFinite(c));
     if constexpr (kTail) fin = hn::And(fin, valid);
     // All finite is the common case: it needs no masking at all.
-    if (!kTail && hn::AllTrue(d, fin)) return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+    if (!kTail && hn::AllTrue(d, fin)) {
+      src.ulp(true);
+      return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+    }
+    src.ulp(false);
     const M nonfin = hn::AndNot(fin, valid);
     const M nr = hn::And(hn::IsNaN(r), valid), nc = hn::And(hn::IsNaN(c), valid);
     const M ir = hn::And(hn::IsInf(r), valid), ic = hn::And(hn::IsInf(c), valid);
@@ -88,6 +97,16 @@ struct State {
     inf_same += hn::CountTrue(d, same_inf);
     const M equal = nan_equal ? hn::Or(same_inf, both_nan) : same_inf;
     accumulate<true>(r, c, fin, hn::AndNot(equal, nonfin), i, s);
+  }
+
+  // One vector of a stretch presumed all finite (RunChunk checks that afterwards).
+  template <class Src>
+  HWY_INLINE void step_finite(Src& src, size_t i, Sums& s) {
+    const D d;
+    V r, c;
+    src.template load<false>(i, r, c);
+    src.ulp(true);
+    accumulate<false>(r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
   }
 
   // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
@@ -115,10 +134,14 @@ struct State {
     // two roundings, unless q*den is near the subnormal range, where we always divide. The
     // maximum is exact either way, so every target still returns the scalar reference's bits.
     const V bound = hn::Mul(max_rel_slack, den);  // max_rel_slack = max_rel * (1 - 2^-40)
-    const M maybe = hn::Or(hn::Gt(ad, bound), hn::And(hn::Lt(bound, tiny), hn::Gt(ad, zero)));
+    M maybe = hn::Gt(ad, bound);
+    // den >= eps and rounding is monotonic, so bound >= max_rel_slack*eps (rounded): once that
+    // is >= tiny in every lane, the near-subnormal clause cannot fire and is skipped.
+    if (tiny_possible) maybe = hn::Or(maybe, hn::And(hn::Lt(bound, tiny), hn::Gt(ad, zero)));
     if (!hn::AllFalse(d, maybe)) {
       max_rel = hn::Max(max_rel, hn::Div(ad, den));
       max_rel_slack = hn::Mul(max_rel, slack);
+      tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(max_rel_slack, eps), tiny));
     }
     min_ref = hn::Min(min_ref, kMasked ? hn::IfThenElse(fin, r, pinf) : r);
     max_ref = hn::Max(max_ref, kMasked ? hn::IfThenElse(fin, r, ninf) : r);
@@ -150,8 +173,111 @@ HWY_INLINE double reduce_with(V v, F f) {
   return r;
 }
 
-void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
-                 const Params& p, ChunkPartial* out) {
+// Decoded float64 values, padded with zeros to a whole group of kLanes (pair_kernel.hpp).
+struct F64Source {
+  const double* HWY_RESTRICT ref;
+  const double* HWY_RESTRICT cand;
+  template <bool kTail>
+  HWY_INLINE void load(size_t i, V& r, V& c) const {
+    r = hn::Load(D(), ref + i);
+    c = hn::Load(D(), cand + i);
+  }
+  HWY_INLINE void ulp(bool) const {}
+};
+
+// How far ahead RawSource asks for payload bytes. Measured with bench/bench_compare_throughput
+// (2 threads, AVX-512): 1, 4 and 16 KiB all cut the CPU time of a compare by ~25%; 4 KiB was best.
+inline constexpr uintptr_t kPrefetchBytes = 4096;
+using DF = hn::Rebind<float, D>;
+using DI = hn::Rebind<int32_t, D>;
+using DU = hn::Rebind<uint32_t, D>;
+
+// The float formats read in place. Storage type T; `high` holds each value's bits moved to the
+// top of a 32-bit lane (sign at bit 31) and `Widen` turns those into the exact float64 value.
+struct F32Format {
+  using T = uint32_t;
+  static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
+  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+};
+struct BF16Format {  // bfloat16 is the upper half of a binary32
+  using T = uint16_t;
+  static constexpr uint32_t kExpHigh = 0x7F80u << 16;
+  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+};
+struct F16Format {
+  using T = uint16_t;
+  static constexpr uint32_t kExpHigh = 0x7C00u << 16;
+  static HWY_INLINE V Widen(hn::Vec<DU> high) {
+    return hn::PromoteTo(D(), numerics::HWY_NAMESPACE::HalfBitsToFloat(DU(), hn::ShiftRight<16>(high)));
+  }
+};
+
+// Payload values of one float format, widened in registers (exact), with the ULP distance of the
+// same loaded bits. The last partial group is read from zero-padded copies: nothing past n is
+// touched, and a padded lane (0 against 0) has distance 0.
+template <class Fmt>
+struct RawSource {
+  using T = typename Fmt::T;
+  static constexpr int kShift = 32 - 8 * static_cast<int>(sizeof(T));
+  const T* HWY_RESTRICT ref;
+  const T* HWY_RESTRICT cand;
+  const T* ref_tail;
+  const T* cand_tail;
+  size_t tail_start;
+  hn::Vec<DI> xr, xc;  // `high` bits of the last load, as signed lanes
+  hn::Vec<DU> best;    // running max of (ULP distance << kShift) per lane
+
+  template <bool kTail>
+  HWY_INLINE void load(size_t i, V& r, V& c) {
+    const T* pr = ref + i;
+    const T* pc = cand + i;
+    if constexpr (kTail) {
+      pr = ref_tail + (i - tail_start);
+      pc = cand_tail + (i - tail_start);
+    } else {
+      // The payload streams from memory once: ask for it a few pages ahead, where the hardware
+      // prefetchers (which stop at page boundaries) do not reach. Never faults; address only.
+      hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
+      hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
+    }
+    const auto hr = High(pr), hc = High(pc);
+    r = Fmt::Widen(hr);
+    c = Fmt::Widen(hc);
+    xr = hn::BitCast(DI(), hr);
+    xc = hn::BitCast(DI(), hc);
+  }
+  static HWY_INLINE hn::Vec<DU> High(const T* p) {
+    if constexpr (sizeof(T) == 4) {
+      return hn::LoadU(DU(), p);
+    } else {
+      return hn::ShiftLeft<kShift>(hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<T, D>(), p)));
+    }
+  }
+  // docs/metrics.md §5 on the `high` bits: ord(b) = sign ? -magnitude : magnitude, which for a
+  // negative int32 b is INT32_MIN - b (wrapping). |ord(a) - ord(b)| < 2^32 is max - min in
+  // wrapping uint32 arithmetic; for 16-bit formats it is the distance << 16, still below 2^32.
+  // Pairs with an Inf/NaN side (exponent field all ones) count as distance 0.
+  HWY_INLINE void ulp(bool all_finite) {
+    const DI di;
+    const DU du;
+    // (Highway 1.0.3's IfNegativeThenElse is wrong on SSSE3: the mask comes from a comparison.)
+    const auto kmin = hn::Set(di, std::numeric_limits<int32_t>::min());
+    const auto zero = hn::Zero(di);
+    const auto orr = hn::IfThenElse(hn::Lt(xr, zero), hn::Sub(kmin, xr), xr);
+    const auto orc = hn::IfThenElse(hn::Lt(xc, zero), hn::Sub(kmin, xc), xc);
+    auto dist = hn::BitCast(du, hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc)));
+    if (!all_finite) {
+      const auto exp = hn::Set(di, static_cast<int32_t>(Fmt::kExpHigh));
+      const auto nonfin = hn::Or(hn::Eq(hn::And(xr, exp), exp), hn::Eq(hn::And(xc, exp), exp));
+      dist = hn::IfThenZeroElse(hn::RebindMask(du, nonfin), dist);
+    }
+    best = hn::Max(best, dist);
+  }
+};
+
+// The chunk loop shared by every source of values (Src: F64Source, F32Source).
+template <class Src>
+HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out) {
   const D d;
   State s;
   s.zero = hn::Zero(d);
@@ -177,11 +303,26 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   const M all = hn::FirstN(d, kN);
   const size_t full = n / kLanes;
   for (size_t j = 0; j < kG; ++j) {
-    Sums sums{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
-    for (size_t g = 0; g < full; ++g) s.step<false>(ref, cand, g * kLanes + j * kN, sums, all);
+    const Sums zeros{s.zero, s.zero, s.zero, s.zero, s.zero, s.zero, s.zero};
+    Sums sums = zeros;
+    // Optimistically, the whole sweep without finiteness tests: a NaN or Inf among the values
+    // makes the running sum of its side non-finite (they absorb every addition), so finite sums
+    // of both sides prove every pair was finite and the unmasked steps were the right ones.
+    // Otherwise (or on a spurious overflow of a sum of huge finite values) the sweep is redone
+    // from the saved state with a test per vector. Either way the same operations reach the
+    // result, so the bits do not depend on which route was taken.
+    const State saved = s;
+    const Src saved_src = src;
+    for (size_t g = 0; g < full; ++g) s.step_finite(src, g * kLanes + j * kN, sums);
+    if (!hn::AllTrue(d, hn::And(hn::IsFinite(sums.r), hn::IsFinite(sums.c)))) {
+      s = saved;
+      src = saved_src;
+      sums = zeros;
+      for (size_t g = 0; g < full; ++g) s.step<false>(src, g * kLanes + j * kN, sums, all);
+    }
     if (full * kLanes < n) {
       const size_t i = full * kLanes + j * kN;
-      s.step<true>(ref, cand, i, sums, hn::FirstN(d, i < n ? n - i : 0));
+      s.step<true>(src, i, sums, hn::FirstN(d, i < n ? n - i : 0));
     }
     hn::Store(sums.abs, d, out->lanes[kSumAbs] + j * kN);
     hn::Store(sums.sqd, d, out->lanes[kSumSqDiff] + j * kN);
@@ -211,6 +352,48 @@ void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand
   out->inf_same = s.inf_same;
   out->mismatch = s.mismatch;
   out->first_mismatch = s.first;
+}
+
+
+void ChunkKernel(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
+                 const Params& p, ChunkPartial* out) {
+  F64Source src{ref, cand};
+  RunChunk(src, n, p, out);
+  out->max_ulp = 0;
+}
+
+template <class Fmt>
+HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_bytes, size_t n,
+                          const Params& p, ChunkPartial* out) {
+  using T = typename Fmt::T;
+  const auto* ref = reinterpret_cast<const T*>(ref_bytes);
+  const auto* cand = reinterpret_cast<const T*>(cand_bytes);
+  const size_t tail_start = n / kLanes * kLanes;
+  HWY_ALIGN T ref_tail[kLanes] = {};
+  HWY_ALIGN T cand_tail[kLanes] = {};
+  std::memcpy(ref_tail, ref_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  std::memcpy(cand_tail, cand_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  RawSource<Fmt> src{ref, cand, ref_tail, cand_tail, tail_start, hn::Zero(DI()), hn::Zero(DI()),
+                     hn::Zero(DU())};
+  RunChunk(src, n, p, out);
+  HWY_ALIGN uint32_t best[hn::MaxLanes(DU())];
+  hn::Store(src.best, DU(), best);
+  uint32_t m = 0;
+  for (uint32_t b : best) m = m < b ? b : m;
+  out->max_ulp = m >> RawSource<Fmt>::kShift;
+}
+
+void ChunkF32Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                    ChunkPartial* out) {
+  RawKernel<F32Format>(ref, cand, n, p, out);
+}
+void ChunkF16Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                    ChunkPartial* out) {
+  RawKernel<F16Format>(ref, cand, n, p, out);
+}
+void ChunkBF16Kernel(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                     ChunkPartial* out) {
+  RawKernel<BF16Format>(ref, cand, n, p, out);
 }
 
 // ULP distance on raw bits of one float width (docs/metrics.md §5): ord(b) = sign ? -mag : mag,
@@ -280,8 +463,12 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 namespace driftscope::numerics::kernel {
 
@@ -358,6 +545,40 @@ void chunk_scalar(const double* ref, const double* cand, size_t n, const Params&
   out->zero_cand = zero_cand;
   out->mismatch = mismatch;
   out->first_mismatch = first;
+  out->max_ulp = 0;
+}
+
+void chunk_raw_scalar(RawFormat f, const std::byte* ref, const std::byte* cand, size_t n,
+                      const Params& p, ChunkPartial* out) {
+  const size_t size = f == RawFormat::f32 ? 4 : 2;
+  const uint32_t sign = f == RawFormat::f32 ? 0x80000000u : 0x8000u;
+  const auto bits_at = [&](const std::byte* b, size_t i) {
+    if (size == 4) return detail::load_le<uint32_t>(b + 4 * i);
+    return static_cast<uint32_t>(detail::load_le<uint16_t>(b + 2 * i));
+  };
+  const auto value = [&](uint32_t b) {
+    switch (f) {
+      case RawFormat::f32: return static_cast<double>(std::bit_cast<float>(b));
+      case RawFormat::f16: return f16_to_double(static_cast<uint16_t>(b));
+      default: return bf16_to_double(static_cast<uint16_t>(b));
+    }
+  };
+  const auto ord = [&](uint32_t b) {
+    const auto mag = static_cast<int64_t>(b & (sign - 1));
+    return (b & sign) ? -mag : mag;
+  };
+  std::vector<double> r(n), c(n);
+  uint64_t best = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t x = bits_at(ref, i), y = bits_at(cand, i);
+    r[i] = value(x);
+    c[i] = value(y);
+    if (!std::isfinite(r[i]) || !std::isfinite(c[i])) continue;
+    const int64_t ox = ord(x), oy = ord(y);
+    best = std::max<uint64_t>(best, static_cast<uint64_t>(ox > oy ? ox - oy : oy - ox));
+  }
+  chunk_scalar(r.data(), c.data(), n, p, out);
+  out->max_ulp = best;
 }
 
 HWY_EXPORT(MaxUlp8);
@@ -387,57 +608,78 @@ double reduce_lanes(const double* lanes) noexcept {
 
 namespace {
 
+template <RawFormat F>
+void raw_scalar(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                ChunkPartial* out) {
+  chunk_raw_scalar(F, ref, cand, n, p, out);
+}
+
 struct Entry {
   int64_t target;  // Highway target bit; 0 for the scalar reference
   ChunkFn fn;
+  ChunkRawFn raw[3];  // by RawFormat
 };
 
 // Best first. Only targets this translation unit compiled appear.
 constexpr Entry kEntries[] = {
 #if HWY_TARGETS & HWY_AVX3_DL
-    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel},
+    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel, {&N_AVX3_DL::ChunkF32Kernel, &N_AVX3_DL::ChunkF16Kernel, &N_AVX3_DL::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_AVX3
-    {HWY_AVX3, &N_AVX3::ChunkKernel},
+    {HWY_AVX3, &N_AVX3::ChunkKernel, {&N_AVX3::ChunkF32Kernel, &N_AVX3::ChunkF16Kernel, &N_AVX3::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    {HWY_AVX2, &N_AVX2::ChunkKernel},
+    {HWY_AVX2, &N_AVX2::ChunkKernel, {&N_AVX2::ChunkF32Kernel, &N_AVX2::ChunkF16Kernel, &N_AVX2::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SSE4
-    {HWY_SSE4, &N_SSE4::ChunkKernel},
+    {HWY_SSE4, &N_SSE4::ChunkKernel, {&N_SSE4::ChunkF32Kernel, &N_SSE4::ChunkF16Kernel, &N_SSE4::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SSSE3
-    {HWY_SSSE3, &N_SSSE3::ChunkKernel},
+    {HWY_SSSE3, &N_SSSE3::ChunkKernel, {&N_SSSE3::ChunkF32Kernel, &N_SSSE3::ChunkF16Kernel, &N_SSSE3::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_NEON
-    {HWY_NEON, &N_NEON::ChunkKernel},
+    {HWY_NEON, &N_NEON::ChunkKernel, {&N_NEON::ChunkF32Kernel, &N_NEON::ChunkF16Kernel, &N_NEON::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_PPC8
-    {HWY_PPC8, &N_PPC8::ChunkKernel},
+    {HWY_PPC8, &N_PPC8::ChunkKernel, {&N_PPC8::ChunkF32Kernel, &N_PPC8::ChunkF16Kernel, &N_PPC8::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_WASM
-    {HWY_WASM, &N_WASM::ChunkKernel},
+    {HWY_WASM, &N_WASM::ChunkKernel, {&N_WASM::ChunkF32Kernel, &N_WASM::ChunkF16Kernel, &N_WASM::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    {HWY_EMU128, &N_EMU128::ChunkKernel},
+    {HWY_EMU128, &N_EMU128::ChunkKernel, {&N_EMU128::ChunkF32Kernel, &N_EMU128::ChunkF16Kernel, &N_EMU128::ChunkBF16Kernel}},
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    {HWY_SCALAR, &N_SCALAR::ChunkKernel},
+    {HWY_SCALAR, &N_SCALAR::ChunkKernel, {&N_SCALAR::ChunkF32Kernel, &N_SCALAR::ChunkF16Kernel, &N_SCALAR::ChunkBF16Kernel}},
 #endif
-    {0, &chunk_scalar},
+    {0, &chunk_scalar, {&raw_scalar<RawFormat::f32>, &raw_scalar<RawFormat::f16>, &raw_scalar<RawFormat::bf16>}},
 };
 
 std::string entry_name(const Entry& e) { return e.target == 0 ? "scalar" : hwy::TargetName(e.target); }
 
 bool supported(const Entry& e) { return e.target == 0 || (hwy::SupportedTargets() & e.target) != 0; }
 
-std::atomic<ChunkFn> g_forced{nullptr};
+// The forced entry (index into kEntries + 1), 0 for automatic choice.
+std::atomic<size_t> g_forced{0};
 
-ChunkFn best() {
+const Entry& best() {
   for (const Entry& e : kEntries) {
-    if (supported(e)) return e.fn;
+    if (supported(e)) return e;
   }
-  return &chunk_scalar;
+  return kEntries[std::size(kEntries) - 1];
+}
+
+const Entry& current() {
+  if (const size_t f = g_forced.load(std::memory_order_acquire)) return kEntries[f - 1];
+  static const Entry& kBest = best();  // the CPU does not change: choose once
+  return kBest;
+}
+
+const Entry* find(const std::string& name) {
+  for (const Entry& e : kEntries) {
+    if (supported(e) && entry_name(e) == name) return &e;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -451,26 +693,27 @@ std::vector<std::string> targets() {
 }
 
 ChunkFn by_name(const std::string& name) {
-  for (const Entry& e : kEntries) {
-    if (supported(e) && entry_name(e) == name) return e.fn;
-  }
-  return nullptr;
+  const Entry* e = find(name);
+  return e ? e->fn : nullptr;
 }
 
-ChunkFn selected() {
-  if (ChunkFn f = g_forced.load(std::memory_order_acquire)) return f;
-  static const ChunkFn kBest = best();  // the CPU does not change: choose once
-  return kBest;
+ChunkRawFn by_name_raw(const std::string& name, RawFormat f) {
+  const Entry* e = find(name);
+  return e ? e->raw[static_cast<size_t>(f)] : nullptr;
 }
+
+ChunkFn selected() { return current().fn; }
+
+ChunkRawFn selected_raw(RawFormat f) { return current().raw[static_cast<size_t>(f)]; }
 
 bool force(const std::string& name) {
   if (name.empty()) {
-    g_forced.store(nullptr, std::memory_order_release);
+    g_forced.store(0, std::memory_order_release);
     return true;
   }
-  ChunkFn f = by_name(name);
-  if (f == nullptr) return false;
-  g_forced.store(f, std::memory_order_release);
+  const Entry* e = find(name);
+  if (e == nullptr) return false;
+  g_forced.store(static_cast<size_t>(e - kEntries) + 1, std::memory_order_release);
   return true;
 }
 

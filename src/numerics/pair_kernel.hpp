@@ -50,6 +50,7 @@ struct ChunkPartial {
   uint64_t zero_ref = 0, zero_cand = 0;  // finite pairs only
   uint64_t mismatch = 0;                 // allclose failures, non-finite ones included
   int64_t first_mismatch = -1;           // chunk-local index
+  uint64_t max_ulp = 0;                  // ChunkRawFn only: see there
 };
 
 // ref and cand hold n <= kChunk values, are 64-byte aligned and are readable (zero-filled) up to
@@ -57,9 +58,21 @@ struct ChunkPartial {
 using ChunkFn = void (*)(const double* ref, const double* cand, size_t n, const Params& p,
                          ChunkPartial* out);
 
-// The scalar reference: the same arithmetic, one element at a time.
+// The fused kernels of raw float formats: n <= kChunk little-endian values of each side, read in
+// place (any alignment; nothing at or past n is read). Each value is widened to float64 in
+// registers (exact) and goes through the arithmetic of ChunkFn in the same lanes and order, so the
+// result has the bits ChunkFn returns for the widened chunk; from the same loads it also sets
+// max_ulp, the max ULP distance of the bit patterns over finite pairs (docs/metrics.md §5). One
+// pass over the payload bytes replaces decode-to-buffer, kernel and a separate ULP pass.
+enum class RawFormat { f32, f16, bf16 };
+using ChunkRawFn = void (*)(const std::byte* ref, const std::byte* cand, size_t n,
+                            const Params& p, ChunkPartial* out);
+
+// The scalar references: the same arithmetic, one element at a time.
 void chunk_scalar(const double* ref, const double* cand, size_t n, const Params& p,
                   ChunkPartial* out);
+void chunk_raw_scalar(RawFormat f, const std::byte* ref, const std::byte* cand, size_t n,
+                      const Params& p, ChunkPartial* out);
 
 // Max ULP distance (docs/metrics.md §5) of n little-endian floats of 1, 2 or 4 bytes, for a
 // format whose Inf/NaN patterns are exactly those with (bits & nonfinite_mask) == nonfinite_mask
@@ -75,8 +88,10 @@ double reduce_lanes(const double* lanes) noexcept;
 std::vector<std::string> targets();
 // The kernel in use: the forced one, else the best supported target.
 ChunkFn selected();
+ChunkRawFn selected_raw(RawFormat f);
 // The kernel of a named target, nullptr when not available on this CPU.
 ChunkFn by_name(const std::string& name);
+ChunkRawFn by_name_raw(const std::string& name, RawFormat f);
 // Forces a target for every later call (tests and benchmarks); "" restores automatic choice.
 bool force(const std::string& name);
 

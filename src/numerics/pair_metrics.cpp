@@ -24,6 +24,7 @@
 #include "common/crc32.hpp"
 #include "common/pages.hpp"
 #include "common/thread_pool.hpp"
+#include "driftscope/decode.hpp"
 #include "numerics/decode_plan.hpp"
 #include "numerics/pair_kernel.hpp"
 
@@ -252,6 +253,11 @@ struct Job {
   const PairOptions* options = nullptr;
   kernel::Params params;
   kernel::ChunkFn fn = nullptr;
+  // Set when both sides are raw little-endian f32, f16 or bf16 (the same dtype) read in order,
+  // without classification metrics: chunks then go from the payload bytes straight into the
+  // fused kernel of that format.
+  kernel::ChunkRawFn raw = nullptr;
+  kernel::RawFormat raw_format = kernel::RawFormat::f32;
   uint64_t n = 0;
   uint64_t task_elems = 0;
   std::optional<UlpFormat> ulp;
@@ -273,7 +279,8 @@ std::pair<size_t, size_t> byte_share(size_t size, uint64_t begin, uint64_t end, 
 // Re-sums the four squared sums of one chunk with each quantity scaled by a power of two that
 // brings its largest magnitude to [1, 2): no overflow, and no underflow of anything that matters
 // next to the largest term. One scalar routine serves every SIMD target, so results stay equal.
-void rescale_chunk(const double* r, const double* c, size_t n, const ChunkPartial& cp, Acc& acc) {
+template <class Chunk>
+void rescale_chunk(const Chunk& ch, size_t n, const ChunkPartial& cp, Acc& acc) {
   const double mag_r = std::max(std::fabs(cp.min_ref), std::fabs(cp.max_ref));
   const double mag_c = std::max(std::fabs(cp.min_cand), std::fabs(cp.max_cand));
   const int kr = mag_r > 0 ? std::ilogb(mag_r) : 0;
@@ -283,10 +290,11 @@ void rescale_chunk(const double* r, const double* c, size_t n, const ChunkPartia
   const int kd = diff_overflows ? std::max(kr, kc) : (cp.max_abs > 0 ? std::ilogb(cp.max_abs) : 0);
   double srr = 0, scc = 0, src = 0, sdd = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(r[i]) || !std::isfinite(c[i])) continue;
-    const double rs = std::ldexp(r[i], -kr), cs = std::ldexp(c[i], -kc);
-    const double ds = diff_overflows ? std::ldexp(r[i], -kd) - std::ldexp(c[i], -kd)
-                                     : std::ldexp(r[i] - c[i], -kd);
+    const double ri = ch.ref(i), ci = ch.cand(i);
+    if (!std::isfinite(ri) || !std::isfinite(ci)) continue;
+    const double rs = std::ldexp(ri, -kr), cs = std::ldexp(ci, -kc);
+    const double ds = diff_overflows ? std::ldexp(ri, -kd) - std::ldexp(ci, -kd)
+                                     : std::ldexp(ri - ci, -kd);
     srr += rs * rs;
     scc += cs * cs;
     src += rs * cs;
@@ -297,6 +305,28 @@ void rescale_chunk(const double* r, const double* c, size_t n, const ChunkPartia
   acc.dot.add(src, kr + kc);
   acc.sq_diff.add(sdd, 2 * kd);
 }
+
+// One chunk's values as the kernel saw them: decoded buffers, or raw payload bytes.
+struct DecodedChunk {
+  const double* r;
+  const double* c;
+  double ref(size_t i) const { return r[i]; }
+  double cand(size_t i) const { return c[i]; }
+};
+struct RawChunk {
+  kernel::RawFormat f;
+  const std::byte* r;
+  const std::byte* c;
+  static double at(kernel::RawFormat f, const std::byte* p, size_t i) {
+    switch (f) {
+      case kernel::RawFormat::f32: return detail::load_le<float>(p + 4 * i);
+      case kernel::RawFormat::f16: return f16_to_double(detail::load_le<uint16_t>(p + 2 * i));
+      default: return bf16_to_double(detail::load_le<uint16_t>(p + 2 * i));
+    }
+  }
+  double ref(size_t i) const { return at(f, r, i); }
+  double cand(size_t i) const { return at(f, c, i); }
+};
 
 bool outside_safe_range(double mag) { return mag >= kBig || (mag > 0 && mag < kTiny); }
 
@@ -327,7 +357,95 @@ Result<void> decode_cand(const Job& job, uint64_t first, size_t n, double* out,
   return decode_range(g, 0, n, out);
 }
 
-void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
+// The chunk's bookkeeping after the kernel: everything but the ULP distance and top-k.
+template <class Chunk>
+void absorb_chunk(const Chunk& ch, uint64_t s, size_t len, const ChunkPartial& cp, Acc& acc) {
+  const uint64_t finite = len - cp.nonfinite;
+  acc.sum_abs += kernel::reduce_lanes(cp.lanes[kernel::kSumAbs]);
+  acc.sum_ref += kernel::reduce_lanes(cp.lanes[kernel::kSumRef]);
+  acc.sum_cand += kernel::reduce_lanes(cp.lanes[kernel::kSumCand]);
+  const double mag_r = std::max(std::fabs(cp.min_ref), std::fabs(cp.max_ref));
+  const double mag_c = std::max(std::fabs(cp.min_cand), std::fabs(cp.max_cand));
+  if (finite > 0 && (outside_safe_range(mag_r) || outside_safe_range(mag_c) ||
+                     outside_safe_range(cp.max_abs))) {
+    rescale_chunk(ch, len, cp, acc);
+  } else {
+    acc.sq_diff.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqDiff]), 0);
+    acc.sq_ref.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqRef]), 0);
+    acc.sq_cand.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqCand]), 0);
+    acc.dot.add(kernel::reduce_lanes(cp.lanes[kernel::kSumDot]), 0);
+  }
+  if (finite > 0 && (acc.max_abs_index < 0 || cp.max_abs > acc.max_abs)) {
+    // Locate the first element attaining the chunk maximum, with the kernel's own arithmetic.
+    for (size_t i = 0; i < len; ++i) {
+      const double ri = ch.ref(i), ci = ch.cand(i);
+      if (std::isfinite(ri) && std::isfinite(ci) && std::fabs(ri - ci) == cp.max_abs) {
+        acc.max_abs = cp.max_abs;
+        acc.max_abs_index = static_cast<int64_t>(s + i);
+        acc.max_abs_ref = ri;
+        acc.max_abs_cand = ci;
+        break;
+      }
+    }
+  }
+  acc.max_rel = std::max(acc.max_rel, cp.max_rel);
+  if (finite > 0) {
+    acc.min_ref = std::min(acc.min_ref, cp.min_ref);
+    acc.max_ref = std::max(acc.max_ref, cp.max_ref);
+    acc.min_cand = std::min(acc.min_cand, cp.min_cand);
+    acc.max_cand = std::max(acc.max_cand, cp.max_cand);
+  }
+  acc.finite += finite;
+  acc.nan_ref += cp.nan_ref;
+  acc.nan_cand += cp.nan_cand;
+  acc.nan_both += cp.nan_both;
+  acc.inf_ref += cp.inf_ref;
+  acc.inf_cand += cp.inf_cand;
+  acc.inf_same += cp.inf_same;
+  acc.zero_ref += cp.zero_ref;
+  acc.zero_cand += cp.zero_cand;
+  acc.mismatch += cp.mismatch;
+  if (acc.first_mismatch < 0 && cp.first_mismatch >= 0) {
+    const auto i = static_cast<size_t>(cp.first_mismatch);
+    acc.first_mismatch = static_cast<int64_t>(s + i);
+    acc.first_ref = ch.ref(i);
+    acc.first_cand = ch.cand(i);
+  }
+}
+
+// The payload CRCs of elements [s, s + len) are continued chunk by chunk, right after the chunk
+// was decoded or measured, so the bytes come from L1. The chunks' byte shares partition the
+// task's share.
+void crc_chunk(const Job& job, uint64_t s, size_t len, std::pair<uint32_t, uint32_t>* crc) {
+  if (crc == nullptr) return;
+  if (job.options->crc_ref) {
+    const auto [b0, b1] = byte_share(job.ref_size, s, s + len, job.n);
+    crc->first = detail::crc32(crc->first, job.ref_bytes + b0, b1 - b0);
+  }
+  if (job.options->crc_cand) {
+    const auto [b0, b1] = byte_share(job.cand_size, s, s + len, job.n);
+    crc->second = detail::crc32(crc->second, job.cand_bytes + b0, b1 - b0);
+  }
+}
+
+// Raw float pairs: no buffers, no decode pass, no ULP pass (pair_kernel.hpp, ChunkRawFn).
+void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
+                  std::pair<uint32_t, uint32_t>* crc) {
+  ChunkPartial cp;
+  for (uint64_t s = begin; s < end; s += kChunk) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
+    const size_t size = job.ref->elem_size;
+    const RawChunk ch{job.raw_format, job.ref_bytes + size * s, job.cand_bytes + size * s};
+    job.raw(ch.r, ch.c, len, job.params, &cp);
+    crc_chunk(job, s, len, crc);
+    absorb_chunk(ch, s, len, cp, acc);
+    acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
+  }
+}
+
+void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
+              std::pair<uint32_t, uint32_t>* crc) {
+  if (job.raw != nullptr) return run_task_raw(job, begin, end, acc, crc);
   // Sized to the task, not to a whole chunk: a comparison of many small tensors runs one task per
   // pair, and 2 x 32 KiB aligned blocks per pair fragmented the heap into ~33 KiB of RSS per pair
   // (issue 7, bug 16). The kernel needs the padded tail only (zeroed below for every chunk).
@@ -354,62 +472,13 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc) {
       acc.error = std::move(res).error();
       return;
     }
+    crc_chunk(job, s, len, crc);
     // The kernel reads whole groups of kLanes; the tail it masks must still be valid memory.
     const size_t padded = (len + kLanes - 1) / kLanes * kLanes;
     std::fill(r + len, r + padded, 0.0);
     std::fill(c + len, c + padded, 0.0);
     job.fn(r, c, len, job.params, &cp);
-
-    const uint64_t finite = len - cp.nonfinite;
-    acc.sum_abs += kernel::reduce_lanes(cp.lanes[kernel::kSumAbs]);
-    acc.sum_ref += kernel::reduce_lanes(cp.lanes[kernel::kSumRef]);
-    acc.sum_cand += kernel::reduce_lanes(cp.lanes[kernel::kSumCand]);
-    const double mag_r = std::max(std::fabs(cp.min_ref), std::fabs(cp.max_ref));
-    const double mag_c = std::max(std::fabs(cp.min_cand), std::fabs(cp.max_cand));
-    if (finite > 0 && (outside_safe_range(mag_r) || outside_safe_range(mag_c) ||
-                       outside_safe_range(cp.max_abs))) {
-      rescale_chunk(r, c, len, cp, acc);
-    } else {
-      acc.sq_diff.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqDiff]), 0);
-      acc.sq_ref.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqRef]), 0);
-      acc.sq_cand.add(kernel::reduce_lanes(cp.lanes[kernel::kSumSqCand]), 0);
-      acc.dot.add(kernel::reduce_lanes(cp.lanes[kernel::kSumDot]), 0);
-    }
-    if (finite > 0 && (acc.max_abs_index < 0 || cp.max_abs > acc.max_abs)) {
-      // Locate the first element attaining the chunk maximum, with the kernel's own arithmetic.
-      for (size_t i = 0; i < len; ++i) {
-        if (std::isfinite(r[i]) && std::isfinite(c[i]) && std::fabs(r[i] - c[i]) == cp.max_abs) {
-          acc.max_abs = cp.max_abs;
-          acc.max_abs_index = static_cast<int64_t>(s + i);
-          acc.max_abs_ref = r[i];
-          acc.max_abs_cand = c[i];
-          break;
-        }
-      }
-    }
-    acc.max_rel = std::max(acc.max_rel, cp.max_rel);
-    if (finite > 0) {
-      acc.min_ref = std::min(acc.min_ref, cp.min_ref);
-      acc.max_ref = std::max(acc.max_ref, cp.max_ref);
-      acc.min_cand = std::min(acc.min_cand, cp.min_cand);
-      acc.max_cand = std::max(acc.max_cand, cp.max_cand);
-    }
-    acc.finite += finite;
-    acc.nan_ref += cp.nan_ref;
-    acc.nan_cand += cp.nan_cand;
-    acc.nan_both += cp.nan_both;
-    acc.inf_ref += cp.inf_ref;
-    acc.inf_cand += cp.inf_cand;
-    acc.inf_same += cp.inf_same;
-    acc.zero_ref += cp.zero_ref;
-    acc.zero_cand += cp.zero_cand;
-    acc.mismatch += cp.mismatch;
-    if (acc.first_mismatch < 0 && cp.first_mismatch >= 0) {
-      const auto i = static_cast<size_t>(cp.first_mismatch);
-      acc.first_mismatch = static_cast<int64_t>(s + i);
-      acc.first_ref = r[i];
-      acc.first_cand = c[i];
-    }
+    absorb_chunk(DecodedChunk{r, c}, s, len, cp, acc);
     if (job.ulp) {
       const uint64_t* idx = job.options->cand_index.empty() ? nullptr : job.options->cand_index.data();
       acc.max_ulp = std::max(acc.max_ulp,
@@ -505,6 +574,18 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
   job.cand_size = cand_payload.size();
   job.classes = options.classes;
   job.k = static_cast<size_t>(std::min<uint64_t>(options.top_k, std::max<uint64_t>(options.classes, 1)));
+  if (job.ulp && options.cand_index.empty() && options.classes == 0 &&
+      std::endian::native == std::endian::little) {  // job.ulp: same dtype, both raw
+    const std::optional<kernel::RawFormat> f =
+        ref.dtype == DType::f32    ? std::optional(kernel::RawFormat::f32)
+        : ref.dtype == DType::f16  ? std::optional(kernel::RawFormat::f16)
+        : ref.dtype == DType::bf16 ? std::optional(kernel::RawFormat::bf16)
+                                   : std::nullopt;
+    if (f) {
+      job.raw_format = *f;
+      job.raw = kernel::selected_raw(*f);
+    }
+  }
   job.task_elems = kTaskChunks * kChunk;
   if (job.classes > 0) job.task_elems = std::max<uint64_t>(1, job.task_elems / job.classes) * job.classes;
 
@@ -525,10 +606,7 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
           detail::populate_pages(ref_payload.subspan(r0, r1 - r0));
           if (options.cand_index.empty()) detail::populate_pages(cand_payload.subspan(c0, c1 - c0));
         }
-        // Checksummed first: the kernel then reads the same bytes from cache.
-        if (options.crc_ref) crcs[t].first = detail::crc32(0, job.ref_bytes + r0, r1 - r0);
-        if (options.crc_cand) crcs[t].second = detail::crc32(0, job.cand_bytes + c0, c1 - c0);
-        run_task(job, begin, end, parts[t]);
+        run_task(job, begin, end, parts[t], crc ? &crcs[t] : nullptr);
         if (options.release_pages) {
           detail::release_pages(ref_payload.subspan(r0, r1 - r0));
           if (options.cand_index.empty()) detail::release_pages(cand_payload.subspan(c0, c1 - c0));

@@ -1,0 +1,222 @@
+// The fused kernels of raw float formats (pair_kernel.hpp, ChunkRawFn): reading f32, f16 or bf16
+// payload bytes in place, widening in registers and measuring the ULP distance from the same loads
+// must give exactly what decoding to float64 buffers, the float64 kernel and the separate ULP pass
+// give, on every target.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/crc32.hpp"
+#include "driftscope/decode.hpp"
+#include "numerics/pair_kernel.hpp"
+#include "numerics/pair_metrics.hpp"
+#include "pair_test_util.hpp"
+
+namespace driftscope::numerics {
+namespace {
+
+using kernel::ChunkPartial;
+using kernel::RawFormat;
+using testing::bits;
+using testing::expect_identical;
+
+struct RawForceGuard {
+  ~RawForceGuard() { force_target(""); }
+};
+
+struct Format {
+  RawFormat f;
+  DType dtype;
+  const char* name;
+  size_t size;
+  uint32_t sign;
+  double max;  // largest finite value
+};
+const Format kFormats[] = {
+    {RawFormat::f32, DType::f32, "f32", 4, 0x80000000u, std::numeric_limits<float>::max()},
+    {RawFormat::f16, DType::f16, "f16", 2, 0x8000u, 65504.0},
+    {RawFormat::bf16, DType::bf16, "bf16", 2, 0x8000u, 0x1.FEp127},
+};
+
+// Bit patterns of the format for a value (rounded to nearest).
+uint32_t encode(const Format& f, double v) {
+  switch (f.f) {
+    case RawFormat::f32: return std::bit_cast<uint32_t>(static_cast<float>(v));
+    case RawFormat::f16: return double_to_f16(v);
+    default: return double_to_bf16(v);
+  }
+}
+double decode(const Format& f, uint32_t b) {
+  switch (f.f) {
+    case RawFormat::f32: return std::bit_cast<float>(b);
+    case RawFormat::f16: return f16_to_double(static_cast<uint16_t>(b));
+    default: return bf16_to_double(static_cast<uint16_t>(b));
+  }
+}
+
+// Perturbed pairs of bit patterns; adversarial ones mix NaN, ±Inf, ±0, subnormals, opposite signs
+// and the largest finite values.
+void fill_bits(const Format& f, bool adversarial, size_t n, uint64_t seed, std::vector<uint32_t>& r,
+               std::vector<uint32_t>& c) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  std::uniform_int_distribution<int> pick(0, 19);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.resize(n);
+  c.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    double a = g(rng), b = a * (1.0 + 1e-2 * g(rng));
+    if (adversarial) {
+      switch (pick(rng)) {
+        case 0: a = nan; break;
+        case 1: b = -nan; break;
+        case 2: a = b = nan; break;
+        case 3: a = inf; b = pick(rng) < 10 ? inf : -inf; break;
+        case 4: b = -inf; break;
+        case 5: a = -0.0; b = 0.0; break;
+        case 6: a = 1e-45 * pick(rng); b = -a; break;  // subnormal or zero in every format
+        case 7: a = f.max; b = -f.max; break;
+        case 8: a = b = f.max; break;
+        case 9: b = -a; break;
+        default: break;
+      }
+    }
+    r[i] = encode(f, a);
+    c[i] = encode(f, b);
+    if (adversarial && pick(rng) == 0) r[i] |= 0x1;  // NaN payloads, odd mantissas
+  }
+}
+
+std::vector<std::byte> to_bytes(const Format& f, const std::vector<uint32_t>& v, size_t offset) {
+  std::vector<std::byte> out(offset + v.size() * f.size);
+  for (size_t i = 0; i < v.size(); ++i) std::memcpy(out.data() + offset + i * f.size, &v[i], f.size);
+  return out;
+}
+
+// Independent ULP distance (docs/metrics.md §5), one element at a time in 64-bit integers.
+uint64_t ulp_direct(const Format& f, const std::vector<uint32_t>& r, const std::vector<uint32_t>& c) {
+  const auto ord = [&](uint32_t b) {
+    const auto mag = static_cast<int64_t>(b & (f.sign - 1));
+    return (b & f.sign) ? -mag : mag;
+  };
+  uint64_t best = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!std::isfinite(decode(f, r[i])) || !std::isfinite(decode(f, c[i]))) continue;
+    const int64_t d = ord(r[i]) - ord(c[i]);
+    best = std::max<uint64_t>(best, static_cast<uint64_t>(d < 0 ? -d : d));
+  }
+  return best;
+}
+
+TEST(PairRawFused, EveryTargetMatchesTheFloat64KernelPerChunk) {
+  const std::vector<size_t> sizes = {0, 1, 5, 7, 8, 9, 15, 16, 17, 63, 100, 1001, 4095, 4096};
+  kernel::Params params{1e-6, 1e-4, 1e-12, false};
+  for (const Format& f : kFormats) {
+    for (bool adversarial : {false, true}) {
+      for (size_t n : sizes) {
+        std::vector<uint32_t> r, c;
+        fill_bits(f, adversarial, n, 77 + n, r, c);
+        // Payloads at an odd byte offset and ending exactly at n: the kernel reads in place.
+        const auto rs = to_bytes(f, r, 1), cs = to_bytes(f, c, 3);
+        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
+        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
+        const size_t padded = (n + kernel::kLanes - 1) / kernel::kLanes * kernel::kLanes;
+        std::fill(rb, rb + padded, 0.0);
+        std::fill(cb, cb + padded, 0.0);
+        for (size_t i = 0; i < n; ++i) {
+          rb[i] = decode(f, r[i]);
+          cb[i] = decode(f, c[i]);
+        }
+        const uint64_t want_ulp = ulp_direct(f, r, c);
+        for (const auto& t : kernel::targets()) {
+          SCOPED_TRACE(t + " " + f.name + " n=" + std::to_string(n) + (adversarial ? " adversarial" : ""));
+          ChunkPartial want, got;
+          kernel::by_name(t)(rb, cb, n, params, &want);
+          kernel::by_name_raw(t, f.f)(rs.data() + 1, cs.data() + 3, n, params, &got);
+          EXPECT_EQ(0, std::memcmp(got.lanes, want.lanes, sizeof got.lanes)) << "lane sums differ";
+          EXPECT_EQ(bits(got.max_abs), bits(want.max_abs));
+          EXPECT_EQ(bits(got.max_rel), bits(want.max_rel));
+          EXPECT_EQ(got.min_ref, want.min_ref);
+          EXPECT_EQ(got.max_ref, want.max_ref);
+          EXPECT_EQ(got.min_cand, want.min_cand);
+          EXPECT_EQ(got.max_cand, want.max_cand);
+          EXPECT_EQ(got.nonfinite, want.nonfinite);
+          EXPECT_EQ(got.nan_ref, want.nan_ref);
+          EXPECT_EQ(got.nan_cand, want.nan_cand);
+          EXPECT_EQ(got.nan_both, want.nan_both);
+          EXPECT_EQ(got.inf_ref, want.inf_ref);
+          EXPECT_EQ(got.inf_cand, want.inf_cand);
+          EXPECT_EQ(got.inf_same, want.inf_same);
+          EXPECT_EQ(got.zero_ref, want.zero_ref);
+          EXPECT_EQ(got.zero_cand, want.zero_cand);
+          EXPECT_EQ(got.mismatch, want.mismatch);
+          EXPECT_EQ(got.first_mismatch, want.first_mismatch);
+          EXPECT_EQ(got.max_ulp, want_ulp);
+        }
+        params.nan_equal = !params.nan_equal;
+      }
+    }
+    // The extreme distance: the largest finite values of opposite signs are twice their
+    // magnitude bits apart (beyond int32 for f32).
+    const std::vector<uint32_t> r = {encode(f, f.max)}, c = {encode(f, -f.max)};
+    const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+    for (const auto& t : kernel::targets()) {
+      ChunkPartial got;
+      kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), 1, params, &got);
+      EXPECT_EQ(got.max_ulp, 2 * uint64_t{r[0]}) << t << " " << f.name;
+    }
+  }
+}
+
+// Whole tensors: the fused path (a plain pair) against the decoding path, which an identity
+// candidate permutation selects; checksums fused into the same tasks.
+TEST(PairRawFused, WholeTensorEqualsTheDecodingPath) {
+  RawForceGuard guard;
+  const size_t n = (size_t{1} << 18) + 4099;  // two tasks, a ragged last chunk
+  std::vector<uint64_t> identity(n);
+  for (size_t i = 0; i < n; ++i) identity[i] = i;
+  for (const Format& f : kFormats) {
+    for (bool adversarial : {false, true}) {
+      std::vector<uint32_t> r, c;
+      fill_bits(f, adversarial, n, adversarial ? 5 : 6, r, c);
+      TensorInfo ri, ci;
+      ri.name = ci.name = "t";
+      ri.dtype = ci.dtype = f.dtype;
+      ri.shape = ci.shape = {n};
+      const auto a = to_bytes(f, r, 0);
+      const auto b = to_bytes(f, c, 1);  // the candidate one byte into a buffer: an unaligned map
+      const std::span<const std::byte> ref(a), cand(b.data() + 1, b.size() - 1);
+      PairOptions o;
+      o.rtol = 1e-3;
+      o.atol = 1e-5;
+      o.crc_ref = o.crc_cand = true;
+      for (const auto& t : available_targets()) {
+        ASSERT_TRUE(force_target(t));
+        o.cand_index = {};
+        auto fused = compare_pair(ri, ref, ci, cand, o);
+        o.cand_index = identity;
+        auto decoded = compare_pair(ri, ref, ci, cand, o);
+        ASSERT_TRUE(fused.ok()) << fused.error().to_string();
+        ASSERT_TRUE(decoded.ok()) << decoded.error().to_string();
+        const std::string what = t + " " + f.name + (adversarial ? " adversarial" : " normal");
+        expect_identical(*fused, *decoded, what);
+        EXPECT_EQ(fused->max_ulp, static_cast<int64_t>(ulp_direct(f, r, c))) << what;
+        EXPECT_EQ(fused->payload_crc_ref, detail::crc32(0, ref)) << what;
+        EXPECT_EQ(fused->payload_crc_cand, detail::crc32(0, cand)) << what;
+        EXPECT_EQ(decoded->payload_crc_cand, detail::crc32(0, cand)) << what;
+        EXPECT_GT(fused->max_ulp, 0) << what;
+        if (adversarial) EXPECT_GT(fused->nan_ref, 0u) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace driftscope::numerics
