@@ -28,7 +28,8 @@ class JsonWriter {
   void key(std::string_view k) {
     item_prefix();
     string(k);
-    out_ += indent_ >= 0 ? ": " : ":";
+    if (indent_ >= 0) out_.append(": ", 2);
+    else out_ += ':';
     after_key_ = true;
   }
 
@@ -51,7 +52,7 @@ class JsonWriter {
   void number(double v) {
     prefix();
     if (!std::isfinite(v)) {
-      out_ += "null";
+      out_.append("null", 4);
       return;
     }
     char buf[64];
@@ -70,11 +71,13 @@ class JsonWriter {
       out_ += s;
       return;
     }
-    const std::string nl = "\n" + std::string(static_cast<size_t>(depth_ * indent_), ' ');
-    for (char ch : s) {
-      if (ch == '\n') out_ += nl;
-      else out_ += ch;
+    const size_t pad = static_cast<size_t>(depth_) * static_cast<size_t>(indent_);
+    size_t from = 0;
+    for (size_t nl; (nl = s.find('\n', from)) != std::string::npos; from = nl + 1) {
+      out_.append(s, from, nl + 1 - from);
+      spaces(pad);
     }
+    out_.append(s, from, std::string::npos);
   }
 
   template <class T>
@@ -90,9 +93,13 @@ class JsonWriter {
  private:
   void scalar(std::string_view s) {
     prefix();
-    out_ += s;
+    out_.append(s.data(), s.size());
   }
   void append_uint(uint64_t v) {
+    if (v < 10) {
+      out_ += static_cast<char>('0' + v);
+      return;
+    }
     char buf[24];
     char* p = buf + sizeof buf;
     do {
@@ -101,8 +108,12 @@ class JsonWriter {
     } while (v);
     out_.append(p, static_cast<size_t>(buf + sizeof buf - p));
   }
-  void pad(int depth) {
-    if (indent_ > 0) out_.append(static_cast<size_t>(depth * indent_), ' ');
+  // n spaces in one append (a report nests a few levels deep; deeper pads take several).
+  void spaces(size_t n) {
+    static constexpr char kSpaces[] = "                                                                ";
+    constexpr size_t kMax = sizeof kSpaces - 1;
+    for (; n > kMax; n -= kMax) out_.append(kSpaces, kMax);
+    out_.append(kSpaces, n);
   }
   // Before a value: an array element starts its line; a member's value follows its key.
   void prefix() {
@@ -112,30 +123,30 @@ class JsonWriter {
     }
     if (!open_.empty()) item_prefix();
   }
+  // The separator before an element: the container's opening bracket for its first element
+  // (an empty container is written "{}" / "[]" by close()), a comma after that; then its line.
   void item_prefix() {
-    char& first = open_.back();
-    if (first) {
-      out_ += open_char_.back();
-      first = 0;
+    char& pending = open_.back();
+    if (pending) {
+      out_ += pending;
+      pending = 0;
     } else {
       out_ += ',';
     }
     if (indent_ >= 0) {
       out_ += '\n';
-      pad(depth_);
+      spaces(static_cast<size_t>(depth_) * static_cast<size_t>(indent_ > 0 ? indent_ : 0));
     }
   }
   void open(char c) {
     prefix();
-    open_.push_back(1);
-    open_char_.push_back(c);
+    open_.push_back(c);
     ++depth_;
   }
   void close(char o, char c) {
     --depth_;
     const bool empty = open_.back() != 0;
     open_.pop_back();
-    open_char_.pop_back();
     if (empty) {
       out_ += o;
       out_ += c;
@@ -143,7 +154,7 @@ class JsonWriter {
     }
     if (indent_ >= 0) {
       out_ += '\n';
-      pad(depth_);
+      spaces(static_cast<size_t>(depth_) * static_cast<size_t>(indent_ > 0 ? indent_ : 0));
     }
     out_ += c;
   }
@@ -160,7 +171,7 @@ class JsonWriter {
     }
     if (plain) {
       out_ += '"';
-      out_ += s;
+      out_.append(s.data(), s.size());
       out_ += '"';
       return;
     }
@@ -172,8 +183,9 @@ class JsonWriter {
   int indent_;
   int depth_;
   bool after_key_ = false;
-  std::vector<char> open_;       // per open container: no element written yet (1)
-  std::vector<char> open_char_;  // its opening bracket, written with the first element
+  // Per open container: its opening bracket while no element is written yet, then 0. A string
+  // so that the few levels of a report need no allocation (short-string buffer).
+  std::string open_;
 };
 
 }  // namespace driftscope::compare_detail

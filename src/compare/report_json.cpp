@@ -1,6 +1,14 @@
 // The JSON report (docs/report-schema.json). JSON has no NaN or infinity: a value that was not
 // computed (or is undefined, 0/0) is null, and ±infinity is the string "inf" / "-inf".
+#include <bit>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
 
 #include "compare/internal.hpp"
 #include "compare/json_writer.hpp"
@@ -78,8 +86,44 @@ void write_real(JsonWriter& w, double v) {
   else w.number(v);
 }
 
+// Criteria::to_string() of the previous pair, reused while the criteria are the same bits: pairs
+// judged by one default or one policy rule come in long runs, and formatting the text anew cost
+// ~1 us a pair. One per formatting thread.
+class CriteriaText {
+ public:
+  const std::string& operator()(const Criteria& c) {
+    if (!valid_ || !same(c, last_)) {
+      last_ = c;
+      text_ = c.to_string();
+      valid_ = true;
+    }
+    return text_;
+  }
+
+ private:
+  template <class T>
+  static bool same(const std::optional<T>& a, const std::optional<T>& b) {
+    if (a.has_value() != b.has_value()) return false;
+    if (!a) return true;
+    if constexpr (std::is_same_v<T, double>) return std::bit_cast<uint64_t>(*a) == std::bit_cast<uint64_t>(*b);
+    else return *a == *b;
+  }
+  static bool same(const Criteria& a, const Criteria& b) {
+    return same(a.atol, b.atol) && same(a.rtol, b.rtol) &&
+           same(a.max_mismatch_fraction, b.max_mismatch_fraction) && same(a.min_cosine, b.min_cosine) &&
+           same(a.min_sqnr_db, b.min_sqnr_db) && same(a.max_rel_l2, b.max_rel_l2) &&
+           same(a.max_ulp, b.max_ulp) && same(a.min_argmax_agreement, b.min_argmax_agreement) &&
+           same(a.min_topk_overlap, b.min_topk_overlap);
+  }
+
+  bool valid_ = false;
+  Criteria last_;
+  std::string text_;
+};
+
 // `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
-void write_pair(JsonWriter& w, const PairResult& p, size_t i, const std::vector<uint32_t>* ranks = nullptr) {
+void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p, size_t i,
+                const std::vector<uint32_t>* ranks = nullptr) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
   const bool exact = c && !p.estimated;  // element-wise metrics exist
@@ -149,7 +193,7 @@ void write_pair(JsonWriter& w, const PairResult& p, size_t i, const std::vector<
     };
     w.begin_object();
     w.key("source"), w.str(p.criteria_source);
-    w.key("text"), w.str(cr.to_string());
+    w.key("text"), w.str(criteria_text(cr));
     opt("atol", cr.atol);
     opt("rtol", cr.rtol);
     opt("max_mismatch_fraction", cr.max_mismatch_fraction);
@@ -297,25 +341,47 @@ class Emitter {
     fn(w);
     return put(s);
   }
-  // "key": [ items... ] where fn(w, i) writes item i at depth 2, in chunks of about 64 KiB.
+  // "key": [ items... ] where fn(w, i) writes item i at depth 2, handed to the sink in chunks of
+  // about 1 MiB. A long array is formatted on a helper thread while this one passes the finished
+  // chunks to the sink: at 1,000,000 pairs (2.75 GB of text) formatting and the sink's writes
+  // (the kernel's copy into the page cache) cost about the same, and on two cores they overlap.
+  // The sink is only ever called on this thread, in order.
   Result<void> array_written(std::string_view key, size_t n,
                              const std::function<void(JsonWriter&, size_t)>& fn) {
     DRIFTSCOPE_TRY(key_prefix(key));
     if (n == 0) return put("[]");
-    std::string chunk = "[";
-    for (size_t i = 0; i < n; ++i) {
-      if (i) chunk += ',';
-      if (pretty()) chunk += "\n" + pad(2);
-      JsonWriter w(chunk, indent_, 2);
-      fn(w, i);
-      if (chunk.size() >= (1u << 16)) {
-        DRIFTSCOPE_TRY(put(chunk));
-        chunk.clear();
+    // Appends items from `i` on until the chunk holds kChunk bytes; the closing bracket after the last.
+    auto format = [&](std::string& chunk, size_t& i) {
+      const size_t pad2 = pretty() ? 2 * static_cast<size_t>(indent_) : 0;
+      for (; i < n && chunk.size() < kChunk; ++i) {
+        chunk += i ? ',' : '[';
+        if (pretty()) {
+          chunk += '\n';
+          chunk.append(pad2, ' ');
+        }
+        JsonWriter w(chunk, indent_, 2);
+        fn(w, i);
       }
+      if (i == n) {
+        if (pretty()) {
+          chunk += '\n';
+          chunk.append(static_cast<size_t>(indent_), ' ');
+        }
+        chunk += ']';
+      }
+    };
+    if (n >= kPipelineItems) {
+      std::optional<Result<void>> piped = pipelined(n, format);
+      if (piped) return std::move(*piped);
     }
-    if (pretty()) chunk += "\n" + pad(1);
-    chunk += ']';
-    return put(chunk);
+    std::string chunk;
+    chunk.reserve(kChunk + kChunk / 4);
+    for (size_t i = 0; i < n;) {
+      chunk.clear();
+      format(chunk, i);
+      DRIFTSCOPE_TRY(put(chunk));
+    }
+    return {};
   }
   // "key": [ items... ] where item(i) is rendered by nlohmann at depth 2 (irregular members).
   Result<void> array_member(std::string_view key, size_t n,
@@ -352,6 +418,79 @@ class Emitter {
     return out;
   }
 
+  static constexpr size_t kChunk = size_t{1} << 20;
+  static constexpr size_t kPipelineItems = 4096;  // below this a thread costs more than it saves
+  static constexpr size_t kQueued = 4;            // formatted chunks waiting for the sink, at most
+
+  // array_written's two-thread form; nullopt when no thread could be started (then the caller
+  // formats inline). format(chunk, i) appends items from i on and advances i.
+  template <class Format>
+  std::optional<Result<void>> pipelined(size_t n, Format& format) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<std::string> full;    // formatted, in order
+    std::vector<std::string> spare;  // written buffers, reused (no fresh pages per chunk)
+    bool done = false, cancelled = false;
+    std::exception_ptr thrown;
+    auto produce = [&] {
+      try {
+        for (size_t i = 0; i < n;) {
+          std::string chunk;
+          {
+            std::unique_lock lock(m);
+            cv.wait(lock, [&] { return cancelled || full.size() < kQueued; });
+            if (cancelled) break;
+            if (!spare.empty()) {
+              chunk = std::move(spare.back());
+              spare.pop_back();
+            }
+          }
+          chunk.clear();
+          chunk.reserve(kChunk + kChunk / 4);
+          format(chunk, i);
+          std::lock_guard lock(m);
+          full.push_back(std::move(chunk));
+          cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard lock(m);
+        thrown = std::current_exception();
+      }
+      std::lock_guard lock(m);
+      done = true;
+      cv.notify_all();
+    };
+    std::thread helper;
+    try {
+      helper = std::thread(produce);
+    } catch (const std::system_error&) {
+      return std::nullopt;
+    }
+    Result<void> result;
+    for (;;) {
+      std::string chunk;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return done || !full.empty(); });
+        if (full.empty()) break;
+        chunk = std::move(full.front());
+        full.pop_front();
+        cv.notify_all();
+      }
+      result = put(chunk);
+      std::lock_guard lock(m);
+      spare.push_back(std::move(chunk));
+      if (!result) {
+        cancelled = true;
+        cv.notify_all();
+        break;
+      }
+    }
+    helper.join();
+    if (thrown) std::rethrow_exception(thrown);
+    return result;
+  }
+
   int indent_;
   const std::function<Result<void>(std::string_view)>& sink_;
   bool first_ = true;
@@ -384,7 +523,8 @@ Result<void> report_to_json(const Report& r, int indent,
                         std::pair{"first_nonfinite", r.first_nonfinite},
                         std::pair{"first_silent_zero", r.first_silent_zero}})
     DRIFTSCOPE_TRY(e.member_written(key, [&, i = i](JsonWriter& w) {
-      if (i) write_pair(w, r.pairs[*i], *i);
+      CriteriaText text;
+      if (i) write_pair(w, text, r.pairs[*i], *i);
       else w.null();
     }));
   if (r.sets) {  // dump sets (docs/dumpsets.md §7); absent for two single dumps
@@ -392,10 +532,12 @@ Result<void> report_to_json(const Report& r, int indent,
     DRIFTSCOPE_TRY(e.member("first_nonfinite_ranks", ordered_json(r.first_nonfinite_ranks)));
     DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
   }
+  // Only the formatting thread of array_written touches `text`.
+  CriteriaText text;
   DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(), [&](JsonWriter& w, size_t i) {
-    if (!r.sets) return write_pair(w, r.pairs[i], i);
+    if (!r.sets) return write_pair(w, text, r.pairs[i], i);
     const auto ranks = r.pair_ranks(r.pairs[i]);
-    write_pair(w, r.pairs[i], i, &ranks);
+    write_pair(w, text, r.pairs[i], i, &ranks);
   }));
   DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
                                 [&](size_t i) { return desc_json(r.only_in_reference[i]); }));
