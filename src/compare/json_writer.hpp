@@ -3,22 +3,93 @@
 // objects were ~70 small nodes each, and building, dumping and re-indenting them cost 44 us a pair
 // (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's own float formatting (Grisu2,
 // to_chars), so doubles print exactly as before; strings that need escaping go through nlohmann.
+// At 1,000,000 pairs (2.75 GB of text) every byte counts: appends are inlined into a JsonBuffer
+// (std::string's push_back and append are out-of-line calls) and strings are checked for escapes
+// eight bytes at a time.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace driftscope::compare_detail {
 
+// A growable run of bytes with inlined appends; never empty of storage (no null pointer to copy to).
+class JsonBuffer {
+ public:
+  JsonBuffer() { grow(0); }
+  JsonBuffer(JsonBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), end_(std::exchange(o.end_, nullptr)),
+        cap_(std::exchange(o.cap_, nullptr)) {}
+  JsonBuffer& operator=(JsonBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(end_, o.end_);
+    std::swap(cap_, o.cap_);
+    return *this;
+  }
+  JsonBuffer(const JsonBuffer&) = delete;
+  JsonBuffer& operator=(const JsonBuffer&) = delete;
+  ~JsonBuffer() { std::free(data_); }
+
+  size_t size() const { return static_cast<size_t>(end_ - data_); }
+  std::string_view view() const { return {data_, size()}; }
+  void clear() { end_ = data_; }
+  void reserve(size_t n) {
+    if (static_cast<size_t>(cap_ - data_) < n) grow(n - size());
+  }
+  void push(char c) {
+    if (end_ == cap_) grow(1);
+    *end_++ = c;
+  }
+  void append(const char* s, size_t n) {
+    if (static_cast<size_t>(cap_ - end_) < n) grow(n);
+    std::memcpy(end_, s, n);
+    end_ += n;
+  }
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  void fill(char c, size_t n) {
+    if (static_cast<size_t>(cap_ - end_) < n) grow(n);
+    std::memset(end_, c, n);
+    end_ += n;
+  }
+  JsonBuffer& operator+=(char c) {
+    push(c);
+    return *this;
+  }
+  JsonBuffer& operator+=(std::string_view s) {
+    append(s);
+    return *this;
+  }
+
+ private:
+  [[gnu::noinline]] void grow(size_t need) {
+    const size_t size = this->size();
+    const size_t cap = std::max({static_cast<size_t>(cap_ - data_) * 2, size + need, size_t{256}});
+    char* p = static_cast<char*>(std::realloc(data_, cap));
+    if (!p) throw std::bad_alloc();
+    data_ = p;
+    end_ = p + size;
+    cap_ = p + cap;
+  }
+
+  char* data_ = nullptr;
+  char* end_ = nullptr;
+  char* cap_ = nullptr;
+};
+
 class JsonWriter {
  public:
   // Appends to `out`; the first value is written at `depth` (its closing bracket is indented so).
-  JsonWriter(std::string& out, int indent, int depth) : out_(out), indent_(indent), depth_(depth) {}
+  JsonWriter(JsonBuffer& out, int indent, int depth) : out_(out), indent_(indent), depth_(depth) {}
 
   void begin_object() { open('{'); }
   void end_object() { close('{', '}'); }
@@ -28,9 +99,16 @@ class JsonWriter {
   void key(std::string_view k) {
     item_prefix();
     string(k);
-    if (indent_ >= 0) out_.append(": ", 2);
-    else out_ += ':';
-    after_key_ = true;
+    key_end();
+  }
+  // A key written in the source (a string literal): plain ASCII by construction, not checked.
+  template <size_t N>
+  void key(const char (&k)[N]) {
+    item_prefix();
+    out_ += '"';
+    out_.append(k, N - 1);
+    out_ += '"';
+    key_end();
   }
 
   void null() { scalar("null"); }
@@ -68,16 +146,16 @@ class JsonWriter {
     prefix();
     std::string s = v.dump(indent_, ' ', false, nlohmann::detail::error_handler_t::replace);
     if (indent_ <= 0) {
-      out_ += s;
+      out_ += std::string_view(s);
       return;
     }
     const size_t pad = static_cast<size_t>(depth_) * static_cast<size_t>(indent_);
     size_t from = 0;
     for (size_t nl; (nl = s.find('\n', from)) != std::string::npos; from = nl + 1) {
-      out_.append(s, from, nl + 1 - from);
+      out_.append(s.data() + from, nl + 1 - from);
       spaces(pad);
     }
-    out_.append(s, from, std::string::npos);
+    out_.append(std::string_view(s).substr(from));
   }
 
   template <class T>
@@ -91,6 +169,11 @@ class JsonWriter {
   }
 
  private:
+  void key_end() {
+    if (indent_ >= 0) out_.append(": ", 2);
+    else out_ += ':';
+    after_key_ = true;
+  }
   void scalar(std::string_view s) {
     prefix();
     out_.append(s.data(), s.size());
@@ -108,13 +191,7 @@ class JsonWriter {
     } while (v);
     out_.append(p, static_cast<size_t>(buf + sizeof buf - p));
   }
-  // n spaces in one append (a report nests a few levels deep; deeper pads take several).
-  void spaces(size_t n) {
-    static constexpr char kSpaces[] = "                                                                ";
-    constexpr size_t kMax = sizeof kSpaces - 1;
-    for (; n > kMax; n -= kMax) out_.append(kSpaces, kMax);
-    out_.append(kSpaces, n);
-  }
+  void spaces(size_t n) { out_.fill(' ', n); }
   // Before a value: an array element starts its line; a member's value follows its key.
   void prefix() {
     if (after_key_) {
@@ -161,25 +238,36 @@ class JsonWriter {
   // nlohmann escapes '"', '\\' and control characters and replaces invalid UTF-8; plain
   // printable ASCII (every name a model produces, nearly) is copied as is.
   void string(std::string_view s) {
-    bool plain = true;
-    for (char ch : s) {
-      const auto u = static_cast<unsigned char>(ch);
-      if (u < 0x20 || u >= 0x80 || ch == '"' || ch == '\\') {
-        plain = false;
-        break;
-      }
-    }
-    if (plain) {
+    if (plain(s)) {
       out_ += '"';
       out_.append(s.data(), s.size());
       out_ += '"';
       return;
     }
-    out_ += nlohmann::ordered_json(std::string(s)).dump(-1, ' ', false,
-                                                        nlohmann::detail::error_handler_t::replace);
+    out_ += std::string_view(nlohmann::ordered_json(std::string(s)).dump(
+        -1, ' ', false, nlohmann::detail::error_handler_t::replace));
+  }
+  // No byte below 0x20 or from 0x80 up, no '"' and no '\\' (eight at a time: a byte b has the
+  // high bit of b - k set and b's own clear exactly when b < k, for b < 0x80).
+  static bool plain(std::string_view s) {
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    auto has_zero = [](uint64_t v) { return ((v - kOnes) & ~v & kHigh) != 0; };
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & kHigh) || ((w - 0x20 * kOnes) & ~w & kHigh) || has_zero(w ^ ('"' * kOnes)) ||
+          has_zero(w ^ ('\\' * kOnes)))
+        return false;
+    }
+    for (; i < s.size(); ++i) {
+      const auto u = static_cast<unsigned char>(s[i]);
+      if (u < 0x20 || u >= 0x80 || u == '"' || u == '\\') return false;
+    }
+    return true;
   }
 
-  std::string& out_;
+  JsonBuffer& out_;
   int indent_;
   int depth_;
   bool after_key_ = false;

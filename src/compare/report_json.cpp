@@ -18,6 +18,7 @@ namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
+using compare_detail::JsonBuffer;
 using compare_detail::JsonWriter;
 
 ordered_json real(double v) {
@@ -127,22 +128,22 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   const Metrics& m = p.metrics;
   const bool c = p.compared;
   const bool exact = c && !p.estimated;  // element-wise metrics exist
-  auto num = [&](std::string_view k, double v, bool have) {
+  auto num = [&](const auto& k, double v, bool have) {
     w.key(k);
     if (have) write_real(w, v);
     else w.null();
   };
-  auto cnt = [&](std::string_view k, uint64_t v) {
+  auto cnt = [&](const auto& k, uint64_t v) {
     w.key(k);
     if (c) w.number(v);
     else w.null();
   };
-  auto index_member = [&](std::string_view k, int64_t v, bool have) {
+  auto index_member = [&](const auto& k, int64_t v, bool have) {
     w.key(k);
     if (have && v >= 0) w.number(v);
     else w.null();
   };
-  auto coords = [&](std::string_view k, const std::vector<uint64_t>& v, bool have) {
+  auto coords = [&](const auto& k, const std::vector<uint64_t>& v, bool have) {
     w.key(k);
     if (have) w.array_of(v);
     else w.null();
@@ -186,7 +187,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     w.null();
   } else {
     const Criteria& cr = p.criteria;
-    auto opt = [&](std::string_view k, const std::optional<double>& v) {
+    auto opt = [&](const auto& k, const std::optional<double>& v) {
       w.key(k);
       if (v) write_real(w, *v);
       else w.null();
@@ -336,10 +337,10 @@ class Emitter {
   // "key": value, the value written by fn at depth 1.
   Result<void> member_written(std::string_view key, const std::function<void(JsonWriter&)>& fn) {
     DRIFTSCOPE_TRY(key_prefix(key));
-    std::string s;
+    JsonBuffer s;
     JsonWriter w(s, indent_, 1);
     fn(w);
-    return put(s);
+    return put(s.view());
   }
   // "key": [ items... ] where fn(w, i) writes item i at depth 2, handed to the sink in chunks of
   // about 1 MiB. A long array is formatted on a helper thread while this one passes the finished
@@ -351,13 +352,13 @@ class Emitter {
     DRIFTSCOPE_TRY(key_prefix(key));
     if (n == 0) return put("[]");
     // Appends items from `i` on until the chunk holds kChunk bytes; the closing bracket after the last.
-    auto format = [&](std::string& chunk, size_t& i) {
+    auto format = [&](JsonBuffer& chunk, size_t& i) {
       const size_t pad2 = pretty() ? 2 * static_cast<size_t>(indent_) : 0;
       for (; i < n && chunk.size() < kChunk; ++i) {
         chunk += i ? ',' : '[';
         if (pretty()) {
           chunk += '\n';
-          chunk.append(pad2, ' ');
+          chunk.fill(' ', pad2);
         }
         JsonWriter w(chunk, indent_, 2);
         fn(w, i);
@@ -365,7 +366,7 @@ class Emitter {
       if (i == n) {
         if (pretty()) {
           chunk += '\n';
-          chunk.append(static_cast<size_t>(indent_), ' ');
+          chunk.fill(' ', static_cast<size_t>(indent_));
         }
         chunk += ']';
       }
@@ -374,12 +375,12 @@ class Emitter {
       std::optional<Result<void>> piped = pipelined(n, format);
       if (piped) return std::move(*piped);
     }
-    std::string chunk;
+    JsonBuffer chunk;
     chunk.reserve(kChunk + kChunk / 4);
     for (size_t i = 0; i < n;) {
       chunk.clear();
       format(chunk, i);
-      DRIFTSCOPE_TRY(put(chunk));
+      DRIFTSCOPE_TRY(put(chunk.view()));
     }
     return {};
   }
@@ -399,7 +400,10 @@ class Emitter {
   Result<void> key_prefix(std::string_view key) {
     std::string s = first_ ? "" : ",";
     first_ = false;
-    if (pretty()) s += "\n" + pad(1);
+    if (pretty()) {
+      s += '\n';
+      s += pad(1);
+    }
     s += ordered_json(std::string(key)).dump();
     s += pretty() ? ": " : ":";
     return put(s);
@@ -408,7 +412,8 @@ class Emitter {
   std::string render(const ordered_json& v, int depth) const {
     std::string s = v.dump(indent_, ' ', false, nlohmann::detail::error_handler_t::replace);
     if (!pretty() || indent_ == 0) return s;
-    const std::string nl = "\n" + pad(depth);
+    std::string nl = pad(depth);
+    nl.insert(nl.begin(), '\n');
     std::string out;
     out.reserve(s.size() + s.size() / 8);
     for (char ch : s) {
@@ -428,14 +433,14 @@ class Emitter {
   std::optional<Result<void>> pipelined(size_t n, Format& format) {
     std::mutex m;
     std::condition_variable cv;
-    std::deque<std::string> full;    // formatted, in order
-    std::vector<std::string> spare;  // written buffers, reused (no fresh pages per chunk)
+    std::deque<JsonBuffer> full;    // formatted, in order
+    std::vector<JsonBuffer> spare;  // written buffers, reused (no fresh pages per chunk)
     bool done = false, cancelled = false;
     std::exception_ptr thrown;
     auto produce = [&] {
       try {
         for (size_t i = 0; i < n;) {
-          std::string chunk;
+          JsonBuffer chunk;
           {
             std::unique_lock lock(m);
             cv.wait(lock, [&] { return cancelled || full.size() < kQueued; });
@@ -468,7 +473,7 @@ class Emitter {
     }
     Result<void> result;
     for (;;) {
-      std::string chunk;
+      JsonBuffer chunk;
       {
         std::unique_lock lock(m);
         cv.wait(lock, [&] { return done || !full.empty(); });
@@ -477,7 +482,7 @@ class Emitter {
         full.pop_front();
         cv.notify_all();
       }
-      result = put(chunk);
+      result = put(chunk.view());
       std::lock_guard lock(m);
       spare.push_back(std::move(chunk));
       if (!result) {
