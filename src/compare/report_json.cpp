@@ -3,13 +3,13 @@
 #include <bit>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 
+#include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
 #include "compare/json_writer.hpp"
 
@@ -89,7 +89,8 @@ void write_real(JsonWriter& w, double v) {
 
 // Criteria::to_string() of the previous pair, reused while the criteria are the same bits: pairs
 // judged by one default or one policy rule come in long runs, and formatting the text anew cost
-// ~1 us a pair. One per formatting thread.
+// ~1 us a pair. One per formatting thread; a pure cache (keyed by the criteria's bits), so what it
+// held from an earlier report does no harm.
 class CriteriaText {
  public:
   const std::string& operator()(const Criteria& c) {
@@ -343,18 +344,18 @@ class Emitter {
     return put(s.view());
   }
   // "key": [ items... ] where fn(w, i) writes item i at depth 2, handed to the sink in chunks of
-  // about 1 MiB. A long array is formatted on a helper thread while this one passes the finished
-  // chunks to the sink: at 1,000,000 pairs (2.75 GB of text) formatting and the sink's writes
-  // (the kernel's copy into the page cache) cost about the same, and on two cores they overlap.
-  // The sink is only ever called on this thread, in order.
+  // kItems items. A long array is formatted by helper threads, chunk by chunk, while this thread
+  // passes the finished chunks to the sink in order: at 1,000,000 pairs (2.75 GB of text)
+  // formatting and the sink's writes (the kernel's copy into the page cache) both take seconds,
+  // and on two cores they overlap. The sink is only ever called on this thread.
   Result<void> array_written(std::string_view key, size_t n,
                              const std::function<void(JsonWriter&, size_t)>& fn) {
     DRIFTSCOPE_TRY(key_prefix(key));
     if (n == 0) return put("[]");
-    // Appends items from `i` on until the chunk holds kChunk bytes; the closing bracket after the last.
-    auto format = [&](JsonBuffer& chunk, size_t& i) {
+    // Items [begin, end), each after its separator; the closing bracket after the last one.
+    auto format = [&](JsonBuffer& chunk, size_t begin, size_t end) {
       const size_t pad2 = pretty() ? 2 * static_cast<size_t>(indent_) : 0;
-      for (; i < n && chunk.size() < kChunk; ++i) {
+      for (size_t i = begin; i < end; ++i) {
         chunk += i ? ',' : '[';
         if (pretty()) {
           chunk += '\n';
@@ -363,7 +364,7 @@ class Emitter {
         JsonWriter w(chunk, indent_, 2);
         fn(w, i);
       }
-      if (i == n) {
+      if (end == n) {
         if (pretty()) {
           chunk += '\n';
           chunk.fill(' ', static_cast<size_t>(indent_));
@@ -376,10 +377,9 @@ class Emitter {
       if (piped) return std::move(*piped);
     }
     JsonBuffer chunk;
-    chunk.reserve(kChunk + kChunk / 4);
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; i < n; i += kItems) {
       chunk.clear();
-      format(chunk, i);
+      format(chunk, i, std::min(n, i + kItems));
       DRIFTSCOPE_TRY(put(chunk.view()));
     }
     return {};
@@ -423,75 +423,90 @@ class Emitter {
     return out;
   }
 
-  static constexpr size_t kChunk = size_t{1} << 20;
-  static constexpr size_t kPipelineItems = 4096;  // below this a thread costs more than it saves
-  static constexpr size_t kQueued = 4;            // formatted chunks waiting for the sink, at most
+  static constexpr size_t kItems = 256;           // per chunk: ~700 KB of pairs
+  static constexpr size_t kPipelineItems = 4096;  // below this threads cost more than they save
+  static constexpr size_t kRing = 6;              // chunks formatted ahead of the sink, at most
 
-  // array_written's two-thread form; nullopt when no thread could be started (then the caller
-  // formats inline). format(chunk, i) appends items from i on and advances i.
+  // array_written's threaded form; nullopt when no thread could be started (then the caller
+  // formats inline). Chunk k holds items [k * kItems, (k + 1) * kItems) and lives in ring slot
+  // k % kRing from when a formatter claims it until the sink has taken it; a formatter claims
+  // chunk k only once chunk k - kRing is written, so a slot is never in two hands.
   template <class Format>
   std::optional<Result<void>> pipelined(size_t n, Format& format) {
+    struct Slot {
+      JsonBuffer text;
+      bool ready = false;
+    };
+    const size_t chunks = (n + kItems - 1) / kItems;
+    std::vector<Slot> ring(kRing);
     std::mutex m;
     std::condition_variable cv;
-    std::deque<JsonBuffer> full;    // formatted, in order
-    std::vector<JsonBuffer> spare;  // written buffers, reused (no fresh pages per chunk)
-    bool done = false, cancelled = false;
+    size_t claimed = 0, written = 0;
+    bool stop = false;
     std::exception_ptr thrown;
-    auto produce = [&] {
+    auto formatter = [&] {
       try {
-        for (size_t i = 0; i < n;) {
-          JsonBuffer chunk;
+        for (;;) {
+          size_t k;
+          JsonBuffer text;
           {
             std::unique_lock lock(m);
-            cv.wait(lock, [&] { return cancelled || full.size() < kQueued; });
-            if (cancelled) break;
-            if (!spare.empty()) {
-              chunk = std::move(spare.back());
-              spare.pop_back();
-            }
+            cv.wait(lock, [&] { return stop || claimed == chunks || claimed < written + kRing; });
+            if (stop || claimed == chunks) return;
+            k = claimed++;
+            text = std::move(ring[k % kRing].text);
           }
-          chunk.clear();
-          chunk.reserve(kChunk + kChunk / 4);
-          format(chunk, i);
+          text.clear();
+          const size_t begin = k * kItems;
+          format(text, begin, std::min(n, begin + kItems));
           std::lock_guard lock(m);
-          full.push_back(std::move(chunk));
+          ring[k % kRing].text = std::move(text);
+          ring[k % kRing].ready = true;
           cv.notify_all();
         }
       } catch (...) {
         std::lock_guard lock(m);
-        thrown = std::current_exception();
+        if (!thrown) thrown = std::current_exception();
+        stop = true;
+        cv.notify_all();
       }
-      std::lock_guard lock(m);
-      done = true;
-      cv.notify_all();
     };
-    std::thread helper;
-    try {
-      helper = std::thread(produce);
-    } catch (const std::system_error&) {
-      return std::nullopt;
-    }
-    Result<void> result;
-    for (;;) {
-      JsonBuffer chunk;
-      {
-        std::unique_lock lock(m);
-        cv.wait(lock, [&] { return done || !full.empty(); });
-        if (full.empty()) break;
-        chunk = std::move(full.front());
-        full.pop_front();
-        cv.notify_all();
-      }
-      result = put(chunk.view());
-      std::lock_guard lock(m);
-      spare.push_back(std::move(chunk));
-      if (!result) {
-        cancelled = true;
-        cv.notify_all();
+    // Two formatters where there are two cores: with the sink's thread that is one more thread
+    // than cores, and the kernel gives each what the others leave.
+    std::vector<std::thread> helpers;
+    const unsigned want = std::min(2u, detail::hardware_threads());
+    for (unsigned t = 0; t < want; ++t) {
+      try {
+        helpers.emplace_back(formatter);
+      } catch (const std::system_error&) {
         break;
       }
     }
-    helper.join();
+    if (helpers.empty()) return std::nullopt;
+    Result<void> result;
+    for (size_t k = 0; k < chunks; ++k) {
+      JsonBuffer text;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return stop || ring[k % kRing].ready; });
+        if (!ring[k % kRing].ready) break;  // a formatter threw
+        text = std::move(ring[k % kRing].text);
+        ring[k % kRing].ready = false;
+      }
+      result = put(text.view());
+      std::lock_guard lock(m);
+      ring[k % kRing].text = std::move(text);
+      written = k + 1;
+      if (!result) stop = true;
+      cv.notify_all();
+      if (!result) break;
+    }
+    {
+      std::lock_guard lock(m);
+      stop = true;
+      cv.notify_all();
+    }
+    for (auto& t : helpers) t.join();
     if (thrown) std::rethrow_exception(thrown);
     return result;
   }
@@ -537,9 +552,8 @@ Result<void> report_to_json(const Report& r, int indent,
     DRIFTSCOPE_TRY(e.member("first_nonfinite_ranks", ordered_json(r.first_nonfinite_ranks)));
     DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
   }
-  // Only the formatting thread of array_written touches `text`.
-  CriteriaText text;
   DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(), [&](JsonWriter& w, size_t i) {
+    thread_local CriteriaText text;  // array_written may format on several threads
     if (!r.sets) return write_pair(w, text, r.pairs[i], i);
     const auto ranks = r.pair_ranks(r.pairs[i]);
     write_pair(w, text, r.pairs[i], i, &ranks);
