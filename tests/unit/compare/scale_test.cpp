@@ -188,12 +188,12 @@ TEST(Scale, PipelinedJsonIsTheDocumentDump) {
     }
     EXPECT_EQ(texts, r.pairs.size());
   }
-  // The second chunk of "tensors" (1 MiB pieces) fails: nothing more reaches the sink, the
+  // The second chunk of "tensors" (256 pairs, ~700 KB) fails: nothing more reaches the sink, the
   // helper thread stops, the error comes back.
   size_t chunks = 0, after = 0;
   auto res = report_to_json(r, 2, [&](std::string_view s) -> Result<void> {
     if (chunks == 2) ++after;
-    if (s.size() >= (size_t{1} << 20) && ++chunks == 2) return make_error(Errc::io_error, "disk full");
+    if (s.size() >= (size_t{100} << 10) && ++chunks == 2) return make_error(Errc::io_error, "disk full");
     return {};
   });
   ASSERT_FALSE(res);
