@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -91,6 +92,8 @@ class AtomicOutput {
   std::string target_, temp_;
   int fd_ = -1;
   bool committed_ = true;
+  uint64_t written_ = 0;  // bytes written so far
+  uint64_t queued_ = 0;   // of which handed to the disk early (write-behind, write())
 };
 
 // An output written piece by piece by the rules above (reports of any size, never held whole).

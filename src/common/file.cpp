@@ -315,7 +315,9 @@ AtomicOutput::AtomicOutput(AtomicOutput&& o) noexcept
     : target_(std::move(o.target_)),
       temp_(std::move(o.temp_)),
       fd_(std::exchange(o.fd_, -1)),
-      committed_(std::exchange(o.committed_, true)) {}
+      committed_(std::exchange(o.committed_, true)),
+      written_(std::exchange(o.written_, 0)),
+      queued_(std::exchange(o.queued_, 0)) {}
 
 AtomicOutput& AtomicOutput::operator=(AtomicOutput&& o) noexcept {
   if (this != &o) {
@@ -324,6 +326,8 @@ AtomicOutput& AtomicOutput::operator=(AtomicOutput&& o) noexcept {
     temp_ = std::move(o.temp_);
     fd_ = std::exchange(o.fd_, -1);
     committed_ = std::exchange(o.committed_, true);
+    written_ = std::exchange(o.written_, 0);
+    queued_ = std::exchange(o.queued_, 0);
   }
   return *this;
 }
@@ -338,7 +342,20 @@ void AtomicOutput::discard() noexcept {
 
 Result<void> AtomicOutput::write(std::string_view data) {
   if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
-  return write_all(fd_, data, temp_);
+  DRIFTSCOPE_TRY(write_all(fd_, data, temp_));
+  written_ += data.size();
+#ifdef __linux__
+  // Write-behind: start the disk on each 32 MiB as it is written, so that commit()'s fsync waits
+  // for the tail only. A 2.75 GB report (1,000,000 pairs) otherwise left all of it to the fsync,
+  // seconds after the last byte was formatted. Only a hint: a failure shows at the fsync.
+  constexpr uint64_t kWriteBehind = uint64_t{32} << 20;
+  if (written_ - queued_ >= kWriteBehind) {
+    (void)::sync_file_range(fd_, static_cast<off_t>(queued_), static_cast<off_t>(written_ - queued_),
+                            SYNC_FILE_RANGE_WRITE);
+    queued_ = written_;
+  }
+#endif
+  return {};
 }
 
 Result<void> AtomicOutput::commit() {

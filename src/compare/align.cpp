@@ -1,10 +1,12 @@
 // Alignment (docs/compare.md "Alignment"): which reference tensor meets which candidate tensor,
 // and how their shapes line up (identical, size-1 axes only, permuted by axis names, reshaped).
 #include <algorithm>
-#include <map>
+#include <deque>
+#include <functional>
 #include <regex>
-#include <tuple>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -39,19 +41,36 @@ std::string rename_with(const std::vector<CompiledRule>& rules, std::string name
   return name;
 }
 
-using Key = std::tuple<std::string, uint8_t, uint16_t, uint32_t>;
+// A tensor identity for pairing (docs/format.md §3.3); the name is a view of a string that
+// align() keeps alive. Hashed, not ordered: only lookups are made (an ordered map of a million
+// string keys cost ~1 s of comparisons).
+struct Key {
+  std::string_view name;
+  uint8_t role;
+  uint16_t role_index;
+  uint32_t occurrence;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    uint64_t h = std::hash<std::string_view>{}(k.name);
+    const uint64_t rest = (uint64_t{k.role} << 48) ^ (uint64_t{k.role_index} << 32) ^ k.occurrence;
+    return static_cast<size_t>(h ^ (rest * 0x9e3779b97f4a7c15ULL));
+  }
+};
 
-Key key_of(const std::string& name, const TensorInfo& i) {
+Key key_of(std::string_view name, const TensorInfo& i) {
   return {name, static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
 }
 
 std::vector<const Record*> in_exec_order(const Reader& r) {
   std::vector<const Record*> out;
+  out.reserve(r.records().size());
   for (const auto& rec : r.records()) out.push_back(&rec);
-  // Readers order by exec_index (docs/format.md §3.3); file order breaks ties.
-  std::stable_sort(out.begin(), out.end(), [](const Record* a, const Record* b) {
-    return a->info.exec_index < b->info.exec_index;
-  });
+  // Readers order by exec_index (docs/format.md §3.3); file order breaks ties. Files are
+  // usually written in that order already.
+  auto by_index = [](const Record* a, const Record* b) { return a->info.exec_index < b->info.exec_index; };
+  if (!std::is_sorted(out.begin(), out.end(), by_index)) std::stable_sort(out.begin(), out.end(), by_index);
   return out;
 }
 
@@ -237,29 +256,36 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     if (!f) return std::move(f).error();
     filter = std::move(*f);
   }
-  auto ref_name = [&](const Record* r) { return renamer->ref(r->info.name); };
-  auto cand_name = [&](const Record* r) { return renamer->cand(r->info.name); };
-  auto accepted = [&](const Record* r, const std::string& name) {
+  // Without any rename rule a name is the record's own: viewed, not copied.
+  const bool renames = !options.names.reference.empty() || !options.names.candidate.empty() ||
+                       !options.names.exact.empty();
+  std::deque<std::string> renamed;  // the new names, at stable addresses
+  auto name_of = [&](const Record* r, bool ref_side) -> std::string_view {
+    if (!renames) return r->info.name;
+    renamed.push_back(ref_side ? renamer->ref(r->info.name) : renamer->cand(r->info.name));
+    return renamed.back();
+  };
+  auto accepted = [&](const Record* r, std::string_view name) {
     if (!filter) return true;
     TensorInfo info = r->info;
-    info.name = name;
+    info.name = std::string(name);
     return filter->accepts(info, r->info.exec_index);
   };
 
   Alignment out;
   std::vector<const Record*> refs, cands;
-  std::vector<std::string> ref_names, cand_names;
+  std::vector<std::string_view> ref_names, cand_names;
   for (const Record* r : in_exec_order(ref)) {
-    std::string n = ref_name(r);
+    std::string_view n = name_of(r, true);
     if (!accepted(r, n)) continue;
     refs.push_back(r);
-    ref_names.push_back(std::move(n));
+    ref_names.push_back(n);
   }
   for (const Record* r : in_exec_order(cand)) {
-    std::string n = cand_name(r);
+    std::string_view n = name_of(r, false);
     if (!accepted(r, n)) continue;
     cands.push_back(r);
-    cand_names.push_back(std::move(n));
+    cand_names.push_back(n);
   }
 
   if (options.pairing == Pairing::positional) {
@@ -277,13 +303,15 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     return out;
   }
 
-  std::map<Key, size_t> by_key;  // first record of each identity wins (format.md §3.3)
+  std::unordered_map<Key, size_t, KeyHash> by_key;  // first record of each identity wins (format.md §3.3)
+  by_key.reserve(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) by_key.emplace(key_of(cand_names[i], cands[i]->info), i);
   std::vector<bool> used(cands.size(), false);
-  std::map<Key, bool> seen_ref;
+  std::unordered_set<Key, KeyHash> seen_ref;
+  seen_ref.reserve(refs.size());
   for (size_t i = 0; i < refs.size(); ++i) {
     Key k = key_of(ref_names[i], refs[i]->info);
-    if (!seen_ref.emplace(k, true).second) continue;  // a duplicate identity in the reference
+    if (!seen_ref.insert(k).second) continue;  // a duplicate identity in the reference
     auto it = by_key.find(k);
     if (it == by_key.end() || used[it->second]) {
       out.only_ref.push_back(refs[i]);

@@ -3,22 +3,94 @@
 // objects were ~70 small nodes each, and building, dumping and re-indenting them cost 44 us a pair
 // (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's own float formatting (Grisu2,
 // to_chars), so doubles print exactly as before; strings that need escaping go through nlohmann.
+// At 1,000,000 pairs (2.75 GB of text) every byte counts: appends are inlined into a JsonBuffer
+// (std::string's push_back and append are out-of-line calls) and strings are checked for escapes
+// eight bytes at a time.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace driftscope::compare_detail {
 
+// A growable run of bytes with inlined appends; never empty of storage (no null pointer to copy to).
+class JsonBuffer {
+ public:
+  JsonBuffer() { grow(0); }
+  JsonBuffer(JsonBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), end_(std::exchange(o.end_, nullptr)),
+        cap_(std::exchange(o.cap_, nullptr)) {}
+  JsonBuffer& operator=(JsonBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(end_, o.end_);
+    std::swap(cap_, o.cap_);
+    return *this;
+  }
+  JsonBuffer(const JsonBuffer&) = delete;
+  JsonBuffer& operator=(const JsonBuffer&) = delete;
+  ~JsonBuffer() { std::free(data_); }
+
+  size_t size() const { return static_cast<size_t>(end_ - data_); }
+  std::string_view view() const { return {data_, size()}; }
+  void clear() { end_ = data_; }
+  void reserve(size_t n) {
+    if (static_cast<size_t>(cap_ - data_) < n) grow(n - size());
+  }
+  void push(char c) {
+    if (end_ == cap_) grow(1);
+    *end_++ = c;
+  }
+  void append(const char* s, size_t n) {
+    if (static_cast<size_t>(cap_ - end_) < n) grow(n);
+    std::memcpy(end_, s, n);
+    end_ += n;
+  }
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  void fill(char c, size_t n) {
+    if (static_cast<size_t>(cap_ - end_) < n) grow(n);
+    std::memset(end_, c, n);
+    end_ += n;
+  }
+  JsonBuffer& operator+=(char c) {
+    push(c);
+    return *this;
+  }
+  JsonBuffer& operator+=(std::string_view s) {
+    append(s);
+    return *this;
+  }
+
+ private:
+  [[gnu::noinline]] void grow(size_t need) {
+    const size_t size = this->size();
+    const size_t cap = std::max({static_cast<size_t>(cap_ - data_) * 2, size + need, size_t{256}});
+    char* p = static_cast<char*>(std::realloc(data_, cap));
+    if (!p) throw std::bad_alloc();
+    data_ = p;
+    end_ = p + size;
+    cap_ = p + cap;
+  }
+
+  char* data_ = nullptr;
+  char* end_ = nullptr;
+  char* cap_ = nullptr;
+};
+
 class JsonWriter {
  public:
   // Appends to `out`; the first value is written at `depth` (its closing bracket is indented so).
-  JsonWriter(std::string& out, int indent, int depth) : out_(out), indent_(indent), depth_(depth) {}
+  JsonWriter(JsonBuffer& out, int indent, int depth) : out_(out), indent_(indent), depth_(depth) {}
 
   void begin_object() { open('{'); }
   void end_object() { close('{', '}'); }
@@ -28,8 +100,16 @@ class JsonWriter {
   void key(std::string_view k) {
     item_prefix();
     string(k);
-    out_ += indent_ >= 0 ? ": " : ":";
-    after_key_ = true;
+    key_end();
+  }
+  // A key written in the source (a string literal): plain ASCII by construction, not checked.
+  template <size_t N>
+  void key(const char (&k)[N]) {
+    item_prefix();
+    out_ += '"';
+    out_.append(k, N - 1);
+    out_ += '"';
+    key_end();
   }
 
   void null() { scalar("null"); }
@@ -51,12 +131,26 @@ class JsonWriter {
   void number(double v) {
     prefix();
     if (!std::isfinite(v)) {
-      out_ += "null";
+      out_.append("null", 4);
       return;
     }
-    char buf[64];
-    char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
-    out_.append(buf, static_cast<size_t>(end - buf));
+    // A report repeats many doubles (a pair's error is its relative L2 and the next pair's input
+    // error; the rounding bound and the criteria are the same for every pair of a dtype), and
+    // Grisu2 was 40% of formatting a pair: the last texts are kept, per thread, by their bits.
+    struct Cached {
+      uint64_t bits = 0;
+      uint8_t len = 0;  // 0: empty
+      char text[31];
+    };
+    thread_local Cached cache[256];
+    const uint64_t bits = std::bit_cast<uint64_t>(v);
+    Cached& c = cache[(bits * 0x9e3779b97f4a7c15ULL) >> 56];
+    if (c.len == 0 || c.bits != bits) {
+      char* end = nlohmann::detail::to_chars(c.text, c.text + sizeof c.text, v);
+      c.len = static_cast<uint8_t>(end - c.text);
+      c.bits = bits;
+    }
+    out_.append(c.text, c.len);
   }
   void str(std::string_view s) {
     prefix();
@@ -67,14 +161,16 @@ class JsonWriter {
     prefix();
     std::string s = v.dump(indent_, ' ', false, nlohmann::detail::error_handler_t::replace);
     if (indent_ <= 0) {
-      out_ += s;
+      out_ += std::string_view(s);
       return;
     }
-    const std::string nl = "\n" + std::string(static_cast<size_t>(depth_ * indent_), ' ');
-    for (char ch : s) {
-      if (ch == '\n') out_ += nl;
-      else out_ += ch;
+    const size_t pad = static_cast<size_t>(depth_) * static_cast<size_t>(indent_);
+    size_t from = 0;
+    for (size_t nl; (nl = s.find('\n', from)) != std::string::npos; from = nl + 1) {
+      out_.append(s.data() + from, nl + 1 - from);
+      spaces(pad);
     }
+    out_.append(std::string_view(s).substr(from));
   }
 
   template <class T>
@@ -88,11 +184,20 @@ class JsonWriter {
   }
 
  private:
+  void key_end() {
+    if (indent_ >= 0) out_.append(": ", 2);
+    else out_ += ':';
+    after_key_ = true;
+  }
   void scalar(std::string_view s) {
     prefix();
-    out_ += s;
+    out_.append(s.data(), s.size());
   }
   void append_uint(uint64_t v) {
+    if (v < 10) {
+      out_ += static_cast<char>('0' + v);
+      return;
+    }
     char buf[24];
     char* p = buf + sizeof buf;
     do {
@@ -101,9 +206,7 @@ class JsonWriter {
     } while (v);
     out_.append(p, static_cast<size_t>(buf + sizeof buf - p));
   }
-  void pad(int depth) {
-    if (indent_ > 0) out_.append(static_cast<size_t>(depth * indent_), ' ');
-  }
+  void spaces(size_t n) { out_.fill(' ', n); }
   // Before a value: an array element starts its line; a member's value follows its key.
   void prefix() {
     if (after_key_) {
@@ -112,30 +215,40 @@ class JsonWriter {
     }
     if (!open_.empty()) item_prefix();
   }
+  // The separator before an element: the container's opening bracket for its first element
+  // (an empty container is written "{}" / "[]" by close()), a comma after that; then its line.
   void item_prefix() {
-    char& first = open_.back();
-    if (first) {
-      out_ += open_char_.back();
-      first = 0;
-    } else {
-      out_ += ',';
+    // ",\n" and the indentation in one copy where it fits (every report nests this shallow).
+    static constexpr char kSep[] = ",\n                                                              ";
+    char& pending = open_.back();
+    const size_t pad = indent_ > 0 ? static_cast<size_t>(depth_) * static_cast<size_t>(indent_) : 0;
+    if (indent_ < 0 || pad + 2 >= sizeof kSep) {
+      if (pending) out_ += pending;
+      else out_ += ',';
+      pending = 0;
+      if (indent_ >= 0) {
+        out_ += '\n';
+        spaces(pad);
+      }
+      return;
     }
-    if (indent_ >= 0) {
-      out_ += '\n';
-      pad(depth_);
+    if (pending) {
+      out_ += pending;
+      pending = 0;
+      out_.append(kSep + 1, pad + 1);
+    } else {
+      out_.append(kSep, pad + 2);
     }
   }
   void open(char c) {
     prefix();
-    open_.push_back(1);
-    open_char_.push_back(c);
+    open_.push_back(c);
     ++depth_;
   }
   void close(char o, char c) {
     --depth_;
     const bool empty = open_.back() != 0;
     open_.pop_back();
-    open_char_.pop_back();
     if (empty) {
       out_ += o;
       out_ += c;
@@ -143,37 +256,49 @@ class JsonWriter {
     }
     if (indent_ >= 0) {
       out_ += '\n';
-      pad(depth_);
+      spaces(static_cast<size_t>(depth_) * static_cast<size_t>(indent_ > 0 ? indent_ : 0));
     }
     out_ += c;
   }
   // nlohmann escapes '"', '\\' and control characters and replaces invalid UTF-8; plain
   // printable ASCII (every name a model produces, nearly) is copied as is.
   void string(std::string_view s) {
-    bool plain = true;
-    for (char ch : s) {
-      const auto u = static_cast<unsigned char>(ch);
-      if (u < 0x20 || u >= 0x80 || ch == '"' || ch == '\\') {
-        plain = false;
-        break;
-      }
-    }
-    if (plain) {
+    if (plain(s)) {
       out_ += '"';
-      out_ += s;
+      out_.append(s.data(), s.size());
       out_ += '"';
       return;
     }
-    out_ += nlohmann::ordered_json(std::string(s)).dump(-1, ' ', false,
-                                                        nlohmann::detail::error_handler_t::replace);
+    out_ += std::string_view(nlohmann::ordered_json(std::string(s)).dump(
+        -1, ' ', false, nlohmann::detail::error_handler_t::replace));
+  }
+  // No byte below 0x20 or from 0x80 up, no '"' and no '\\' (eight at a time: a byte b has the
+  // high bit of b - k set and b's own clear exactly when b < k, for b < 0x80).
+  static bool plain(std::string_view s) {
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    auto has_zero = [](uint64_t v) { return ((v - kOnes) & ~v & kHigh) != 0; };
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & kHigh) || ((w - 0x20 * kOnes) & ~w & kHigh) || has_zero(w ^ ('"' * kOnes)) ||
+          has_zero(w ^ ('\\' * kOnes)))
+        return false;
+    }
+    for (; i < s.size(); ++i) {
+      const auto u = static_cast<unsigned char>(s[i]);
+      if (u < 0x20 || u >= 0x80 || u == '"' || u == '\\') return false;
+    }
+    return true;
   }
 
-  std::string& out_;
+  JsonBuffer& out_;
   int indent_;
   int depth_;
   bool after_key_ = false;
-  std::vector<char> open_;       // per open container: no element written yet (1)
-  std::vector<char> open_char_;  // its opening bracket, written with the first element
+  // Per open container: its opening bracket while no element is written yet, then 0. A string
+  // so that the few levels of a report need no allocation (short-string buffer).
+  std::string open_;
 };
 
 }  // namespace driftscope::compare_detail

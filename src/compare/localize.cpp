@@ -94,12 +94,18 @@ void first_points(Report& rep, const CompareOptions& options) {
     if (p.compared && p.basis != "none" && p.amplification > 1.0 && p.error >= kAmplifierFloor)
       amp.push_back(i);
   }
-  std::stable_sort(amp.begin(), amp.end(), [&](size_t a, size_t b) {
+  // The first max_amplifiers of a stable sort by (amplification, error), both descending: a
+  // partial sort with the pair index as the last key gives the same list in O(n log k) (every
+  // pair may qualify, a million of them).
+  auto before = [&](size_t a, size_t b) {
     if (pairs[a].amplification != pairs[b].amplification)
       return pairs[a].amplification > pairs[b].amplification;
-    return pairs[a].error > pairs[b].error;
-  });
-  if (amp.size() > options.max_amplifiers) amp.resize(options.max_amplifiers);
+    if (pairs[a].error != pairs[b].error) return pairs[a].error > pairs[b].error;
+    return a < b;
+  };
+  const size_t keep = std::min<size_t>(amp.size(), options.max_amplifiers);
+  std::partial_sort(amp.begin(), amp.begin() + static_cast<ptrdiff_t>(keep), amp.end(), before);
+  amp.resize(keep);
   rep.amplifiers = std::move(amp);
 }
 

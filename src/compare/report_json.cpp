@@ -1,7 +1,15 @@
 // The JSON report (docs/report-schema.json). JSON has no NaN or infinity: a value that was not
 // computed (or is undefined, 0/0) is null, and ±infinity is the string "inf" / "-inf".
+#include <bit>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
 
+#include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
 #include "compare/json_writer.hpp"
 
@@ -10,6 +18,7 @@ namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
+using compare_detail::JsonBuffer;
 using compare_detail::JsonWriter;
 
 ordered_json real(double v) {
@@ -78,27 +87,64 @@ void write_real(JsonWriter& w, double v) {
   else w.number(v);
 }
 
+// Criteria::to_string() of the previous pair, reused while the criteria are the same bits: pairs
+// judged by one default or one policy rule come in long runs, and formatting the text anew cost
+// ~1 us a pair. One per formatting thread; a pure cache (keyed by the criteria's bits), so what it
+// held from an earlier report does no harm.
+class CriteriaText {
+ public:
+  const std::string& operator()(const Criteria& c) {
+    if (!valid_ || !same(c, last_)) {
+      last_ = c;
+      text_ = c.to_string();
+      valid_ = true;
+    }
+    return text_;
+  }
+
+ private:
+  template <class T>
+  static bool same(const std::optional<T>& a, const std::optional<T>& b) {
+    if (a.has_value() != b.has_value()) return false;
+    if (!a) return true;
+    if constexpr (std::is_same_v<T, double>) return std::bit_cast<uint64_t>(*a) == std::bit_cast<uint64_t>(*b);
+    else return *a == *b;
+  }
+  static bool same(const Criteria& a, const Criteria& b) {
+    return same(a.atol, b.atol) && same(a.rtol, b.rtol) &&
+           same(a.max_mismatch_fraction, b.max_mismatch_fraction) && same(a.min_cosine, b.min_cosine) &&
+           same(a.min_sqnr_db, b.min_sqnr_db) && same(a.max_rel_l2, b.max_rel_l2) &&
+           same(a.max_ulp, b.max_ulp) && same(a.min_argmax_agreement, b.min_argmax_agreement) &&
+           same(a.min_topk_overlap, b.min_topk_overlap);
+  }
+
+  bool valid_ = false;
+  Criteria last_;
+  std::string text_;
+};
+
 // `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
-void write_pair(JsonWriter& w, const PairResult& p, size_t i, const std::vector<uint32_t>* ranks = nullptr) {
+void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p, size_t i,
+                const std::vector<uint32_t>* ranks = nullptr) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
   const bool exact = c && !p.estimated;  // element-wise metrics exist
-  auto num = [&](std::string_view k, double v, bool have) {
+  auto num = [&](const auto& k, double v, bool have) {
     w.key(k);
     if (have) write_real(w, v);
     else w.null();
   };
-  auto cnt = [&](std::string_view k, uint64_t v) {
+  auto cnt = [&](const auto& k, uint64_t v) {
     w.key(k);
     if (c) w.number(v);
     else w.null();
   };
-  auto index_member = [&](std::string_view k, int64_t v, bool have) {
+  auto index_member = [&](const auto& k, int64_t v, bool have) {
     w.key(k);
     if (have && v >= 0) w.number(v);
     else w.null();
   };
-  auto coords = [&](std::string_view k, const std::vector<uint64_t>& v, bool have) {
+  auto coords = [&](const auto& k, const std::vector<uint64_t>& v, bool have) {
     w.key(k);
     if (have) w.array_of(v);
     else w.null();
@@ -142,14 +188,14 @@ void write_pair(JsonWriter& w, const PairResult& p, size_t i, const std::vector<
     w.null();
   } else {
     const Criteria& cr = p.criteria;
-    auto opt = [&](std::string_view k, const std::optional<double>& v) {
+    auto opt = [&](const auto& k, const std::optional<double>& v) {
       w.key(k);
       if (v) write_real(w, *v);
       else w.null();
     };
     w.begin_object();
     w.key("source"), w.str(p.criteria_source);
-    w.key("text"), w.str(cr.to_string());
+    w.key("text"), w.str(criteria_text(cr));
     opt("atol", cr.atol);
     opt("rtol", cr.rtol);
     opt("max_mismatch_fraction", cr.max_mismatch_fraction);
@@ -292,30 +338,51 @@ class Emitter {
   // "key": value, the value written by fn at depth 1.
   Result<void> member_written(std::string_view key, const std::function<void(JsonWriter&)>& fn) {
     DRIFTSCOPE_TRY(key_prefix(key));
-    std::string s;
+    JsonBuffer s;
     JsonWriter w(s, indent_, 1);
     fn(w);
-    return put(s);
+    return put(s.view());
   }
-  // "key": [ items... ] where fn(w, i) writes item i at depth 2, in chunks of about 64 KiB.
+  // "key": [ items... ] where fn(w, i) writes item i at depth 2, handed to the sink in chunks of
+  // kItems items. A long array is formatted by helper threads, chunk by chunk, while this thread
+  // passes the finished chunks to the sink in order: at 1,000,000 pairs (2.75 GB of text)
+  // formatting and the sink's writes (the kernel's copy into the page cache) both take seconds,
+  // and on two cores they overlap. The sink is only ever called on this thread.
   Result<void> array_written(std::string_view key, size_t n,
                              const std::function<void(JsonWriter&, size_t)>& fn) {
     DRIFTSCOPE_TRY(key_prefix(key));
     if (n == 0) return put("[]");
-    std::string chunk = "[";
-    for (size_t i = 0; i < n; ++i) {
-      if (i) chunk += ',';
-      if (pretty()) chunk += "\n" + pad(2);
-      JsonWriter w(chunk, indent_, 2);
-      fn(w, i);
-      if (chunk.size() >= (1u << 16)) {
-        DRIFTSCOPE_TRY(put(chunk));
-        chunk.clear();
+    // Items [begin, end), each after its separator; the closing bracket after the last one.
+    auto format = [&](JsonBuffer& chunk, size_t begin, size_t end) {
+      const size_t pad2 = pretty() ? 2 * static_cast<size_t>(indent_) : 0;
+      for (size_t i = begin; i < end; ++i) {
+        chunk += i ? ',' : '[';
+        if (pretty()) {
+          chunk += '\n';
+          chunk.fill(' ', pad2);
+        }
+        JsonWriter w(chunk, indent_, 2);
+        fn(w, i);
       }
+      if (end == n) {
+        if (pretty()) {
+          chunk += '\n';
+          chunk.fill(' ', static_cast<size_t>(indent_));
+        }
+        chunk += ']';
+      }
+    };
+    if (n >= kPipelineItems) {
+      std::optional<Result<void>> piped = pipelined(n, format);
+      if (piped) return std::move(*piped);
     }
-    if (pretty()) chunk += "\n" + pad(1);
-    chunk += ']';
-    return put(chunk);
+    JsonBuffer chunk;
+    for (size_t i = 0; i < n; i += kItems) {
+      chunk.clear();
+      format(chunk, i, std::min(n, i + kItems));
+      DRIFTSCOPE_TRY(put(chunk.view()));
+    }
+    return {};
   }
   // "key": [ items... ] where item(i) is rendered by nlohmann at depth 2 (irregular members).
   Result<void> array_member(std::string_view key, size_t n,
@@ -333,7 +400,10 @@ class Emitter {
   Result<void> key_prefix(std::string_view key) {
     std::string s = first_ ? "" : ",";
     first_ = false;
-    if (pretty()) s += "\n" + pad(1);
+    if (pretty()) {
+      s += '\n';
+      s += pad(1);
+    }
     s += ordered_json(std::string(key)).dump();
     s += pretty() ? ": " : ":";
     return put(s);
@@ -342,7 +412,8 @@ class Emitter {
   std::string render(const ordered_json& v, int depth) const {
     std::string s = v.dump(indent_, ' ', false, nlohmann::detail::error_handler_t::replace);
     if (!pretty() || indent_ == 0) return s;
-    const std::string nl = "\n" + pad(depth);
+    std::string nl = pad(depth);
+    nl.insert(nl.begin(), '\n');
     std::string out;
     out.reserve(s.size() + s.size() / 8);
     for (char ch : s) {
@@ -350,6 +421,94 @@ class Emitter {
       else out += ch;
     }
     return out;
+  }
+
+  static constexpr size_t kItems = 256;           // per chunk: ~700 KB of pairs
+  static constexpr size_t kPipelineItems = 4096;  // below this threads cost more than they save
+  static constexpr size_t kRing = 6;              // chunks formatted ahead of the sink, at most
+
+  // array_written's threaded form; nullopt when no thread could be started (then the caller
+  // formats inline). Chunk k holds items [k * kItems, (k + 1) * kItems) and lives in ring slot
+  // k % kRing from when a formatter claims it until the sink has taken it; a formatter claims
+  // chunk k only once chunk k - kRing is written, so a slot is never in two hands.
+  template <class Format>
+  std::optional<Result<void>> pipelined(size_t n, Format& format) {
+    struct Slot {
+      JsonBuffer text;
+      bool ready = false;
+    };
+    const size_t chunks = (n + kItems - 1) / kItems;
+    std::vector<Slot> ring(kRing);
+    std::mutex m;
+    std::condition_variable cv;
+    size_t claimed = 0, written = 0;
+    bool stop = false;
+    std::exception_ptr thrown;
+    auto formatter = [&] {
+      try {
+        for (;;) {
+          size_t k;
+          JsonBuffer text;
+          {
+            std::unique_lock lock(m);
+            cv.wait(lock, [&] { return stop || claimed == chunks || claimed < written + kRing; });
+            if (stop || claimed == chunks) return;
+            k = claimed++;
+            text = std::move(ring[k % kRing].text);
+          }
+          text.clear();
+          const size_t begin = k * kItems;
+          format(text, begin, std::min(n, begin + kItems));
+          std::lock_guard lock(m);
+          ring[k % kRing].text = std::move(text);
+          ring[k % kRing].ready = true;
+          cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard lock(m);
+        if (!thrown) thrown = std::current_exception();
+        stop = true;
+        cv.notify_all();
+      }
+    };
+    // Two formatters where there are two cores: with the sink's thread that is one more thread
+    // than cores, and the kernel gives each what the others leave.
+    std::vector<std::thread> helpers;
+    const unsigned want = std::min(2u, detail::hardware_threads());
+    for (unsigned t = 0; t < want; ++t) {
+      try {
+        helpers.emplace_back(formatter);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+    if (helpers.empty()) return std::nullopt;
+    Result<void> result;
+    for (size_t k = 0; k < chunks; ++k) {
+      JsonBuffer text;
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return stop || ring[k % kRing].ready; });
+        if (!ring[k % kRing].ready) break;  // a formatter threw
+        text = std::move(ring[k % kRing].text);
+        ring[k % kRing].ready = false;
+      }
+      result = put(text.view());
+      std::lock_guard lock(m);
+      ring[k % kRing].text = std::move(text);
+      written = k + 1;
+      if (!result) stop = true;
+      cv.notify_all();
+      if (!result) break;
+    }
+    {
+      std::lock_guard lock(m);
+      stop = true;
+      cv.notify_all();
+    }
+    for (auto& t : helpers) t.join();
+    if (thrown) std::rethrow_exception(thrown);
+    return result;
   }
 
   int indent_;
@@ -384,7 +543,8 @@ Result<void> report_to_json(const Report& r, int indent,
                         std::pair{"first_nonfinite", r.first_nonfinite},
                         std::pair{"first_silent_zero", r.first_silent_zero}})
     DRIFTSCOPE_TRY(e.member_written(key, [&, i = i](JsonWriter& w) {
-      if (i) write_pair(w, r.pairs[*i], *i);
+      CriteriaText text;
+      if (i) write_pair(w, text, r.pairs[*i], *i);
       else w.null();
     }));
   if (r.sets) {  // dump sets (docs/dumpsets.md §7); absent for two single dumps
@@ -393,9 +553,10 @@ Result<void> report_to_json(const Report& r, int indent,
     DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
   }
   DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(), [&](JsonWriter& w, size_t i) {
-    if (!r.sets) return write_pair(w, r.pairs[i], i);
+    thread_local CriteriaText text;  // array_written may format on several threads
+    if (!r.sets) return write_pair(w, text, r.pairs[i], i);
     const auto ranks = r.pair_ranks(r.pairs[i]);
-    write_pair(w, r.pairs[i], i, &ranks);
+    write_pair(w, text, r.pairs[i], i, &ranks);
   }));
   DRIFTSCOPE_TRY(e.array_member("only_in_reference", r.only_in_reference.size(),
                                 [&](size_t i) { return desc_json(r.only_in_reference[i]); }));

@@ -137,6 +137,71 @@ TEST(Scale, JsonTextIsNlohmannsDump) {
   }
 }
 
+// A long "tensors" array is formatted on a helper thread while the sink writes (report_json.cpp
+// Emitter::pipelined): the text is still nlohmann's dump, runs of pairs sharing criteria reuse
+// one criteria text (CriteriaText), and a sink that fails stops it with that error.
+TEST(Scale, PipelinedJsonIsTheDocumentDump) {
+  ScratchDir d;
+  std::vector<Entry> ref, cand;
+  for (size_t i = 0; i < 5000; ++i) {
+    // Names that need escaping among plain ones; -0.0, repeated values and one NaN.
+    std::string name = i % 97 == 5 ? "l.\"" + std::to_string(i) + "\xc3\xa9\t" : "l." + std::to_string(i);
+    std::vector<double> v = {1.0 + static_cast<double>(i % 13), -0.0, 0.5, static_cast<double>(i)};
+    auto w = v;
+    if (i % 3 == 0) w[0] += 1e-3;
+    if (i == 4321) w[2] = std::nan("");
+    ref.push_back({name, v});
+    cand.push_back({name, w});
+  }
+  CompareOptions o;
+  // Criteria that change in runs and back: l.1* by one rule, l.2* by another, the rest by default.
+  PolicyRule a;
+  a.match = "l.1*";
+  a.criteria = Criteria{};
+  a.criteria->min_cosine = 0.999;
+  PolicyRule b;
+  b.match = "l.2*";
+  b.criteria = Criteria{};
+  b.criteria->atol = 1e-4;
+  b.criteria->rtol = 0.0;
+  o.policy.rules = {a, b};
+  Report r = run_compare(write_dump(d.file("a.tdump"), ref), write_dump(d.file("b.tdump"), cand), o);
+  ASSERT_EQ(r.pairs.size(), 5000u);
+  for (int indent : {2, -1}) {
+    std::string pieces;
+    auto res = report_to_json(r, indent, [&](std::string_view s) -> Result<void> {
+      pieces.append(s);
+      return {};
+    });
+    ASSERT_TRUE(res.ok());
+    const auto doc = nlohmann::ordered_json::parse(pieces);
+    EXPECT_EQ(pieces, doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
+        << "indent " << indent;
+    ASSERT_EQ(doc["tensors"].size(), r.pairs.size());
+    size_t texts = 0;
+    for (size_t i = 0; i < r.pairs.size(); ++i) {
+      EXPECT_EQ(doc["tensors"][i]["pair"], i);
+      const auto& c = doc["tensors"][i]["criteria"];
+      if (c.is_null()) continue;
+      EXPECT_EQ(c["text"], r.pairs[i].criteria.to_string()) << "pair " << i;
+      ++texts;
+    }
+    EXPECT_EQ(texts, r.pairs.size());
+  }
+  // The second chunk of "tensors" (256 pairs, ~700 KB) fails: nothing more reaches the sink, the
+  // helper thread stops, the error comes back.
+  size_t chunks = 0, after = 0;
+  auto res = report_to_json(r, 2, [&](std::string_view s) -> Result<void> {
+    if (chunks == 2) ++after;
+    if (s.size() >= (size_t{100} << 10) && ++chunks == 2) return make_error(Errc::io_error, "disk full");
+    return {};
+  });
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.error().message, "disk full");
+  EXPECT_EQ(chunks, 2u);
+  EXPECT_EQ(after, 0u);
+}
+
 // A report of many records is complete: every pair once, in order (read without a DOM; compact,
 // to keep the file small: the layouts are the same document, JsonTextIsNlohmannsDump).
 TEST(Scale, JsonOfManyRecordsHasEveryPair) {
