@@ -2,7 +2,8 @@
 # Builds and runs every test suite (what `make test` and CI run):
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
 #      Java library's tests, java/build.sh, registered as ctest java.tdump)
-#   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders)
+#   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders;
+#      the wheel links the dev build's library)
 #   3. the C++ unit suite and the CLI tests under ASan+UBSan (asan preset, clang)
 #   4. a short libFuzzer smoke run of every fuzz target   (asan preset, one per parser)
 # Stages can be picked: scripts/run-tests.sh cpp python asan fuzz   (default: all)
@@ -31,7 +32,13 @@ fi
 if has python; then
   banner "Python package and tests"
   if [ -f pyproject.toml ]; then
-    .venv/bin/python -m pip install -q --no-build-isolation --no-deps . || failed+=(python-install)
+    # `pip install .` as a user runs it (scikit-build-core, the wheel's install rules, its
+    # command), except that the wheel links the library build/dev has just compiled instead of
+    # compiling it again in Release (DRIFTSCOPE_LIBRARY_FROM, CMakeLists.txt; CI: 303 -> 86 CPU
+    # seconds). Its own build folder keeps that setting out of a plain install's build/python.
+    .venv/bin/python -m pip install -q --no-build-isolation --no-deps \
+      -C cmake.define.DRIFTSCOPE_LIBRARY_FROM="$PWD/build/dev" -C "build-dir=build/python-ci/{wheel_tag}" \
+      . || failed+=(python-install)
   fi
   # pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). Module- and
   # session-scoped fixtures run once per worker; --dist loadfile keeps a file's tests on one
