@@ -411,6 +411,11 @@ class Engine {
       p.status = PairStatus::incomparable;
       p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
     };
+    // Not what align() saw: the file was cut meanwhile (check_unchanged() then fails the result).
+    if (ref_rec.kind != plan.ref.kind || ref_rec.info.shape != p.ref.shape)
+      return fail_read("reference", make_error(Errc::io_error, "file changed while reading"));
+    if (cand_rec.kind != plan.cand.kind || cand_rec.info.shape != p.cand.shape)
+      return fail_read("candidate", make_error(Errc::io_error, "file changed while reading"));
     if (ref_rec.kind == RecordKind::summary || cand_rec.kind == RecordKind::summary) {
       if (auto v = verified(ref_, ref_rec); !v) return fail_read("reference", v.error());
       if (auto v = verified(cand_, cand_rec); !v) return fail_read("candidate", v.error());

@@ -456,6 +456,7 @@ void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, cons
     }
     const Record ra = detail::ReaderAccess::record(ref, pl.ref.index);
     const Record rb = detail::ReaderAccess::record(cand, pl.cand.index);
+    if (ra.info.shape != p.ref.shape || rb.info.shape != p.cand.shape) return;  // the file was cut meanwhile
     auto a = decoded(ref, ra);
     auto b = decoded(cand, rb);
     if (!a || !b) return;  // the pair itself reports unreadable payloads

@@ -100,11 +100,28 @@ struct Reader::Impl {
     r.offset = e.offset;
     r.size = f.record_length;
     r.payload_offset = payload_off;
+    // A file truncated since the scan reads zeros (driftscope/file.hpp): then the record is an
+    // empty tensor, consistent in itself, and check_unchanged() fails the result.
+    auto changed = [&] {
+      Record empty;
+      empty.offset = e.offset;
+      empty.info.shape = {0};
+      return empty;
+    };
+    if (f.kind != e.kind || e.offset + f.record_length > bytes.size() ||
+        meta_off + f.meta_length > bytes.size() || payload_off + f.payload_length > bytes.size())
+      return changed();
     r.payload = bytes.subspan(payload_off, f.payload_length);
-    if (auto info = decode_tensor_meta(bytes.subspan(meta_off, f.meta_length), meta_off, nullptr))
-      r.info = std::move(*info);
-    if (f.kind == kKindSummary)
-      if (auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel())) r.summary = std::move(*sm);
+    auto info = decode_tensor_meta(bytes.subspan(meta_off, f.meta_length), meta_off, nullptr);
+    if (!info) return changed();
+    r.info = std::move(*info);
+    if (f.kind == kKindSummary) {
+      auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel());
+      if (!sm) return changed();
+      r.summary = std::move(*sm);
+    } else if (auto want = tensor_payload_size(r.info); !want || *want != f.payload_length) {
+      return changed();
+    }
     return r;
   }
   const std::vector<Record>& all() const {

@@ -95,8 +95,8 @@ TEST(RecordTable, RecordsAreBuiltOnDemandAsTheScanSawThem) {
     ASSERT_EQ(r->integrity().warnings.size(), 1u);
     const Error& dup = r->integrity().warnings[0];
     EXPECT_EQ(dup.code, Errc::duplicate_tensor);
-    EXPECT_EQ(dup.message,
-              "tensor 'encoder.layers.0.attn' (output 0, occurrence 0) appears again; the first one is used");
+    EXPECT_EQ(dup.message, "tensor 'encoder.layers.0.attn' (output 0, occurrence 0) appears again; the first "
+                           "one is used (at offset " + std::to_string(dup.offset) + ")");
     // Decoded one at a time (the engine's way) before and after records() built them all.
     std::vector<Record> one_by_one;
     for (size_t i = 0; i < r->record_count(); ++i) one_by_one.push_back(detail::ReaderAccess::record(*r, i));
