@@ -6,7 +6,8 @@
 // measured and some fail), then runs each BIN as `compare A B -q` and `compare A B --json FILE`
 // and prints the child's peak RSS (wait4 ru_maxrss) side by side: give an old and a new build to
 // see a change (--keep DIR keeps the dumps for a profiler). The dumps' size is printed too: memory should stay a small multiple of it.
-// The wall and CPU seconds of each run are printed after its RSS.
+// The wall and CPU seconds of each run are printed after its RSS; with two or more BINs, the last
+// one's peak RSS as a fraction of the first one's (issue 13 §5: 1,000,000 records in 1 GB).
 // --big-mib also writes, per size S, two dumps of ONE f32 tensor of S MiB each and prints the peak
 // RSS of comparing them: it should stay near the working chunk, not grow with S (issue 13 §5).
 #include <sys/resource.h>
@@ -150,13 +151,23 @@ int main(int argc, char** argv) {
     double mib = static_cast<double>(fs::file_size(a) + fs::file_size(c)) / (1024.0 * 1024.0);
     std::printf("%10zu %10.1f", n, mib);
     std::fflush(stdout);
+    std::vector<Run> plains, jsons;
     for (const auto& bin : bins) {
       Run plain = run_child({bin, "compare", a, c, "-q", "--no-progress"});
       Run json = run_child({bin, "compare", a, c, "-q", "--no-progress", "--json", js});
       std::printf("  %11.1f %6.2f %6.2f %11.1f %6.2f %6.2f", plain.rss_mib, plain.seconds, plain.cpu,
                   json.rss_mib, json.seconds, json.cpu);
       std::fflush(stdout);
+      plains.push_back(plain);
+      jsons.push_back(json);
     }
+    // With two or more builds: the last one's peak RSS as a fraction of the first one's, and
+    // bytes per record pair of the last (what a million records cost).
+    if (bins.size() >= 2 && plains[0].rss_mib > 0 && jsons[0].rss_mib > 0)
+      std::printf("  RSS #%zu/#0 plain %.2f json %.2f (#%zu: %.0f B/pair plain, %.0f with --json)", bins.size() - 1,
+                  plains.back().rss_mib / plains[0].rss_mib, jsons.back().rss_mib / jsons[0].rss_mib,
+                  bins.size() - 1, plains.back().rss_mib * 1048576.0 / static_cast<double>(n),
+                  jsons.back().rss_mib * 1048576.0 / static_cast<double>(n));
     std::printf("\n");
     if (keep.empty()) {
       fs::remove(a);

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/boxed.hpp"
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
@@ -215,15 +216,16 @@ struct TensorDesc {
   uint16_t role_index = 0;
   uint32_t occurrence = 0;
   uint64_t exec_index = 0;
+  // (The one-byte members sit together: a report of a million pairs holds two of these each.)
   DType dtype = DType::f32;
-  std::vector<uint64_t> shape;
-  std::vector<std::string> axes;
   bool summary = false;   // a light-mode SUMMARY record (metrics are estimates)
   bool quantized = false;
   // Data flow (docs/format.md §3.3.3), when the recorder wrote it.
   bool has_inputs = false;             // the record carries a valid ds.inputs
-  std::vector<TensorRef> inputs;       // the recorded tensors it was computed from
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
+  std::vector<uint64_t> shape;
+  std::vector<std::string> axes;
+  std::vector<TensorRef> inputs;       // the recorded tensors it was computed from (ds.inputs)
   std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
   std::string path;                    // attribute "path": the output leaf or parameter ("weight")
   // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
@@ -237,11 +239,12 @@ struct Metrics {
   uint64_t count = 0, finite_pairs = 0;
   uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0, inf_same = 0;
   bool nan_positions_match = true, inf_positions_match = true;
+  bool const_ref = false, const_cand = false;
+  uint32_t top_k = 0;                      // class metrics: the k of topk_overlap
   double max_abs_diff = kNaN, mean_abs_diff = kNaN, rmse = kNaN, max_rel_diff = kNaN;
   double cosine = kNaN, sqnr_db = kNaN, nmse = kNaN, rel_l2 = kNaN;
   double norm_ref = kNaN, norm_cand = kNaN;
   uint64_t zero_ref = 0, zero_cand = 0;
-  bool const_ref = false, const_cand = false;
   uint64_t mismatch_count = 0;
   double mismatch_fraction = kNaN;
   int64_t first_mismatch = -1;             // flat index in reference order
@@ -251,7 +254,6 @@ struct Metrics {
   std::vector<uint64_t> max_abs_coords;
   int64_t max_ulp = -1;
   double argmax_agreement = kNaN, topk_overlap = kNaN;  // class metrics only
-  uint32_t top_k = 0;
   double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
 };
 
@@ -312,35 +314,37 @@ struct LayoutDiagnosis {
 
 struct PairResult {
   TensorDesc ref, cand;
+  // (The one-byte members sit together: a report holds a million pairs.)
   PairStatus status = PairStatus::pass;
+  bool compared = false;         // metrics are valid
+  bool estimated = false;        // light mode: metrics are sketch estimates
+  bool r64 = false;              // judged by the reference64 rule (r64_* below)
+  Origin origin = Origin::none;  // localisation (below); set for fail / silent_failure
+  bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
   std::vector<Reason> reasons;   // why it failed / is incomparable / was skipped
   std::vector<std::string> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
   std::vector<uint32_t> permutation;  // candidate axis for each reference axis, when permuted
-  bool compared = false;         // metrics are valid
-  bool estimated = false;        // light mode: metrics are sketch estimates
   Metrics metrics;
   Criteria criteria;             // what it was judged by
   std::string criteria_source;   // "default (f16)", "command line", "policy rule 2 (*.softmax)"
-  // reference64 rule (when a float64 run was given and held this tensor)
-  bool r64 = false;
+  // reference64 rule (when a float64 run was given and held this tensor: r64 above)
   double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
-  Origin origin = Origin::none;  // set for fail / silent_failure
   std::string basis;             // "inputs", "predecessor" or "none"
   std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
-  // judged against rounding (docs/metrics.md "Within or beyond rounding")
+  // judged against rounding (docs/metrics.md "Within or beyond rounding"; beyond_rounding above)
   double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
-  bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
   std::vector<size_t> parameter_pairs;  // the module's compared parameters (role parameter)
   // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
-  std::optional<PairDetail> detail;
+  // Boxed (std::optional's interface, the value on the heap): a report holds a million pairs.
+  Boxed<PairDetail> detail;
   // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
   // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
-  std::optional<LayoutDiagnosis> layout;
+  Boxed<LayoutDiagnosis> layout;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").

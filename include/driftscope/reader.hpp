@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/boxed.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
@@ -38,7 +39,7 @@ struct Record {
   uint64_t size = 0;                     // record_length
   uint64_t payload_offset = 0;           // file offset of the payload (64-byte aligned)
   std::span<const std::byte> payload;    // TENSOR: the element bytes; SUMMARY: the raw summary
-  std::optional<Summary> summary;        // SUMMARY only, decoded
+  Boxed<Summary> summary;                // SUMMARY only, decoded (std::optional's interface)
 };
 
 enum class FileState : uint8_t {
@@ -76,6 +77,10 @@ struct OpenOptions {
   bool resync = false;    // after corruption, search for the next valid record and go on
 };
 
+namespace detail {
+struct ReaderAccess;  // the library's record-at-a-time access (src/format/record_table.hpp)
+}
+
 class Reader {
  public:
   // Fails only when the file cannot be opened, mapped, or its header is invalid. Damage to
@@ -90,7 +95,11 @@ class Reader {
 
   const FileHeader& header() const;
   const Integrity& integrity() const;
-  std::span<const Record> records() const;  // TENSOR and SUMMARY records, in file order
+  // TENSOR and SUMMARY records, in file order. Built from the file on the first call (or the
+  // first find()): until then a reader holds a few dozen bytes per record, and the comparison
+  // engine reads records one at a time without building them all (issue 13 §5).
+  std::span<const Record> records() const;
+  size_t record_count() const;              // records().size(), without building them
   std::span<const std::byte> bytes() const; // the whole mapped file
 
   // Lookup by identity. Uses the footer index when the file has one.
@@ -108,6 +117,7 @@ class Reader {
   Result<void> check_unchanged() const;
 
  private:
+  friend struct detail::ReaderAccess;
   Reader();
   struct Impl;
   std::unique_ptr<Impl> impl_;

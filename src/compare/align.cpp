@@ -1,16 +1,14 @@
 // Alignment (docs/compare.md "Alignment"): which reference tensor meets which candidate tensor,
 // and how their shapes line up (identical, size-1 axes only, permuted by axis names, reshaped).
 #include <algorithm>
-#include <deque>
-#include <functional>
 #include <regex>
-#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "common/pages.hpp"
 #include "compare/internal.hpp"
+#include "format/record_table.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/filter.hpp"
 
@@ -41,36 +39,71 @@ std::string rename_with(const std::vector<CompiledRule>& rules, std::string name
   return name;
 }
 
-// A tensor identity for pairing (docs/format.md §3.3); the name is a view of a string that
-// align() keeps alive. Hashed, not ordered: only lookups are made (an ordered map of a million
-// string keys cost ~1 s of comparisons).
+// A pairing identity: (name after renames, role, role_index, occurrence).
 struct Key {
-  std::string_view name;
-  uint8_t role;
-  uint16_t role_index;
-  uint32_t occurrence;
+  std::string name;
+  uint8_t role = 0;
+  uint16_t role_index = 0;
+  uint32_t occurrence = 0;
   bool operator==(const Key&) const = default;
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const noexcept {
-    uint64_t h = std::hash<std::string_view>{}(k.name);
-    const uint64_t rest = (uint64_t{k.role} << 48) ^ (uint64_t{k.role_index} << 32) ^ k.occurrence;
-    return static_cast<size_t>(h ^ (rest * 0x9e3779b97f4a7c15ULL));
+  uint64_t hash() const {
+    uint64_t h = std::hash<std::string>{}(name);
+    h ^= (uint64_t{occurrence} << 24) ^ (uint64_t{role_index} << 8) ^ role;
+    h *= 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
   }
 };
 
-Key key_of(std::string_view name, const TensorInfo& i) {
-  return {name, static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
+Key key_of(std::string name, const TensorInfo& i) {
+  return {std::move(name), static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
 }
 
-std::vector<const Record*> in_exec_order(const Reader& r) {
-  std::vector<const Record*> out;
-  out.reserve(r.records().size());
-  for (const auto& rec : r.records()) out.push_back(&rec);
-  // Readers order by exec_index (docs/format.md §3.3); file order breaks ties. Files are
-  // usually written in that order already.
-  auto by_index = [](const Record* a, const Record* b) { return a->info.exec_index < b->info.exec_index; };
-  if (!std::is_sorted(out.begin(), out.end(), by_index)) std::stable_sort(out.begin(), out.end(), by_index);
+// The first of each distinct key, in a flat open-addressing table of (hash, index into `keys`):
+// a std::map of a million string keys cost ~150 MB and most of align's time.
+class FirstOfKey {
+ public:
+  FirstOfKey(const std::vector<Key>& keys, size_t expected) : keys_(keys) {
+    size_t slots = 16;
+    while (slots < 2 * expected) slots *= 2;
+    table_.assign(slots, {0, SIZE_MAX});
+  }
+  // The index of the first key equal to keys_[i] (i itself when it is the first).
+  size_t insert(size_t i) {
+    const uint64_t h = keys_[i].hash();
+    for (size_t s = h & (table_.size() - 1);; s = (s + 1) & (table_.size() - 1)) {
+      auto& e = table_[s];
+      if (e.second == SIZE_MAX) {
+        e = {h, i};
+        return i;
+      }
+      if (e.first == h && keys_[e.second] == keys_[i]) return e.second;
+    }
+  }
+  // The index of the first key equal to `k`, or SIZE_MAX.
+  size_t find(const Key& k) const {
+    const uint64_t h = k.hash();
+    for (size_t s = h & (table_.size() - 1);; s = (s + 1) & (table_.size() - 1)) {
+      const auto& e = table_[s];
+      if (e.second == SIZE_MAX) return SIZE_MAX;
+      if (e.first == h && keys_[e.second] == k) return e.second;
+    }
+  }
+
+ private:
+  const std::vector<Key>& keys_;
+  std::vector<std::pair<uint64_t, size_t>> table_;
+};
+
+// Record indexes in execution order: readers order by exec_index (docs/format.md §3.3); file
+// order breaks ties.
+std::vector<size_t> in_exec_order(const Reader& r) {
+  std::vector<size_t> out(r.record_count());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = i;
+  std::vector<uint64_t> exec(out.size());
+  for (size_t i = 0; i < out.size(); ++i) exec[i] = detail::ReaderAccess::exec_index(r, i);
+  // Files are usually written in execution order already: no sort then.
+  if (!std::is_sorted(exec.begin(), exec.end()))
+    std::stable_sort(out.begin(), out.end(), [&](size_t a, size_t b) { return exec[a] < exec[b]; });
   return out;
 }
 
@@ -97,10 +130,10 @@ std::vector<std::string> base_axes(const std::vector<std::string>& axes) {
   return out;
 }
 
-void plan_shapes(PlannedPair& p, const CompareOptions& options) {
-  const TensorInfo& a = p.ref->info;
-  const TensorInfo& b = p.cand->info;
-  const bool light = p.ref->kind == RecordKind::summary || p.cand->kind == RecordKind::summary;
+void plan_shapes(PlannedPair& p, const Record& ref, const Record& cand, const CompareOptions& options) {
+  const TensorInfo& a = ref.info;
+  const TensorInfo& b = cand.info;
+  const bool light = ref.kind == RecordKind::summary || cand.kind == RecordKind::summary;
   const uint64_t na = a.numel(), nb = b.numel();
   // Shard annotations (docs/dumpsets.md §4) are not part of an axis's name for alignment.
   const std::vector<std::string> aa = base_axes(a.axes), ba = base_axes(b.axes);
@@ -191,6 +224,10 @@ std::string Renamer::cand(const std::string& name) const {
   return it != exact_cand_to_ref_.end() ? it->second : rename_with(rules_->cand, name);
 }
 
+PlannedSide planned_side(const Record& r, size_t index) {
+  return {index, r.kind, r.info.numel(), r.payload};
+}
+
 TensorDesc describe(const Record& r) {
   TensorDesc d;
   d.name = r.info.name;
@@ -247,7 +284,8 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
   return out;
 }
 
-Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options) {
+Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options,
+                        bool release_pages) {
   auto renamer = Renamer::make(options.names);
   if (!renamer) return std::move(renamer).error();
   std::optional<Filter> filter;
@@ -256,77 +294,97 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     if (!f) return std::move(f).error();
     filter = std::move(*f);
   }
-  // Without any rename rule a name is the record's own: viewed, not copied.
-  const bool renames = !options.names.reference.empty() || !options.names.candidate.empty() ||
-                       !options.names.exact.empty();
-  std::deque<std::string> renamed;  // the new names, at stable addresses
-  auto name_of = [&](const Record* r, bool ref_side) -> std::string_view {
-    if (!renames) return r->info.name;
-    renamed.push_back(ref_side ? renamer->ref(r->info.name) : renamer->cand(r->info.name));
-    return renamed.back();
-  };
-  auto accepted = [&](const Record* r, std::string_view name) {
+  auto accepted = [&](const Record& r, const std::string& name) {
     if (!filter) return true;
-    TensorInfo info = r->info;
-    info.name = std::string(name);
-    return filter->accepts(info, r->info.exec_index);
+    if (name == r.info.name) return filter->accepts(r.info, r.info.exec_index);
+    TensorInfo info = r.info;
+    info.name = name;
+    return filter->accepts(info, r.info.exec_index);
+  };
+  // Decoding reads every meta, and with small tensors every page of both files: dropped every
+  // 64 Ki records, align's resident set is its tables rather than the two files (a page needed
+  // again is read from the file again; nothing read can change).
+  size_t decoded = 0;
+  auto record = [&](const Reader& r, size_t i) {
+    if (release_pages && ++decoded % 65536 == 0) {
+      detail::release_pages(ref.bytes());
+      detail::release_pages(cand.bytes());
+    }
+    return detail::ReaderAccess::record(r, i);
   };
 
   Alignment out;
-  std::vector<const Record*> refs, cands;
-  std::vector<std::string_view> ref_names, cand_names;
-  for (const Record* r : in_exec_order(ref)) {
-    std::string_view n = name_of(r, true);
+  // The candidate's accepted records in execution order, with their keys.
+  std::vector<size_t> cands;
+  std::vector<Key> cand_keys;
+  for (size_t i : in_exec_order(cand)) {
+    Record r = record(cand, i);
+    std::string n = renamer->cand(r.info.name);
     if (!accepted(r, n)) continue;
-    refs.push_back(r);
-    ref_names.push_back(n);
+    cands.push_back(i);
+    cand_keys.push_back(key_of(std::move(n), r.info));
   }
-  for (const Record* r : in_exec_order(cand)) {
-    std::string_view n = name_of(r, false);
-    if (!accepted(r, n)) continue;
-    cands.push_back(r);
-    cand_names.push_back(n);
-  }
+  auto add_pair = [&](const Record& a, size_t ai, const Record& b, size_t bi) {
+    PlannedPair p;
+    p.ref = planned_side(a, ai);
+    p.cand = planned_side(b, bi);
+    p.renamed = a.info.name != b.info.name;
+    plan_shapes(p, a, b, options);
+    out.pairs.push_back(std::move(p));
+    PairResult& res = out.results.emplace_back();
+    res.ref = describe(a);
+    res.cand = describe(b);
+  };
+  const std::vector<size_t> ref_order = in_exec_order(ref);
+  const size_t most = std::min(ref_order.size(), cands.size());
+  out.pairs.reserve(most);
+  out.results.reserve(most);
 
   if (options.pairing == Pairing::positional) {
-    size_t n = std::min(refs.size(), cands.size());
-    for (size_t i = 0; i < n; ++i) {
-      PlannedPair p;
-      p.ref = refs[i];
-      p.cand = cands[i];
-      p.renamed = refs[i]->info.name != cands[i]->info.name;
-      plan_shapes(p, options);
-      out.pairs.push_back(std::move(p));
+    size_t k = 0;
+    for (size_t i : ref_order) {
+      Record a = record(ref, i);
+      if (!accepted(a, renamer->ref(a.info.name))) continue;
+      if (k < cands.size()) add_pair(a, i, record(cand, cands[k]), cands[k]);
+      else out.only_ref.push_back(describe(a));
+      ++k;
     }
-    out.only_ref.assign(refs.begin() + static_cast<ptrdiff_t>(n), refs.end());
-    out.only_cand.assign(cands.begin() + static_cast<ptrdiff_t>(n), cands.end());
+    for (; k < cands.size(); ++k) out.only_cand.push_back(describe(record(cand, cands[k])));
+    if (release_pages) {
+      detail::release_pages(ref.bytes());
+      detail::release_pages(cand.bytes());
+    }
     return out;
   }
 
-  std::unordered_map<Key, size_t, KeyHash> by_key;  // first record of each identity wins (format.md §3.3)
-  by_key.reserve(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) by_key.emplace(key_of(cand_names[i], cands[i]->info), i);
+  FirstOfKey by_key(cand_keys, cand_keys.size());  // first record of each identity wins (format.md §3.3)
+  for (size_t j = 0; j < cands.size(); ++j) by_key.insert(j);
   std::vector<bool> used(cands.size(), false);
-  std::unordered_set<Key, KeyHash> seen_ref;
-  seen_ref.reserve(refs.size());
-  for (size_t i = 0; i < refs.size(); ++i) {
-    Key k = key_of(ref_names[i], refs[i]->info);
-    if (!seen_ref.insert(k).second) continue;  // a duplicate identity in the reference
-    auto it = by_key.find(k);
-    if (it == by_key.end() || used[it->second]) {
-      out.only_ref.push_back(refs[i]);
+  std::vector<Key> ref_keys;
+  FirstOfKey seen_ref(ref_keys, ref_order.size());
+  for (size_t i : ref_order) {
+    Record a = record(ref, i);
+    std::string n = renamer->ref(a.info.name);
+    if (!accepted(a, n)) continue;
+    ref_keys.push_back(key_of(std::move(n), a.info));
+    if (seen_ref.insert(ref_keys.size() - 1) != ref_keys.size() - 1) {
+      ref_keys.pop_back();  // a duplicate identity in the reference
       continue;
     }
-    used[it->second] = true;
-    PlannedPair p;
-    p.ref = refs[i];
-    p.cand = cands[it->second];
-    p.renamed = p.ref->info.name != p.cand->info.name;
-    plan_shapes(p, options);
-    out.pairs.push_back(std::move(p));
+    const size_t j = by_key.find(ref_keys.back());
+    if (j == SIZE_MAX || used[j]) {
+      out.only_ref.push_back(describe(a));
+      continue;
+    }
+    used[j] = true;
+    add_pair(a, i, record(cand, cands[j]), cands[j]);
   }
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (!used[i] && by_key.at(key_of(cand_names[i], cands[i]->info)) == i) out.only_cand.push_back(cands[i]);
+  for (size_t j = 0; j < cands.size(); ++j)
+    if (!used[j] && by_key.find(cand_keys[j]) == j) out.only_cand.push_back(describe(record(cand, cands[j])));
+  if (release_pages) {
+    detail::release_pages(ref.bytes());
+    detail::release_pages(cand.bytes());
+  }
   return out;
 }
 

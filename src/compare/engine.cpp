@@ -15,6 +15,7 @@
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
 #include "format/record_crc.hpp"
+#include "format/record_table.hpp"
 #include "numerics/pair_metrics.hpp"
 #include "numerics/sketch.hpp"
 
@@ -169,22 +170,22 @@ class Engine {
         cand_prec_(run_precision(cand)), own_maps_(own_maps), part_(part) {}
 
   Result<Report> run() {
-    auto aligned = align(ref_, cand_, o_);
+    auto aligned = align(ref_, cand_, o_, own_maps_);
     if (!aligned) return std::move(aligned).error();
     plan_ = std::move(aligned->pairs);
     Report& rep = report_;
+    rep.pairs = std::move(aligned->results);
     fill_dump(rep.reference, ref_);
     fill_dump(rep.candidate, cand_);
     if (r64_) fill_dump(rep.reference64, *r64_);
-    for (const Record* r : aligned->only_ref) rep.only_in_reference.push_back(describe(*r));
-    for (const Record* r : aligned->only_cand) rep.only_in_candidate.push_back(describe(*r));
+    rep.only_in_reference = std::move(aligned->only_ref);
+    rep.only_in_candidate = std::move(aligned->only_cand);
     integrity_warnings("reference", ref_);
     integrity_warnings("candidate", cand_);
     if (r64_) integrity_warnings("reference64", *r64_);
     observer_warnings("reference", ref_);
     observer_warnings("candidate", cand_);
 
-    rep.pairs.resize(plan_.size());
     judged_default_.assign(plan_.size(), false);
     rules_.assign(plan_.size(), nullptr);
     std::vector<size_t> work;
@@ -247,7 +248,7 @@ class Engine {
   // Identifies this comparison's plan for parts measured elsewhere (EnginePart::fingerprint).
   uint64_t fingerprint() const {
     std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}\n", ref_.header().salt, cand_.header().salt,
-                                  ref_.records().size(), cand_.records().size(), plan_.size(),
+                                  ref_.record_count(), cand_.record_count(), plan_.size(),
                                   o_.nan_equal, o_.details, !o_.reference64.empty());
     for (const PairResult& p : report_.pairs)
       key += fmt::format("{}#{}#{}#{}|{}#{}|{}|{}|{}\n", p.ref.name, p.ref.occurrence, role_name(p.ref.role),
@@ -259,7 +260,7 @@ class Engine {
   static void fill_dump(DumpInfo& d, const Reader& r) {
     d.metadata = r.header().metadata;
     d.state = std::string(file_state_name(r.integrity().state));
-    d.records = r.records().size();
+    d.records = r.record_count();
   }
 
   void integrity_warnings(std::string_view side, const Reader& r) {
@@ -268,17 +269,17 @@ class Engine {
       case FileState::clean: break;
       case FileState::unfinished:
         report_.warnings.push_back(fmt::format(
-            "{}: the run did not finish (no END record); {} records were read", side, r.records().size()));
+            "{}: the run did not finish (no END record); {} records were read", side, r.record_count()));
         break;
       case FileState::cut:
         report_.warnings.push_back(fmt::format(
             "{}: the file is cut at offset {} ({} bytes discarded); {} complete records were read",
-            side, in.cut_offset, in.discarded_bytes, r.records().size()));
+            side, in.cut_offset, in.discarded_bytes, r.record_count()));
         break;
       case FileState::corrupt:
         report_.warnings.push_back(fmt::format(
             "{}: the file is corrupt ({}); {} records before the damage were read", side,
-            in.corruption ? in.corruption->to_string() : std::string("unknown damage"), r.records().size()));
+            in.corruption ? in.corruption->to_string() : std::string("unknown damage"), r.record_count()));
         break;
     }
     size_t dups = 0;
@@ -307,9 +308,7 @@ class Engine {
   // Fills the descriptive part of pair i; true when it needs computing.
   bool prepare(size_t i) {
     PlannedPair& plan = plan_[i];
-    PairResult& p = report_.pairs[i];
-    p.ref = describe(*plan.ref);
-    p.cand = describe(*plan.cand);
+    PairResult& p = report_.pairs[i];  // ref and cand were described by align()
     p.permutation = plan.permutation;
     if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
     if (!plan.permutation.empty())
@@ -378,8 +377,8 @@ class Engine {
   void compute(size_t i, unsigned threads) {
     measure(i, threads);
     if (own_maps_) {
-      detail::release_pages(plan_[i].ref->payload);
-      detail::release_pages(plan_[i].cand->payload);
+      detail::release_pages(plan_[i].ref.payload);
+      detail::release_pages(plan_[i].cand.payload);
     }
   }
 
@@ -391,7 +390,7 @@ class Engine {
       const std::byte* lo = nullptr;
       const std::byte* hi = nullptr;
       for (size_t j = begin; j < end; ++j) {
-        const auto& pl = (ref_side ? plan_[work[j]].ref : plan_[work[j]].cand)->payload;
+        const auto& pl = (ref_side ? plan_[work[j]].ref : plan_[work[j]].cand).payload;
         if (pl.empty()) continue;
         if (!lo || pl.data() < lo) lo = pl.data();
         if (!hi || pl.data() + pl.size() > hi) hi = pl.data() + pl.size();
@@ -405,14 +404,22 @@ class Engine {
   void measure(size_t i, unsigned threads) {
     const PlannedPair& plan = plan_[i];
     PairResult& p = report_.pairs[i];
+    // Decoded here, in the worker, and dropped with the pair (detail::ReaderAccess).
+    const Record ref_rec = detail::ReaderAccess::record(ref_, plan.ref.index);
+    const Record cand_rec = detail::ReaderAccess::record(cand_, plan.cand.index);
     auto fail_read = [&](std::string_view side, const Error& e) {
       p.status = PairStatus::incomparable;
       p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
     };
-    if (plan.ref->kind == RecordKind::summary || plan.cand->kind == RecordKind::summary) {
-      if (auto v = verified(ref_, *plan.ref); !v) return fail_read("reference", v.error());
-      if (auto v = verified(cand_, *plan.cand); !v) return fail_read("candidate", v.error());
-      return compute_light(i);
+    // Not what align() saw: the file was cut meanwhile (check_unchanged() then fails the result).
+    if (ref_rec.kind != plan.ref.kind || ref_rec.info.shape != p.ref.shape)
+      return fail_read("reference", make_error(Errc::io_error, "file changed while reading"));
+    if (cand_rec.kind != plan.cand.kind || cand_rec.info.shape != p.cand.shape)
+      return fail_read("candidate", make_error(Errc::io_error, "file changed while reading"));
+    if (ref_rec.kind == RecordKind::summary || cand_rec.kind == RecordKind::summary) {
+      if (auto v = verified(ref_, ref_rec); !v) return fail_read("reference", v.error());
+      if (auto v = verified(cand_, cand_rec); !v) return fail_read("candidate", v.error());
+      return compute_light(i, ref_rec, cand_rec);
     }
 
     numerics::PairOptions k = kernel_options(p, rules_[i], threads);
@@ -423,21 +430,21 @@ class Engine {
     k.release_pages = own_maps_;
     std::vector<uint64_t> index;
     if (!plan.permutation.empty()) {
-      index = permuted_index(plan.ref->info.shape, plan.cand->info.shape, plan.permutation);
+      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, plan.permutation);
       k.cand_index = index;
     }
     // --reshape and size-1 differences compare in row-major order: present the candidate with
     // the reference's shape so coordinates and class rows follow the reference.
-    TensorInfo cand_info = plan.cand->info;
-    if (plan.permutation.empty()) cand_info.shape = plan.ref->info.shape;
-    auto r = numerics::compare_pair(plan.ref->info, plan.ref->payload, cand_info, plan.cand->payload, k);
+    TensorInfo cand_info = cand_rec.info;
+    if (plan.permutation.empty()) cand_info.shape = ref_rec.info.shape;
+    auto r = numerics::compare_pair(ref_rec.info, ref_rec.payload, cand_info, cand_rec.payload, k);
     // A damaged payload is a read error, whatever the kernel made of its bytes.
     if (k.crc_ref) {
-      auto v = r ? detail::verify_payload_crc(ref_, *plan.ref, r->payload_crc_ref) : verified(ref_, *plan.ref);
+      auto v = r ? detail::verify_payload_crc(ref_, ref_rec, r->payload_crc_ref) : verified(ref_, ref_rec);
       if (!v) return fail_read("reference", v.error());
     }
     if (k.crc_cand) {
-      auto v = r ? detail::verify_payload_crc(cand_, *plan.cand, r->payload_crc_cand) : verified(cand_, *plan.cand);
+      auto v = r ? detail::verify_payload_crc(cand_, cand_rec, r->payload_crc_cand) : verified(cand_, cand_rec);
       if (!v) return fail_read("candidate", v.error());
     }
     if (!r) {
@@ -448,18 +455,15 @@ class Engine {
     p.compared = true;
     p.metrics = from_kernel(*r, p.ref);
     p.metrics.top_k = k.classes ? k.top_k : 0;
-    if (r64_) reference64(i, k, cand_info);
+    if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
     if (o_.details)
-      p.detail = pair_detail(plan.ref->info, plan.ref->payload, cand_info, plan.cand->payload, k.cand_index);
+      p.detail = pair_detail(ref_rec.info, ref_rec.payload, cand_info, cand_rec.payload, k.cand_index);
   }
 
-  void compute_light(size_t i) {
-    const PlannedPair& plan = plan_[i];
+  void compute_light(size_t i, const Record& a, const Record& b) {
     PairResult& p = report_.pairs[i];
-    const Record& a = *plan.ref;
-    const Record& b = *plan.cand;
     const Summary* sa = a.summary ? &*a.summary : nullptr;
     const Summary* sb = b.summary ? &*b.summary : nullptr;
     Summary made;
@@ -506,10 +510,10 @@ class Engine {
   }
 
   // The float64 ordering rule (docs/compare.md): err(cand, r64) <= k * err(ref, r64) + floor.
-  void reference64(size_t i, const numerics::PairOptions& k, const TensorInfo& cand_info) {
-    const PlannedPair& plan = plan_[i];
+  void reference64(size_t i, const numerics::PairOptions& k, const Record& ref_rec, const Record& cand_rec,
+                   const TensorInfo& cand_info) {
     PairResult& p = report_.pairs[i];
-    const TensorInfo& ri = plan.ref->info;
+    const TensorInfo& ri = ref_rec.info;
     const Record* s = r64_->find(ri.name, ri.occurrence, ri.role, ri.role_index);
     if (!s || s->kind != RecordKind::tensor || s->info.numel() != ri.numel() ||
         !verified(*r64_, *s)) {
@@ -523,9 +527,9 @@ class Engine {
     ko.classes = 0;
     ko.cand_index = {};
     ko.crc_ref = ko.crc_cand = false;  // the pair's own payloads were judged already
-    auto er = numerics::compare_pair(si, s->payload, ri, plan.ref->payload, ko);
+    auto er = numerics::compare_pair(si, s->payload, ri, ref_rec.payload, ko);
     ko.cand_index = k.cand_index;
-    auto ec = numerics::compare_pair(si, s->payload, cand_info, plan.cand->payload, ko);
+    auto ec = numerics::compare_pair(si, s->payload, cand_info, cand_rec.payload, ko);
     detail::release_pages(s->payload);
     if (!er || !ec) {
       p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
@@ -574,15 +578,15 @@ class Engine {
     size_t pos = 0, scanned = 0;
     while (pos < work.size()) {
       size_t i = work[pos];
-      if (plan_[i].ref->info.numel() >= kLargePair) {
+      if (plan_[i].ref.numel >= kLargePair) {
         compute(i, threads);
         ++pos;
       } else {
         size_t end = pos;
         uint64_t elems = 0;
         while (end < work.size() && end - pos < kBatchPairs && elems < kBatchElements &&
-               plan_[work[end]].ref->info.numel() < kLargePair) {
-          elems += plan_[work[end]].ref->info.numel();
+               plan_[work[end]].ref.numel < kLargePair) {
+          elems += plan_[work[end]].ref.numel;
           ++end;
         }
         detail::parallel_for(end - pos, [&](size_t j) { compute(work[pos + j], 1); }, threads);

@@ -66,19 +66,32 @@ inline constexpr double kDefaultR64Floor = 1.0;  // in units of unit_roundoff(ca
 void judge(PairResult& pair, bool nan_equal);
 
 // ---- align.cpp ----------------------------------------------------------------------------------
+// One side of a planned pair: its record (an index into its reader, decoded again where it is
+// measured: detail::ReaderAccess) and what scheduling needs without decoding it.
+struct PlannedSide {
+  size_t index = 0;
+  RecordKind kind = RecordKind::tensor;
+  uint64_t numel = 0;
+  std::span<const std::byte> payload;
+};
 struct PlannedPair {
-  const Record* ref = nullptr;
-  const Record* cand = nullptr;
+  PlannedSide ref, cand;
   std::vector<uint32_t> permutation;  // non-empty when axes are permuted
   bool reshaped = false;
   bool renamed = false;
   std::vector<Reason> incomparable;   // non-empty: do not compare
 };
+// The records are decoded once here and described straight into the report's pairs (a million
+// records are never all built at once: issue 13 §5).
 struct Alignment {
   std::vector<PlannedPair> pairs;     // reference execution order
-  std::vector<const Record*> only_ref, only_cand;
+  std::vector<PairResult> results;    // per pair: ref and cand described, the rest default
+  std::vector<TensorDesc> only_ref, only_cand;
 };
-Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options);
+// `release_pages`: the readers' maps are the engine's own (compare_files), so the pages that
+// decoding the metas touched may be dropped as it goes (common/pages.hpp).
+Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options,
+                        bool release_pages = false);
 // The names pairing uses (NameMap: exact pairs first, then the regex rules of each side); the
 // one implementation for single dumps and dump sets.
 class Renamer {
@@ -98,6 +111,7 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
                                      const std::vector<uint64_t>& cand_shape,
                                      const std::vector<uint32_t>& permutation);
 TensorDesc describe(const Record& r);
+PlannedSide planned_side(const Record& r, size_t index);
 // Row-major coordinates of a flat index.
 std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape);
 

@@ -14,6 +14,7 @@
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
+#include "format/record_table.hpp"
 
 namespace driftscope {
 
@@ -440,30 +441,33 @@ void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, cons
     const bool shape_only = p.status == PairStatus::incomparable && !p.reasons.empty() &&
                             p.reasons.front().code == "reshape_needed";
     if (!failed && !shape_only) continue;
-    if (pl.ref->info.numel() != pl.cand->info.numel()) continue;
+    if (pl.ref.numel != pl.cand.numel) continue;
     chosen.push_back(i);
   }
   detail::parallel_for(chosen.size(), [&](size_t k) {
     const size_t i = chosen[k];
     PairResult& p = report.pairs[i];
     const PlannedPair& pl = plan[i];
-    const uint64_t n = pl.ref->info.numel();
+    const uint64_t n = pl.ref.numel;
     if (n > options.max_layout_elements) {
       p.notes.push_back(fmt::format("layout not diagnosed: {} elements exceed the limit of {}", n,
                                     options.max_layout_elements));
       return;
     }
-    auto a = decoded(ref, *pl.ref);
-    auto b = decoded(cand, *pl.cand);
+    const Record ra = detail::ReaderAccess::record(ref, pl.ref.index);
+    const Record rb = detail::ReaderAccess::record(cand, pl.cand.index);
+    if (ra.info.shape != p.ref.shape || rb.info.shape != p.cand.shape) return;  // the file was cut meanwhile
+    auto a = decoded(ref, ra);
+    auto b = decoded(cand, rb);
     if (!a || !b) return;  // the pair itself reports unreadable payloads
     LayoutInput in;
-    in.ref_shape = pl.ref->info.shape;
-    in.cand_shape = pl.cand->info.shape;
-    for (const std::string& name : pl.ref->info.axes) in.ref_axes.push_back(axis_base(name));  // dumpsets.md §4
-    in.num_heads = declared_heads(pl.ref->info, pl.cand->info);
+    in.ref_shape = ra.info.shape;
+    in.cand_shape = rb.info.shape;
+    for (const std::string& name : ra.info.axes) in.ref_axes.push_back(axis_base(name));  // dumpsets.md §4
+    in.num_heads = declared_heads(ra.info, rb.info);
     std::vector<double> c = std::move(*b);
     if (!pl.permutation.empty()) {  // the candidate read through its axis names first
-      auto index = permuted_index(pl.ref->info.shape, pl.cand->info.shape, pl.permutation);
+      auto index = permuted_index(ra.info.shape, rb.info.shape, pl.permutation);
       std::vector<double> v(n);
       for (uint64_t j = 0; j < n; ++j) v[j] = c[index[j]];
       c = std::move(v);

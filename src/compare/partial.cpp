@@ -62,6 +62,12 @@ class Encoder {
     (*this)(has);
     if (has) (*this)(*v);
   }
+  template <class T>
+  void operator()(Boxed<T>& v) {
+    bool has = v.has_value();
+    (*this)(has);
+    if (has) (*this)(*v);
+  }
   void operator()(Reason& r) {
     (*this)(r.code);
     (*this)(r.message);
@@ -127,6 +133,19 @@ class Decoder {
   }
   template <class T>
   void operator()(std::optional<T>& v) {
+    bool has = false;
+    (*this)(has);
+    if (!ok) return;
+    if (has) {
+      T x{};
+      (*this)(x);
+      v = std::move(x);
+    } else {
+      v.reset();
+    }
+  }
+  template <class T>
+  void operator()(Boxed<T>& v) {
     bool has = false;
     (*this)(has);
     if (!ok) return;

@@ -59,7 +59,7 @@ ordered_json reasons_json(const std::vector<Reason>& rs) {
 }
 
 // docs/axes.md "Layout diagnosis"; null when the pair was not diagnosed.
-ordered_json layout_json(const std::optional<LayoutDiagnosis>& l) {
+ordered_json layout_json(const Boxed<LayoutDiagnosis>& l) {
   if (!l) return nullptr;
   ordered_json o;
   o["hypothesis"] = l->hypothesis;

@@ -577,7 +577,7 @@ Result<void> SetComparison::finish(Report& report) const {
     di.world_size = s.set.world_size;
     di.state = worst_state(s.set);
     di.records = 0;
-    for (const Reader& r : s.set.readers) di.records += r.records().size();
+    for (const Reader& r : s.set.readers) di.records += r.record_count();
     di.metadata = s.set.single ? s.set.readers.front().header().metadata : s.set.metadata;
   };
   info(report.reference, *ref);

@@ -18,6 +18,7 @@
 #include "format/index.hpp"
 #include "format/layout.hpp"
 #include "format/record_crc.hpp"
+#include "format/record_table.hpp"
 
 namespace driftscope {
 
@@ -68,11 +69,68 @@ struct Reader::Impl {
   OpenOptions opt;
   FileHeader header;
   Integrity integrity;
-  std::vector<Record> records;
+  // What the scan keeps of each valid TENSOR/SUMMARY record: 40 bytes, where a built Record
+  // holds ~270 plus its strings (a million-record dump: 40 MB instead of 350 MB).
+  struct Entry {
+    uint64_t offset = 0;      // of the record frame
+    uint64_t exec_index = 0;
+    uint64_t name_hash = 0;   // fnv1a64 of the name: the footer index's and duplicates' key
+    uint32_t occurrence = 0;
+    uint16_t role_index = 0;
+    uint8_t role = 0;
+    uint8_t kind = 0;
+  };
+  std::vector<Entry> entries;
   IndexView index;
 
+  // records(), built on first use from the entries (the file was checked by the scan).
+  mutable std::once_flag records_once;
+  mutable std::vector<Record> records;
   mutable std::once_flag lookup_once;
   mutable std::unordered_multimap<std::string_view, size_t> by_name;
+
+  // Record i as check_body() built it during the scan; the frame and meta were checked then.
+  Record decode(size_t i) const {
+    Record r;
+    const Entry& e = entries[i];
+    const Frame f = load_frame(bytes.data() + e.offset);
+    const uint64_t meta_off = e.offset + kFrameSize;
+    const uint64_t payload_off = e.offset + payload_start(f.meta_length);
+    r.kind = static_cast<RecordKind>(e.kind);
+    r.offset = e.offset;
+    r.size = f.record_length;
+    r.payload_offset = payload_off;
+    // A file truncated since the scan reads zeros (driftscope/file.hpp): then the record is an
+    // empty tensor, consistent in itself, and check_unchanged() fails the result.
+    auto changed = [&] {
+      Record empty;
+      empty.offset = e.offset;
+      empty.info.shape = {0};
+      return empty;
+    };
+    if (f.kind != e.kind || e.offset + f.record_length > bytes.size() ||
+        meta_off + f.meta_length > bytes.size() || payload_off + f.payload_length > bytes.size())
+      return changed();
+    r.payload = bytes.subspan(payload_off, f.payload_length);
+    auto info = decode_tensor_meta(bytes.subspan(meta_off, f.meta_length), meta_off, nullptr);
+    if (!info) return changed();
+    r.info = std::move(*info);
+    if (f.kind == kKindSummary) {
+      auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel());
+      if (!sm) return changed();
+      r.summary = std::move(*sm);
+    } else if (auto want = tensor_payload_size(r.info); !want || *want != f.payload_length) {
+      return changed();
+    }
+    return r;
+  }
+  const std::vector<Record>& all() const {
+    std::call_once(records_once, [&] {
+      records.reserve(entries.size());
+      for (size_t i = 0; i < entries.size(); ++i) records.push_back(decode(i));
+    });
+    return records;
+  }
 
   // Checks of §3.1 steps 1–3 on the frame at `pos`. Sets `parsed` when the frame is sound.
   Outcome check_frame(uint64_t pos, Parsed& parsed) const {
@@ -202,7 +260,7 @@ struct Reader::Impl {
     const Frame f = load_frame(p);
     if (f.kind != kKindEnd || f.meta_length != kEndMetaSize || f.record_length != end_length) return;
     const uint64_t count = load_le<uint64_t>(p + kFrameSize + 8);
-    if (count <= (size - header.header_length) / 64) records.reserve(static_cast<size_t>(count));
+    if (count <= (size - header.header_length) / 64) entries.reserve(static_cast<size_t>(count));
   }
 
   // Scans every record from the header on (§4).
@@ -264,7 +322,8 @@ struct Reader::Impl {
       switch (f.kind) {
         case kKindTensor:
         case kKindSummary:
-          records.push_back(std::move(rec));
+          entries.push_back({rec.offset, rec.info.exec_index, fnv1a64(rec.info.name), rec.info.occurrence,
+                             rec.info.role_index, static_cast<uint8_t>(rec.info.role), static_cast<uint8_t>(rec.kind)});
           index_pos = kNoOffset;
           integrity.data_end = pos + f.record_length;
           break;
@@ -272,9 +331,8 @@ struct Reader::Impl {
           // After a resynchronisation records are missing, so the index cannot agree.
           if (!damaged_before) {
             std::vector<IndexEntry> expected;
-            expected.reserve(records.size());
-            for (const Record& r : records)
-              expected.push_back({r.offset, fnv1a64(r.info.name), r.info.occurrence, static_cast<uint32_t>(r.kind)});
+            expected.reserve(entries.size());
+            for (const Entry& r : entries) expected.push_back({r.offset, r.name_hash, r.occurrence, r.kind});
             if (auto ok = check_index(bytes.subspan(pos, f.record_length), pos, expected); !ok) {
               fail(std::move(ok).error());
               break;
@@ -298,9 +356,9 @@ struct Reader::Impl {
                 ps.meta_off));
             break;
           }
-          if (!damaged_before && count != records.size()) {
+          if (!damaged_before && count != entries.size()) {
             fail(make_error(Errc::bad_index,
-                fmt::format("END record_count is {}, a scan finds {} TENSOR/SUMMARY records", count, records.size()),
+                fmt::format("END record_count is {}, a scan finds {} TENSOR/SUMMARY records", count, entries.size()),
                 ps.meta_off + 8));
             break;
           }
@@ -326,7 +384,7 @@ struct Reader::Impl {
     if (integrity.state == FileState::clean && opt.use_index) {
       // check_index() compared every entry and slot with the scan: lookups may trust it.
       const std::byte* ip = bytes.data() + index_payload_off;
-      const uint64_t n = records.size();
+      const uint64_t n = entries.size();
       index = IndexView(ip, n, ip + n * kIndexEntrySize, index_slot_count(n));
       integrity.index_used = true;
     }
@@ -344,23 +402,24 @@ struct Reader::Impl {
   // Identities are compared by a 64-bit hash in a flat open-addressing table, names only when
   // hashes agree: no string or node is built per record (a million-record dump spent more time
   // here than reading its frames).
-  static uint64_t identity_hash(const TensorInfo& t) {
-    uint64_t h = fnv1a64(t.name);
+  static uint64_t identity_hash(const Entry& t) {
+    uint64_t h = t.name_hash;
     h ^= (uint64_t{t.occurrence} << 24) ^ (uint64_t{t.role_index} << 8) ^ static_cast<uint64_t>(t.role);
     h *= 0x9e3779b97f4a7c15ull;  // spread the mixed-in fields over the high bits
     return h ^ (h >> 29);
   }
-  static bool same_identity(const TensorInfo& a, const TensorInfo& b) {
-    return a.occurrence == b.occurrence && a.role_index == b.role_index && a.role == b.role &&
-           a.name == b.name;
+  // Names are read from the file only when the hashes agree (a duplicate, or a hash collision).
+  bool same_identity(size_t a, size_t b) const {
+    const Entry &x = entries[a], &y = entries[b];
+    return x.occurrence == y.occurrence && x.role_index == y.role_index && x.role == y.role &&
+           x.name_hash == y.name_hash && decode(a).info.name == decode(b).info.name;
   }
   void check_duplicates() {
     uint64_t slots = 16;
-    while (slots < 2 * uint64_t{records.size()}) slots *= 2;
+    while (slots < 2 * uint64_t{entries.size()}) slots *= 2;
     std::vector<std::pair<uint64_t, size_t>> table(slots, {0, SIZE_MAX});  // (hash, record)
-    for (size_t i = 0; i < records.size(); ++i) {
-      const TensorInfo& t = records[i].info;
-      const uint64_t h = identity_hash(t);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const uint64_t h = identity_hash(entries[i]);
       bool duplicate = false;
       for (uint64_t s = h & (slots - 1);; s = (s + 1) & (slots - 1)) {
         auto& e = table[s];
@@ -368,15 +427,17 @@ struct Reader::Impl {
           e = {h, i};
           break;
         }
-        if (e.first == h && same_identity(records[e.second].info, t)) {
+        if (e.first == h && same_identity(e.second, i)) {
           duplicate = true;
           break;
         }
       }
-      if (duplicate)
+      if (duplicate) {
+        const TensorInfo t = decode(i).info;
         integrity.warnings.push_back(make_error(Errc::duplicate_tensor,
             fmt::format("tensor '{}' ({} {}, occurrence {}) appears again; the first one is used", t.name,
-                        role_name(t.role), t.role_index, t.occurrence), records[i].offset));
+                        role_name(t.role), t.role_index, t.occurrence), entries[i].offset));
+      }
     }
   }
 
@@ -430,7 +491,8 @@ Result<Reader> Reader::from_memory(std::span<const std::byte> bytes, const OpenO
 
 const FileHeader& Reader::header() const { return impl_->header; }
 const Integrity& Reader::integrity() const { return impl_->integrity; }
-std::span<const Record> Reader::records() const { return impl_->records; }
+std::span<const Record> Reader::records() const { return impl_->all(); }
+size_t Reader::record_count() const { return impl_->entries.size(); }
 std::span<const std::byte> Reader::bytes() const { return impl_->bytes; }
 
 const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role, uint16_t role_index) const {
@@ -439,19 +501,20 @@ const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role
            r.info.role_index == role_index;
   };
   const Impl& im = *impl_;
+  const std::vector<Record>& records = im.all();
   if (im.integrity.index_used) {
     int64_t e = im.index.probe(fnv1a64(name), occurrence,
-                               [&](uint64_t i) { return matches(im.records[static_cast<size_t>(i)]); });
-    return e < 0 ? nullptr : &im.records[static_cast<size_t>(e)];
+                               [&](uint64_t i) { return matches(records[static_cast<size_t>(i)]); });
+    return e < 0 ? nullptr : &records[static_cast<size_t>(e)];
   }
   std::call_once(im.lookup_once, [&] {
-    im.by_name.reserve(im.records.size());
-    for (size_t i = 0; i < im.records.size(); ++i) im.by_name.emplace(im.records[i].info.name, i);
+    im.by_name.reserve(records.size());
+    for (size_t i = 0; i < records.size(); ++i) im.by_name.emplace(records[i].info.name, i);
   });
   const Record* best = nullptr;
   auto [b, e] = im.by_name.equal_range(name);
   for (auto it = b; it != e; ++it) {
-    const Record& r = im.records[it->second];
+    const Record& r = records[it->second];
     if (matches(r) && (!best || r.offset < best->offset)) best = &r;
   }
   return best;
@@ -459,7 +522,7 @@ const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role
 
 std::vector<const Record*> Reader::find_all(std::string_view name) const {
   std::vector<const Record*> out;
-  for (const Record& r : impl_->records)
+  for (const Record& r : impl_->all())
     if (r.info.name == name) out.push_back(&r);
   return out;
 }
@@ -496,5 +559,8 @@ Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, u
   if (c != f.record_crc) return payload_crc_error(r, f.record_crc, c);
   return {};
 }
+
+Record detail::ReaderAccess::record(const Reader& r, size_t i) { return r.impl_->decode(i); }
+uint64_t detail::ReaderAccess::exec_index(const Reader& r, size_t i) { return r.impl_->entries[i].exec_index; }
 
 }  // namespace driftscope

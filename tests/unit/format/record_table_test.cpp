@@ -1,0 +1,134 @@
+// The reader keeps a compact table and builds Reader::records() on first use (issue 13 §5): the
+// records it builds, and those the comparison engine decodes one at a time
+// (detail::ReaderAccess), are exactly what the scan checked; counts, lookups and the duplicate
+// warning need no built records.
+#include <gtest/gtest.h>
+
+#include "driftscope/reader.hpp"
+#include "driftscope/writer.hpp"
+#include "format/record_table.hpp"
+#include "test_util.hpp"
+
+using namespace driftscope;
+using dstest::as_bytes;
+
+namespace {
+
+void expect_same(const Record& x, const Record& y) {
+  EXPECT_EQ(x.kind, y.kind);
+  EXPECT_EQ(x.offset, y.offset);
+  EXPECT_EQ(x.size, y.size);
+  EXPECT_EQ(x.payload_offset, y.payload_offset);
+  EXPECT_EQ(x.payload.data(), y.payload.data());
+  EXPECT_EQ(x.payload.size(), y.payload.size());
+  EXPECT_EQ(x.info.name, y.info.name);
+  EXPECT_EQ(x.info.op_type, y.info.op_type);
+  EXPECT_EQ(x.info.role, y.info.role);
+  EXPECT_EQ(x.info.role_index, y.info.role_index);
+  EXPECT_EQ(x.info.exec_index, y.info.exec_index);
+  EXPECT_EQ(x.info.occurrence, y.info.occurrence);
+  EXPECT_EQ(x.info.dtype, y.info.dtype);
+  EXPECT_EQ(x.info.shape, y.info.shape);
+  EXPECT_EQ(x.info.axes, y.info.axes);
+  EXPECT_EQ(x.info.attrs, y.info.attrs);
+  EXPECT_EQ(x.info.encoding.kind, y.info.encoding.kind);
+  EXPECT_EQ(x.info.encoding.scales, y.info.encoding.scales);
+  EXPECT_EQ(x.info.encoding.zero_points, y.info.encoding.zero_points);
+  ASSERT_EQ(x.summary.has_value(), y.summary.has_value());
+  if (x.summary) {
+    EXPECT_EQ(x.summary->projection, y.summary->projection);
+    EXPECT_EQ(x.summary->projection_seed, y.summary->projection_seed);
+    EXPECT_EQ(x.summary->stats.l2_norm, y.summary->stats.l2_norm);
+  }
+}
+
+std::string write_mixed(const std::string& name) {
+  const std::string path = dstest::scratch_path(name);
+  WriterOptions o;
+  o.fixed_salt = true;
+  o.salt = 7;
+  auto w = Writer::create(path, o);
+  EXPECT_TRUE(w.ok());
+  TensorInfo a = dstest::f32_info("encoder.layers.0.attn", {2, 3});
+  a.axes = {"seq", "hidden"};
+  a.attrs = {{"ds.kind", "float"}, {"note", "héllo"}};
+  a.occurrence = 0;
+  EXPECT_TRUE((*w)->write(a, as_bytes(dstest::ramp(6, 0.5f))).ok());
+  TensorInfo q;
+  q.name = "quantized";
+  q.dtype = DType::i8;
+  q.shape = {4};
+  q.role = Role::parameter;
+  q.role_index = 1;
+  q.encoding.kind = EncodingKind::affine_tensor;
+  q.encoding.scales = {0.25};
+  q.encoding.zero_points = {3};
+  std::vector<int8_t> qv = {1, -2, 3, -4};
+  EXPECT_TRUE((*w)->write(q, as_bytes(qv)).ok());
+  Summary s;
+  s.stats.count = 6;
+  s.stats.min = -1;
+  s.stats.max = 2;
+  s.stats.mean = 0.5;
+  s.stats.std = 1;
+  s.stats.l2_norm = 3;
+  s.projection_seed = 42;
+  s.projection = {1.5f, -2.5f, 0.0f};
+  EXPECT_TRUE((*w)->write_summary(dstest::f32_info("light", {2, 3}), s).ok());
+  // The same identity again: a warning, the first record is used.
+  EXPECT_TRUE((*w)->write(a, as_bytes(dstest::ramp(6, 2.0f))).ok());
+  EXPECT_TRUE((*w)->close().ok());
+  return path;
+}
+
+}  // namespace
+
+TEST(RecordTable, RecordsAreBuiltOnDemandAsTheScanSawThem) {
+  const std::string path = write_mixed("record-table");
+  for (Verify v : {Verify::full, Verify::frames}) {
+    OpenOptions o;
+    o.verify = v;
+    auto r = Reader::open(path, o);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    // Counted, and the duplicate found, from the table alone.
+    EXPECT_EQ(r->record_count(), 4u);
+    ASSERT_EQ(r->integrity().warnings.size(), 1u);
+    const Error& dup = r->integrity().warnings[0];
+    EXPECT_EQ(dup.code, Errc::duplicate_tensor);
+    EXPECT_EQ(dup.message, "tensor 'encoder.layers.0.attn' (output 0, occurrence 0) appears again; the first "
+                           "one is used (at offset " + std::to_string(dup.offset) + ")");
+    // Decoded one at a time (the engine's way) before and after records() built them all.
+    std::vector<Record> one_by_one;
+    for (size_t i = 0; i < r->record_count(); ++i) one_by_one.push_back(detail::ReaderAccess::record(*r, i));
+    ASSERT_EQ(r->records().size(), 4u);
+    EXPECT_EQ(dup.offset, r->records()[3].offset);
+    for (size_t i = 0; i < 4; ++i) {
+      SCOPED_TRACE(i);
+      expect_same(one_by_one[i], r->records()[i]);
+      expect_same(detail::ReaderAccess::record(*r, i), r->records()[i]);
+      EXPECT_EQ(detail::ReaderAccess::exec_index(*r, i), r->records()[i].info.exec_index);
+    }
+    EXPECT_EQ(r->records()[1].info.encoding.scales, (std::vector<double>{0.25}));
+    ASSERT_TRUE(r->records()[2].summary.has_value());
+    EXPECT_EQ(r->records()[2].summary->projection, (std::vector<float>{1.5f, -2.5f, 0.0f}));
+  }
+}
+
+// find() before anything else builds the records it points into; the first of a duplicate wins.
+TEST(RecordTable, FindBuildsTheRecords) {
+  const std::string path = write_mixed("record-table-find");
+  for (bool index : {true, false}) {
+    OpenOptions o;
+    o.use_index = index;
+    auto r = Reader::open(path, o);
+    ASSERT_TRUE(r.ok());
+    const Record* a = r->find("encoder.layers.0.attn");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a, &r->records()[0]);
+    const Record* q = r->find("quantized", 0, Role::parameter, 1);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->info.encoding.zero_points, (std::vector<int64_t>{3}));
+    EXPECT_EQ(r->find("absent"), nullptr);
+    EXPECT_EQ(r->find_all("encoder.layers.0.attn").size(), 2u);
+  }
+}
