@@ -229,7 +229,7 @@ struct Writer::Impl {
     const uint64_t bytes = payload.size() + rec.head.size();
     std::unique_lock lk(qmu);
     if (!ring_tried) reserve_ring();
-    if (payload.size() > ring_cap) return false;
+    if (ring_cap == 0 || payload.size() > ring_cap) return false;
     // Block while the queue is over its bound or the ring has no room; an empty queue always
     // has room for a payload the ring can hold, so progress never stops.
     q_not_full.wait(lk, [&] {
@@ -243,13 +243,17 @@ struct Writer::Impl {
     job.ring_at = ring_head;
     job.size = payload.size();
     job.offset = offset;
+    ring_head = (ring_head + job.size) % ring_cap;
+    ring_used += job.size;  // reserved: the worker never touches it before the job is queued
+    queued_bytes += bytes;
+    // Copy without the lock, so the worker can finish (and free) earlier records meanwhile;
+    // `mu` keeps other producers out until the job is queued.
+    lk.unlock();
     OutFile::Piece dst[2];
     size_t n = ring_pieces(job, dst);
     std::memcpy(const_cast<void*>(dst[0].data), payload.data(), dst[0].size);
     if (n == 2) std::memcpy(const_cast<void*>(dst[1].data), payload.data() + dst[0].size, dst[1].size);
-    ring_head = (ring_head + job.size) % ring_cap;
-    ring_used += job.size;
-    queued_bytes += bytes;
+    lk.lock();
     queue.push_back(std::move(job));
     q_not_empty.notify_one();
     return true;
