@@ -230,6 +230,11 @@ typedef struct ds_writer_options {
   uint64_t queue_bytes;    /* bound of that queue; default 256 MiB */
   int32_t fixed_salt;      /* 1: use `salt` instead of a random one (golden files, tests) */
   uint64_t salt;
+  /* Appended after the first release: a struct_size of offsetof(ds_writer_options, drop_behind)
+   * is that release's struct and gets the default (0) for what follows. */
+  int32_t drop_behind;     /* 1: write the file back every 4 MiB and evict it from the page cache,
+                              keeping about its last 20 MiB cached; bytes and durability unchanged
+                              (docs/c-api.md "Writing"); default 0 */
 } ds_writer_options;
 
 void ds_writer_options_init(ds_writer_options* options);

@@ -345,6 +345,13 @@ struct PairResult {
   // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
   // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
   Boxed<LayoutDiagnosis> layout;
+  // Dump sets (docs/dumpsets.md §7.1): a failing pair gathered from split shards whose other side
+  // is one whole tensor has each shard measured against its slice of it. shard_check: "" (not a
+  // failing gathered pair), "shards" (failing_shards holds the ranks whose shard fails: the
+  // pair's ranks), "no_shard_fails", "partial_sum", "other_side_sharded" or "not_sliceable"
+  // (the pair keeps all its ranks).
+  std::string shard_check;
+  std::vector<uint32_t> failing_shards;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").
@@ -395,7 +402,8 @@ struct Report {
   bool dataflow = false;         // origins follow the reference's recorded data flow (ds.inputs)
   double amplification_threshold = 10.0;  // the factor that makes a pair "amplified"
   // Dump sets (docs/dumpsets.md §7): true when either side is a set. The ranks of a pair are the
-  // candidate's when the candidate is a set, else the reference's (pair_ranks()); the lists
+  // candidate's when the candidate is a set, else the reference's, narrowed to the failing
+  // shards when PairResult::shard_check is "shards" (pair_ranks()); the lists
   // below hold the ranks of every failing pair of the first divergent (first NaN/Inf) logical
   // tensor, and of every pair that failed, sorted.
   bool sets = false;

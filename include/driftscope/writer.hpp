@@ -3,7 +3,8 @@
 // Thread-safe: any thread may call write(); records land in the order the calls are serialised.
 // The writer holds at most one record's header in memory; payloads stream from the caller's
 // buffer (synchronous mode) or from a bounded queue (background mode). It uses write()/pwrite(),
-// never a memory map, so a crash of the process loses at most the record being written.
+// never a memory map, so a crash of the process loses at most the record being written; in
+// background mode also the records still queued (at most queue_bytes, held in process memory).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +34,10 @@ struct WriterOptions {
   bool append = false;                // reopen an existing file and continue it (§5 Append)
   bool overwrite = true;              // when !append: replace an existing file
   // Background mode: write() copies the payload into a bounded queue and returns; a writer
-  // thread does the I/O. write() blocks only while more than queue_bytes are pending.
+  // thread does the I/O. write() blocks only while more than queue_bytes are pending. The queue
+  // is one staging buffer of queue_bytes, reserved at the first record and reused (pages are
+  // touched as needed and stay until close). A payload larger than it is written from the
+  // caller's buffer once the queue has drained, so staging never exceeds queue_bytes.
   bool background = false;
   uint64_t queue_bytes = 256ull << 20;
   // Drop-behind: the writer starts writing the file back every 4 MiB and evicts what reached the

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <optional>
@@ -75,5 +76,9 @@ Result<TensorInfo> to_tensor_info(const ds_tensor_desc* desc);
 
 // Checks the struct_size contract of an options/descriptor struct (see driftscope.h).
 Result<void> check_struct_size(size_t given, size_t expected, const char* type);
+// The same for a struct that grew: `given` may also be the size of an earlier release of it
+// (`earlier`), whose fields are a prefix of today's; the caller then reads only those.
+Result<void> check_struct_size(size_t given, size_t expected, std::initializer_list<size_t> earlier,
+                               const char* type);
 
 }  // namespace driftscope::capi

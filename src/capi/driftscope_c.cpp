@@ -59,6 +59,13 @@ Result<void> check_struct_size(size_t given, size_t expected, const char* type) 
                         " (initialise it with its _init function)");
 }
 
+Result<void> check_struct_size(size_t given, size_t expected, std::initializer_list<size_t> earlier,
+                               const char* type) {
+  for (size_t e : earlier)
+    if (given == e) return {};
+  return check_struct_size(given, expected, type);
+}
+
 Result<TensorInfo> to_tensor_info(const ds_tensor_desc* desc) {
   if (!desc) return make_error(Errc::invalid_argument, "tensor descriptor is NULL");
   DRIFTSCOPE_TRY(check_struct_size(desc->struct_size, sizeof(ds_tensor_desc), "ds_tensor_desc"));

@@ -1,4 +1,5 @@
 // C ABI: the streaming writer (include/driftscope/writer.hpp, docs/format.md §5).
+#include <cstddef>
 #include <span>
 
 #include "capi/capi_internal.hpp"
@@ -9,11 +10,16 @@ using namespace driftscope;
 
 namespace {
 
+// ds_writer_options of the first release ended at `salt`; drop_behind was appended after it.
+constexpr size_t kWriterOptionsFirst = offsetof(ds_writer_options, drop_behind);
+
 Result<WriterOptions> to_writer_options(const ds_writer_options* o) {
   WriterOptions opts;
   if (!o) return opts;
   DRIFTSCOPE_TRY(capi::check_struct_size(o->struct_size, sizeof(ds_writer_options),
-                                         "ds_writer_options"));
+                                         {kWriterOptionsFirst}, "ds_writer_options"));
+  // Fields past an older caller's struct_size are not there: they keep the C++ defaults.
+  const bool has_drop_behind = o->struct_size > kWriterOptionsFirst;
   if (o->metadata_count > limits::kMaxMetadataEntries)
     return make_error(Errc::limit_exceeded,
                       "ds_writer_options.metadata_count is " + std::to_string(o->metadata_count) +
@@ -42,6 +48,7 @@ Result<WriterOptions> to_writer_options(const ds_writer_options* o) {
   opts.queue_bytes = o->queue_bytes;
   opts.fixed_salt = o->fixed_salt != 0;
   opts.salt = o->salt;
+  if (has_drop_behind) opts.drop_behind = o->drop_behind != 0;
   return opts;
 }
 
@@ -74,6 +81,7 @@ void ds_writer_options_init(ds_writer_options* options) {
   options->queue_bytes = d.queue_bytes;
   options->fixed_salt = d.fixed_salt ? 1 : 0;
   options->salt = d.salt;
+  options->drop_behind = d.drop_behind ? 1 : 0;
 }
 
 int ds_writer_open(const char* path, const ds_writer_options* options, ds_writer** out) {

@@ -284,6 +284,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     w.key("ranks"), w.array_of(*ranks);
     w.key("ranks_ref"), w.array_of(p.ref.ranks);
     w.key("ranks_cand"), w.array_of(p.cand.ranks);
+    if (!p.shard_check.empty()) w.key("shard_check"), w.str(p.shard_check);
   }
   w.end_object();
 }

@@ -414,6 +414,172 @@ void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
   to.erase(std::unique(to.begin(), to.end()), to.end());
 }
 
+// ---- naming the failing shards (§7.1) ---------------------------------------------------------
+
+// The part of the whole tensor `whole` (the other side's) that shard `s` of split tensor `l` holds,
+// in the shard's shape: the inverse of assemble()'s gather, row by row.
+std::vector<std::byte> slice_of(const Logical& l, const Shard& s, const std::vector<std::vector<uint64_t>>& offset,
+                                const std::vector<uint64_t>& whole_shape, std::span<const std::byte> whole,
+                                size_t esize) {
+  const TensorInfo& si = s.rec->info;
+  const size_t rank = si.shape.size();
+  const uint64_t sn = si.numel();
+  std::vector<std::byte> out(sn * esize);
+  std::vector<uint64_t> shift(rank, 0);
+  for (size_t i = 0; i < l.split.size(); ++i) shift[l.split[i].first] = offset[i][s.block[i]];
+  const uint64_t row = rank ? si.shape[rank - 1] : 1;
+  std::vector<uint64_t> coord(rank, 0);
+  for (uint64_t start = 0; start < sn; start += row) {
+    uint64_t src = 0;
+    for (size_t ax = 0; ax < rank; ++ax) src = src * whole_shape[ax] + coord[ax] + shift[ax];
+    std::memcpy(out.data() + start * esize, whole.data() + src * esize, row * esize);
+    for (size_t ax = rank >= 1 ? rank - 1 : 0; ax-- > 0;) {
+      if (++coord[ax] < si.shape[ax]) break;
+      coord[ax] = 0;
+    }
+  }
+  return out;
+}
+
+// A record of a logical tensor's side as the engine should judge it: its stored name, op type,
+// role, dtype and attributes (policy rules match on them), base axes, the given shape.
+TensorInfo measured_info(const Logical& l, const TensorInfo& stored, std::vector<uint64_t> shape, uint64_t seq) {
+  TensorInfo info;
+  info.name = l.first->info.name;
+  info.op_type = l.first->info.op_type;
+  info.role = l.first->info.role;
+  info.role_index = l.first->info.role_index;
+  info.dtype = stored.dtype;
+  info.shape = std::move(shape);
+  info.axes = l.base_axes;
+  for (const auto& kv : l.first->info.attrs)
+    if (kv.first != "ds.inputs") info.attrs.push_back(kv);
+  info.exec_index = seq;
+  info.occurrence = static_cast<uint32_t>(seq);  // one pair per (shard, slice): pairs by occurrence
+  return info;
+}
+
+// For every failing pair gathered from split shards on the side whose ranks the report names,
+// against one whole tensor on the other side: each shard against the slice of the whole tensor
+// at its offset, judged by the same engine and options, so the pair names only the ranks whose
+// own shard fails. Sums over a partial group cannot be split into shards: their pairs keep every
+// rank. `logical_of(i)` gives pair i's (reference, candidate) logical tensors. A problem here
+// (temporary files) is a warning, and the pairs keep every rank.
+template <typename LogicalOf>
+void name_failing_shards(Report& report, const Side& ref, const Side& cand, bool by_cand,
+                         const LogicalOf& logical_of, const CompareOptions& options, const std::string& directory) {
+  struct Job {
+    size_t pair;
+    const Logical* sharded;
+    const Logical* whole;
+    std::vector<std::vector<uint64_t>> offset;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < report.pairs.size(); ++i) {
+    PairResult& p = report.pairs[i];
+    if (p.status != PairStatus::fail && p.status != PairStatus::silent_failure) continue;
+    auto both = logical_of(i);
+    if (!both) continue;
+    const Logical* sharded = by_cand ? both->second : both->first;
+    const Logical* whole = by_cand ? both->first : both->second;
+    if (sharded->split.empty() && sharded->partial.empty()) continue;  // a replica: one rank already
+    if (!sharded->partial.empty()) {
+      p.shard_check = "partial_sum";
+      continue;
+    }
+    if (!whole->split.empty() || !whole->partial.empty()) {
+      p.shard_check = "other_side_sharded";
+      continue;
+    }
+    auto along = shard_sizes(*sharded);
+    const TensorInfo& w = whole->first->info;
+    std::vector<uint64_t> gathered = sharded->first->info.shape;
+    Job job{i, sharded, whole, {}};
+    if (along) {
+      job.offset.resize(sharded->split.size());
+      for (size_t k = 0; k < sharded->split.size(); ++k) {
+        uint64_t total = 0;
+        for (uint64_t n : (*along)[k]) {
+          job.offset[k].push_back(total);
+          total += n;
+        }
+        gathered[sharded->split[k].first] = total;
+      }
+    }
+    if (!along || whole->first->kind != RecordKind::tensor || w.encoding.kind != EncodingKind::raw ||
+        dtype_size(w.dtype) == 0 || w.shape != gathered || !p.permutation.empty()) {
+      p.shard_check = "not_sliceable";
+      continue;
+    }
+    jobs.push_back(std::move(job));
+  }
+  if (jobs.empty()) return;
+  auto warn = [&](const Error& e) {
+    report.warnings.push_back(fmt::format("the failing shards could not be measured alone ({}): "
+                                          "gathered tensors list all their ranks", e.message));
+    for (const Job& j : jobs) report.pairs[j.pair].shard_check = "not_sliceable";
+  };
+  auto ref_dump = TempDump::create(directory, "ref-shards", run_metadata(ref.set));
+  if (!ref_dump) return warn(ref_dump.error());
+  auto cand_dump = TempDump::create(directory, "cand-shards", run_metadata(cand.set));
+  if (!cand_dump) return warn(cand_dump.error());
+  std::vector<std::pair<size_t, uint32_t>> measured;  // by seq: (job, rank of the shard)
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const Job& job = jobs[j];
+    const Record& whole = *job.whole->first;
+    const size_t esize = dtype_size(whole.info.dtype);
+    for (const Shard& s : job.sharded->shards) {
+      const uint64_t seq = measured.size();
+      std::vector<std::byte> slice = slice_of(*job.sharded, s, job.offset, whole.info.shape, whole.payload, esize);
+      TensorInfo shard_info = measured_info(*job.sharded, s.rec->info, s.rec->info.shape, seq);
+      TensorInfo slice_info = measured_info(*job.whole, whole.info, s.rec->info.shape, seq);
+      Writer& sw = *(by_cand ? cand_dump : ref_dump)->writer;
+      Writer& ww = *(by_cand ? ref_dump : cand_dump)->writer;
+      if (auto r = sw.write(shard_info, s.rec->payload); !r) return warn(r.error());
+      if (auto r = ww.write(slice_info, slice); !r) return warn(r.error());
+      measured.emplace_back(j, s.rank);
+    }
+  }
+  auto rp = ref_dump->release();
+  if (!rp) return warn(rp.error());
+  auto cp = cand_dump->release();
+  if (!cp) {
+    ::unlink(rp->c_str());
+    return warn(cp.error());
+  }
+  auto ra = Reader::open(*rp);
+  auto ca = Reader::open(*cp);
+  ::unlink(rp->c_str());
+  ::unlink(cp->c_str());
+  if (!ra) return warn(ra.error());
+  if (!ca) return warn(ca.error());
+  CompareOptions o = options;
+  o.stop_at_first = false;
+  o.details = false;
+  o.max_layout_diagnoses = 0;
+  o.progress = nullptr;
+  auto rep = compare(*ra, *ca, o);
+  if (!rep) return warn(rep.error());
+  std::vector<std::vector<uint32_t>> failing(jobs.size());
+  std::vector<size_t> judged(jobs.size(), 0);
+  for (const PairResult& q : rep->pairs) {
+    if (q.ref.exec_index >= measured.size() || !q.compared) continue;
+    const auto& [j, rank] = measured[q.ref.exec_index];
+    ++judged[j];
+    if (q.status == PairStatus::fail || q.status == PairStatus::silent_failure) failing[j].push_back(rank);
+  }
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    PairResult& p = report.pairs[jobs[j].pair];
+    if (judged[j] != jobs[j].sharded->shards.size()) {
+      p.shard_check = "not_sliceable";
+      continue;
+    }
+    std::sort(failing[j].begin(), failing[j].end());
+    p.shard_check = failing[j].empty() ? "no_shard_fails" : "shards";
+    p.failing_shards = std::move(failing[j]);
+  }
+}
+
 }  // namespace
 
 Result<Report> compare_sets(const std::string& reference, const std::string& candidate,
@@ -444,6 +610,7 @@ struct SetComparison::State {
   Side ref, cand;
   std::vector<std::string> warnings;  // logical tensors that could not be assembled
   std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;  // by exec_index of the logical dumps
+  std::string directory;  // where prepare_sets() wrote the logical dumps; finish() uses it too
 };
 
 Result<SetComparison> prepare_sets(const std::string& reference, const std::string& candidate,
@@ -467,6 +634,7 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
   auto cand_side = load_side(candidate, "candidate", options, *renamer, false, filter);
   if (!cand_side) return std::move(cand_side).error();
   auto state = std::make_shared<SetComparison::State>();
+  state->directory = directory;
   state->ref = std::move(*ref_side);
   state->cand = std::move(*cand_side);
   Side* ref = &state->ref;
@@ -565,6 +733,15 @@ Result<void> SetComparison::finish(Report& report) const {
   for (const Reader& r : ref->set.readers) DRIFTSCOPE_TRY(r.check_unchanged());
   for (const Reader& r : cand->set.readers) DRIFTSCOPE_TRY(r.check_unchanged());
 
+  // Pairs still carry the logical dumps' exec_index here: find their logical tensors.
+  const bool by_cand = !cand->set.single || ref->set.single;  // whose ranks a pair names
+  auto logical_of = [&](size_t i) -> std::optional<std::pair<const Logical*, const Logical*>> {
+    auto r = ref_slots.find(report.pairs[i].ref.exec_index);
+    auto c = cand_slots.find(report.pairs[i].cand.exec_index);
+    if (r == ref_slots.end() || c == cand_slots.end()) return std::nullopt;
+    return std::pair{&ref->logicals[r->second.logical], &cand->logicals[c->second.logical]};
+  };
+  name_failing_shards(report, *ref, *cand, by_cand, logical_of, options, state->directory);
   for (PairResult& p : report.pairs) {
     restore(p.ref, ref_slots, *ref);
     restore(p.cand, cand_slots, *cand);
@@ -604,6 +781,7 @@ Result<void> SetComparison::finish(Report& report) const {
 
 
 const std::vector<uint32_t>& Report::pair_ranks(const PairResult& p) const noexcept {
+  if (p.shard_check == "shards") return p.failing_shards;
   return candidate.set || !reference.set ? p.cand.ranks : p.ref.ranks;
 }
 

@@ -3,12 +3,16 @@
  *
  * CHECK is used instead of assert(): assert() vanishes under NDEBUG (RelWithDebInfo/Release),
  * and a test that cannot fail is no test. */
+#include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <threads.h>
+#include <unistd.h>
 
 #include "driftscope.h"
 
@@ -582,6 +586,102 @@ static void test_append_and_background(const char* path) {
   CHECK(w == NULL);
 }
 
+/* ---- drop-behind -------------------------------------------------------------------------- */
+
+static size_t resident_bytes(const char* path) {
+  size_t size = 0;
+  free(read_file(path, &size));
+  int fd = open(path, O_RDONLY);
+  CHECK(fd >= 0);
+  void* m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  CHECK(m != MAP_FAILED);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 0;
+  unsigned char* v = malloc((size + page - 1) / page);
+  CHECK(v != NULL);
+  if (mincore(m, size, v) == 0)
+    for (size_t i = 0; i < (size + page - 1) / page; ++i) n += (v[i] & 1) ? page : 0;
+  free(v);
+  munmap(m, size);
+  return n;
+}
+
+/* 24 tensors of 2 MiB: 48 MiB, twelve of the writer's 4 MiB drop-behind windows. */
+static void write_large(const char* path, const ds_writer_options* o) {
+  static float x[512 * 1024];
+  uint64_t shape[1] = {512 * 1024};
+  ds_tensor_desc d;
+  ds_tensor_desc_init(&d);
+  d.shape = shape;
+  d.rank = 1;
+  char name[64];
+  ds_writer* w = NULL;
+  OK(ds_writer_open(path, o, &w));
+  for (int i = 0; i < 24; ++i) {
+    snprintf(name, sizeof name, "layer.%d", i);
+    d.name = name;
+    fill_activation(x, 512 * 1024, (float)(i + 1));
+    CHECK(ds_writer_write(w, &d, x, sizeof x, NULL) == DS_WRITTEN);
+  }
+  OK(ds_writer_close(w));
+  ds_writer_free(w);
+}
+
+static int same_file(const char* a, const char* b) {
+  size_t na = 0, nb = 0;
+  unsigned char* x = read_file(a, &na);
+  unsigned char* y = read_file(b, &nb);
+  int same = na == nb && memcmp(x, y, na) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+static void test_drop_behind(void) {
+  char keep[4096], drop[4096], first_release[4096];
+  path_in_dir(keep, sizeof keep, "drop_keep.tdump");
+  path_in_dir(drop, sizeof drop, "drop_drop.tdump");
+  path_in_dir(first_release, sizeof first_release, "drop_first.tdump");
+  ds_writer_options o;
+  ds_writer_options_init(&o);
+  CHECK(o.drop_behind == 0);
+  o.fixed_salt = 1;
+  o.salt = 42;
+  write_large(keep, &o);
+  o.drop_behind = 1;
+  write_large(drop, &o);
+  size_t resident_drop = resident_bytes(drop); /* before anything reads it back */
+  CHECK(same_file(keep, drop));                /* bytes unchanged */
+
+  /* A program built against the first release passes the struct without drop_behind: accepted,
+   * and nothing past its size is read (a heap block of exactly that size: ASan sees a read past). */
+  const size_t first = offsetof(ds_writer_options, drop_behind);
+  ds_writer_options* old = malloc(first);
+  CHECK(old != NULL);
+  o.struct_size = first;
+  memcpy(old, &o, first);
+  write_large(first_release, old);
+  free(old);
+  CHECK(same_file(keep, first_release));
+  ds_writer* w = (ds_writer*)&o;
+  o.struct_size = first + 4; /* no release had this size */
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_writer_open(drop, &o, &w));
+  CHECK(w == NULL);
+  CHECK(strstr(ds_last_error_message(), "ds_writer_options.struct_size") != NULL);
+
+  /* The option reached the writer: where the file system evicts clean pages at all (tmpfs never
+   * does), the drop-behind file keeps about its last 20 MiB of 48 cached. */
+  int fd = open(keep, O_RDONLY);
+  CHECK(fd >= 0);
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+  if (resident_bytes(keep) < (8u << 20)) CHECK(resident_drop <= (26u << 20));
+  remove(keep);
+  remove(drop);
+  remove(first_release);
+}
+
 /* ---- damaged and invalid input ------------------------------------------------------------ */
 
 static void test_bad_files(const char* good_path) {
@@ -1088,6 +1188,7 @@ int main(int argc, char** argv) {
   test_bad_files(path);
   test_cut_while_open(path);
   test_append_and_background(path);
+  test_drop_behind();
   test_writer_errors();
   test_free_closes();
   test_compare();

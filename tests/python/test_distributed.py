@@ -149,8 +149,19 @@ def test_compare_set_against_reference(recorded):
     rep = json.loads(bad.stdout)
     assert rep["verdict"] == "diverged"
     assert rep["first_divergence"]["name"] == "ln2" and rep["first_divergence_ranks"] == [1]
-    # Later gathered tensors (mlp.fc1 = both ranks' shards) inherit the fault: both ranks listed.
-    assert 1 in rep["affected_ranks"]
+    # Later split tensors gather rank 0's good shard and rank 1's bad one: each shard measured
+    # against its slice of the reference names rank 1 alone (docs/dumpsets.md §7.1).
+    for name in ("mlp.fc1", "mlp.act"):
+        (t,) = [t for t in rep["tensors"] if t["name"] == name]
+        assert t["status"] == "fail" and t["shard_check"] == "shards", t
+        assert t["ranks"] == [1] and t["ranks_cand"] == [0, 1], t
+    # The row-parallel partial sum cannot be split into the ranks' contributions, and its
+    # all-reduce hands the fault to rank 0's replicas too: rank 0 really holds failing tensors.
+    (fc2,) = [t for t in rep["tensors"] if t["name"] == "mlp.fc2.matmul"]
+    assert fc2["shard_check"] == "partial_sum" and fc2["ranks"] == [0, 1]
+    after = {tuple(t["ranks"]): t["status"] for t in rep["tensors"] if t["name"] == "mlp.fc2"}
+    assert after == {(0,): "fail", (1,): "fail"}
+    assert rep["affected_ranks"] == [0, 1]
     ln2 = [t for t in rep["tensors"] if t["name"] == "ln2"]
     assert {tuple(t["ranks"]): t["status"] for t in ln2} == {(0,): "pass", (1,): "fail"}
     before = [t for t in rep["tensors"] if t["name"] in ("ln1", "attn.q", "attn.core", "attn")]

@@ -226,3 +226,74 @@ TEST(SetCompare, InPartsTheReportIsCompareFilesReport) {
 }
 
 }  // namespace
+
+namespace {
+
+// docs/dumpsets.md §7.1: a failing gathered tensor against a whole (TP=1) reference names the
+// ranks whose own shard fails against its slice of the reference.
+TEST(SetCompare, AFailingGatheredTensorNamesTheRanksOfItsFailingShards) {
+  ScratchDir dir;
+  // Full [2,6]. y: three ranks hold 2 columns each, rank 2's shard is off in one element. rows:
+  // split along the first axis (rank 2's shard is empty), rank 1's is off.
+  const std::vector<double> full = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::string ref = write_dump(dir.file("ref.tdump"),
+                                     {e("y", full, {2, 6}, {"r", "c"}), e("rows", full, {2, 6}, {"r", "c"}),
+                                      e("s", {5, 7}, {2}, {"h"})});
+  const std::string set = write_set(
+      dir, "s", "tp",
+      {{e("y", {1, 2, 7, 8}, {2, 2}, {"r", "c@tp"}), e("rows", {1, 2, 3, 4, 5, 6}, {1, 6}, {"r@tp", "c"}),
+        e("s", {2, 3}, {2}, {"h+tp"})},
+       {e("y", {3, 4, 9, 10}, {2, 2}, {"r", "c@tp"}), e("rows", {7, 8, 9, 10, 11, 12.5}, {1, 6}, {"r@tp", "c"}),
+        e("s", {2, 3}, {2}, {"h+tp"})},
+       {e("y", {5, 6, 11, 12.5}, {2, 2}, {"r", "c@tp"}), e("rows", {}, {0, 6}, {"r@tp", "c"}),
+        e("s", {2, 3}, {2}, {"h+tp"})}});
+  CompareOptions o;
+  o.policy.global = Criteria{};
+  o.policy.global->atol = 0.0;
+  auto rep = compare_files(ref, set, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+  ASSERT_EQ(rep->pairs.size(), 3u);
+  const PairResult& y = rep->pairs[0];
+  EXPECT_EQ(y.status, PairStatus::fail);
+  EXPECT_EQ(y.shard_check, "shards");
+  EXPECT_EQ(y.failing_shards, std::vector<uint32_t>{2});
+  EXPECT_EQ(rep->pair_ranks(y), std::vector<uint32_t>{2});
+  EXPECT_EQ(y.cand.ranks, (std::vector<uint32_t>{0, 1, 2}));  // every shard stays listed there
+  const PairResult& rows = rep->pairs[1];  // split along the first axis, an empty shard on rank 2
+  EXPECT_EQ(rows.status, PairStatus::fail);
+  EXPECT_EQ(rows.shard_check, "shards");
+  EXPECT_EQ(rep->pair_ranks(rows), std::vector<uint32_t>{1});
+  // A partial sum (2+2+2 = 6, not 5) cannot be split into shards: every rank stays.
+  const PairResult& sum = rep->pairs[2];
+  EXPECT_EQ(sum.status, PairStatus::fail);
+  EXPECT_EQ(sum.shard_check, "partial_sum");
+  EXPECT_EQ(rep->pair_ranks(sum), (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(rep->first_divergence_ranks, std::vector<uint32_t>{2});
+  EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_NE(rep->summary.find("y on rank 2 (of 3)"), std::string::npos) << rep->summary;
+
+  // Passing pairs are not measured again.
+  auto good = compare_files(ref, ref, o);
+  ASSERT_TRUE(good.ok());
+  EXPECT_TRUE(good->pairs[0].shard_check.empty());
+}
+
+TEST(SetCompare, WhenNoShardFailsAloneEveryRankStays) {
+  ScratchDir dir;
+  // Each column is exactly proportional to the reference's (cosine 1 per shard); the whole is not
+  // (cosine (2 + 2) / (sqrt 5 sqrt 5) = 0.8).
+  const std::string ref = write_dump(dir.file("ref.tdump"), {e("y", {1, 2}, {2}, {"h"})});
+  const std::string set = write_set(dir, "s", "tp", {{e("y", {2}, {1}, {"h@tp"})}, {e("y", {1}, {1}, {"h@tp"})}});
+  CompareOptions o;
+  o.policy.global = Criteria{};
+  o.policy.global->min_cosine = 0.9;
+  auto rep = compare_files(ref, set, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+  ASSERT_EQ(rep->pairs.size(), 1u);
+  EXPECT_EQ(rep->pairs[0].status, PairStatus::fail);
+  EXPECT_EQ(rep->pairs[0].shard_check, "no_shard_fails");
+  EXPECT_EQ(rep->pair_ranks(rep->pairs[0]), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1}));
+}
+
+}  // namespace

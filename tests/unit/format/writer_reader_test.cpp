@@ -192,6 +192,41 @@ TEST(WriterReader, BackgroundQueueWritesTheSameBytesAsSynchronous) {
   EXPECT_EQ(dstest::read_file(a), dstest::read_file(b));
 }
 
+// The background queue stages payloads in one reused ring of queue_bytes: payloads that wrap
+// around its end, one exactly its size, ones larger than it (written from the caller's buffer
+// after the queue drains) and a flush in between must all give the synchronous writer's bytes,
+// while the producer overwrites its one buffer as soon as write() returns.
+TEST(WriterReader, BackgroundRingReusesItsBufferWithoutChangingBytes) {
+  std::string a = dstest::scratch_path("ring-sync"), b = dstest::scratch_path("ring-bg");
+  const size_t sizes[] = {100, 2000, 700, 2500, 3000, 1900, 40, 2600, 1200, 1200, 1200};
+  for (const auto& [path, bg] : {std::pair{a, false}, std::pair{b, true}}) {
+    WriterOptions o = fixed();
+    o.background = bg;
+    o.queue_bytes = 10000;  // 2500 floats
+    auto w = Writer::create(path, o);
+    ASSERT_TRUE(w.ok());
+    std::vector<float> buf(3000);
+    for (int round = 0; round < 6; ++round) {
+      for (size_t k = 0; k < std::size(sizes); ++k) {
+        const size_t n = sizes[(k + static_cast<size_t>(round)) % std::size(sizes)];
+        for (size_t j = 0; j < n; ++j) buf[j] = static_cast<float>(round * 100000 + k * 1000 + j);
+        std::span<const float> v(buf.data(), n);
+        ASSERT_TRUE((*w)->write(dstest::f32_info("t" + std::to_string(k), {n}), as_bytes(v)).ok());
+        std::fill(buf.begin(), buf.end(), -1.0f);  // the writer must have its own copy by now
+      }
+      if (round == 2) ASSERT_TRUE((*w)->flush().ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
+  auto bytes = dstest::read_file(a);
+  EXPECT_EQ(dstest::read_file(b), bytes);
+  auto r = Reader::open(b);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->integrity().state, FileState::clean);
+  ASSERT_EQ(r->records().size(), 66u);
+  EXPECT_EQ(r->records()[4].info.shape[0], 3000u);  // an oversized record, in its place
+}
+
 TEST(WriterReader, ConcurrentWritersProduceAValidFile) {
   std::string path = dstest::scratch_path("threads");
   auto w = Writer::create(path, fixed());
