@@ -436,7 +436,7 @@ def guard_report():
                         index=7)
     probe = ProbeResult("recorded", "the backend can record", first_divergence=node,
                         first_nonfinite=node, origin=node, runs=2,
-                        summary="SILENT FAILURE: first divergence " + EVIL)
+                        summary="SILENT FAILURE: first divergence " + EVIL, step=2)
     fb = FallbackResult("ort-fp16", nodes=[(EVIL, "Pow")], verified=True,
                         status_before="NUMERICAL_INSTABILITY", status_after="PASS",
                         cosine_after=0.99999, evidence={EVIL: "float32 in the built variant"},
@@ -474,6 +474,8 @@ def test_guard_page_renders_offline_and_names_are_inert(tmp_path):
     text = html_lib.unescape(dom)
     assert report.findings and all(f in text for f in report.findings)
     assert 'data-probe="ort-fp16"' in dom and "introduced there: overflow to Inf" in dom
+    card = re.search(r'data-probe="ort-fp16"(.*?)data-fallback', dom, re.S).group(1)
+    assert re.search(r">step</div><div[^>]*>2</div>", card)  # a stateful model's probe names its step
     assert 'data-fallback="ort-fp16"' in dom and ">verified<" in dom
     assert "convert(model, keep)\n" in dom  # the recipe keeps its lines
 
