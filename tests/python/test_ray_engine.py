@@ -187,9 +187,12 @@ def test_set_report_equals_the_local_one(cluster, sets, tmp_path):
     assert remote.stdout == local.stdout and "First divergence: embed on rank 1 (of 2)" in local.stdout
     rep = (tmp_path / "ray.json").read_bytes()
     assert rep == (tmp_path / "local.json").read_bytes()
-    # embed is rank 1's alone; the gathered mlp.act (and what follows) holds both ranks.
+    # embed is rank 1's alone; the gathered mlp.act fails in rank 1's shard only, which each
+    # shard measured against its slice of the reference names (docs/dumpsets.md §7.1).
     assert json.loads(rep)["first_divergence_ranks"] == [1]
-    assert json.loads(rep)["affected_ranks"] == [0, 1]
+    assert json.loads(rep)["affected_ranks"] == [1]
+    act = next(t for t in json.loads(rep)["tensors"] if t["name"] == "mlp.act")
+    assert act["status"] == "fail" and act["shard_check"] == "shards" and act["ranks"] == [1]
     assert os.listdir(scratch) == []  # the logical dumps' directory is gone
     # Python, sets on both sides, reversed, a filter (applied before the shards are put
     # together) and the default scratch directory (next to the candidate set, removed).
