@@ -132,20 +132,12 @@ class Decoder {
     }
   }
   template <class T>
-  void operator()(std::optional<T>& v) {
-    bool has = false;
-    (*this)(has);
-    if (!ok) return;
-    if (has) {
-      T x{};
-      (*this)(x);
-      v = std::move(x);
-    } else {
-      v.reset();
-    }
-  }
+  void operator()(std::optional<T>& v) { maybe<T>(v); }
   template <class T>
-  void operator()(Boxed<T>& v) {
+  void operator()(Boxed<T>& v) { maybe<T>(v); }
+  // std::optional and Boxed share one encoding: a presence flag, then the value.
+  template <class T, class Opt>
+  void maybe(Opt& v) {
     bool has = false;
     (*this)(has);
     if (!ok) return;
