@@ -10,6 +10,9 @@ import tempfile
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
+from ._progress import Progress
+from .errors import Error
+
 T = TypeVar("T")
 
 
@@ -107,6 +110,31 @@ def refuse_output_onto_inputs(output: str, inputs: Sequence[str]) -> Optional[st
             return (f"output {output} is the input file; choose another name (driftscope never "
                     f"modifies its inputs)")
     return None
+
+
+def run_recorder(prog: str, args: argparse.Namespace,
+                 load_inputs: Callable[[Sequence[str]], Any],
+                 record: Callable[[Any, Callable[..., None]], Any]) -> int:
+    """The body of every `record` front end's ``cli_main`` after parsing: refuse an output that
+    names an input, load the ``--input`` files, call ``record(feeds, progress)`` under a progress
+    bar with its warnings as one ``PROG: warning:`` line each, and print the one-line result.
+    Returns the exit code: 0 recorded, 2 bad usage or input, a model that fails to load or run."""
+    same = refuse_output_onto_inputs(args.output, input_paths(args.model, args.input))
+    if same:
+        print(f"{prog}: error: {same}", file=sys.stderr)
+        return 2
+    try:
+        feeds = load_inputs(args.input)
+        with Progress("recording", "tensors written",
+                      enabled=False if args.no_progress else None) as bar:
+            result = warnings_to_stderr(prog, lambda: record(feeds, bar.update))
+    except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    note = ("" if result.observer_effect in ("none", "not checked")
+            else f"; warning: {result.observer_effect}")
+    print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
+    return 0
 
 
 def write_output(path: str, text: str) -> None:

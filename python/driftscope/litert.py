@@ -39,11 +39,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 import numpy as np
 
-from ._cli import (add_record_inputs, add_record_options, input_paths, parse_args,
-                   refuse_output_onto_inputs, warnings_to_stderr)
+from ._cli import add_record_inputs, add_record_options, parse_args, run_recorder
 from ._dataflow import DataFlow, GraphNode
-from ._progress import Progress
-from .errors import Error
 from .onnxruntime import (
     InputMismatchError,
     ModelLoadError,
@@ -662,26 +659,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope record tflite") -> int:
     """Entry point of ``driftscope record tflite``: 0 recorded, 2 bad usage/input/model."""
     args = parse_args(_parser(prog), argv)
-    same = refuse_output_onto_inputs(args.output, input_paths(args.model, args.input))
-    if same:
-        print(f"{prog}: error: {same}", file=sys.stderr)
-        return 2
-    try:
-        feeds = load_cli_inputs(args.input)
-        with Progress("recording", "tensors written",
-                      enabled=False if args.no_progress else None) as bar:
-            result = warnings_to_stderr(prog, lambda: record(
-                args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
-                summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
-                parameters=args.parameters, check_observer=not args.no_observer_check,
-                progress=bar.update))
-    except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    note = ("" if result.observer_effect in ("none", "not checked")
-            else f"; warning: {result.observer_effect}")
-    print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
-    return 0
+    return run_recorder(prog, args, load_cli_inputs, lambda feeds, progress: record(
+        args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
+        summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
+        parameters=args.parameters, check_observer=not args.no_observer_check,
+        progress=progress))
 
 
 if __name__ == "__main__":  # pragma: no cover

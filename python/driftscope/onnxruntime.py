@@ -41,11 +41,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from ._cli import (add_record_inputs, add_record_options, input_paths, parse_args,
-                   refuse_output_onto_inputs, warnings_to_stderr)
+from ._cli import add_record_inputs, add_record_options, parse_args, run_recorder
 from ._dataflow import DataFlow, GraphNode
 from ._naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
-from ._progress import Progress
 from .errors import Error
 
 __all__ = [
@@ -1126,26 +1124,10 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
     """Entry point of ``driftscope record onnx``. Returns the exit code: 0 recorded, 2 bad usage
     or input, model that fails to load or run."""
     args = parse_args(_parser(prog), argv)
-    same = refuse_output_onto_inputs(args.output, input_paths(args.model, args.input))
-    if same:
-        print(f"{prog}: error: {same}", file=sys.stderr)
-        return 2
-    try:
-        feeds = load_cli_inputs(args.input)
-        with Progress("recording", "tensors written",
-                      enabled=False if args.no_progress else None) as bar:
-            result = warnings_to_stderr(prog, lambda: record(
-                args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
-                summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
-                check_observer=not args.no_observer_check,
-                progress=bar.update))
-    except (Error, OSError) as err:  # recorder and driftscope errors carry a one-line message
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    note = ("" if result.observer_effect in ("none", "not checked")
-            else f"; warning: {result.observer_effect}")
-    print(f"{prog}: wrote {result.records} tensors to {result.path}{note}", file=sys.stderr)
-    return 0
+    return run_recorder(prog, args, load_cli_inputs, lambda feeds, progress: record(
+        args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
+        summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
+        check_observer=not args.no_observer_check, progress=progress))
 
 
 if __name__ == "__main__":  # pragma: no cover
