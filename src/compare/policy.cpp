@@ -459,7 +459,10 @@ void add(PairResult& p, PairStatus s, std::string code, std::string msg) {
 
 std::string coords(const std::vector<uint64_t>& c) {
   std::string s = "[";
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::to_string(c[i]);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(c[i]);
+  }
   return s + "]";
 }
 

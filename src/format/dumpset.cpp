@@ -418,7 +418,7 @@ Result<void> DumpSet::check_rank_metadata() const {
       if (!present || got != value)
         return make_error(Errc::bad_value,
                           fmt::format("rank {} file '{}': metadata '{}' is {}, the manifest says '{}'",
-                                      e.rank, e.path, key, present ? "'" + std::string(got) + "'" : "absent",
+                                      e.rank, e.path, key, present ? fmt::format("'{}'", got) : "absent",
                                       value));
     }
   }
