@@ -20,6 +20,7 @@
 #include "compare/set_internal.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/limits.hpp"
 
 namespace driftscope::compare_detail {
 
@@ -267,7 +268,7 @@ Result<Assembled> assemble(const Logical& l) {
   out.info.shape = f.shape;
   out.info.axes = l.base_axes;
   for (const auto& kv : f.attrs)
-    if (kv.first != "ds.inputs") out.info.attrs.push_back(kv);  // names refer to per-rank records
+    if (kv.first != kInputsAttr) out.info.attrs.push_back(kv);  // per-rank names: see logical_inputs()
   out.info.attrs.emplace_back("ds.ranks", ranks_text(l.ranks));
   if (l.split.empty() && l.partial.empty()) {
     out.info.encoding = f.encoding;
@@ -337,8 +338,10 @@ struct Slot {
 class Materializer {
  public:
   Materializer(const Side& side, TempDump& dump) : side_(side), dump_(dump) {}
-  // Writes logical `i` as occurrence `occ` at `exec`; the last one assembled is kept for repeats.
-  Result<void> write(size_t i, uint32_t occ, uint64_t exec) {
+  // Writes a planned record (with its ds.inputs, if any); the last logical tensor assembled is
+  // kept for repeats.
+  Result<void> write(const PlannedRecord& r, const std::optional<std::string>& inputs) {
+    const size_t i = r.logical;
     if (cached_ != i) {
       auto a = assemble(side_.logicals[i]);
       if (!a) return std::move(a).error();
@@ -346,8 +349,9 @@ class Materializer {
       cached_ = i;
     }
     TensorInfo info = current_.info;
-    info.occurrence = occ;
-    info.exec_index = exec;
+    info.occurrence = r.occurrence;
+    info.exec_index = r.seq;
+    if (inputs) info.attrs.emplace_back(kInputsAttr, *inputs);
     const Record* p = current_.passthrough;
     if (p && p->kind == RecordKind::summary && p->summary) {
       DRIFTSCOPE_TRY(dump_.writer->write_summary(info, *p->summary));
@@ -370,12 +374,25 @@ std::string worst_state(const DumpSet& s) {
   return std::string(file_state_name(w));
 }
 
-void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side) {
+// (name, role, role_index, occurrence in a logical dump) -> the stored occurrence.
+using Occurrences = std::map<std::tuple<std::string, uint8_t, uint16_t, uint32_t>, uint32_t>;
+
+// A tensor of a logical dump as stored: occurrence, exec_index and ranks, and its inputs named by
+// their stored identities (the copies of one logical tensor become one).
+void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side,
+             const Occurrences& occs) {
   auto it = slots.find(d.exec_index);
   if (it == slots.end()) return;
   d.occurrence = it->second.occurrence;
   d.exec_index = it->second.exec_index;
   d.ranks = side.logicals[it->second.logical].ranks;
+  std::vector<TensorRef> stored;
+  for (TensorRef& r : d.inputs) {
+    auto o = occs.find({r.name, static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
+    if (o != occs.end()) r.occurrence = o->second;
+    if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
+  }
+  d.inputs = std::move(stored);
 }
 
 void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
@@ -414,6 +431,7 @@ struct SetComparison::State {
   Side ref, cand;
   std::vector<std::string> warnings;  // logical tensors that could not be assembled
   std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;  // by exec_index of the logical dumps
+  Occurrences ref_occ, cand_occ;  // with data flow: to restore TensorDesc::inputs
   std::string directory;  // where prepare_sets() wrote the logical dumps; finish() uses it too
 };
 
@@ -462,13 +480,13 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
   for (size_t i = 0; i < ref->logicals.size(); ++i)
     if ((ref_ok[i] = usable(*ref, i, "reference"))) ++ref_count[identity_of(ref->logicals[i])];
 
-  auto ref_dump = TempDump::create(directory, "ref", run_metadata(ref->set));
-  if (!ref_dump) return std::move(ref_dump).error();
-  auto cand_dump = TempDump::create(directory, "cand", run_metadata(cand->set));
-  if (!cand_dump) return std::move(cand_dump).error();
-  Materializer ref_out(*ref, *ref_dump), cand_out(*cand, *cand_dump);
-  std::unordered_map<uint64_t, Slot>& ref_slots = state->ref_slots;
-  std::unordered_map<uint64_t, Slot>& cand_slots = state->cand_slots;
+  // ds.inputs across ranks (§7.2): each side's logical tensors linked to those they came from.
+  for (auto [side, which] : {std::pair{ref, "reference"}, std::pair{cand, "candidate"}})
+    if (std::string w = link_dataflow(*side, which); !w.empty()) warnings.push_back(std::move(w));
+
+  // The plan: which logical tensor each record of the two logical dumps is, in the reference's
+  // order; then the ds.inputs of each (an input may be planned after its consumer).
+  std::vector<PlannedRecord> ref_plan, cand_plan;
   std::map<std::tuple<std::string, uint8_t, uint16_t>, uint32_t> next_occ;  // per renamed name
   std::vector<bool> cand_used(cand->logicals.size(), false);
   uint64_t seq = 0;
@@ -476,8 +494,11 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
     const TensorInfo& i = l.first->info;
     return next_occ[{l.pair_name, static_cast<uint8_t>(i.role), i.role_index}]++;
   };
-  auto slot = [](const Side& s, size_t i, const TensorInfo& info) {
-    return Slot{i, info.occurrence, s.logicals[i].first->info.exec_index};
+  auto pin = [](const Coords& own, const Coords& partner) {  // own key, then the partner's other groups
+    Coords p = own;
+    for (const auto& gc : partner)
+      if (std::none_of(own.begin(), own.end(), [&](const auto& x) { return x.first == gc.first; })) p.push_back(gc);
+    return p;
   };
   for (size_t i = 0; i < ref->logicals.size(); ++i) {
     if (!ref_ok[i]) continue;
@@ -490,36 +511,52 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
         if (ref_single || cand_single || cand->logicals[c].key == r.key) partners.push_back(c);
     }
     if (partners.empty()) {
-      const uint32_t occ = occ_for(r);
-      DRIFTSCOPE_TRY(ref_out.write(i, occ, seq));
-      ref_slots[seq++] = slot(*ref, i, r.first->info);
+      ref_plan.push_back({i, occ_for(r), seq++, r.key});
       continue;
     }
     for (size_t c : partners) {
       const uint32_t occ = occ_for(r);
-      DRIFTSCOPE_TRY(ref_out.write(i, occ, seq));
-      DRIFTSCOPE_TRY(cand_out.write(c, occ, seq));
-      ref_slots[seq] = slot(*ref, i, r.first->info);
-      cand_slots[seq++] = slot(*cand, c, cand->logicals[c].first->info);
+      const Coords& ck = cand->logicals[c].key;
+      ref_plan.push_back({i, occ, seq, pin(r.key, ck)});
+      cand_plan.push_back({c, occ, seq++, pin(ck, r.key)});
       cand_used[c] = true;
     }
   }
   for (size_t c = 0; c < cand->logicals.size(); ++c)
-      if (!cand_used[c] && cand->logicals[c].problem.empty()) {
-        const Logical& l = cand->logicals[c];
-        DRIFTSCOPE_TRY(cand_out.write(c, occ_for(l), seq));
-        cand_slots[seq++] = slot(*cand, c, l.first->info);
-      }
-  SetComparison out;
-  out.options = options;
-  out.options.filter.clear();  // applied to the stored records above, with their own exec_index
-  auto ra = ref_dump->release();
+    if (!cand_used[c] && cand->logicals[c].problem.empty())
+      cand_plan.push_back({c, occ_for(cand->logicals[c]), seq++, cand->logicals[c].key});
+
+  size_t too_long = 0;
+  const auto ref_inputs = logical_inputs(*ref, ref_plan, too_long);
+  const auto cand_inputs = logical_inputs(*cand, cand_plan, too_long);
+  if (too_long)
+    warnings.push_back(fmt::format("{} logical tensors name more inputs than one ds.inputs attribute holds "
+                                   "({} bytes): they are judged without data flow", too_long,
+                                   limits::kMaxValueLength));
+  auto write = [&](const Side& side, const std::vector<PlannedRecord>& plan,
+                   const std::vector<std::optional<std::string>>& inputs, std::string_view name,
+                   std::unordered_map<uint64_t, Slot>& slots, Occurrences& occs) -> Result<std::string> {
+    auto dump = TempDump::create(directory, name, run_metadata(side.set));
+    if (!dump) return std::move(dump).error();
+    Materializer out(side, *dump);
+    for (size_t k = 0; k < plan.size(); ++k) {
+      DRIFTSCOPE_TRY(out.write(plan[k], inputs[k]));
+      const TensorInfo& f = side.logicals[plan[k].logical].first->info;
+      slots[plan[k].seq] = Slot{plan[k].logical, f.occurrence, f.exec_index};
+      if (side.dataflow) occs[{f.name, static_cast<uint8_t>(f.role), f.role_index, plan[k].occurrence}] = f.occurrence;
+    }
+    return dump->release();
+  };
+  auto ra = write(*ref, ref_plan, ref_inputs, "ref", state->ref_slots, state->ref_occ);
   if (!ra) return std::move(ra).error();
-  auto ca = cand_dump->release();
+  auto ca = write(*cand, cand_plan, cand_inputs, "cand", state->cand_slots, state->cand_occ);
   if (!ca) {
     ::unlink(ra->c_str());
     return std::move(ca).error();
   }
+  SetComparison out;
+  out.options = options;
+  out.options.filter.clear();  // applied to the stored records above, with their own exec_index
   out.reference_dump = std::move(*ra);
   out.candidate_dump = std::move(*ca);
   out.state = std::move(state);
@@ -548,11 +585,11 @@ Result<void> SetComparison::finish(Report& report) const {
   }
   name_failing_shards(report, *ref, *cand, by_cand, logicals, options, state->directory);
   for (PairResult& p : report.pairs) {
-    restore(p.ref, ref_slots, *ref);
-    restore(p.cand, cand_slots, *cand);
+    restore(p.ref, ref_slots, *ref, state->ref_occ);
+    restore(p.cand, cand_slots, *cand, state->cand_occ);
   }
-  for (TensorDesc& d : report.only_in_reference) restore(d, ref_slots, *ref);
-  for (TensorDesc& d : report.only_in_candidate) restore(d, cand_slots, *cand);
+  for (TensorDesc& d : report.only_in_reference) restore(d, ref_slots, *ref, state->ref_occ);
+  for (TensorDesc& d : report.only_in_candidate) restore(d, cand_slots, *cand, state->cand_occ);
   auto info = [](DumpInfo& di, const Side& s) {
     di.path = s.set.path;
     di.set = !s.set.single;

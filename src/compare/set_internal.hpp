@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -39,11 +40,24 @@ struct Logical {
   std::vector<Shard> shards;
   std::vector<uint32_t> ranks;    // sorted
   std::string problem;            // why it cannot be assembled (reported as a warning)
+  // Data flow (set_dataflow.cpp): every shard carries a valid ds.inputs, and the logical tensors
+  // of this side those inputs belong to (indexes into Side::logicals, sorted).
+  bool has_inputs = false;
+  std::vector<size_t> inputs;
 };
 
 struct Side {
   DumpSet set;
   std::vector<Logical> logicals;  // global order (docs/dumpsets.md §6)
+  bool dataflow = false;          // its logical dumps carry ds.inputs (link_dataflow)
+};
+
+// One record of a side's logical dump, planned before anything is written.
+struct PlannedRecord {
+  size_t logical = 0;       // index into Side::logicals
+  uint32_t occurrence = 0;  // in the logical dump
+  uint64_t seq = 0;         // its exec_index there
+  Coords pin;               // the coordinates it stands for: its own key, then its partner's
 };
 
 // "0,1,3"
@@ -98,6 +112,21 @@ struct TempDump {
 
 // The run metadata of a side's logical dump: the first rank's, less ds.* and writer.
 KeyValues run_metadata(const DumpSet& s);
+
+// ---- set_dataflow.cpp: data flow across ranks (docs/dumpsets.md §7.2) ---------------------------
+// When every rank of the side recorded ds.inputs (and the set is not a pipeline of several
+// stages), sets Side::dataflow and links every logical tensor that is in the logical dump
+// (Logical::problem empty) to the logical tensors its shards' inputs belong to, following
+// records that are not in the logical dump (filtered out, not assemblable) through to what they
+// were computed from. Returns a warning when the side's data flow is not used although some ranks
+// recorded it ("" otherwise). `which`: "reference" or "candidate".
+std::string link_dataflow(Side& side, std::string_view which);
+// The ds.inputs value of each planned record of `side`'s logical dump: for each input logical
+// tensor, its records whose pins agree with this record's on every group both name (all of its
+// records when none does). nullopt: no data flow for that record; `too_long` counts the values
+// over the attribute limit (left out).
+std::vector<std::optional<std::string>> logical_inputs(const Side& side, const std::vector<PlannedRecord>& plan,
+                                                       size_t& too_long);
 
 // ---- shard_check.cpp: naming the failing shards (docs/dumpsets.md §7.1) -------------------------
 // For every failing pair gathered from split shards on the side whose ranks the report names
