@@ -199,4 +199,39 @@ TEST(SetDataflow, WithoutEveryRanksDataFlowOriginsFollowTheGlobalOrder) {
   EXPECT_FALSE(c.dataflow);
 }
 
+// What --engine ray runs (prepare_sets, the pairs measured in parts, finish) gives the same report
+// with data flow as compare_files.
+TEST(SetDataflow, InPartsTheDataFlowReportIsTheSame) {
+  ScratchDir dir;
+  const std::string ref = write_dump(dir.file("ref.tdump"), whole_run());
+  const std::string fault = flow_set(dir, "fault", {rank_run(0, true, true), rank_run(1, true, true)});
+  const std::string scratch = dir.file("scratch");
+  std::filesystem::create_directories(scratch);
+  for (const auto& [a, b] : {std::pair{ref, fault}, std::pair{fault, ref}}) {
+    Report whole = run_compare(a, b);
+    ASSERT_TRUE(whole.dataflow);
+    auto prepared = prepare_sets(a, b, {}, scratch);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
+    auto ra = Reader::open(prepared->reference_dump);
+    auto ca = Reader::open(prepared->candidate_dump);
+    ASSERT_TRUE(ra.ok() && ca.ok());
+    auto work = compare_work(*ra, *ca, prepared->options);
+    ASSERT_TRUE(work.ok());
+    ASSERT_GE(work->size(), 2u);
+    std::vector<std::string> blobs;
+    const size_t half = work->size() / 2;
+    for (auto part : {std::span<const size_t>(*work).first(half), std::span<const size_t>(*work).subspan(half)}) {
+      auto blob = measure_pairs(*ra, *ca, prepared->options, part);
+      ASSERT_TRUE(blob.ok()) << blob.error().to_string();
+      blobs.push_back(std::move(*blob));
+    }
+    auto rep = assemble_report(*ra, *ca, prepared->options, blobs);
+    ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+    ASSERT_TRUE(prepared->finish(*rep).ok());
+    EXPECT_EQ(report_to_json(*rep), report_to_json(whole));
+    std::filesystem::remove(prepared->reference_dump);
+    std::filesystem::remove(prepared->candidate_dump);
+  }
+}
+
 }  // namespace
