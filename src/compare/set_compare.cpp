@@ -3,7 +3,9 @@
 // a temporary dump that is unlinked as soon as it is open; the existing engine then compares the
 // two temporary dumps, and the report gets back the stored identities plus the ranks. Memory stays
 // bounded by one logical tensor (plus one decoded shard when summing); the engine's guarantees
-// (one float64 pass per pair, identical results for any thread count) carry over unchanged.
+// (one float64 pass per pair, identical results for any thread count) carry over unchanged. The
+// data flow goes with the logical tensors (set_dataflow.cpp, §7.2); a failing gathered tensor
+// names its failing shards (shard_check.cpp, §7.1).
 #include <unistd.h>
 
 #include <algorithm>

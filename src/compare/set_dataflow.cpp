@@ -4,6 +4,8 @@
 // names rank 0's partial sum, and that logical tensor is the sum over every rank's shard.
 #include <algorithm>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -25,14 +27,6 @@ std::optional<std::vector<TensorRef>> inputs_of(const Record& r) {
       return std::move(*refs);
     }
   return std::nullopt;
-}
-
-// Two pins name the same copy when they agree on every group both name.
-bool agree(const Coords& a, const Coords& b) {
-  for (const auto& [g, c] : a)
-    for (const auto& [h, d] : b)
-      if (g == h && c != d) return false;
-  return true;
 }
 
 }  // namespace
@@ -115,20 +109,52 @@ std::vector<std::optional<std::string>> logical_inputs(const Side& side, const s
   if (!side.dataflow) return out;
   std::vector<std::vector<size_t>> records_of(side.logicals.size());
   for (size_t k = 0; k < plan.size(); ++k) records_of[plan[k].logical].push_back(k);
+  auto groups_of = [](const Coords& c) {
+    std::vector<std::string> g;
+    for (const auto& gc : c) g.push_back(gc.first);
+    std::sort(g.begin(), g.end());
+    return g;
+  };
+  auto on_groups = [](const Coords& c, const std::vector<std::string>& groups) {
+    Coords r;
+    for (const std::string& g : groups)
+      for (const auto& gc : c)
+        if (gc.first == g) r.push_back(gc);
+    return r;
+  };
+  // A TP=1 reference against thousands of replicas has thousands of copies of each tensor: the
+  // copies of an input that agree with a consumer (the same coordinates on every group both pin)
+  // are found by those coordinates, per set of groups the copies pin, not by scanning them all.
+  std::vector<std::vector<std::vector<std::string>>> pinned(side.logicals.size());  // group sets
+  for (size_t m = 0; m < side.logicals.size(); ++m)
+    for (size_t j : records_of[m])
+      if (auto g = groups_of(plan[j].pin); std::find(pinned[m].begin(), pinned[m].end(), g) == pinned[m].end())
+        pinned[m].push_back(std::move(g));
+  using IndexKey = std::tuple<size_t, std::vector<std::string>, std::vector<std::string>>;  // m, pinned, shared
+  std::map<IndexKey, std::map<Coords, std::vector<size_t>>> by_pin;
   std::vector<TensorRef> refs;
+  std::vector<size_t> chosen;
   for (size_t k = 0; k < plan.size(); ++k) {
     const Logical& l = side.logicals[plan[k].logical];
     if (!l.has_inputs) continue;
     refs.clear();
+    const std::vector<std::string> mine = groups_of(plan[k].pin);
     for (size_t m : l.inputs) {
+      chosen.clear();
+      for (const std::vector<std::string>& g : pinned[m]) {
+        std::vector<std::string> both;
+        std::set_intersection(mine.begin(), mine.end(), g.begin(), g.end(), std::back_inserter(both));
+        auto [index, fresh] = by_pin.try_emplace(IndexKey{m, g, both});
+        if (fresh)
+          for (size_t j : records_of[m])
+            if (groups_of(plan[j].pin) == g) index->second[on_groups(plan[j].pin, both)].push_back(j);
+        if (auto hit = index->second.find(on_groups(plan[k].pin, both)); hit != index->second.end())
+          chosen.insert(chosen.end(), hit->second.begin(), hit->second.end());
+      }
+      if (chosen.empty()) chosen = records_of[m];
+      std::sort(chosen.begin(), chosen.end());
       const TensorInfo& mi = side.logicals[m].first->info;
-      auto add = [&](size_t j) { refs.push_back(TensorRef{mi.name, mi.role, mi.role_index, plan[j].occurrence}); };
-      const std::vector<size_t>& copies = records_of[m];
-      size_t added = 0;
-      for (size_t j : copies)
-        if (agree(plan[k].pin, plan[j].pin)) add(j), ++added;
-      if (!added)
-        for (size_t j : copies) add(j);
+      for (size_t j : chosen) refs.push_back(TensorRef{mi.name, mi.role, mi.role_index, plan[j].occurrence});
     }
     std::string v = format_inputs(refs);
     if (v.size() > limits::kMaxValueLength) {
