@@ -118,7 +118,7 @@ class Report:
     def origins(self) -> List[Dict[str, Any]]:
         """Every independent origin of error in execution order (docs/compare.md §5): dicts of
         the JSON schema's ``origins`` (name, origin "introduced"/"amplified", factor, reach,
-        reach_failing, source, parameters_differ, parameters, ...)."""
+        reach_failing, source, parameters_differ, parameters, ...; ranks for dump sets)."""
         return list(self.data["origins"])
 
     @property

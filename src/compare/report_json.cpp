@@ -299,7 +299,7 @@ ordered_json origin_json(const Report& r, const OriginPoint& o) {
         {"status", status_name(q.status)}, {"rel_l2", real(q.metrics.rel_l2)},
         {"max_abs_diff", real(q.metrics.max_abs_diff)}, {"beyond_rounding", q.beyond_rounding}});
   }
-  return ordered_json{{"pair", o.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+  ordered_json out{{"pair", o.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
                       {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
                       {"op_type", p.ref.op_type}, {"index_ref", p.ref.exec_index},
                       {"origin", origin_name(o.origin)}, {"error", real(p.error)},
@@ -308,6 +308,8 @@ ordered_json origin_json(const Report& r, const OriginPoint& o) {
                       {"reach_failing", o.reach_failing},
                       {"source", p.ref.source.empty() ? ordered_json(nullptr) : ordered_json(p.ref.source)},
                       {"parameters_differ", o.parameters_differ}, {"parameters", params}};
+  if (r.sets) out["ranks"] = r.pair_ranks(p);  // dump sets only, as tensors[].ranks
+  return out;
 }
 
 ordered_json dump_json(const DumpInfo& d) {

@@ -146,7 +146,8 @@ std::string report_to_markdown(const Report& r) {
     out += "| index | name | origin | error | reach (failing) | parameters | source |\n|---:|---|---|---:|---:|---|---|\n";
     for (const OriginPoint& g : r.origins) {
       const PairResult& p = r.pairs[g.pair];
-      out += fmt::format("| {} | {} | {} | {} | {} ({}) | {} | {} |\n", p.ref.exec_index, cell_code(fmt_identity(p.ref)),
+      out += fmt::format("| {} | {}{} | {} | {} | {} ({}) | {} | {} |\n", p.ref.exec_index, cell_code(fmt_identity(p.ref)),
+                         text(rank_text(r, p)),
                          g.origin == Origin::amplified ? "amplified x" + fmt_num(g.factor, 3) : std::string("introduced"),
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
                          p.parameter_pairs.empty() ? "-" : g.parameters_differ ? "differ" : "same",

@@ -403,8 +403,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       const PairResult& p = r.pairs[g.pair];
       std::string how = g.origin == Origin::amplified ? fmt::format("amplified x{}", fmt_num(g.factor, 3))
                                                       : std::string("introduced");
-      out += fmt::format("  {:>6} {}  {}  error {}  reaches {} ({} failing){}\n", p.ref.exec_index,
-                         fit(shown(p.ref), std::max<size_t>(16, o.width > 70 ? o.width - 70 : 16)), how,
+      out += fmt::format("  {:>6} {}{}  {}  error {}  reaches {} ({} failing){}\n", p.ref.exec_index,
+                         fit(shown(p.ref), std::max<size_t>(16, o.width > 70 ? o.width - 70 : 16)), rank_text(r, p), how,
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
                          g.parameters_differ ? "  parameters differ" : "");
       if (!p.ref.source.empty()) out += fmt::format("         at {}\n", printable(p.ref.source));

@@ -3,7 +3,9 @@
 // a temporary dump that is unlinked as soon as it is open; the existing engine then compares the
 // two temporary dumps, and the report gets back the stored identities plus the ranks. Memory stays
 // bounded by one logical tensor (plus one decoded shard when summing); the engine's guarantees
-// (one float64 pass per pair, identical results for any thread count) carry over unchanged.
+// (one float64 pass per pair, identical results for any thread count) carry over unchanged. The
+// data flow goes with the logical tensors (set_dataflow.cpp, §7.2); a failing gathered tensor
+// names its failing shards (shard_check.cpp, §7.1).
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,54 +19,126 @@
 
 #include <fmt/format.h>
 
-#include "compare/internal.hpp"
+#include "compare/set_internal.hpp"
 #include "driftscope/decode.hpp"
-#include "driftscope/dumpset.hpp"
 #include "driftscope/filter.hpp"
-#include "driftscope/writer.hpp"
+#include "driftscope/limits.hpp"
 
 namespace driftscope::compare_detail {
-namespace {
-
-using Coords = std::vector<std::pair<std::string, uint32_t>>;  // (group, coordinate), group order
-
-struct Shard {
-  uint32_t rank = 0;
-  const Record* rec = nullptr;
-  std::vector<uint32_t> block;    // coordinate in each split group (ShardGroups::split order)
-  std::vector<uint32_t> partial;  // coordinate in each partial group
-};
-
-struct Logical {
-  const Record* first = nullptr;  // the first shard in global order: name, op, attributes
-  std::string pair_name;          // after the side's renames
-  Coords key;                     // coordinates of the groups it is not sharded over
-  std::vector<std::pair<uint32_t, std::pair<std::string, uint32_t>>> split;  // axis, (group, size)
-  std::vector<std::pair<std::string, uint32_t>> partial;                     // (group, size)
-  std::vector<std::string> base_axes;
-  std::vector<Shard> shards;
-  std::vector<uint32_t> ranks;    // sorted
-  std::string problem;            // why it cannot be assembled (reported as a warning)
-};
-
-struct Side {
-  DumpSet set;
-  std::vector<Logical> logicals;  // global order (docs/dumpsets.md §6)
-};
-
-using Identity = std::tuple<std::string, uint8_t, uint16_t, uint32_t>;
-
-Result<std::vector<std::vector<uint64_t>>> shard_sizes(const Logical& l);
-
-Identity identity_of(const Logical& l) {
-  const TensorInfo& i = l.first->info;
-  return {l.pair_name, static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
-}
 
 std::string ranks_text(const std::vector<uint32_t>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i) s += fmt::format("{}{}", i ? "," : "", ranks[i]);
   return s;
+}
+
+namespace {
+// The size of each split axis per block coordinate, after checking that the shards can be put
+// together (§5): raw TENSOR records of one rank, one dtype unless summed, other axes equal.
+Result<std::vector<std::vector<uint64_t>>> shard_sizes(const Logical& l) {
+  const TensorInfo& f = l.first->info;
+  auto bad = [&](std::string what) { return make_error(Errc::incomparable, std::move(what)); };
+  const size_t rank = f.shape.size();
+  for (const Shard& s : l.shards) {
+    if (s.rec->kind != RecordKind::tensor) return bad("a light-mode SUMMARY shard cannot be gathered");
+    if (s.rec->info.encoding.kind != EncodingKind::raw) return bad("a quantized shard cannot be gathered");
+    if (s.rec->info.shape.size() != rank) return bad("shards differ in rank");
+    if (l.partial.empty() && s.rec->info.dtype != f.dtype) return bad("shards differ in dtype");
+    if (dtype_size(s.rec->info.dtype) == 0) return bad("a shard has an unknown dtype");
+  }
+  // Sizes along each split axis per block coordinate; every other axis equal in all shards.
+  std::vector<std::vector<uint64_t>> along(l.split.size());
+  for (size_t i = 0; i < l.split.size(); ++i) along[i].assign(l.split[i].second.second, ~uint64_t{0});
+  for (const Shard& s : l.shards) {
+    for (size_t ax = 0; ax < rank; ++ax) {
+      auto sp = std::find_if(l.split.begin(), l.split.end(), [&](const auto& x) { return x.first == ax; });
+      if (sp == l.split.end()) {
+        if (s.rec->info.shape[ax] != f.shape[ax])
+          return bad(fmt::format("axis {} is {} on rank {} and {} on rank {}; only the split axis may differ",
+                                 ax, s.rec->info.shape[ax], s.rank, f.shape[ax], l.shards.front().rank));
+        continue;
+      }
+      const size_t i = static_cast<size_t>(sp - l.split.begin());
+      uint64_t& want = along[i][s.block[i]];
+      if (want == ~uint64_t{0}) want = s.rec->info.shape[ax];
+      if (want != s.rec->info.shape[ax])
+        return bad(fmt::format("shards at {}={} differ in size along axis {}", l.split[i].second.first,
+                               s.block[i], ax));
+    }
+  }
+  return along;
+}
+
+}  // namespace
+
+Result<Placement> place_shards(const Logical& l) {
+  auto sizes = shard_sizes(l);
+  if (!sizes) return std::move(sizes).error();
+  Placement at;
+  at.shape = l.first->info.shape;
+  at.offset.resize(l.split.size());
+  for (size_t i = 0; i < l.split.size(); ++i) {
+    uint64_t total = 0;
+    for (uint64_t n : (*sizes)[i]) {
+      at.offset[i].push_back(total);
+      total += n;
+    }
+    at.shape[l.split[i].first] = total;
+  }
+  return at;
+}
+
+std::vector<uint64_t> shard_shift(const Logical& l, const Shard& s, const Placement& at) {
+  std::vector<uint64_t> shift(s.rec->info.shape.size(), 0);
+  for (size_t i = 0; i < l.split.size(); ++i) shift[l.split[i].first] = at.offset[i][s.block[i]];
+  return shift;
+}
+
+TempDump::TempDump(TempDump&& o) noexcept : path(std::exchange(o.path, {})), writer(std::move(o.writer)) {}
+
+TempDump::~TempDump() {
+  writer.reset();
+  if (!path.empty()) ::unlink(path.c_str());
+}
+
+Result<TempDump> TempDump::create(const std::string& dir, std::string_view side, const KeyValues& metadata) {
+  std::string templ = fmt::format("{}/driftscope-set-{}-XXXXXX", dir, side);
+  int fd = ::mkstemp(templ.data());
+  if (fd < 0)
+    return make_error(Errc::io_error, fmt::format("cannot create a temporary dump in {}: {}", dir, std::strerror(errno)));
+  ::close(fd);
+  TempDump t;
+  t.path = templ;
+  WriterOptions wo;
+  wo.metadata = metadata;
+  auto w = Writer::create(t.path, wo);
+  if (!w) return std::move(w).error();
+  t.writer = std::move(*w);
+  return t;
+}
+
+Result<std::string> TempDump::release() {
+  DRIFTSCOPE_TRY(writer->close());
+  writer.reset();
+  return std::exchange(path, {});
+}
+
+KeyValues run_metadata(const DumpSet& s) {
+  KeyValues m;
+  if (s.readers.empty()) return m;
+  for (const auto& kv : s.readers.front().header().metadata)
+    if (kv.first.rfind("ds.", 0) != 0 && kv.first != "writer") m.push_back(kv);
+  return m;
+}
+
+
+namespace {
+
+using Identity = std::tuple<std::string, uint8_t, uint16_t, uint32_t>;
+
+Identity identity_of(const Logical& l) {
+  const TensorInfo& i = l.first->info;
+  return {l.pair_name, static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
 }
 
 Result<Side> load_side(const std::string& path, std::string_view which, const CompareOptions& options,
@@ -148,7 +222,7 @@ Result<Side> load_side(const std::string& path, std::string_view which, const Co
     if (l.shards.size() != want)
       l.problem = fmt::format("{} of its {} shards are present (ranks {})", l.shards.size(), want, ranks_text(l.ranks));
     else if (!l.split.empty() || !l.partial.empty())
-      if (auto ok = shard_sizes(l); !ok) l.problem = ok.error().message;
+      if (auto ok = place_shards(l); !ok) l.problem = ok.error().message;
   }
   return side;
 }
@@ -185,42 +259,6 @@ DType sum_dtype(const Logical& l) {
   return best;
 }
 
-// The size of each split axis per block coordinate, after checking that the shards can be put
-// together (§5): raw TENSOR records of one rank, one dtype unless summed, other axes equal.
-Result<std::vector<std::vector<uint64_t>>> shard_sizes(const Logical& l) {
-  const TensorInfo& f = l.first->info;
-  auto bad = [&](std::string what) { return make_error(Errc::incomparable, std::move(what)); };
-  const size_t rank = f.shape.size();
-  for (const Shard& s : l.shards) {
-    if (s.rec->kind != RecordKind::tensor) return bad("a light-mode SUMMARY shard cannot be gathered");
-    if (s.rec->info.encoding.kind != EncodingKind::raw) return bad("a quantized shard cannot be gathered");
-    if (s.rec->info.shape.size() != rank) return bad("shards differ in rank");
-    if (l.partial.empty() && s.rec->info.dtype != f.dtype) return bad("shards differ in dtype");
-    if (dtype_size(s.rec->info.dtype) == 0) return bad("a shard has an unknown dtype");
-  }
-  // Sizes along each split axis per block coordinate; every other axis equal in all shards.
-  std::vector<std::vector<uint64_t>> along(l.split.size());
-  for (size_t i = 0; i < l.split.size(); ++i) along[i].assign(l.split[i].second.second, ~uint64_t{0});
-  for (const Shard& s : l.shards) {
-    for (size_t ax = 0; ax < rank; ++ax) {
-      auto sp = std::find_if(l.split.begin(), l.split.end(), [&](const auto& x) { return x.first == ax; });
-      if (sp == l.split.end()) {
-        if (s.rec->info.shape[ax] != f.shape[ax])
-          return bad(fmt::format("axis {} is {} on rank {} and {} on rank {}; only the split axis may differ",
-                                 ax, s.rec->info.shape[ax], s.rank, f.shape[ax], l.shards.front().rank));
-        continue;
-      }
-      const size_t i = static_cast<size_t>(sp - l.split.begin());
-      uint64_t& want = along[i][s.block[i]];
-      if (want == ~uint64_t{0}) want = s.rec->info.shape[ax];
-      if (want != s.rec->info.shape[ax])
-        return bad(fmt::format("shards at {}={} differ in size along axis {}", l.split[i].second.first,
-                               s.block[i], ax));
-    }
-  }
-  return along;
-}
-
 Result<Assembled> assemble(const Logical& l) {
   Assembled out;
   const TensorInfo& f = l.first->info;
@@ -232,26 +270,16 @@ Result<Assembled> assemble(const Logical& l) {
   out.info.shape = f.shape;
   out.info.axes = l.base_axes;
   for (const auto& kv : f.attrs)
-    if (kv.first != "ds.inputs") out.info.attrs.push_back(kv);  // names refer to per-rank records
+    if (kv.first != kInputsAttr) out.info.attrs.push_back(kv);  // per-rank names: see logical_inputs()
   out.info.attrs.emplace_back("ds.ranks", ranks_text(l.ranks));
   if (l.split.empty() && l.partial.empty()) {
     out.info.encoding = f.encoding;
     out.passthrough = l.first;
     return out;
   }
-  auto sizes = shard_sizes(l);
-  if (!sizes) return std::move(sizes).error();
-  const std::vector<std::vector<uint64_t>>& along = *sizes;
-  const size_t rank = f.shape.size();
-  std::vector<std::vector<uint64_t>> offset(l.split.size());
-  for (size_t i = 0; i < l.split.size(); ++i) {
-    uint64_t total = 0;
-    for (uint64_t n : along[i]) {
-      offset[i].push_back(total);
-      total += n;
-    }
-    out.info.shape[l.split[i].first] = total;
-  }
+  auto at = place_shards(l);
+  if (!at) return std::move(at).error();
+  out.info.shape = at->shape;
   const uint64_t numel = out.info.numel();
   const bool summing = !l.partial.empty();
   out.info.dtype = summing ? sum_dtype(l) : f.dtype;
@@ -272,13 +300,7 @@ Result<Assembled> assemble(const Logical& l) {
       src = reinterpret_cast<const std::byte*>(decoded.data());
     }
     const bool first_term = std::all_of(s.partial.begin(), s.partial.end(), [](uint32_t c) { return c == 0; });
-    std::vector<uint64_t> shift(rank, 0);
-    for (size_t i = 0; i < l.split.size(); ++i) shift[l.split[i].first] = offset[i][s.block[i]];
-    const uint64_t row = rank ? si.shape[rank - 1] : 1;
-    std::vector<uint64_t> coord(rank, 0);
-    for (uint64_t start = 0; start < sn; start += row) {
-      uint64_t dst = 0;
-      for (size_t ax = 0; ax < rank; ++ax) dst = dst * out.info.shape[ax] + coord[ax] + shift[ax];
+    for_each_row(si.shape, out.info.shape, shard_shift(l, s, *at), [&](uint64_t start, uint64_t dst, uint64_t row) {
       if (summing) {
         // The float64 sum over the partial group, in coordinate order (§5.2).
         double* d = reinterpret_cast<double*>(buf.data()) + dst;
@@ -287,11 +309,7 @@ Result<Assembled> assemble(const Logical& l) {
       } else {
         std::memcpy(buf.data() + dst * esize, src + start * esize, row * esize);
       }
-      for (size_t ax = rank >= 1 ? rank - 1 : 0; ax-- > 0;) {
-        if (++coord[ax] < si.shape[ax]) break;
-        coord[ax] = 0;
-      }
-    }
+    });
   }
   if (!summing) {
     out.payload = std::move(buf);
@@ -312,43 +330,6 @@ Result<Assembled> assemble(const Logical& l) {
   return out;
 }
 
-// ---- the temporary dumps ----------------------------------------------------------------------
-
-// A logical dump being written; removed unless released (an error leaves nothing behind).
-struct TempDump {
-  std::string path;
-  std::unique_ptr<Writer> writer;
-  TempDump() = default;
-  TempDump(TempDump&& o) noexcept : path(std::exchange(o.path, {})), writer(std::move(o.writer)) {}
-  TempDump& operator=(TempDump&&) = delete;
-  ~TempDump() {
-    writer.reset();
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-  static Result<TempDump> create(const std::string& dir, std::string_view side, const KeyValues& metadata) {
-    std::string templ = fmt::format("{}/driftscope-set-{}-XXXXXX", dir, side);
-    int fd = ::mkstemp(templ.data());
-    if (fd < 0)
-      return make_error(Errc::io_error,
-                        fmt::format("cannot create a temporary dump in {}: {}", dir, std::strerror(errno)));
-    ::close(fd);
-    TempDump t;
-    t.path = templ;
-    WriterOptions wo;
-    wo.metadata = metadata;
-    auto w = Writer::create(t.path, wo);
-    if (!w) return std::move(w).error();
-    t.writer = std::move(*w);
-    return t;
-  }
-  // Closes the writer; the file is the caller's from here on.
-  Result<std::string> release() {
-    DRIFTSCOPE_TRY(writer->close());
-    writer.reset();
-    return std::exchange(path, {});
-  }
-};
-
 // What a record of a temporary dump stands for.
 struct Slot {
   size_t logical = 0;
@@ -356,19 +337,13 @@ struct Slot {
   uint64_t exec_index = 0;  // of the first shard in global order
 };
 
-KeyValues run_metadata(const DumpSet& s) {
-  KeyValues m;
-  if (s.readers.empty()) return m;
-  for (const auto& kv : s.readers.front().header().metadata)
-    if (kv.first.rfind("ds.", 0) != 0 && kv.first != "writer") m.push_back(kv);
-  return m;
-}
-
 class Materializer {
  public:
   Materializer(const Side& side, TempDump& dump) : side_(side), dump_(dump) {}
-  // Writes logical `i` as occurrence `occ` at `exec`; the last one assembled is kept for repeats.
-  Result<void> write(size_t i, uint32_t occ, uint64_t exec) {
+  // Writes a planned record (with its ds.inputs, if any); the last logical tensor assembled is
+  // kept for repeats.
+  Result<void> write(const PlannedRecord& r, const std::optional<std::string>& inputs) {
+    const size_t i = r.logical;
     if (cached_ != i) {
       auto a = assemble(side_.logicals[i]);
       if (!a) return std::move(a).error();
@@ -376,8 +351,9 @@ class Materializer {
       cached_ = i;
     }
     TensorInfo info = current_.info;
-    info.occurrence = occ;
-    info.exec_index = exec;
+    info.occurrence = r.occurrence;
+    info.exec_index = r.seq;
+    if (inputs) info.attrs.emplace_back(kInputsAttr, *inputs);
     const Record* p = current_.passthrough;
     if (p && p->kind == RecordKind::summary && p->summary) {
       DRIFTSCOPE_TRY(dump_.writer->write_summary(info, *p->summary));
@@ -400,184 +376,31 @@ std::string worst_state(const DumpSet& s) {
   return std::string(file_state_name(w));
 }
 
-void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side) {
+// (name, role, role_index, occurrence in a logical dump) -> the stored occurrence.
+using Occurrences = std::map<std::tuple<std::string, uint8_t, uint16_t, uint32_t>, uint32_t>;
+
+// A tensor of a logical dump as stored: occurrence, exec_index and ranks, and its inputs named by
+// their stored identities (the copies of one logical tensor become one).
+void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side,
+             const Occurrences& occs) {
   auto it = slots.find(d.exec_index);
   if (it == slots.end()) return;
   d.occurrence = it->second.occurrence;
   d.exec_index = it->second.exec_index;
   d.ranks = side.logicals[it->second.logical].ranks;
+  std::vector<TensorRef> stored;
+  for (TensorRef& r : d.inputs) {
+    auto o = occs.find({r.name, static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
+    if (o != occs.end()) r.occurrence = o->second;
+    if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
+  }
+  d.inputs = std::move(stored);
 }
 
 void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
   to.insert(to.end(), from.begin(), from.end());
   std::sort(to.begin(), to.end());
   to.erase(std::unique(to.begin(), to.end()), to.end());
-}
-
-// ---- naming the failing shards (§7.1) ---------------------------------------------------------
-
-// The part of the whole tensor `whole` (the other side's) that shard `s` of split tensor `l` holds,
-// in the shard's shape: the inverse of assemble()'s gather, row by row.
-std::vector<std::byte> slice_of(const Logical& l, const Shard& s, const std::vector<std::vector<uint64_t>>& offset,
-                                const std::vector<uint64_t>& whole_shape, std::span<const std::byte> whole,
-                                size_t esize) {
-  const TensorInfo& si = s.rec->info;
-  const size_t rank = si.shape.size();
-  const uint64_t sn = si.numel();
-  std::vector<std::byte> out(sn * esize);
-  std::vector<uint64_t> shift(rank, 0);
-  for (size_t i = 0; i < l.split.size(); ++i) shift[l.split[i].first] = offset[i][s.block[i]];
-  const uint64_t row = rank ? si.shape[rank - 1] : 1;
-  std::vector<uint64_t> coord(rank, 0);
-  for (uint64_t start = 0; start < sn; start += row) {
-    uint64_t src = 0;
-    for (size_t ax = 0; ax < rank; ++ax) src = src * whole_shape[ax] + coord[ax] + shift[ax];
-    std::memcpy(out.data() + start * esize, whole.data() + src * esize, row * esize);
-    for (size_t ax = rank >= 1 ? rank - 1 : 0; ax-- > 0;) {
-      if (++coord[ax] < si.shape[ax]) break;
-      coord[ax] = 0;
-    }
-  }
-  return out;
-}
-
-// A record of a logical tensor's side as the engine should judge it: its stored name, op type,
-// role, dtype and attributes (policy rules match on them), base axes, the given shape.
-TensorInfo measured_info(const Logical& l, const TensorInfo& stored, std::vector<uint64_t> shape, uint64_t seq) {
-  TensorInfo info;
-  info.name = l.first->info.name;
-  info.op_type = l.first->info.op_type;
-  info.role = l.first->info.role;
-  info.role_index = l.first->info.role_index;
-  info.dtype = stored.dtype;
-  info.shape = std::move(shape);
-  info.axes = l.base_axes;
-  for (const auto& kv : l.first->info.attrs)
-    if (kv.first != "ds.inputs") info.attrs.push_back(kv);
-  info.exec_index = seq;
-  info.occurrence = static_cast<uint32_t>(seq);  // one pair per (shard, slice): pairs by occurrence
-  return info;
-}
-
-// For every failing pair gathered from split shards on the side whose ranks the report names,
-// against one whole tensor on the other side: each shard against the slice of the whole tensor
-// at its offset, judged by the same engine and options, so the pair names only the ranks whose
-// own shard fails. Sums over a partial group cannot be split into shards: their pairs keep every
-// rank. `logical_of(i)` gives pair i's (reference, candidate) logical tensors. A problem here
-// (temporary files) is a warning, and the pairs keep every rank.
-template <typename LogicalOf>
-void name_failing_shards(Report& report, const Side& ref, const Side& cand, bool by_cand,
-                         const LogicalOf& logical_of, const CompareOptions& options, const std::string& directory) {
-  struct Job {
-    size_t pair;
-    const Logical* sharded;
-    const Logical* whole;
-    std::vector<std::vector<uint64_t>> offset;
-  };
-  std::vector<Job> jobs;
-  for (size_t i = 0; i < report.pairs.size(); ++i) {
-    PairResult& p = report.pairs[i];
-    if (p.status != PairStatus::fail && p.status != PairStatus::silent_failure) continue;
-    auto both = logical_of(i);
-    if (!both) continue;
-    const Logical* sharded = by_cand ? both->second : both->first;
-    const Logical* whole = by_cand ? both->first : both->second;
-    if (sharded->split.empty() && sharded->partial.empty()) continue;  // a replica: one rank already
-    if (!sharded->partial.empty()) {
-      p.shard_check = "partial_sum";
-      continue;
-    }
-    if (!whole->split.empty() || !whole->partial.empty()) {
-      p.shard_check = "other_side_sharded";
-      continue;
-    }
-    auto along = shard_sizes(*sharded);
-    const TensorInfo& w = whole->first->info;
-    std::vector<uint64_t> gathered = sharded->first->info.shape;
-    Job job{i, sharded, whole, {}};
-    if (along) {
-      job.offset.resize(sharded->split.size());
-      for (size_t k = 0; k < sharded->split.size(); ++k) {
-        uint64_t total = 0;
-        for (uint64_t n : (*along)[k]) {
-          job.offset[k].push_back(total);
-          total += n;
-        }
-        gathered[sharded->split[k].first] = total;
-      }
-    }
-    if (!along || whole->first->kind != RecordKind::tensor || w.encoding.kind != EncodingKind::raw ||
-        dtype_size(w.dtype) == 0 || w.shape != gathered || !p.permutation.empty()) {
-      p.shard_check = "not_sliceable";
-      continue;
-    }
-    jobs.push_back(std::move(job));
-  }
-  if (jobs.empty()) return;
-  auto warn = [&](const Error& e) {
-    report.warnings.push_back(fmt::format("the failing shards could not be measured alone ({}): "
-                                          "gathered tensors list all their ranks", e.message));
-    for (const Job& j : jobs) report.pairs[j.pair].shard_check = "not_sliceable";
-  };
-  auto ref_dump = TempDump::create(directory, "ref-shards", run_metadata(ref.set));
-  if (!ref_dump) return warn(ref_dump.error());
-  auto cand_dump = TempDump::create(directory, "cand-shards", run_metadata(cand.set));
-  if (!cand_dump) return warn(cand_dump.error());
-  std::vector<std::pair<size_t, uint32_t>> measured;  // by seq: (job, rank of the shard)
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const Job& job = jobs[j];
-    const Record& whole = *job.whole->first;
-    const size_t esize = dtype_size(whole.info.dtype);
-    for (const Shard& s : job.sharded->shards) {
-      const uint64_t seq = measured.size();
-      std::vector<std::byte> slice = slice_of(*job.sharded, s, job.offset, whole.info.shape, whole.payload, esize);
-      TensorInfo shard_info = measured_info(*job.sharded, s.rec->info, s.rec->info.shape, seq);
-      TensorInfo slice_info = measured_info(*job.whole, whole.info, s.rec->info.shape, seq);
-      Writer& sw = *(by_cand ? cand_dump : ref_dump)->writer;
-      Writer& ww = *(by_cand ? ref_dump : cand_dump)->writer;
-      if (auto r = sw.write(shard_info, s.rec->payload); !r) return warn(r.error());
-      if (auto r = ww.write(slice_info, slice); !r) return warn(r.error());
-      measured.emplace_back(j, s.rank);
-    }
-  }
-  auto rp = ref_dump->release();
-  if (!rp) return warn(rp.error());
-  auto cp = cand_dump->release();
-  if (!cp) {
-    ::unlink(rp->c_str());
-    return warn(cp.error());
-  }
-  auto ra = Reader::open(*rp);
-  auto ca = Reader::open(*cp);
-  ::unlink(rp->c_str());
-  ::unlink(cp->c_str());
-  if (!ra) return warn(ra.error());
-  if (!ca) return warn(ca.error());
-  CompareOptions o = options;
-  o.stop_at_first = false;
-  o.details = false;
-  o.max_layout_diagnoses = 0;
-  o.progress = nullptr;
-  auto rep = compare(*ra, *ca, o);
-  if (!rep) return warn(rep.error());
-  std::vector<std::vector<uint32_t>> failing(jobs.size());
-  std::vector<size_t> judged(jobs.size(), 0);
-  for (const PairResult& q : rep->pairs) {
-    if (q.ref.exec_index >= measured.size() || !q.compared) continue;
-    const auto& [j, rank] = measured[q.ref.exec_index];
-    ++judged[j];
-    if (q.status == PairStatus::fail || q.status == PairStatus::silent_failure) failing[j].push_back(rank);
-  }
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    PairResult& p = report.pairs[jobs[j].pair];
-    if (judged[j] != jobs[j].sharded->shards.size()) {
-      p.shard_check = "not_sliceable";
-      continue;
-    }
-    std::sort(failing[j].begin(), failing[j].end());
-    p.shard_check = failing[j].empty() ? "no_shard_fails" : "shards";
-    p.failing_shards = std::move(failing[j]);
-  }
 }
 
 }  // namespace
@@ -610,6 +433,7 @@ struct SetComparison::State {
   Side ref, cand;
   std::vector<std::string> warnings;  // logical tensors that could not be assembled
   std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;  // by exec_index of the logical dumps
+  Occurrences ref_occ, cand_occ;  // with data flow: to restore TensorDesc::inputs
   std::string directory;  // where prepare_sets() wrote the logical dumps; finish() uses it too
 };
 
@@ -658,13 +482,13 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
   for (size_t i = 0; i < ref->logicals.size(); ++i)
     if ((ref_ok[i] = usable(*ref, i, "reference"))) ++ref_count[identity_of(ref->logicals[i])];
 
-  auto ref_dump = TempDump::create(directory, "ref", run_metadata(ref->set));
-  if (!ref_dump) return std::move(ref_dump).error();
-  auto cand_dump = TempDump::create(directory, "cand", run_metadata(cand->set));
-  if (!cand_dump) return std::move(cand_dump).error();
-  Materializer ref_out(*ref, *ref_dump), cand_out(*cand, *cand_dump);
-  std::unordered_map<uint64_t, Slot>& ref_slots = state->ref_slots;
-  std::unordered_map<uint64_t, Slot>& cand_slots = state->cand_slots;
+  // ds.inputs across ranks (§7.2): each side's logical tensors linked to those they came from.
+  for (auto [side, which] : {std::pair{ref, "reference"}, std::pair{cand, "candidate"}})
+    if (std::string w = link_dataflow(*side, which); !w.empty()) warnings.push_back(std::move(w));
+
+  // The plan: which logical tensor each record of the two logical dumps is, in the reference's
+  // order; then the ds.inputs of each (an input may be planned after its consumer).
+  std::vector<PlannedRecord> ref_plan, cand_plan;
   std::map<std::tuple<std::string, uint8_t, uint16_t>, uint32_t> next_occ;  // per renamed name
   std::vector<bool> cand_used(cand->logicals.size(), false);
   uint64_t seq = 0;
@@ -672,8 +496,11 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
     const TensorInfo& i = l.first->info;
     return next_occ[{l.pair_name, static_cast<uint8_t>(i.role), i.role_index}]++;
   };
-  auto slot = [](const Side& s, size_t i, const TensorInfo& info) {
-    return Slot{i, info.occurrence, s.logicals[i].first->info.exec_index};
+  auto pin = [](const Coords& own, const Coords& partner) {  // own key, then the partner's other groups
+    Coords p = own;
+    for (const auto& gc : partner)
+      if (std::none_of(own.begin(), own.end(), [&](const auto& x) { return x.first == gc.first; })) p.push_back(gc);
+    return p;
   };
   for (size_t i = 0; i < ref->logicals.size(); ++i) {
     if (!ref_ok[i]) continue;
@@ -686,36 +513,52 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
         if (ref_single || cand_single || cand->logicals[c].key == r.key) partners.push_back(c);
     }
     if (partners.empty()) {
-      const uint32_t occ = occ_for(r);
-      DRIFTSCOPE_TRY(ref_out.write(i, occ, seq));
-      ref_slots[seq++] = slot(*ref, i, r.first->info);
+      ref_plan.push_back({i, occ_for(r), seq++, r.key});
       continue;
     }
     for (size_t c : partners) {
       const uint32_t occ = occ_for(r);
-      DRIFTSCOPE_TRY(ref_out.write(i, occ, seq));
-      DRIFTSCOPE_TRY(cand_out.write(c, occ, seq));
-      ref_slots[seq] = slot(*ref, i, r.first->info);
-      cand_slots[seq++] = slot(*cand, c, cand->logicals[c].first->info);
+      const Coords& ck = cand->logicals[c].key;
+      ref_plan.push_back({i, occ, seq, pin(r.key, ck)});
+      cand_plan.push_back({c, occ, seq++, pin(ck, r.key)});
       cand_used[c] = true;
     }
   }
   for (size_t c = 0; c < cand->logicals.size(); ++c)
-      if (!cand_used[c] && cand->logicals[c].problem.empty()) {
-        const Logical& l = cand->logicals[c];
-        DRIFTSCOPE_TRY(cand_out.write(c, occ_for(l), seq));
-        cand_slots[seq++] = slot(*cand, c, l.first->info);
-      }
-  SetComparison out;
-  out.options = options;
-  out.options.filter.clear();  // applied to the stored records above, with their own exec_index
-  auto ra = ref_dump->release();
+    if (!cand_used[c] && cand->logicals[c].problem.empty())
+      cand_plan.push_back({c, occ_for(cand->logicals[c]), seq++, cand->logicals[c].key});
+
+  size_t too_long = 0;
+  const auto ref_inputs = logical_inputs(*ref, ref_plan, too_long);
+  const auto cand_inputs = logical_inputs(*cand, cand_plan, too_long);
+  if (too_long)
+    warnings.push_back(fmt::format("{} logical tensors name more inputs than one ds.inputs attribute holds "
+                                   "({} bytes): they are judged without data flow", too_long,
+                                   limits::kMaxValueLength));
+  auto write = [&](const Side& side, const std::vector<PlannedRecord>& plan,
+                   const std::vector<std::optional<std::string>>& inputs, std::string_view name,
+                   std::unordered_map<uint64_t, Slot>& slots, Occurrences& occs) -> Result<std::string> {
+    auto dump = TempDump::create(directory, name, run_metadata(side.set));
+    if (!dump) return std::move(dump).error();
+    Materializer out(side, *dump);
+    for (size_t k = 0; k < plan.size(); ++k) {
+      DRIFTSCOPE_TRY(out.write(plan[k], inputs[k]));
+      const TensorInfo& f = side.logicals[plan[k].logical].first->info;
+      slots[plan[k].seq] = Slot{plan[k].logical, f.occurrence, f.exec_index};
+      if (side.dataflow) occs[{f.name, static_cast<uint8_t>(f.role), f.role_index, plan[k].occurrence}] = f.occurrence;
+    }
+    return dump->release();
+  };
+  auto ra = write(*ref, ref_plan, ref_inputs, "ref", state->ref_slots, state->ref_occ);
   if (!ra) return std::move(ra).error();
-  auto ca = cand_dump->release();
+  auto ca = write(*cand, cand_plan, cand_inputs, "cand", state->cand_slots, state->cand_occ);
   if (!ca) {
     ::unlink(ra->c_str());
     return std::move(ca).error();
   }
+  SetComparison out;
+  out.options = options;
+  out.options.filter.clear();  // applied to the stored records above, with their own exec_index
   out.reference_dump = std::move(*ra);
   out.candidate_dump = std::move(*ca);
   out.state = std::move(state);
@@ -735,19 +578,20 @@ Result<void> SetComparison::finish(Report& report) const {
 
   // Pairs still carry the logical dumps' exec_index here: find their logical tensors.
   const bool by_cand = !cand->set.single || ref->set.single;  // whose ranks a pair names
-  auto logical_of = [&](size_t i) -> std::optional<std::pair<const Logical*, const Logical*>> {
+  std::vector<std::pair<const Logical*, const Logical*>> logicals(report.pairs.size(), {nullptr, nullptr});
+  for (size_t i = 0; i < report.pairs.size(); ++i) {
     auto r = ref_slots.find(report.pairs[i].ref.exec_index);
     auto c = cand_slots.find(report.pairs[i].cand.exec_index);
-    if (r == ref_slots.end() || c == cand_slots.end()) return std::nullopt;
-    return std::pair{&ref->logicals[r->second.logical], &cand->logicals[c->second.logical]};
-  };
-  name_failing_shards(report, *ref, *cand, by_cand, logical_of, options, state->directory);
-  for (PairResult& p : report.pairs) {
-    restore(p.ref, ref_slots, *ref);
-    restore(p.cand, cand_slots, *cand);
+    if (r != ref_slots.end() && c != cand_slots.end())
+      logicals[i] = {&ref->logicals[r->second.logical], &cand->logicals[c->second.logical]};
   }
-  for (TensorDesc& d : report.only_in_reference) restore(d, ref_slots, *ref);
-  for (TensorDesc& d : report.only_in_candidate) restore(d, cand_slots, *cand);
+  name_failing_shards(report, *ref, *cand, by_cand, logicals, options, state->directory);
+  for (PairResult& p : report.pairs) {
+    restore(p.ref, ref_slots, *ref, state->ref_occ);
+    restore(p.cand, cand_slots, *cand, state->cand_occ);
+  }
+  for (TensorDesc& d : report.only_in_reference) restore(d, ref_slots, *ref, state->ref_occ);
+  for (TensorDesc& d : report.only_in_candidate) restore(d, cand_slots, *cand, state->cand_occ);
   auto info = [](DumpInfo& di, const Side& s) {
     di.path = s.set.path;
     di.set = !s.set.single;

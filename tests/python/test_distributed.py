@@ -94,6 +94,15 @@ def test_set_layout_metadata_and_annotations(recorded):
         assert axes["mlp.act"] == ["dim0", "dim1", "hidden@tp"]
         for replicated in ("ln1", "attn.out", "attn", "ln2", "mlp.fc2", "mlp", "<root>"):
             assert axes[replicated] == [], replicated
+        # Data flow under torch.distributed (docs/format.md §3.3.3): every record names the
+        # records of its own rank it came from; the all-reduce works in place, so the replicated
+        # output names the rank's partial sum (docs/dumpsets.md §7.2 makes that the sum of all).
+        inputs = {rec.name: rec.attrs.get("ds.inputs") for rec in d}
+        assert None not in inputs.values(), inputs
+        assert inputs["attn.q"] == "output/0/0:ln1"
+        assert inputs["mlp.fc1"] == "output/0/0:ln2"
+        assert inputs["mlp.fc2"] == "output/0/0:mlp.fc2.matmul"
+        assert inputs["attn.out"] == "output/0/0:attn.out.matmul"
 
 
 def test_shards_gather_to_the_reference(recorded):
@@ -168,6 +177,38 @@ def test_compare_set_against_reference(recorded):
     assert before and all(t["status"] == "pass" for t in before)
     text = _cli("compare", recorded / "ref.tdump", recorded / "fault")
     assert "ln2 on rank 1 (of 2)" in text.stdout, text.stdout
+
+
+def test_dataflow_origin_across_ranks(recorded):
+    """Origins on the recorded data flow across ranks (docs/dumpsets.md §7.2): rank 1's ln2 is
+    where the error is born (introduced), everything computed from it inherits it: rank 1's
+    shards of the split tensors, the partial sum over both ranks, and through the all-reduce
+    rank 0's replicas too. Once with the TP=1 reference's data flow, once with the set's own."""
+    downstream = {("mlp.fc1", (0, 1)), ("mlp.act", (0, 1)), ("mlp.fc2.matmul", (0, 1)),
+                  ("mlp.fc2", (0,)), ("mlp.fc2", (1,)), ("mlp", (0,)), ("mlp", (1,)),
+                  ("<root>", (0,)), ("<root>", (1,))}
+    for ref, cand in ((recorded / "ref.tdump", recorded / "fault"),
+                      (recorded / "good", recorded / "fault")):
+        out = _cli("compare", ref, cand, "--json", "-")
+        assert out.returncode == 1, out.stderr
+        rep = json.loads(out.stdout)
+        assert rep["localisation"]["basis"] == "dataflow"
+        assert [(o["name"], o["origin"], o["ranks"]) for o in rep["origins"]] == [
+            ("ln2", "introduced", [1])], rep["origins"]
+        assert rep["origins"][0]["reach"] == rep["origins"][0]["reach_failing"] == len(downstream)
+        tensors = rep["tensors"]
+        by = {(t["name"], tuple(t["ranks_cand"])): t for t in tensors}
+        assert by[("ln2", (1,))]["origin"] == "introduced" and by[("ln2", (0,))]["status"] == "pass"
+        for key in downstream:
+            t = by[key]
+            assert (t["status"], t["origin"], t["basis"]) == ("fail", "inherited", "dataflow"), key
+        # The gathered mlp.fc1 was computed from both ranks' ln2; rank 0's mlp.fc2 replica from
+        # the partial sum over both ranks (the all-reduce), not from its own rank alone.
+        names = [(t["name"], tuple(t["ranks_cand"])) for t in tensors]
+        assert {names[j] for j in by[("mlp.fc1", (0, 1))]["basis_pairs"]} == {("ln2", (0,)), ("ln2", (1,))}
+        assert [names[j] for j in by[("mlp.fc2", (0,))]["basis_pairs"]] == [("mlp.fc2.matmul", (0, 1))]
+    text = _cli("compare", recorded / "good", recorded / "fault")
+    assert "ln2 on rank 1 (of 2)  introduced" in text.stdout, text.stdout
 
 
 def test_layout_errors_are_clear(tmp_path):
