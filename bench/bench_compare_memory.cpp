@@ -10,10 +10,6 @@
 // one's peak RSS as a fraction of the first one's (issue 13 §5: 1,000,000 records in 1 GB).
 // --big-mib also writes, per size S, two dumps of ONE f32 tensor of S MiB each and prints the peak
 // RSS of comparing them: it should stay near the working chunk, not grow with S (issue 13 §5).
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "child_run.hpp"
 #include "driftscope/writer.hpp"
 
 namespace fs = std::filesystem;
@@ -50,29 +47,9 @@ struct Run {
   double cpu = 0;          // user + system, all threads: what a shared machine does not inflate
 };
 
-// Peak RSS of the child in MiB (wait4 ru_maxrss) and its wall time.
 Run run_child(const std::vector<std::string>& argv) {
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = ::fork();
-  if (pid < 0) return {};
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    std::freopen("/dev/null", "w", stdout);
-    ::execv(a[0], a.data());
-    std::_Exit(127);
-  }
-  int status = 0;
-  rusage ru{};
-  if (::wait4(pid, &status, 0, &ru) != pid) return {};
-  Run r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 127) return r;
-  r.rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-  return r;
+  const dsbench::ChildRun c = dsbench::run_child(argv);
+  return {c.exit_code >= 0 && c.exit_code != 2 ? c.rss_mib : -1, c.wall, c.cpu};
 }
 
 // A dump of one f32 tensor of `mib` MiB. This process holds the tensor while writing it; the

@@ -15,7 +15,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "child_run.hpp"
 #include "common/thread_pool.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/writer.hpp"
@@ -141,24 +141,9 @@ void mmap_read(const std::vector<std::string>& files, unsigned threads) {
 
 // Wall and CPU seconds of one child run; wall < 0 when it failed (exit 2 or worse).
 Best run_child(const std::vector<std::string>& argv) {
-  const auto t0 = Clock::now();
-  pid_t pid = ::fork();
-  if (pid < 0) return {-1, -1};
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    std::freopen("/dev/null", "w", stdout);
-    ::execv(a[0], a.data());
-    std::_Exit(127);
-  }
-  int status = 0;
-  rusage ru{};
-  if (::wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) >= 2)
-    return {-1, -1};
-  return {std::chrono::duration<double>(Clock::now() - t0).count(),
-          static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-              static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6};
+  const dsbench::ChildRun c = dsbench::run_child(argv);
+  if (c.exit_code < 0 || c.exit_code >= 2) return {-1, -1};
+  return {c.wall, c.cpu};
 }
 
 }  // namespace

@@ -20,7 +20,10 @@ std::string fmt_num(double v, int significant) {
 
 std::string fmt_shape(const std::vector<uint64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
 }
 
@@ -347,7 +350,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
     const Metrics& m = p.metrics;
-    out += "\n" + st.bold(fmt::format("{}: {}{}", title, shown(p.ref), rank_text(r, p))) +
+    out += '\n';
+    out += st.bold(fmt::format("{}: {}{}", title, shown(p.ref), rank_text(r, p))) +
            fmt::format("  ({}; {}{} vs {}{})\n", printable(where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
                        dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
     out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source), p.criteria.to_string());
@@ -458,7 +462,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   }
   auto list = [&](std::string_view title, const std::vector<TensorDesc>& v) {
     if (v.empty()) return;
-    out += "\n" + st.bold(fmt::format("{} ({})", title, v.size())) + "\n";
+    out += '\n';
+    out += st.bold(fmt::format("{} ({})", title, v.size())) + "\n";
     size_t n = o.all ? v.size() : std::min<size_t>(v.size(), 10);
     for (size_t i = 0; i < n; ++i)
       out += fmt::format("  {:>6} {}  {}{}\n", v[i].exec_index, shown(v[i]), dtype_name(v[i].dtype),
