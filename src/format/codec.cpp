@@ -43,12 +43,15 @@ class Cursor {
  public:
   Cursor(std::span<const std::byte> b, uint64_t base) : b_(b), base_(base) {}
   bool has(size_t n) const { return b_.size() - pos_ >= n; }
+  // False at the end of the block (then short_error(field) says so). Not a Result: every meta of
+  // a dump is decoded, several times over in a comparison, and a Result per field cost more
+  // than the field.
   template <class T>
-  Result<T> get(std::string_view field) {
-    if (!has(sizeof(T))) return short_error(field);
-    T v = load_le<T>(b_.data() + pos_);
+  bool read(T& v) {
+    if (!has(sizeof(T))) return false;
+    v = load_le<T>(b_.data() + pos_);
     pos_ += sizeof(T);
-    return v;
+    return true;
   }
   Result<std::string_view> bytes(size_t n, std::string_view field) {
     if (!has(n)) return short_error(field);
@@ -59,21 +62,20 @@ class Cursor {
   size_t pos() const { return pos_; }
   uint64_t off() const { return at(base_, pos_); }
   size_t remaining() const { return b_.size() - pos_; }
-
- private:
   Error short_error(std::string_view field) const {
     return err(Errc::length_mismatch, at(base_, pos_),
                fmt::format("meta ends inside field '{}' ({} bytes left)", field, remaining()));
   }
+
+ private:
   std::span<const std::byte> b_;
   uint64_t base_;
   size_t pos_ = 0;
 };
 
-#define DS_GET(var, type, cursor, field)     \
-  auto var##_r = (cursor).get<type>(field);  \
-  if (!var##_r) return std::move(var##_r).error(); \
-  type var = *var##_r
+#define DS_GET(var, type, cursor, field) \
+  type var{};                            \
+  if (!(cursor).read(var)) return (cursor).short_error(field)
 
 }  // namespace
 
@@ -214,9 +216,11 @@ Result<std::string> encode_tensor_meta(const TensorInfo& info) {
   return m;
 }
 
-Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
+namespace {
+
+// decode_tensor_meta into `info`; `name_read` once the name passed its checks.
+Result<void> decode_meta_into(std::span<const std::byte> meta, uint64_t base, TensorInfo& info, bool& name_read) {
   Cursor c(meta, base);
-  TensorInfo info;
   DS_GET(exec_index, uint64_t, c, "exec_index");
   DS_GET(occurrence, uint32_t, c, "occurrence");
   DS_GET(dtype, uint16_t, c, "dtype");
@@ -267,7 +271,7 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   if (!name) return std::move(name).error();
   info.name.assign(*name);
   if (!valid_utf8(info.name)) return err(Errc::bad_utf8, name_off, "tensor name is not valid UTF-8");
-  if (name_out) *name_out = info.name;
+  name_read = true;
   // Errors are reported at the failing field (docs/format.md §4), so these checks run here
   // before the generic validation below.
   if (auto size = tensor_payload_size(info, dims_off); !size) return std::move(size).error();
@@ -348,7 +352,19 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   }
   if (c.remaining() != 0)
     return err(Errc::length_mismatch, c.off(), fmt::format("meta of '{}' has {} bytes after its last field", info.name, c.remaining()));
-  DRIFTSCOPE_TRY(validate_tensor_info(info, base));
+  return validate_tensor_info(info, base);
+}
+
+}  // namespace
+
+Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
+  TensorInfo info;
+  bool name_read = false;
+  // The name is copied out only on failure: the scan of a million records would copy every one.
+  if (auto ok = decode_meta_into(meta, base, info, name_read); !ok) {
+    if (name_out && name_read) *name_out = std::move(info.name);
+    return std::move(ok).error();
+  }
   return info;
 }
 

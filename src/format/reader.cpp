@@ -211,6 +211,12 @@ struct Reader::Impl {
     if (f.kind == kKindTensor || f.kind == kKindSummary) {
       auto info = decode_tensor_meta(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, name);
       if (!info) return std::move(info).error();
+      // Corruption found past the meta names the tensor too (decode_tensor_meta names it only
+      // when the meta itself fails).
+      auto named = [&](Error e) -> Outcome {
+        if (name) *name = info->name;
+        return e;
+      };
       auto payload = bytes.subspan(ps.payload_off, f.payload_length);
       if (out) {
         out->kind = static_cast<RecordKind>(f.kind);
@@ -221,19 +227,19 @@ struct Reader::Impl {
       }
       if (f.kind == kKindTensor) {
         auto want = tensor_payload_size(*info, ps.meta_off);
-        if (!want) return std::move(want).error();
+        if (!want) return named(std::move(want).error());
         if (*want != f.payload_length)
-          return make_error(Errc::length_mismatch,
-                            fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info->name,
-                                        f.payload_length, *want), pos + frm::payload_length);
+          return named(make_error(Errc::length_mismatch,
+                                  fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info->name,
+                                              f.payload_length, *want), pos + frm::payload_length));
         if (info->dtype == DType::boolean)
           for (uint64_t i = 0; i < payload.size(); ++i)
             if (static_cast<uint8_t>(payload[i]) > 1)
-              return make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info->name,
-                                                             static_cast<unsigned>(payload[i])), ps.payload_off + i);
+              return named(make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info->name,
+                                                                   static_cast<unsigned>(payload[i])), ps.payload_off + i));
       } else {
         auto s = decode_summary_payload(payload, ps.payload_off, info->numel());
-        if (!s) return std::move(s).error();
+        if (!s) return named(std::move(s).error());
         if (out) out->summary = std::move(*s);
       }
       if (out) out->info = std::move(*info);
@@ -562,5 +568,19 @@ Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, u
 
 Record detail::ReaderAccess::record(const Reader& r, size_t i) { return r.impl_->decode(i); }
 uint64_t detail::ReaderAccess::exec_index(const Reader& r, size_t i) { return r.impl_->entries[i].exec_index; }
+
+std::optional<uint64_t> detail::ReaderAccess::frame_offset(const Reader& r, size_t i,
+                                                           std::span<const std::byte> payload) {
+  const auto& impl = *r.impl_;
+  const auto& e = impl.entries[i];
+  if (e.offset + kFrameSize > impl.bytes.size()) return std::nullopt;
+  const Frame f = load_frame(impl.bytes.data() + e.offset);
+  const uint64_t payload_off = e.offset + payload_start(f.meta_length);
+  if (f.kind != e.kind || e.offset + f.record_length > impl.bytes.size() ||
+      payload_off + f.payload_length > impl.bytes.size() ||
+      impl.bytes.data() + payload_off != payload.data() || f.payload_length != payload.size())
+    return std::nullopt;
+  return e.offset;
+}
 
 }  // namespace driftscope
