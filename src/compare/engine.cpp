@@ -54,9 +54,20 @@ std::string lower(std::string_view s) {
 // Does the last axis hold classes (logits)? A policy rule may say so; otherwise names that say it.
 bool looks_like_classes(const TensorDesc& d) {
   if (d.shape.empty() || d.shape.back() < 2) return false;
-  std::string n = lower(d.name);
+  // Lowered on the stack: asked for every pair, a heap copy of each name cost more than the test.
+  char buf[256];
+  std::string heap;
+  std::string_view n;
+  if (d.name.size() <= sizeof buf) {
+    for (size_t i = 0; i < d.name.size(); ++i)
+      buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(d.name[i])));
+    n = std::string_view(buf, d.name.size());
+  } else {
+    heap = lower(d.name);
+    n = heap;
+  }
   for (std::string_view w : {"logits", "lm_head", "classifier"})
-    if (n.find(w) != std::string::npos) return true;
+    if (n.find(w) != std::string_view::npos) return true;
   if (!d.axes.empty()) {
     std::string a = lower(d.axes.back());
     for (std::string_view w : {"class", "classes", "vocab", "labels", "logits"})
