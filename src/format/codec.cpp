@@ -357,14 +357,20 @@ Result<void> decode_meta_into(std::span<const std::byte> meta, uint64_t base, Te
 
 }  // namespace
 
-Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
-  TensorInfo info;
+Result<void> decode_tensor_meta_into(std::span<const std::byte> meta, uint64_t base, TensorInfo& out,
+                                     std::string* name_out) {
   bool name_read = false;
   // The name is copied out only on failure: the scan of a million records would copy every one.
-  if (auto ok = decode_meta_into(meta, base, info, name_read); !ok) {
-    if (name_out && name_read) *name_out = std::move(info.name);
-    return std::move(ok).error();
+  if (auto ok = decode_meta_into(meta, base, out, name_read); !ok) {
+    if (name_out && name_read) *name_out = out.name;
+    return ok;
   }
+  return {};
+}
+
+Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
+  TensorInfo info;
+  DRIFTSCOPE_TRY(decode_tensor_meta_into(meta, base, info, name_out));
   return info;
 }
 

@@ -112,9 +112,7 @@ struct Reader::Impl {
         meta_off + f.meta_length > bytes.size() || payload_off + f.payload_length > bytes.size())
       return changed();
     r.payload = bytes.subspan(payload_off, f.payload_length);
-    auto info = decode_tensor_meta(bytes.subspan(meta_off, f.meta_length), meta_off, nullptr);
-    if (!info) return changed();
-    r.info = std::move(*info);
+    if (!decode_tensor_meta_into(bytes.subspan(meta_off, f.meta_length), meta_off, r.info)) return changed();
     if (f.kind == kKindSummary) {
       auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel());
       if (!sm) return changed();
@@ -209,12 +207,14 @@ struct Reader::Impl {
     if (uint64_t i = first_nonzero(p + tail, f.record_length - tail); i != f.record_length - tail)
       return make_error(Errc::nonzero_padding, "padding after the payload is not zero", pos + tail + i);
     if (f.kind == kKindTensor || f.kind == kKindSummary) {
-      auto info = decode_tensor_meta(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, name);
-      if (!info) return std::move(info).error();
+      TensorInfo scratch;
+      TensorInfo& info = out ? out->info : scratch;
+      if (auto ok = decode_tensor_meta_into(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, info, name); !ok)
+        return std::move(ok).error();
       // Corruption found past the meta names the tensor too (decode_tensor_meta names it only
       // when the meta itself fails).
       auto named = [&](Error e) -> Outcome {
-        if (name) *name = info->name;
+        if (name) *name = info.name;
         return e;
       };
       auto payload = bytes.subspan(ps.payload_off, f.payload_length);
@@ -226,23 +226,22 @@ struct Reader::Impl {
         out->payload = payload;
       }
       if (f.kind == kKindTensor) {
-        auto want = tensor_payload_size(*info, ps.meta_off);
+        auto want = tensor_payload_size(info, ps.meta_off);
         if (!want) return named(std::move(want).error());
         if (*want != f.payload_length)
           return named(make_error(Errc::length_mismatch,
-                                  fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info->name,
+                                  fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info.name,
                                               f.payload_length, *want), pos + frm::payload_length));
-        if (info->dtype == DType::boolean)
+        if (info.dtype == DType::boolean)
           for (uint64_t i = 0; i < payload.size(); ++i)
             if (static_cast<uint8_t>(payload[i]) > 1)
-              return named(make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info->name,
+              return named(make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info.name,
                                                                    static_cast<unsigned>(payload[i])), ps.payload_off + i));
       } else {
-        auto s = decode_summary_payload(payload, ps.payload_off, info->numel());
+        auto s = decode_summary_payload(payload, ps.payload_off, info.numel());
         if (!s) return named(std::move(s).error());
         if (out) out->summary = std::move(*s);
       }
-      if (out) out->info = std::move(*info);
     }
     return std::monostate{};
   }
