@@ -197,13 +197,19 @@ class Engine {
     observer_warnings("reference", ref_);
     observer_warnings("candidate", cand_);
 
-    judged_default_.assign(plan_.size(), false);
+    judged_default_.assign(plan_.size(), 0);
     rules_.assign(plan_.size(), nullptr);
     std::vector<size_t> work;
     r64_missing_.assign(plan_.size(), 0);
-    for (size_t i = 0; i < plan_.size(); ++i) {
-      if (prepare(i)) work.push_back(i);
-    }
+    // prepare(i) writes pair i's state only: blocks of pairs side by side, the work list after.
+    std::vector<uint8_t> needs(plan_.size(), 0);
+    constexpr size_t kPrepareBlock = 4096;
+    detail::parallel_for((plan_.size() + kPrepareBlock - 1) / kPrepareBlock, [&](size_t b) {
+      for (size_t i = b * kPrepareBlock; i < std::min(plan_.size(), (b + 1) * kPrepareBlock); ++i)
+        needs[i] = prepare(i);
+    }, o_.threads);
+    for (size_t i = 0; i < plan_.size(); ++i)
+      if (needs[i]) work.push_back(i);
     // A comparison in parts (partial.cpp): list the work, measure a subset, or take every
     // measurement from the parts; judging, localising and reporting below are the same code.
     if (part_ && part_->kind == EnginePart::Kind::plan) {
@@ -352,7 +358,7 @@ class Engine {
     rules_[i] = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.classes; });
     return true;
   }
-  std::vector<bool> judged_default_;
+  std::vector<uint8_t> judged_default_;  // not vector<bool>: prepare() runs in parallel
   std::vector<const PolicyRule*> rules_;
 
   numerics::PairOptions kernel_options(const PairResult& p, const PolicyRule* rule, unsigned threads) const {
