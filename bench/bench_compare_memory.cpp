@@ -52,6 +52,10 @@ struct Run {
 
 // Peak RSS of the child in MiB (wait4 ru_maxrss) and its wall time.
 Run run_child(const std::vector<std::string>& argv) {
+  // Nothing left dirty by the previous run: its --json report (2.75 GB at a million pairs) is
+  // still being written back, and the next binary measured would pay for it (a later column
+  // looked ~2x slower than the same build in the first).
+  ::sync();
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
   if (pid < 0) return {};
@@ -154,6 +158,8 @@ int main(int argc, char** argv) {
     std::vector<Run> plains, jsons;
     for (const auto& bin : bins) {
       Run plain = run_child({bin, "compare", a, c, "-q", "--no-progress"});
+      std::error_code ignored;
+      fs::remove(js, ignored);  // the previous binary's report: its pages go before this run
       Run json = run_child({bin, "compare", a, c, "-q", "--no-progress", "--json", js});
       std::printf("  %11.1f %6.2f %6.2f %11.1f %6.2f %6.2f", plain.rss_mib, plain.seconds, plain.cpu,
                   json.rss_mib, json.seconds, json.cpu);
