@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
     std::vector<Run> plains, jsons;
     for (const auto& bin : bins) {
       Run plain = run_child({bin, "compare", a, c, "-q", "--no-progress"});
+      std::error_code ignored;
+      fs::remove(js, ignored);  // the previous binary's report: its pages go before this run
       Run json = run_child({bin, "compare", a, c, "-q", "--no-progress", "--json", js});
       std::printf("  %11.1f %6.2f %6.2f %11.1f %6.2f %6.2f", plain.rss_mib, plain.seconds, plain.cpu,
                   json.rss_mib, json.seconds, json.cpu);

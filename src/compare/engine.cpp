@@ -54,9 +54,20 @@ std::string lower(std::string_view s) {
 // Does the last axis hold classes (logits)? A policy rule may say so; otherwise names that say it.
 bool looks_like_classes(const TensorDesc& d) {
   if (d.shape.empty() || d.shape.back() < 2) return false;
-  std::string n = lower(d.name);
+  // Lowered on the stack: asked for every pair, a heap copy of each name cost more than the test.
+  char buf[256];
+  std::string heap;
+  std::string_view n;
+  if (d.name.size() <= sizeof buf) {
+    for (size_t i = 0; i < d.name.size(); ++i)
+      buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(d.name[i])));
+    n = std::string_view(buf, d.name.size());
+  } else {
+    heap = lower(d.name);
+    n = heap;
+  }
   for (std::string_view w : {"logits", "lm_head", "classifier"})
-    if (n.find(w) != std::string::npos) return true;
+    if (n.find(w) != std::string_view::npos) return true;
   if (!d.axes.empty()) {
     std::string a = lower(d.axes.back());
     for (std::string_view w : {"class", "classes", "vocab", "labels", "logits"})
@@ -186,13 +197,19 @@ class Engine {
     observer_warnings("reference", ref_);
     observer_warnings("candidate", cand_);
 
-    judged_default_.assign(plan_.size(), false);
+    judged_default_.assign(plan_.size(), 0);
     rules_.assign(plan_.size(), nullptr);
     std::vector<size_t> work;
     r64_missing_.assign(plan_.size(), 0);
-    for (size_t i = 0; i < plan_.size(); ++i) {
-      if (prepare(i)) work.push_back(i);
-    }
+    // prepare(i) writes pair i's state only: blocks of pairs side by side, the work list after.
+    std::vector<uint8_t> needs(plan_.size(), 0);
+    constexpr size_t kPrepareBlock = 4096;
+    detail::parallel_for((plan_.size() + kPrepareBlock - 1) / kPrepareBlock, [&](size_t b) {
+      for (size_t i = b * kPrepareBlock; i < std::min(plan_.size(), (b + 1) * kPrepareBlock); ++i)
+        needs[i] = prepare(i);
+    }, o_.threads);
+    for (size_t i = 0; i < plan_.size(); ++i)
+      if (needs[i]) work.push_back(i);
     // A comparison in parts (partial.cpp): list the work, measure a subset, or take every
     // measurement from the parts; judging, localising and reporting below are the same code.
     if (part_ && part_->kind == EnginePart::Kind::plan) {
@@ -341,7 +358,7 @@ class Engine {
     rules_[i] = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.classes; });
     return true;
   }
-  std::vector<bool> judged_default_;
+  std::vector<uint8_t> judged_default_;  // not vector<bool>: prepare() runs in parallel
   std::vector<const PolicyRule*> rules_;
 
   numerics::PairOptions kernel_options(const PairResult& p, const PolicyRule* rule, unsigned threads) const {
@@ -401,12 +418,39 @@ class Engine {
     }
   }
 
+  // The record of one side of a pair as measure() uses it. A raw TENSOR record needs nothing
+  // that align() did not already decode into the description and the plan, so its meta is not
+  // decoded a third time (scan, align, here: a third of the CPU time with a million small
+  // tensors, issue 13 §5); only its frame is checked again. Summaries, quantised tensors (their
+  // encoding parameters) and the detail pass (every field) decode the record again.
+  Record side_record(const Reader& r, const PlannedSide& s, const TensorDesc& d) const {
+    if (s.kind != RecordKind::tensor || d.quantized || o_.details) return detail::ReaderAccess::record(r, s.index);
+    Record rec;
+    const std::optional<uint64_t> offset = detail::ReaderAccess::frame_offset(r, s.index, s.payload);
+    if (!offset) {  // as ReaderAccess::record() sees a file cut since the scan
+      rec.info.shape = {0};
+      return rec;
+    }
+    rec.kind = RecordKind::tensor;
+    rec.offset = *offset;
+    rec.payload = s.payload;
+    rec.payload_offset = static_cast<uint64_t>(s.payload.data() - r.bytes().data());
+    rec.info.name = d.name;
+    rec.info.role = d.role;
+    rec.info.role_index = d.role_index;
+    rec.info.occurrence = d.occurrence;
+    rec.info.exec_index = d.exec_index;
+    rec.info.dtype = d.dtype;
+    rec.info.shape = d.shape;
+    return rec;
+  }
+
   void measure(size_t i, unsigned threads) {
     const PlannedPair& plan = plan_[i];
     PairResult& p = report_.pairs[i];
-    // Decoded here, in the worker, and dropped with the pair (detail::ReaderAccess).
-    const Record ref_rec = detail::ReaderAccess::record(ref_, plan.ref.index);
-    const Record cand_rec = detail::ReaderAccess::record(cand_, plan.cand.index);
+    // Built here, in the worker, and dropped with the pair (detail::ReaderAccess).
+    const Record ref_rec = side_record(ref_, plan.ref, p.ref);
+    const Record cand_rec = side_record(cand_, plan.cand, p.cand);
     auto fail_read = [&](std::string_view side, const Error& e) {
       p.status = PairStatus::incomparable;
       p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});

@@ -2,6 +2,7 @@
 // of a measured pair (docs/compare.md "Tolerance policy", "Reasons").
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <regex>
 
 #include <fmt/format.h>
@@ -35,7 +36,24 @@ int precision_bits(DType t) noexcept {
 constexpr size_t kMaxRegexLength = limits::kMaxNameLength;
 constexpr size_t kMaxRegexNesting = 32;
 
-std::string g(double v) { return fmt::format("{:.6g}", v); }
+// A criterion's limits are the same pair after pair (a million small pairs: a million times
+// "atol=1e-05"): the text of the last few values is kept per thread, the same bytes either way.
+std::string g(double v) {
+  struct Memo {
+    uint64_t bits = 0;
+    bool set = false;
+    std::string text;
+  };
+  thread_local Memo memo[4];
+  thread_local unsigned next = 0;
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  for (const Memo& m : memo)
+    if (m.set && m.bits == bits) return m.text;
+  Memo& m = memo[next++ % 4];
+  m = {bits, true, fmt::format("{:.6g}", v)};
+  return m.text;
+}
 
 Error policy_error(std::string_view origin, std::string msg) {
   return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));

@@ -43,12 +43,15 @@ class Cursor {
  public:
   Cursor(std::span<const std::byte> b, uint64_t base) : b_(b), base_(base) {}
   bool has(size_t n) const { return b_.size() - pos_ >= n; }
+  // False at the end of the block (then short_error(field) says so). Not a Result: every meta of
+  // a dump is decoded, several times over in a comparison, and a Result per field cost more
+  // than the field.
   template <class T>
-  Result<T> get(std::string_view field) {
-    if (!has(sizeof(T))) return short_error(field);
-    T v = load_le<T>(b_.data() + pos_);
+  bool read(T& v) {
+    if (!has(sizeof(T))) return false;
+    v = load_le<T>(b_.data() + pos_);
     pos_ += sizeof(T);
-    return v;
+    return true;
   }
   Result<std::string_view> bytes(size_t n, std::string_view field) {
     if (!has(n)) return short_error(field);
@@ -59,21 +62,20 @@ class Cursor {
   size_t pos() const { return pos_; }
   uint64_t off() const { return at(base_, pos_); }
   size_t remaining() const { return b_.size() - pos_; }
-
- private:
   Error short_error(std::string_view field) const {
     return err(Errc::length_mismatch, at(base_, pos_),
                fmt::format("meta ends inside field '{}' ({} bytes left)", field, remaining()));
   }
+
+ private:
   std::span<const std::byte> b_;
   uint64_t base_;
   size_t pos_ = 0;
 };
 
-#define DS_GET(var, type, cursor, field)     \
-  auto var##_r = (cursor).get<type>(field);  \
-  if (!var##_r) return std::move(var##_r).error(); \
-  type var = *var##_r
+#define DS_GET(var, type, cursor, field) \
+  type var{};                            \
+  if (!(cursor).read(var)) return (cursor).short_error(field)
 
 }  // namespace
 
@@ -101,37 +103,23 @@ Result<uint64_t> tensor_payload_size(const TensorInfo& info, uint64_t base) {
   return info.numel() == 0 ? 0 : *n;
 }
 
-Result<void> validate_tensor_info(const TensorInfo& info, uint64_t base) {
-  DRIFTSCOPE_TRY(check_string("name", info.name, 1, limits::kMaxNameLength, base));
-  DRIFTSCOPE_TRY(check_string("op_type", info.op_type, 0, limits::kMaxOpTypeLength, base));
-  if (!dtype_valid(static_cast<uint16_t>(info.dtype)))
-    return err(Errc::bad_dtype, base, fmt::format("dtype code {} of '{}' is not defined (valid: 1..15)",
-                                                  static_cast<unsigned>(info.dtype), info.name));
-  if (info.shape.size() > limits::kMaxRank)
-    return err(Errc::limit_exceeded, base, fmt::format("rank of '{}' is {}, allowed at most {}", info.name,
-                                                       info.shape.size(), limits::kMaxRank));
-  if (static_cast<uint8_t>(info.role) > 3)
-    return err(Errc::bad_enum, base, fmt::format("role {} of '{}' is not 0..3", static_cast<unsigned>(info.role), info.name));
-  if (!info.axes.empty()) {
-    if (info.axes.size() != info.shape.size())
-      return err(Errc::bad_axes, base, fmt::format("'{}' has {} axis names for rank {}", info.name,
-                                                   info.axes.size(), info.shape.size()));
-    for (const auto& a : info.axes)
-      if (a.empty() || a.find(',') != std::string::npos)
-        return err(Errc::bad_axes, base, fmt::format("axis name '{}' of '{}' is empty or has a comma", a, info.name));
-    std::string joined = join_axes(info.axes);
-    DRIFTSCOPE_TRY(check_string("axes", joined, 0, limits::kMaxAxesLength, base));
-  }
-  if (info.attrs.size() > limits::kMaxAttributes)
-    return err(Errc::limit_exceeded, base, fmt::format("'{}' has {} attributes, allowed at most {}", info.name,
-                                                       info.attrs.size(), limits::kMaxAttributes));
-  std::unordered_set<std::string_view> keys;
-  for (const auto& [k, v] : info.attrs) {
-    DRIFTSCOPE_TRY(check_string("attribute key", k, 1, limits::kMaxKeyLength, base));
-    DRIFTSCOPE_TRY(check_string("attribute value", v, 0, limits::kMaxValueLength, base));
-    if (!keys.insert(k).second)
-      return err(Errc::duplicate_key, base, fmt::format("attribute '{}' of '{}' appears twice", k, info.name));
-  }
+namespace {
+
+// The axis names against the shape: validate_tensor_info's, and the meta decoder's one check of
+// them that its field-by-field checks do not make.
+Result<void> check_axis_names(const TensorInfo& info, uint64_t base) {
+  if (info.axes.empty()) return {};
+  if (info.axes.size() != info.shape.size())
+    return err(Errc::bad_axes, base, fmt::format("'{}' has {} axis names for rank {}", info.name,
+                                                 info.axes.size(), info.shape.size()));
+  for (const auto& a : info.axes)
+    if (a.empty() || a.find(',') != std::string::npos)
+      return err(Errc::bad_axes, base, fmt::format("axis name '{}' of '{}' is empty or has a comma", a, info.name));
+  return {};
+}
+
+// The encoding against the dtype and the shape (validate_tensor_info and the meta decoder).
+Result<void> check_encoding(const TensorInfo& info, uint64_t base) {
   const Encoding& e = info.encoding;
   switch (e.kind) {
     case EncodingKind::raw:
@@ -165,6 +153,38 @@ Result<void> validate_tensor_info(const TensorInfo& info, uint64_t base) {
       return err(Errc::bad_enum, base, fmt::format("encoding {} of '{}' is not 0..2",
                                                    static_cast<unsigned>(e.kind), info.name));
   }
+  return {};
+}
+
+}  // namespace
+
+Result<void> validate_tensor_info(const TensorInfo& info, uint64_t base) {
+  DRIFTSCOPE_TRY(check_string("name", info.name, 1, limits::kMaxNameLength, base));
+  DRIFTSCOPE_TRY(check_string("op_type", info.op_type, 0, limits::kMaxOpTypeLength, base));
+  if (!dtype_valid(static_cast<uint16_t>(info.dtype)))
+    return err(Errc::bad_dtype, base, fmt::format("dtype code {} of '{}' is not defined (valid: 1..15)",
+                                                  static_cast<unsigned>(info.dtype), info.name));
+  if (info.shape.size() > limits::kMaxRank)
+    return err(Errc::limit_exceeded, base, fmt::format("rank of '{}' is {}, allowed at most {}", info.name,
+                                                       info.shape.size(), limits::kMaxRank));
+  if (static_cast<uint8_t>(info.role) > 3)
+    return err(Errc::bad_enum, base, fmt::format("role {} of '{}' is not 0..3", static_cast<unsigned>(info.role), info.name));
+  if (!info.axes.empty()) {
+    DRIFTSCOPE_TRY(check_axis_names(info, base));
+    std::string joined = join_axes(info.axes);
+    DRIFTSCOPE_TRY(check_string("axes", joined, 0, limits::kMaxAxesLength, base));
+  }
+  if (info.attrs.size() > limits::kMaxAttributes)
+    return err(Errc::limit_exceeded, base, fmt::format("'{}' has {} attributes, allowed at most {}", info.name,
+                                                       info.attrs.size(), limits::kMaxAttributes));
+  std::unordered_set<std::string_view> keys;
+  for (const auto& [k, v] : info.attrs) {
+    DRIFTSCOPE_TRY(check_string("attribute key", k, 1, limits::kMaxKeyLength, base));
+    DRIFTSCOPE_TRY(check_string("attribute value", v, 0, limits::kMaxValueLength, base));
+    if (!keys.insert(k).second)
+      return err(Errc::duplicate_key, base, fmt::format("attribute '{}' of '{}' appears twice", k, info.name));
+  }
+  DRIFTSCOPE_TRY(check_encoding(info, base));
   auto size = tensor_payload_size(info, base);
   if (!size) return std::move(size).error();
   return {};
@@ -214,9 +234,11 @@ Result<std::string> encode_tensor_meta(const TensorInfo& info) {
   return m;
 }
 
-Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
+namespace {
+
+// decode_tensor_meta into `info`; `name_read` once the name passed its checks.
+Result<void> decode_meta_into(std::span<const std::byte> meta, uint64_t base, TensorInfo& info, bool& name_read) {
   Cursor c(meta, base);
-  TensorInfo info;
   DS_GET(exec_index, uint64_t, c, "exec_index");
   DS_GET(occurrence, uint32_t, c, "occurrence");
   DS_GET(dtype, uint16_t, c, "dtype");
@@ -267,7 +289,7 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   if (!name) return std::move(name).error();
   info.name.assign(*name);
   if (!valid_utf8(info.name)) return err(Errc::bad_utf8, name_off, "tensor name is not valid UTF-8");
-  if (name_out) *name_out = info.name;
+  name_read = true;
   // Errors are reported at the failing field (docs/format.md §4), so these checks run here
   // before the generic validation below.
   if (auto size = tensor_payload_size(info, dims_off); !size) return std::move(size).error();
@@ -348,7 +370,28 @@ Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t 
   }
   if (c.remaining() != 0)
     return err(Errc::length_mismatch, c.off(), fmt::format("meta of '{}' has {} bytes after its last field", info.name, c.remaining()));
-  DRIFTSCOPE_TRY(validate_tensor_info(info, base));
+  // The rest of validate_tensor_info: its other checks were all made above, field by field at
+  // each field's offset, and every meta of a dump is decoded several times in a comparison.
+  DRIFTSCOPE_TRY(check_axis_names(info, base));
+  return check_encoding(info, base);
+}
+
+}  // namespace
+
+Result<void> decode_tensor_meta_into(std::span<const std::byte> meta, uint64_t base, TensorInfo& out,
+                                     std::string* name_out) {
+  bool name_read = false;
+  // The name is copied out only on failure: the scan of a million records would copy every one.
+  if (auto ok = decode_meta_into(meta, base, out, name_read); !ok) {
+    if (name_out && name_read) *name_out = out.name;
+    return ok;
+  }
+  return {};
+}
+
+Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base, std::string* name_out) {
+  TensorInfo info;
+  DRIFTSCOPE_TRY(decode_tensor_meta_into(meta, base, info, name_out));
   return info;
 }
 

@@ -27,6 +27,10 @@ Result<std::string> encode_tensor_meta(const TensorInfo& info);
 // `name_out` receives the tensor name when it could be read (for corruption reports).
 Result<TensorInfo> decode_tensor_meta(std::span<const std::byte> meta, uint64_t base,
                                       std::string* name_out = nullptr);
+// The same into `out`, a default-constructed TensorInfo (the readers decode straight into their
+// Record: no move of the whole descriptor per record); on failure `out` is partly filled.
+Result<void> decode_tensor_meta_into(std::span<const std::byte> meta, uint64_t base, TensorInfo& out,
+                                     std::string* name_out = nullptr);
 
 // The file header (§2.1): the header bytes including the padded metadata block.
 Result<std::string> encode_header(const KeyValues& metadata, uint64_t salt);

@@ -44,7 +44,13 @@ namespace {
 
 // Index of the first non-zero byte, or n.
 uint64_t first_nonzero(const std::byte* p, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i)
+  uint64_t i = 0;
+  // Every record's padding is checked on open: eight bytes at a time up to the first non-zero word.
+  for (uint64_t w; i + 8 <= n; i += 8) {
+    std::memcpy(&w, p + i, 8);
+    if (w != 0) break;
+  }
+  for (; i < n; ++i)
     if (p[i] != std::byte{0}) return i;
   return n;
 }
@@ -112,9 +118,7 @@ struct Reader::Impl {
         meta_off + f.meta_length > bytes.size() || payload_off + f.payload_length > bytes.size())
       return changed();
     r.payload = bytes.subspan(payload_off, f.payload_length);
-    auto info = decode_tensor_meta(bytes.subspan(meta_off, f.meta_length), meta_off, nullptr);
-    if (!info) return changed();
-    r.info = std::move(*info);
+    if (!decode_tensor_meta_into(bytes.subspan(meta_off, f.meta_length), meta_off, r.info)) return changed();
     if (f.kind == kKindSummary) {
       auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel());
       if (!sm) return changed();
@@ -209,8 +213,16 @@ struct Reader::Impl {
     if (uint64_t i = first_nonzero(p + tail, f.record_length - tail); i != f.record_length - tail)
       return make_error(Errc::nonzero_padding, "padding after the payload is not zero", pos + tail + i);
     if (f.kind == kKindTensor || f.kind == kKindSummary) {
-      auto info = decode_tensor_meta(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, name);
-      if (!info) return std::move(info).error();
+      TensorInfo scratch;
+      TensorInfo& info = out ? out->info : scratch;
+      if (auto ok = decode_tensor_meta_into(bytes.subspan(ps.meta_off, f.meta_length), ps.meta_off, info, name); !ok)
+        return std::move(ok).error();
+      // Corruption found past the meta names the tensor too (decode_tensor_meta names it only
+      // when the meta itself fails).
+      auto named = [&](Error e) -> Outcome {
+        if (name) *name = info.name;
+        return e;
+      };
       auto payload = bytes.subspan(ps.payload_off, f.payload_length);
       if (out) {
         out->kind = static_cast<RecordKind>(f.kind);
@@ -220,23 +232,22 @@ struct Reader::Impl {
         out->payload = payload;
       }
       if (f.kind == kKindTensor) {
-        auto want = tensor_payload_size(*info, ps.meta_off);
-        if (!want) return std::move(want).error();
+        auto want = tensor_payload_size(info, ps.meta_off);
+        if (!want) return named(std::move(want).error());
         if (*want != f.payload_length)
-          return make_error(Errc::length_mismatch,
-                            fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info->name,
-                                        f.payload_length, *want), pos + frm::payload_length);
-        if (info->dtype == DType::boolean)
+          return named(make_error(Errc::length_mismatch,
+                                  fmt::format("payload_length of '{}' is {}, but shape and dtype need {}", info.name,
+                                              f.payload_length, *want), pos + frm::payload_length));
+        if (info.dtype == DType::boolean)
           for (uint64_t i = 0; i < payload.size(); ++i)
             if (static_cast<uint8_t>(payload[i]) > 1)
-              return make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info->name,
-                                                             static_cast<unsigned>(payload[i])), ps.payload_off + i);
+              return named(make_error(Errc::bad_value, fmt::format("bool element {} of '{}' is {}", i, info.name,
+                                                                   static_cast<unsigned>(payload[i])), ps.payload_off + i));
       } else {
-        auto s = decode_summary_payload(payload, ps.payload_off, info->numel());
-        if (!s) return std::move(s).error();
+        auto s = decode_summary_payload(payload, ps.payload_off, info.numel());
+        if (!s) return named(std::move(s).error());
         if (out) out->summary = std::move(*s);
       }
-      if (out) out->info = std::move(*info);
     }
     return std::monostate{};
   }
@@ -562,5 +573,19 @@ Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, u
 
 Record detail::ReaderAccess::record(const Reader& r, size_t i) { return r.impl_->decode(i); }
 uint64_t detail::ReaderAccess::exec_index(const Reader& r, size_t i) { return r.impl_->entries[i].exec_index; }
+
+std::optional<uint64_t> detail::ReaderAccess::frame_offset(const Reader& r, size_t i,
+                                                           std::span<const std::byte> payload) {
+  const auto& impl = *r.impl_;
+  const auto& e = impl.entries[i];
+  if (e.offset + kFrameSize > impl.bytes.size()) return std::nullopt;
+  const Frame f = load_frame(impl.bytes.data() + e.offset);
+  const uint64_t payload_off = e.offset + payload_start(f.meta_length);
+  if (f.kind != e.kind || e.offset + f.record_length > impl.bytes.size() ||
+      payload_off + f.payload_length > impl.bytes.size() ||
+      impl.bytes.data() + payload_off != payload.data() || f.payload_length != payload.size())
+    return std::nullopt;
+  return e.offset;
+}
 
 }  // namespace driftscope

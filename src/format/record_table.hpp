@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "driftscope/reader.hpp"
 
@@ -15,6 +17,11 @@ struct ReaderAccess {
   static Record record(const Reader& reader, size_t i);
   // records()[i].info.exec_index, from the table.
   static uint64_t exec_index(const Reader& reader, size_t i);
+  // records()[i].offset when record i's frame still describes `payload` (its payload field, as
+  // the scan found it), without decoding the meta; nullopt when the file changed since (a file
+  // cut meanwhile reads zeros there).
+  static std::optional<uint64_t> frame_offset(const Reader& reader, size_t i,
+                                              std::span<const std::byte> payload);
 };
 
 }  // namespace driftscope::detail

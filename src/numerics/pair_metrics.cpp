@@ -590,9 +590,16 @@ Result<PairMetrics> compare_pair(const TensorInfo& ref, std::span<const std::byt
   if (job.classes > 0) job.task_elems = std::max<uint64_t>(1, job.task_elems / job.classes) * job.classes;
 
   const uint64_t tasks = n == 0 ? 0 : (n - 1) / job.task_elems + 1;
-  std::vector<Acc> parts(tasks);
+  // One task (every pair below a task's size, e.g. a million small tensors): its results live
+  // on the stack, no heap allocation per pair.
   const bool crc = options.crc_ref || options.crc_cand;
-  std::vector<std::pair<uint32_t, uint32_t>> crcs(crc ? tasks : 0);
+  Acc one_part{};
+  std::pair<uint32_t, uint32_t> one_crc{};
+  std::vector<Acc> many_parts(tasks > 1 ? tasks : 0);
+  std::vector<std::pair<uint32_t, uint32_t>> many_crcs(crc && tasks > 1 ? tasks : 0);
+  const std::span<Acc> parts = tasks > 1 ? std::span<Acc>(many_parts) : std::span<Acc>(&one_part, tasks);
+  const std::span<std::pair<uint32_t, uint32_t>> crcs =
+      !crc ? std::span<std::pair<uint32_t, uint32_t>>() : tasks > 1 ? std::span(many_crcs) : std::span(&one_crc, tasks);
   detail::parallel_for(
       tasks,
       [&](size_t t) {
