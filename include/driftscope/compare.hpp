@@ -26,6 +26,7 @@
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
+#include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
@@ -224,13 +225,14 @@ struct TensorDesc {
   bool has_inputs = false;             // the record carries a valid ds.inputs
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
   std::vector<uint64_t> shape;
-  std::vector<std::string> axes;
-  std::vector<TensorRef> inputs;       // the recorded tensors it was computed from (ds.inputs)
-  std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
-  std::string path;                    // attribute "path": the output leaf or parameter ("weight")
+  // The members below are usually empty: Sparse (sparse.hpp) holds them in 8 bytes each.
+  Sparse<std::vector<std::string>> axes;
+  Sparse<std::vector<TensorRef>> inputs;  // the recorded tensors it was computed from (ds.inputs)
+  Sparse<std::string> source;          // ds.source: where it is computed ("Linear  file.py:12")
+  Sparse<std::string> path;            // attribute "path": the output leaf or parameter ("weight")
   // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
   // shards, or the one rank holding this replica); empty when the side is a single dump.
-  std::vector<uint32_t> ranks;
+  Sparse<std::vector<uint32_t>> ranks;
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -321,9 +323,10 @@ struct PairResult {
   bool r64 = false;              // judged by the reference64 rule (r64_* below)
   Origin origin = Origin::none;  // localisation (below); set for fail / silent_failure
   bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
-  std::vector<Reason> reasons;   // why it failed / is incomparable / was skipped
-  std::vector<std::string> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
-  std::vector<uint32_t> permutation;  // candidate axis for each reference axis, when permuted
+  // (Sparse: usually empty, 8 bytes each; sparse.hpp.)
+  Sparse<std::vector<Reason>> reasons;  // why it failed / is incomparable / was skipped
+  Sparse<std::vector<std::string>> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
+  Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Metrics metrics;
   Criteria criteria;             // what it was judged by
   std::string criteria_source;   // "default (f16)", "command line", "policy rule 2 (*.softmax)"
@@ -338,7 +341,7 @@ struct PairResult {
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
   // judged against rounding (docs/metrics.md "Within or beyond rounding"; beyond_rounding above)
   double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
-  std::vector<size_t> parameter_pairs;  // the module's compared parameters (role parameter)
+  Sparse<std::vector<size_t>> parameter_pairs;  // the module's compared parameters (role parameter)
   // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
   // Boxed (std::optional's interface, the value on the heap): a report holds a million pairs.
   Boxed<PairDetail> detail;
@@ -350,8 +353,8 @@ struct PairResult {
   // failing gathered pair), "shards" (failing_shards holds the ranks whose shard fails: the
   // pair's ranks), "no_shard_fails", "partial_sum", "other_side_sharded" or "not_sliceable"
   // (the pair keeps all its ranks).
-  std::string shard_check;
-  std::vector<uint32_t> failing_shards;
+  Sparse<std::string> shard_check;
+  Sparse<std::vector<uint32_t>> failing_shards;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").

@@ -68,6 +68,16 @@ class Encoder {
     (*this)(has);
     if (has) (*this)(*v);
   }
+  // Encoded as the container it holds.
+  template <class C>
+  void operator()(Sparse<C>& v) {
+    if (v.empty()) {
+      uint64_t n = 0;
+      (*this)(n);
+    } else {
+      (*this)(v.mut());
+    }
+  }
   void operator()(Reason& r) {
     (*this)(r.code);
     (*this)(r.message);
@@ -135,6 +145,12 @@ class Decoder {
   void operator()(std::optional<T>& v) { maybe<T>(v); }
   template <class T>
   void operator()(Boxed<T>& v) { maybe<T>(v); }
+  template <class C>
+  void operator()(Sparse<C>& v) {
+    C c;
+    (*this)(c);
+    v = std::move(c);
+  }
   // std::optional and Boxed share one encoding: a presence flag, then the value.
   template <class T, class Opt>
   void maybe(Opt& v) {
