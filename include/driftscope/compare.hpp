@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "driftscope/boxed.hpp"
+#include "driftscope/compact_optional.hpp"
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
@@ -36,16 +37,17 @@ namespace driftscope {
 // Pass/fail criteria for one tensor pair. A pair passes when every criterion that is set holds.
 // An empty Criteria judges nothing beyond the health checks (NaN positions, Inf signs, silent
 // zeros), which always apply.
+// (CompactOptional: std::optional's interface in 8 bytes; a report holds one Criteria per pair.)
 struct Criteria {
-  std::optional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
-  std::optional<double> rtol;                   // (either one set enables allclose; the other is 0)
-  std::optional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
-  std::optional<double> min_cosine;
-  std::optional<double> min_sqnr_db;
-  std::optional<double> max_rel_l2;             // ||cand-ref|| / ||ref||
-  std::optional<int64_t> max_ulp;               // only when both sides share a float dtype
-  std::optional<double> min_argmax_agreement;   // need class metrics (PolicyRule::classes)
-  std::optional<double> min_topk_overlap;
+  CompactOptional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
+  CompactOptional<double> rtol;                   // (either one set enables allclose; the other is 0)
+  CompactOptional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
+  CompactOptional<double> min_cosine;
+  CompactOptional<double> min_sqnr_db;
+  CompactOptional<double> max_rel_l2;             // ||cand-ref|| / ||ref||
+  CompactOptional<int64_t> max_ulp;               // only when both sides share a float dtype
+  CompactOptional<double> min_argmax_agreement;   // need class metrics (PolicyRule::classes)
+  CompactOptional<double> min_topk_overlap;
 
   bool empty() const noexcept;
   bool uses_allclose() const noexcept { return atol.has_value() || rtol.has_value(); }

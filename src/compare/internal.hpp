@@ -32,7 +32,7 @@ Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
 // ---- policy.cpp ---------------------------------------------------------------------------------
 // The allowed range of each criterion: one table for policy files, options and validate().
 struct CriterionSpec {
-  std::optional<double> Criteria::*member;
+  CompactOptional<double> Criteria::*member;
   std::string_view key;     // policy-file key, as the Criteria field is named
   std::string_view option;  // CompareSettings / C ABI / CLI name (policy files accept it too)
   double lo, hi;

@@ -68,6 +68,11 @@ class Encoder {
     (*this)(has);
     if (has) (*this)(*v);
   }
+  template <class T>
+  void operator()(CompactOptional<T>& v) {
+    std::optional<T> o = v;
+    (*this)(o);
+  }
   // Encoded as the container it holds.
   template <class C>
   void operator()(Sparse<C>& v) {
@@ -145,6 +150,8 @@ class Decoder {
   void operator()(std::optional<T>& v) { maybe<T>(v); }
   template <class T>
   void operator()(Boxed<T>& v) { maybe<T>(v); }
+  template <class T>
+  void operator()(CompactOptional<T>& v) { maybe<T>(v); }
   template <class C>
   void operator()(Sparse<C>& v) {
     C c;
@@ -222,7 +229,7 @@ void metrics_fields(IO& io, Metrics& m) {
 
 template <class IO>
 void criteria_fields(IO& io, Criteria& c) {
-  for (std::optional<double>* v : {&c.atol, &c.rtol, &c.max_mismatch_fraction, &c.min_cosine, &c.min_sqnr_db,
+  for (CompactOptional<double>* v : {&c.atol, &c.rtol, &c.max_mismatch_fraction, &c.min_cosine, &c.min_sqnr_db,
                                    &c.max_rel_l2, &c.min_argmax_agreement, &c.min_topk_overlap})
     io(*v);
   io(c.max_ulp);

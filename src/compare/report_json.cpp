@@ -104,7 +104,7 @@ class CriteriaText {
 
  private:
   template <class T>
-  static bool same(const std::optional<T>& a, const std::optional<T>& b) {
+  static bool same(const CompactOptional<T>& a, const CompactOptional<T>& b) {
     if (a.has_value() != b.has_value()) return false;
     if (!a) return true;
     if constexpr (std::is_same_v<T, double>) return std::bit_cast<uint64_t>(*a) == std::bit_cast<uint64_t>(*b);
