@@ -26,6 +26,7 @@
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
+#include "driftscope/interned.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
@@ -214,7 +215,7 @@ struct Reason {
 // One side of a pair, as recorded.
 struct TensorDesc {
   std::string name;       // as stored
-  std::string op_type;
+  Interned op_type;       // (interned.hpp: few distinct values, one pointer)
   Role role = Role::output;
   uint16_t role_index = 0;
   uint32_t occurrence = 0;
@@ -331,12 +332,12 @@ struct PairResult {
   Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Metrics metrics;
   Criteria criteria;             // what it was judged by
-  std::string criteria_source;   // "default (f16)", "command line", "policy rule 2 (*.softmax)"
+  Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
   // reference64 rule (when a float64 run was given and held this tensor: r64 above)
   double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
-  std::string basis;             // "inputs", "predecessor" or "none"
+  Interned basis;                // "inputs", "predecessor" or "none"
   std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0

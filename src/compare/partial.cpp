@@ -73,6 +73,10 @@ class Encoder {
     std::optional<T> o = v;
     (*this)(o);
   }
+  void operator()(Interned& v) {
+    std::string s = v;
+    (*this)(s);
+  }
   // Encoded as the container it holds.
   template <class C>
   void operator()(Sparse<C>& v) {
@@ -152,6 +156,11 @@ class Decoder {
   void operator()(Boxed<T>& v) { maybe<T>(v); }
   template <class T>
   void operator()(CompactOptional<T>& v) { maybe<T>(v); }
+  void operator()(Interned& v) {
+    std::string s;
+    (*this)(s);
+    v = s;
+  }
   template <class C>
   void operator()(Sparse<C>& v) {
     C c;

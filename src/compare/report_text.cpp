@@ -36,7 +36,7 @@ namespace {
 
 std::string where(const PairResult& p) {
   std::string s = fmt::format("index {}", p.ref.exec_index);
-  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type;
+  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type.get();
   return s;
 }
 
