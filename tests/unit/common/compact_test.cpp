@@ -1,4 +1,5 @@
-// Sparse<C> (driftscope/sparse.hpp) and CompactOptional<T> (driftscope/compact_optional.hpp):
+// Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp) and
+// Interned (driftscope/interned.hpp):
 // the compact members of PairResult, TensorDesc and Criteria behave as the std::vector /
 // std::string / std::optional they stand for (value semantics on copy and move, assignment,
 // comparison, the sentinel's edges), and they are what makes those structures small (issue 13 §5).
@@ -14,9 +15,11 @@
 
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/interned.hpp"
 #include "driftscope/sparse.hpp"
 
 using driftscope::CompactOptional;
+using driftscope::Interned;
 using driftscope::Sparse;
 
 TEST(Sparse, VectorValueSemantics) {
@@ -158,6 +161,55 @@ TEST(CompactOptional, BehavesAsOptionalInt64) {
   EXPECT_EQ(o, 7);
 }
 
+TEST(Interned, ValueSemanticsAndSharing) {
+  Interned e;
+  EXPECT_TRUE(e.empty());
+  EXPECT_STREQ(e.c_str(), "");
+  EXPECT_TRUE(e == "");
+  Interned a = "Linear", b = std::string("Linear"), c = std::string_view("Softmax");
+  EXPECT_TRUE(a == b);
+  EXPECT_FALSE(a == c);
+  EXPECT_EQ(a.data(), b.data());  // one copy in the pool
+  EXPECT_TRUE(a == "Linear");
+  EXPECT_TRUE(a == std::string("Linear"));
+  const std::string& ref = a;
+  EXPECT_EQ(ref, "Linear");
+  EXPECT_EQ(std::string_view(c), "Softmax");
+  a += "; light mode";
+  EXPECT_EQ(a.get(), "Linear; light mode");
+  EXPECT_EQ(b.get(), "Linear");  // the pooled value is never changed
+  Interned moved = std::move(a);
+  EXPECT_EQ(moved.get(), "Linear; light mode");
+  a = moved;
+  EXPECT_TRUE(a == moved);
+  a = "";
+  EXPECT_TRUE(a.empty());
+
+  // Longer than kMaxLength: a copy of its own, still a value like any other.
+  const std::string long_text(Interned::kMaxLength + 1, 'x');
+  Interned l1 = long_text, l2 = long_text;
+  EXPECT_NE(l1.data(), l2.data());
+  EXPECT_TRUE(l1 == l2);
+  Interned l3 = l1;  // a deep copy
+  EXPECT_NE(l3.data(), l1.data());
+  l1 = "short";
+  EXPECT_EQ(l3.get(), long_text);
+  l2 = std::move(l3);
+  EXPECT_EQ(l2.get(), long_text);
+  EXPECT_TRUE(l3.empty());
+}
+
+// Text from a file cannot grow the pool without bound: past kMaxValues distinct values, each
+// new one is a copy of its own and still reads back exactly.
+TEST(Interned, PoolIsBounded) {
+  std::vector<Interned> many;
+  for (size_t i = 0; i < Interned::kMaxValues + 10; ++i) many.emplace_back("interned-test-" + std::to_string(i));
+  for (size_t i = 0; i < many.size(); ++i) ASSERT_EQ(many[i].get(), "interned-test-" + std::to_string(i));
+  Interned again = "interned-test-" + std::to_string(Interned::kMaxValues + 9);
+  EXPECT_NE(again.data(), many.back().data());  // not pooled: the pool was full
+  EXPECT_TRUE(again == many.back());
+}
+
 // The reason they exist: rarely set members cost 8 bytes, and the structures held once per pair
 // of a report stay at the sizes measured for issue 13 §5 (a million pairs).
 TEST(Compact, StructuresHeldByTheMillionStaySmall) {
@@ -166,6 +218,7 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(CompactOptional<double>), 8u);
   EXPECT_EQ(sizeof(CompactOptional<int64_t>), 8u);
   EXPECT_EQ(sizeof(driftscope::Criteria), 72u);
-  EXPECT_LE(sizeof(driftscope::TensorDesc), 152u);
-  EXPECT_LE(sizeof(driftscope::PairResult), 904u);
+  EXPECT_EQ(sizeof(Interned), 8u);
+  EXPECT_LE(sizeof(driftscope::TensorDesc), 128u);
+  EXPECT_LE(sizeof(driftscope::PairResult), 808u);
 }
