@@ -22,10 +22,13 @@
 #include <vector>
 
 #include "driftscope/boxed.hpp"
+#include "driftscope/compact_optional.hpp"
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
+#include "driftscope/interned.hpp"
 #include "driftscope/reader.hpp"
+#include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
@@ -35,16 +38,17 @@ namespace driftscope {
 // Pass/fail criteria for one tensor pair. A pair passes when every criterion that is set holds.
 // An empty Criteria judges nothing beyond the health checks (NaN positions, Inf signs, silent
 // zeros), which always apply.
+// (CompactOptional: std::optional's interface in 8 bytes; a report holds one Criteria per pair.)
 struct Criteria {
-  std::optional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
-  std::optional<double> rtol;                   // (either one set enables allclose; the other is 0)
-  std::optional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
-  std::optional<double> min_cosine;
-  std::optional<double> min_sqnr_db;
-  std::optional<double> max_rel_l2;             // ||cand-ref|| / ||ref||
-  std::optional<int64_t> max_ulp;               // only when both sides share a float dtype
-  std::optional<double> min_argmax_agreement;   // need class metrics (PolicyRule::classes)
-  std::optional<double> min_topk_overlap;
+  CompactOptional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
+  CompactOptional<double> rtol;                   // (either one set enables allclose; the other is 0)
+  CompactOptional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
+  CompactOptional<double> min_cosine;
+  CompactOptional<double> min_sqnr_db;
+  CompactOptional<double> max_rel_l2;             // ||cand-ref|| / ||ref||
+  CompactOptional<int64_t> max_ulp;               // only when both sides share a float dtype
+  CompactOptional<double> min_argmax_agreement;   // need class metrics (PolicyRule::classes)
+  CompactOptional<double> min_topk_overlap;
 
   bool empty() const noexcept;
   bool uses_allclose() const noexcept { return atol.has_value() || rtol.has_value(); }
@@ -211,7 +215,7 @@ struct Reason {
 // One side of a pair, as recorded.
 struct TensorDesc {
   std::string name;       // as stored
-  std::string op_type;
+  Interned op_type;       // (interned.hpp: few distinct values, one pointer)
   Role role = Role::output;
   uint16_t role_index = 0;
   uint32_t occurrence = 0;
@@ -224,13 +228,14 @@ struct TensorDesc {
   bool has_inputs = false;             // the record carries a valid ds.inputs
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
   std::vector<uint64_t> shape;
-  std::vector<std::string> axes;
-  std::vector<TensorRef> inputs;       // the recorded tensors it was computed from (ds.inputs)
-  std::string source;                  // ds.source: where it is computed ("Linear  file.py:12")
-  std::string path;                    // attribute "path": the output leaf or parameter ("weight")
+  // The members below are usually empty: Sparse (sparse.hpp) holds them in 8 bytes each.
+  Sparse<std::vector<std::string>> axes;
+  Sparse<std::vector<TensorRef>> inputs;  // the recorded tensors it was computed from (ds.inputs)
+  Sparse<std::string> source;          // ds.source: where it is computed ("Linear  file.py:12")
+  Sparse<std::string> path;            // attribute "path": the output leaf or parameter ("weight")
   // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
   // shards, or the one rank holding this replica); empty when the side is a single dump.
-  std::vector<uint32_t> ranks;
+  Sparse<std::vector<uint32_t>> ranks;
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -321,24 +326,25 @@ struct PairResult {
   bool r64 = false;              // judged by the reference64 rule (r64_* below)
   Origin origin = Origin::none;  // localisation (below); set for fail / silent_failure
   bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
-  std::vector<Reason> reasons;   // why it failed / is incomparable / was skipped
-  std::vector<std::string> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
-  std::vector<uint32_t> permutation;  // candidate axis for each reference axis, when permuted
+  // (Sparse: usually empty, 8 bytes each; sparse.hpp.)
+  Sparse<std::vector<Reason>> reasons;  // why it failed / is incomparable / was skipped
+  Sparse<std::vector<std::string>> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
+  Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Metrics metrics;
   Criteria criteria;             // what it was judged by
-  std::string criteria_source;   // "default (f16)", "command line", "policy rule 2 (*.softmax)"
+  Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
   // reference64 rule (when a float64 run was given and held this tensor: r64 above)
   double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
-  std::string basis;             // "inputs", "predecessor" or "none"
+  Interned basis;                // "inputs", "predecessor" or "none"
   std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
   // judged against rounding (docs/metrics.md "Within or beyond rounding"; beyond_rounding above)
   double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
-  std::vector<size_t> parameter_pairs;  // the module's compared parameters (role parameter)
+  Sparse<std::vector<size_t>> parameter_pairs;  // the module's compared parameters (role parameter)
   // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
   // Boxed (std::optional's interface, the value on the heap): a report holds a million pairs.
   Boxed<PairDetail> detail;
@@ -350,8 +356,8 @@ struct PairResult {
   // failing gathered pair), "shards" (failing_shards holds the ranks whose shard fails: the
   // pair's ranks), "no_shard_fails", "partial_sum", "other_side_sharded" or "not_sliceable"
   // (the pair keeps all its ranks).
-  std::string shard_check;
-  std::vector<uint32_t> failing_shards;
+  Sparse<std::string> shard_check;
+  Sparse<std::vector<uint32_t>> failing_shards;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").

@@ -39,59 +39,62 @@ std::string rename_with(const std::vector<CompiledRule>& rules, std::string name
   return name;
 }
 
-// A pairing identity: (name after renames, role, role_index, occurrence).
-struct Key {
-  std::string name;
-  uint8_t role = 0;
-  uint16_t role_index = 0;
+// A pairing identity: (name after renames, role, role_index, occurrence). The tables below keep
+// its hash and small members only; the name is compared by decoding the record again, which
+// happens only for a match or a duplicate: a copy of every name cost ~180 MB for a million
+// records (issue 13 §5).
+struct Ident {
+  uint64_t hash = 0;
   uint32_t occurrence = 0;
-  bool operator==(const Key&) const = default;
-  uint64_t hash() const {
-    uint64_t h = std::hash<std::string>{}(name);
-    h ^= (uint64_t{occurrence} << 24) ^ (uint64_t{role_index} << 8) ^ role;
-    h *= 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
-  }
+  uint16_t role_index = 0;
+  uint8_t role = 0;
+  bool operator==(const Ident&) const = default;
 };
 
-Key key_of(std::string name, const TensorInfo& i) {
-  return {std::move(name), static_cast<uint8_t>(i.role), i.role_index, i.occurrence};
+Ident ident_of(std::string_view name, const TensorInfo& i) {
+  uint64_t h = std::hash<std::string_view>{}(name);
+  h ^= (uint64_t{i.occurrence} << 24) ^ (uint64_t{i.role_index} << 8) ^ static_cast<uint8_t>(i.role);
+  h *= 0x9e3779b97f4a7c15ull;
+  return {h ^ (h >> 29), i.occurrence, i.role_index, static_cast<uint8_t>(i.role)};
 }
 
-// The first of each distinct key, in a flat open-addressing table of (hash, index into `keys`):
-// a std::map of a million string keys cost ~150 MB and most of align's time.
+// The first of each distinct identity, in a flat open-addressing table of 8-byte slots: the
+// high half of the hash as a tag, and 1 + an index (0: empty). Indexes are below 2^32 - 1:
+// align() refuses more records. `same(j)` says whether entry j is the identity looked for.
 class FirstOfKey {
  public:
-  FirstOfKey(const std::vector<Key>& keys, size_t expected) : keys_(keys) {
+  explicit FirstOfKey(size_t expected) {
     size_t slots = 16;
     while (slots < 2 * expected) slots *= 2;
-    table_.assign(slots, {0, SIZE_MAX});
+    table_.assign(slots, 0);
   }
-  // The index of the first key equal to keys_[i] (i itself when it is the first).
-  size_t insert(size_t i) {
-    const uint64_t h = keys_[i].hash();
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // The first index equal to `i` (i itself, inserted, when it is the first).
+  template <class Same>
+  uint32_t insert(uint32_t i, uint64_t h, Same&& same) {
+    const uint64_t tag = h >> 32;
     for (size_t s = h & (table_.size() - 1);; s = (s + 1) & (table_.size() - 1)) {
-      auto& e = table_[s];
-      if (e.second == SIZE_MAX) {
-        e = {h, i};
+      uint64_t& e = table_[s];
+      if (e == 0) {
+        e = tag << 32 | (uint64_t{i} + 1);
         return i;
       }
-      if (e.first == h && keys_[e.second] == keys_[i]) return e.second;
+      if (e >> 32 == tag && same(static_cast<uint32_t>(e) - 1)) return static_cast<uint32_t>(e) - 1;
     }
   }
-  // The index of the first key equal to `k`, or SIZE_MAX.
-  size_t find(const Key& k) const {
-    const uint64_t h = k.hash();
+  // The first index `same` accepts among those of hash `h`, or kNone.
+  template <class Same>
+  uint32_t find(uint64_t h, Same&& same) const {
+    const uint64_t tag = h >> 32;
     for (size_t s = h & (table_.size() - 1);; s = (s + 1) & (table_.size() - 1)) {
-      const auto& e = table_[s];
-      if (e.second == SIZE_MAX) return SIZE_MAX;
-      if (e.first == h && keys_[e.second] == k) return e.second;
+      const uint64_t e = table_[s];
+      if (e == 0) return kNone;
+      if (e >> 32 == tag && same(static_cast<uint32_t>(e) - 1)) return static_cast<uint32_t>(e) - 1;
     }
   }
 
  private:
-  const std::vector<Key>& keys_;
-  std::vector<std::pair<uint64_t, size_t>> table_;
+  std::vector<uint64_t> table_;
 };
 
 // Record indexes in execution order: readers order by exec_index (docs/format.md §3.3); file
@@ -225,7 +228,7 @@ std::string Renamer::cand(const std::string& name) const {
 }
 
 PlannedSide planned_side(const Record& r, size_t index) {
-  return {index, r.kind, r.info.numel(), r.payload};
+  return {r.payload, r.info.numel(), static_cast<uint32_t>(index), r.kind};
 }
 
 TensorDesc describe(const Record& r) {
@@ -314,16 +317,29 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
   };
 
   Alignment out;
-  // The candidate's accepted records in execution order, with their keys.
-  std::vector<size_t> cands;
-  std::vector<Key> cand_keys;
+  // Indexes are 32-bit in the tables below (a dump of 2^32 records would be some 400 GB).
+  if (ref.record_count() >= FirstOfKey::kNone || cand.record_count() >= FirstOfKey::kNone)
+    return make_error(Errc::limit_exceeded,
+                      fmt::format("compare: {} and {} records, at most {} per dump", ref.record_count(),
+                                  cand.record_count(), FirstOfKey::kNone - 1));
+  // The candidate's accepted records in execution order, with their identities; the names a
+  // rename rule changed are kept (the others are read again from the record when needed).
+  std::vector<uint32_t> cands;
+  std::vector<Ident> cand_ids;
+  std::unordered_map<uint32_t, std::string> cand_renamed;  // by position in cands
   for (size_t i : in_exec_order(cand)) {
     Record r = record(cand, i);
     std::string n = renamer->cand(r.info.name);
     if (!accepted(r, n)) continue;
-    cands.push_back(i);
-    cand_keys.push_back(key_of(std::move(n), r.info));
+    cand_ids.push_back(ident_of(n, r.info));
+    if (n != r.info.name) cand_renamed.emplace(static_cast<uint32_t>(cands.size()), std::move(n));
+    cands.push_back(static_cast<uint32_t>(i));
   }
+  // The pairing name of cands[j], from its record `r`.
+  auto cand_name = [&](uint32_t j, const Record& r) -> const std::string& {
+    auto it = cand_renamed.find(j);
+    return it != cand_renamed.end() ? it->second : r.info.name;
+  };
   auto add_pair = [&](const Record& a, size_t ai, const Record& b, size_t bi) {
     PlannedPair p;
     p.ref = planned_side(a, ai);
@@ -357,30 +373,58 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     return out;
   }
 
-  FirstOfKey by_key(cand_keys, cand_keys.size());  // first record of each identity wins (format.md §3.3)
-  for (size_t j = 0; j < cands.size(); ++j) by_key.insert(j);
+  // First record of each identity wins (format.md §3.3). Two candidates with the same hash and
+  // members are the same identity when their names are: decoded only then (duplicates).
+  FirstOfKey by_key(cands.size());
+  for (uint32_t j = 0; j < cands.size(); ++j) {
+    by_key.insert(j, cand_ids[j].hash, [&](uint32_t k) {
+      if (!(cand_ids[k] == cand_ids[j])) return false;
+      const Record rk = record(cand, cands[k]), rj = record(cand, cands[j]);
+      return cand_name(k, rk) == cand_name(j, rj);
+    });
+  }
   std::vector<bool> used(cands.size(), false);
-  std::vector<Key> ref_keys;
-  FirstOfKey seen_ref(ref_keys, ref_order.size());
+  // The reference's accepted identities so far (record index and identity), to skip duplicates.
+  std::vector<uint32_t> ref_recs;
+  std::vector<Ident> ref_ids;
+  FirstOfKey seen_ref(ref_order.size());
+  std::optional<Record> matched;  // the candidate record find() decoded last
   for (size_t i : ref_order) {
     Record a = record(ref, i);
     std::string n = renamer->ref(a.info.name);
     if (!accepted(a, n)) continue;
-    ref_keys.push_back(key_of(std::move(n), a.info));
-    if (seen_ref.insert(ref_keys.size() - 1) != ref_keys.size() - 1) {
-      ref_keys.pop_back();  // a duplicate identity in the reference
+    const Ident id = ident_of(n, a.info);
+    const auto k = static_cast<uint32_t>(ref_ids.size());
+    ref_ids.push_back(id);
+    ref_recs.push_back(static_cast<uint32_t>(i));
+    const uint32_t first = seen_ref.insert(k, id.hash, [&](uint32_t e) {
+      return ref_ids[e] == id && renamer->ref(record(ref, ref_recs[e]).info.name) == n;
+    });
+    if (first != k) {  // a duplicate identity in the reference
+      ref_ids.pop_back();
+      ref_recs.pop_back();
       continue;
     }
-    const size_t j = by_key.find(ref_keys.back());
-    if (j == SIZE_MAX || used[j]) {
+    const uint32_t j = by_key.find(id.hash, [&](uint32_t e) {
+      if (!(cand_ids[e] == id)) return false;
+      matched = record(cand, cands[e]);
+      return cand_name(e, *matched) == n;
+    });
+    if (j == FirstOfKey::kNone || used[j]) {
       out.only_ref.push_back(describe(a));
       continue;
     }
     used[j] = true;
-    add_pair(a, i, record(cand, cands[j]), cands[j]);
+    add_pair(a, i, *matched, cands[j]);
   }
-  for (size_t j = 0; j < cands.size(); ++j)
-    if (!used[j] && by_key.find(cand_keys[j]) == j) out.only_cand.push_back(describe(record(cand, cands[j])));
+  for (uint32_t j = 0; j < cands.size(); ++j) {
+    if (used[j]) continue;
+    const Record r = record(cand, cands[j]);
+    const uint32_t first = by_key.find(cand_ids[j].hash, [&](uint32_t e) {
+      return cand_ids[e] == cand_ids[j] && (e == j || cand_name(e, record(cand, cands[e])) == cand_name(j, r));
+    });
+    if (first == j) out.only_cand.push_back(describe(r));
+  }
   if (release_pages) {
     detail::release_pages(ref.bytes());
     detail::release_pages(cand.bytes());

@@ -32,7 +32,7 @@ Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
 // ---- policy.cpp ---------------------------------------------------------------------------------
 // The allowed range of each criterion: one table for policy files, options and validate().
 struct CriterionSpec {
-  std::optional<double> Criteria::*member;
+  CompactOptional<double> Criteria::*member;
   std::string_view key;     // policy-file key, as the Criteria field is named
   std::string_view option;  // CompareSettings / C ABI / CLI name (policy files accept it too)
   double lo, hi;
@@ -68,18 +68,19 @@ void judge(PairResult& pair, bool nan_equal);
 // ---- align.cpp ----------------------------------------------------------------------------------
 // One side of a planned pair: its record (an index into its reader, decoded again where it is
 // measured: detail::ReaderAccess) and what scheduling needs without decoding it.
+// (32-bit record indexes: align() refuses dumps of 2^32 - 1 records or more.)
 struct PlannedSide {
-  size_t index = 0;
-  RecordKind kind = RecordKind::tensor;
-  uint64_t numel = 0;
   std::span<const std::byte> payload;
+  uint64_t numel = 0;
+  uint32_t index = 0;
+  RecordKind kind = RecordKind::tensor;
 };
 struct PlannedPair {
   PlannedSide ref, cand;
-  std::vector<uint32_t> permutation;  // non-empty when axes are permuted
+  Sparse<std::vector<uint32_t>> permutation;  // non-empty when axes are permuted
   bool reshaped = false;
   bool renamed = false;
-  std::vector<Reason> incomparable;   // non-empty: do not compare
+  Sparse<std::vector<Reason>> incomparable;   // non-empty: do not compare
 };
 // The records are decoded once here and described straight into the report's pairs (a million
 // records are never all built at once: issue 13 §5).

@@ -68,6 +68,25 @@ class Encoder {
     (*this)(has);
     if (has) (*this)(*v);
   }
+  template <class T>
+  void operator()(CompactOptional<T>& v) {
+    std::optional<T> o = v;
+    (*this)(o);
+  }
+  void operator()(Interned& v) {
+    std::string s = v;
+    (*this)(s);
+  }
+  // Encoded as the container it holds.
+  template <class C>
+  void operator()(Sparse<C>& v) {
+    if (v.empty()) {
+      uint64_t n = 0;
+      (*this)(n);
+    } else {
+      (*this)(v.mut());
+    }
+  }
   void operator()(Reason& r) {
     (*this)(r.code);
     (*this)(r.message);
@@ -135,6 +154,19 @@ class Decoder {
   void operator()(std::optional<T>& v) { maybe<T>(v); }
   template <class T>
   void operator()(Boxed<T>& v) { maybe<T>(v); }
+  template <class T>
+  void operator()(CompactOptional<T>& v) { maybe<T>(v); }
+  void operator()(Interned& v) {
+    std::string s;
+    (*this)(s);
+    v = s;
+  }
+  template <class C>
+  void operator()(Sparse<C>& v) {
+    C c;
+    (*this)(c);
+    v = std::move(c);
+  }
   // std::optional and Boxed share one encoding: a presence flag, then the value.
   template <class T, class Opt>
   void maybe(Opt& v) {
@@ -206,7 +238,7 @@ void metrics_fields(IO& io, Metrics& m) {
 
 template <class IO>
 void criteria_fields(IO& io, Criteria& c) {
-  for (std::optional<double>* v : {&c.atol, &c.rtol, &c.max_mismatch_fraction, &c.min_cosine, &c.min_sqnr_db,
+  for (CompactOptional<double>* v : {&c.atol, &c.rtol, &c.max_mismatch_fraction, &c.min_cosine, &c.min_sqnr_db,
                                    &c.max_rel_l2, &c.min_argmax_agreement, &c.min_topk_overlap})
     io(*v);
   io(c.max_ulp);

@@ -104,7 +104,7 @@ class CriteriaText {
 
  private:
   template <class T>
-  static bool same(const std::optional<T>& a, const std::optional<T>& b) {
+  static bool same(const CompactOptional<T>& a, const CompactOptional<T>& b) {
     if (a.has_value() != b.has_value()) return false;
     if (!a) return true;
     if constexpr (std::is_same_v<T, double>) return std::bit_cast<uint64_t>(*a) == std::bit_cast<uint64_t>(*b);
@@ -163,8 +163,8 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
   w.key("shape_ref"), w.array_of(p.ref.shape);
   w.key("shape_cand"), w.array_of(p.cand.shape);
-  w.key("axes_ref"), w.array_of(p.ref.axes);
-  w.key("axes_cand"), w.array_of(p.cand.axes);
+  w.key("axes_ref"), w.array_of(p.ref.axes.get());
+  w.key("axes_cand"), w.array_of(p.cand.axes.get());
   w.key("status"), w.str(status_name(p.status));
   w.key("reasons");
   w.begin_array();
@@ -175,11 +175,11 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     w.end_object();
   }
   w.end_array();
-  w.key("notes"), w.array_of(p.notes);
+  w.key("notes"), w.array_of(p.notes.get());
   w.key("estimated"), w.boolean(p.estimated);
   w.key("permutation");
   if (p.permutation.empty()) w.null();
-  else w.array_of(p.permutation);
+  else w.array_of(p.permutation.get());
   w.key("layout");
   if (p.layout) w.json(layout_json(p.layout));
   else w.null();
@@ -279,11 +279,11 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("beyond_rounding");
   if (c) w.boolean(p.beyond_rounding);
   else w.null();
-  w.key("parameter_pairs"), w.array_of(p.parameter_pairs);
+  w.key("parameter_pairs"), w.array_of(p.parameter_pairs.get());
   if (ranks) {  // dump sets only (docs/dumpsets.md §7)
     w.key("ranks"), w.array_of(*ranks);
-    w.key("ranks_ref"), w.array_of(p.ref.ranks);
-    w.key("ranks_cand"), w.array_of(p.cand.ranks);
+    w.key("ranks_ref"), w.array_of(p.ref.ranks.get());
+    w.key("ranks_cand"), w.array_of(p.cand.ranks.get());
     if (!p.shard_check.empty()) w.key("shard_check"), w.str(p.shard_check);
   }
   w.end_object();

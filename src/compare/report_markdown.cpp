@@ -126,7 +126,7 @@ std::string report_to_markdown(const Report& r) {
       const PairResult& q = r.pairs[j];
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       out += fmt::format("- parameter {} {}: {} (rel_l2 {}, max abs diff {})\n", q.ref.role_index,
-                         line_code(q.ref.path.empty() ? std::string("-") : q.ref.path),
+                         line_code(q.ref.path.empty() ? std::string("-") : q.ref.path.get()),
                          d ? "**differs**" : "equal within rounding", fmt_num(q.metrics.rel_l2, 3),
                          fmt_num(q.metrics.max_abs_diff, 3));
     }

@@ -39,7 +39,7 @@ namespace {
 
 std::string where(const PairResult& p) {
   std::string s = fmt::format("index {}", p.ref.exec_index);
-  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type;
+  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type.get();
   return s;
 }
 
@@ -340,7 +340,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       differ = differ || d;
       out += fmt::format("{}parameter  {} {}: {}  rel_l2 {}  max|d| {}\n", indent,
-                         q.ref.role_index, printable(q.ref.path.empty() ? std::string("-") : q.ref.path),
+                         q.ref.role_index, printable(q.ref.path.empty() ? std::string("-") : q.ref.path.get()),
                          d ? "differs" : q.error == 0 ? "identical" : "equal within rounding",
                          fmt_num(q.metrics.rel_l2, 3), fmt_num(q.metrics.max_abs_diff, 3));
     }

@@ -1,0 +1,224 @@
+// Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp) and
+// Interned (driftscope/interned.hpp):
+// the compact members of PairResult, TensorDesc and Criteria behave as the std::vector /
+// std::string / std::optional they stand for (value semantics on copy and move, assignment,
+// comparison, the sentinel's edges), and they are what makes those structures small (issue 13 §5).
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "driftscope/compact_optional.hpp"
+#include "driftscope/compare.hpp"
+#include "driftscope/interned.hpp"
+#include "driftscope/sparse.hpp"
+
+using driftscope::CompactOptional;
+using driftscope::Interned;
+using driftscope::Sparse;
+
+TEST(Sparse, VectorValueSemantics) {
+  Sparse<std::vector<int>> a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.begin(), a.end());
+  EXPECT_TRUE(a.get().empty());
+  for (int x : a) ADD_FAILURE() << "an empty Sparse iterates nothing, got " << x;
+  EXPECT_TRUE(a == std::vector<int>{});
+
+  a.push_back(1);
+  a.emplace_back(2);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], 1);
+  EXPECT_EQ(a.back(), 2);
+  EXPECT_EQ(a.front(), 1);
+  a[1] = 5;
+  EXPECT_EQ(a, (std::vector<int>{1, 5}));
+
+  Sparse<std::vector<int>> b = a;  // a deep copy
+  b.push_back(3);
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(b.size(), 3u);
+  EXPECT_FALSE(a == b);
+  b = a;
+  EXPECT_TRUE(a == b);
+  const auto& self = b;
+  b = self;  // self-assignment keeps the value
+  EXPECT_EQ(b, (std::vector<int>{1, 5}));
+
+  Sparse<std::vector<int>> c = std::move(b);
+  EXPECT_EQ(c, a);
+  const std::vector<int>& view = c;  // converts to the container
+  EXPECT_EQ(view, (std::vector<int>{1, 5}));
+
+  std::vector<int> more{7, 8, 9};
+  c.append(more.begin(), more.end());
+  EXPECT_EQ(c, (std::vector<int>{1, 5, 7, 8, 9}));
+  c.assign(more.begin(), more.begin() + 1);
+  EXPECT_EQ(c, (std::vector<int>{7}));
+  c.clear();
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(c.data(), nullptr);
+  c = std::vector<int>{4, 4};
+  EXPECT_EQ(c.size(), 2u);
+  c = std::vector<int>{};  // assigning nothing frees the container
+  EXPECT_TRUE(c.empty());
+  c = {1, 2, 3};
+  c.resize(1);
+  EXPECT_EQ(c, (std::vector<int>{1}));
+  c.resize(0);
+  EXPECT_TRUE(c.empty());
+  // Two empties are equal however they became empty.
+  EXPECT_EQ(c, Sparse<std::vector<int>>());
+}
+
+TEST(Sparse, StringValueSemantics) {
+  Sparse<std::string> s;
+  EXPECT_TRUE(s.empty());
+  EXPECT_STREQ(s.c_str(), "");
+  EXPECT_TRUE(s == "");
+  EXPECT_EQ(std::string_view(s), "");
+  s = "shards";
+  EXPECT_TRUE(s == "shards");
+  EXPECT_FALSE(s == "shard");
+  EXPECT_TRUE(s == std::string("shards"));
+  EXPECT_TRUE(s == std::string_view("shards"));
+  s += "; more";
+  EXPECT_EQ(s.get(), "shards; more");
+  std::string copy = s;
+  EXPECT_EQ(copy, "shards; more");
+  Sparse<std::string> t = std::string(100, 'x');  // longer than any small-string buffer
+  Sparse<std::string> u = t;
+  t = "";
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(u.size(), 100u);
+}
+
+TEST(CompactOptional, BehavesAsOptionalDouble) {
+  CompactOptional<double> a;
+  EXPECT_FALSE(a.has_value());
+  EXPECT_FALSE(a);
+  EXPECT_TRUE(a == std::nullopt);
+  EXPECT_THROW((void)a.value(), std::bad_optional_access);
+  EXPECT_EQ(a.value_or(3), 3.0);
+  EXPECT_EQ(std::optional<double>(a), std::nullopt);
+
+  a = 0.25;
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, 0.25);
+  EXPECT_EQ(a.value(), 0.25);
+  EXPECT_TRUE(a == 0.25);
+  EXPECT_EQ(std::optional<double>(a), std::optional<double>(0.25));
+
+  CompactOptional<double> b = a;
+  EXPECT_TRUE(b == a);
+  b = std::nullopt;
+  EXPECT_FALSE(b);
+  EXPECT_FALSE(a == b);
+  b = std::optional<double>(-0.0);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(std::signbit(*b));  // the bits survive
+  b.reset();
+  EXPECT_FALSE(b);
+  b.emplace(1e300);
+  EXPECT_EQ(*b, 1e300);
+
+  // Every value but the one reserved bit pattern is a value: ±inf, the ordinary NaN, other NaNs.
+  for (double v : {HUGE_VAL, -HUGE_VAL, std::numeric_limits<double>::quiet_NaN(),
+                   -std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::denorm_min(),
+                   std::numeric_limits<double>::lowest(),
+                   std::bit_cast<double>(driftscope::CompactOptionalTraits<double>::kNoneBits + 1)}) {
+    CompactOptional<double> c = v;
+    EXPECT_TRUE(c.has_value()) << v;
+    EXPECT_EQ(std::bit_cast<uint64_t>(*c), std::bit_cast<uint64_t>(v));
+  }
+  // NaN compares as std::optional's NaN: unequal even to itself.
+  CompactOptional<double> nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(nan == nan);
+  // The reserved pattern itself reads back as no value (documented).
+  CompactOptional<double> reserved = driftscope::CompactOptionalTraits<double>::none();
+  EXPECT_FALSE(reserved.has_value());
+}
+
+TEST(CompactOptional, BehavesAsOptionalInt64) {
+  CompactOptional<int64_t> a;
+  EXPECT_FALSE(a);
+  a = 0;
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, 0);
+  a = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(*a, std::numeric_limits<int64_t>::max());
+  a = std::numeric_limits<int64_t>::min() + 1;
+  EXPECT_TRUE(a);
+  a = std::numeric_limits<int64_t>::min();  // the reserved value
+  EXPECT_FALSE(a);
+  std::optional<int64_t> o = CompactOptional<int64_t>(7);
+  EXPECT_EQ(o, 7);
+}
+
+TEST(Interned, ValueSemanticsAndSharing) {
+  Interned e;
+  EXPECT_TRUE(e.empty());
+  EXPECT_STREQ(e.c_str(), "");
+  EXPECT_TRUE(e == "");
+  Interned a = "Linear", b = std::string("Linear"), c = std::string_view("Softmax");
+  EXPECT_TRUE(a == b);
+  EXPECT_FALSE(a == c);
+  EXPECT_EQ(a.data(), b.data());  // one copy in the pool
+  EXPECT_TRUE(a == "Linear");
+  EXPECT_TRUE(a == std::string("Linear"));
+  const std::string& ref = a;
+  EXPECT_EQ(ref, "Linear");
+  EXPECT_EQ(std::string_view(c), "Softmax");
+  a += "; light mode";
+  EXPECT_EQ(a.get(), "Linear; light mode");
+  EXPECT_EQ(b.get(), "Linear");  // the pooled value is never changed
+  Interned moved = std::move(a);
+  EXPECT_EQ(moved.get(), "Linear; light mode");
+  a = moved;
+  EXPECT_TRUE(a == moved);
+  a = "";
+  EXPECT_TRUE(a.empty());
+
+  // Longer than kMaxLength: a copy of its own, still a value like any other.
+  const std::string long_text(Interned::kMaxLength + 1, 'x');
+  Interned l1 = long_text, l2 = long_text;
+  EXPECT_NE(l1.data(), l2.data());
+  EXPECT_TRUE(l1 == l2);
+  Interned l3 = l1;  // a deep copy
+  EXPECT_NE(l3.data(), l1.data());
+  l1 = "short";
+  EXPECT_EQ(l3.get(), long_text);
+  l2 = std::move(l3);
+  EXPECT_EQ(l2.get(), long_text);
+  EXPECT_TRUE(l3.empty());
+}
+
+// Text from a file cannot grow the pool without bound: past kMaxValues distinct values, each
+// new one is a copy of its own and still reads back exactly.
+TEST(Interned, PoolIsBounded) {
+  std::vector<Interned> many;
+  for (size_t i = 0; i < Interned::kMaxValues + 10; ++i) many.emplace_back("interned-test-" + std::to_string(i));
+  for (size_t i = 0; i < many.size(); ++i) ASSERT_EQ(many[i].get(), "interned-test-" + std::to_string(i));
+  Interned again = "interned-test-" + std::to_string(Interned::kMaxValues + 9);
+  EXPECT_NE(again.data(), many.back().data());  // not pooled: the pool was full
+  EXPECT_TRUE(again == many.back());
+}
+
+// The reason they exist: rarely set members cost 8 bytes, and the structures held once per pair
+// of a report stay at the sizes measured for issue 13 §5 (a million pairs).
+TEST(Compact, StructuresHeldByTheMillionStaySmall) {
+  EXPECT_EQ(sizeof(Sparse<std::vector<uint32_t>>), 8u);
+  EXPECT_EQ(sizeof(Sparse<std::string>), 8u);
+  EXPECT_EQ(sizeof(CompactOptional<double>), 8u);
+  EXPECT_EQ(sizeof(CompactOptional<int64_t>), 8u);
+  EXPECT_EQ(sizeof(driftscope::Criteria), 72u);
+  EXPECT_EQ(sizeof(Interned), 8u);
+  EXPECT_LE(sizeof(driftscope::TensorDesc), 128u);
+  EXPECT_LE(sizeof(driftscope::PairResult), 808u);
+}
