@@ -558,7 +558,11 @@ class Engine {
                    const TensorInfo& cand_info) {
     PairResult& p = report_.pairs[i];
     const TensorInfo& ri = ref_rec.info;
-    const Record* s = r64_->find(ri.name, ri.occurrence, ri.role, ri.role_index);
+    // One decoded record, not the float64 run's records() (a million records: ~300 MB).
+    std::optional<Record> found;
+    if (auto j = detail::ReaderAccess::find(*r64_, ri.name, ri.occurrence, ri.role, ri.role_index))
+      found = detail::ReaderAccess::record(*r64_, *j);
+    const Record* s = found ? &*found : nullptr;
     if (!s || s->kind != RecordKind::tensor || s->info.numel() != ri.numel() ||
         !verified(*r64_, *s)) {
       p.notes.push_back("reference64: no matching float64 tensor; judged by the tolerance policy");

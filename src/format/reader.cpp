@@ -92,8 +92,9 @@ struct Reader::Impl {
   // records(), built on first use from the entries (the file was checked by the scan).
   mutable std::once_flag records_once;
   mutable std::vector<Record> records;
+  // find() without a footer index: (name hash, record index) of every entry, sorted.
   mutable std::once_flag lookup_once;
-  mutable std::unordered_multimap<std::string_view, size_t> by_name;
+  mutable std::vector<std::pair<uint64_t, size_t>> by_hash;
 
   // Record i as check_body() built it during the scan; the frame and meta were checked then.
   Record decode(size_t i) const {
@@ -506,29 +507,38 @@ std::span<const Record> Reader::records() const { return impl_->all(); }
 size_t Reader::record_count() const { return impl_->entries.size(); }
 std::span<const std::byte> Reader::bytes() const { return impl_->bytes; }
 
-const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role, uint16_t role_index) const {
-  auto matches = [&](const Record& r) {
-    return r.info.name == name && r.info.occurrence == occurrence && r.info.role == role &&
-           r.info.role_index == role_index;
+// The first record of an identity (docs/format.md §3.3), found from the entries: the footer
+// index or the sorted name hashes give the candidates, and only those are decoded to compare the
+// name, so a lookup never builds records() (issue 13 §5: a million-record float64 run).
+std::optional<size_t> detail::ReaderAccess::find(const Reader& reader, std::string_view name,
+                                                 uint32_t occurrence, Role role, uint16_t role_index) {
+  const Reader::Impl& im = *reader.impl_;
+  const uint64_t h = fnv1a64(name);
+  auto matches = [&](size_t i) {
+    const auto& e = im.entries[i];
+    return e.name_hash == h && e.occurrence == occurrence && e.role == static_cast<uint8_t>(role) &&
+           e.role_index == role_index && im.decode(i).info.name == name;
   };
-  const Impl& im = *impl_;
-  const std::vector<Record>& records = im.all();
   if (im.integrity.index_used) {
-    int64_t e = im.index.probe(fnv1a64(name), occurrence,
-                               [&](uint64_t i) { return matches(records[static_cast<size_t>(i)]); });
-    return e < 0 ? nullptr : &records[static_cast<size_t>(e)];
+    int64_t e = im.index.probe(h, occurrence, [&](uint64_t i) { return matches(static_cast<size_t>(i)); });
+    if (e < 0) return std::nullopt;
+    return static_cast<size_t>(e);
   }
   std::call_once(im.lookup_once, [&] {
-    im.by_name.reserve(records.size());
-    for (size_t i = 0; i < records.size(); ++i) im.by_name.emplace(records[i].info.name, i);
+    im.by_hash.reserve(im.entries.size());
+    for (size_t i = 0; i < im.entries.size(); ++i) im.by_hash.emplace_back(im.entries[i].name_hash, i);
+    std::sort(im.by_hash.begin(), im.by_hash.end());
   });
-  const Record* best = nullptr;
-  auto [b, e] = im.by_name.equal_range(name);
-  for (auto it = b; it != e; ++it) {
-    const Record& r = records[it->second];
-    if (matches(r) && (!best || r.offset < best->offset)) best = &r;
-  }
-  return best;
+  // Entries are in file order, so the first match has the smallest offset.
+  auto it = std::lower_bound(im.by_hash.begin(), im.by_hash.end(), std::pair<uint64_t, size_t>{h, 0});
+  for (; it != im.by_hash.end() && it->first == h; ++it)
+    if (matches(it->second)) return it->second;
+  return std::nullopt;
+}
+
+const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role, uint16_t role_index) const {
+  const std::optional<size_t> i = detail::ReaderAccess::find(*this, name, occurrence, role, role_index);
+  return i ? &impl_->all()[*i] : nullptr;
 }
 
 std::vector<const Record*> Reader::find_all(std::string_view name) const {

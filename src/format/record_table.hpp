@@ -22,6 +22,9 @@ struct ReaderAccess {
   // cut meanwhile reads zeros there).
   static std::optional<uint64_t> frame_offset(const Reader& reader, size_t i,
                                               std::span<const std::byte> payload);
+  // The index of what Reader::find() returns, without building records().
+  static std::optional<size_t> find(const Reader& reader, std::string_view name, uint32_t occurrence,
+                                    Role role, uint16_t role_index);
 };
 
 }  // namespace driftscope::detail

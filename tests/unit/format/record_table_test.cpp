@@ -132,3 +132,31 @@ TEST(RecordTable, FindBuildsTheRecords) {
     EXPECT_EQ(r->find_all("encoder.layers.0.attn").size(), 2u);
   }
 }
+
+// The engine's lookup (the float64 run of --reference64) finds the same record as find() from the
+// table, with and without the footer index, without building records().
+TEST(RecordTable, LookupByIdentityGivesFindsRecordIndex) {
+  const std::string path = write_mixed("record-table-lookup");
+  for (bool index : {true, false}) {
+    SCOPED_TRACE(index);
+    OpenOptions o;
+    o.use_index = index;
+    auto r = Reader::open(path, o);
+    ASSERT_TRUE(r.ok());
+    auto a = detail::ReaderAccess::find(*r, "encoder.layers.0.attn", 0, Role::output, 0);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(*a, 0u);  // the first of the duplicate identity, not record 3
+    auto q = detail::ReaderAccess::find(*r, "quantized", 0, Role::parameter, 1);
+    ASSERT_TRUE(q.has_value());
+    EXPECT_EQ(detail::ReaderAccess::record(*r, *q).info.name, "quantized");
+    // Every part of the identity counts.
+    EXPECT_FALSE(detail::ReaderAccess::find(*r, "quantized", 0, Role::parameter, 0).has_value());
+    EXPECT_FALSE(detail::ReaderAccess::find(*r, "quantized", 1, Role::parameter, 1).has_value());
+    EXPECT_FALSE(detail::ReaderAccess::find(*r, "quantized", 0, Role::output, 1).has_value());
+    EXPECT_FALSE(detail::ReaderAccess::find(*r, "quantize", 0, Role::parameter, 1).has_value());
+    EXPECT_FALSE(detail::ReaderAccess::find(*r, "absent", 0, Role::output, 0).has_value());
+    // find() agrees, record for record.
+    EXPECT_EQ(r->find("quantized", 0, Role::parameter, 1), &r->records()[*q]);
+    EXPECT_EQ(r->find("encoder.layers.0.attn"), &r->records()[*a]);
+  }
+}
