@@ -26,6 +26,7 @@
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
+#include "driftscope/inline_vector.hpp"
 #include "driftscope/interned.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/sparse.hpp"
@@ -208,7 +209,7 @@ std::string_view origin_name(Origin o) noexcept;
 
 // A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and one line.
 struct Reason {
-  std::string code;
+  Interned code;         // (interned.hpp: a few dozen distinct codes)
   std::string message;
 };
 
@@ -227,7 +228,7 @@ struct TensorDesc {
   // Data flow (docs/format.md §3.3.3), when the recorder wrote it.
   bool has_inputs = false;             // the record carries a valid ds.inputs
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
-  std::vector<uint64_t> shape;
+  InlineVector<uint64_t, 2> shape;     // (inline_vector.hpp: no heap block up to two axes)
   // The members below are usually empty: Sparse (sparse.hpp) holds them in 8 bytes each.
   Sparse<std::vector<std::string>> axes;
   Sparse<std::vector<TensorRef>> inputs;  // the recorded tensors it was computed from (ds.inputs)
@@ -253,10 +254,11 @@ struct Metrics {
   uint64_t mismatch_count = 0;
   double mismatch_fraction = kNaN;
   int64_t first_mismatch = -1;             // flat index in reference order
-  std::vector<uint64_t> first_mismatch_coords;
+  // Coordinates in the reference's shape (InlineVector: no heap block up to two axes).
+  InlineVector<uint64_t, 2> first_mismatch_coords;
   double first_mismatch_ref = kNaN, first_mismatch_cand = kNaN;
   int64_t max_abs_index = -1;
-  std::vector<uint64_t> max_abs_coords;
+  InlineVector<uint64_t, 2> max_abs_coords;
   int64_t max_ulp = -1;
   double argmax_agreement = kNaN, topk_overlap = kNaN;  // class metrics only
   double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
@@ -338,7 +340,7 @@ struct PairResult {
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
   Interned basis;                // "inputs", "predecessor" or "none"
-  std::vector<size_t> basis_pairs;  // indexes into Report::pairs the input error came from
+  InlineVector<size_t, 2> basis_pairs;  // indexes into Report::pairs the input error came from
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.

@@ -49,6 +49,9 @@ class Interned {
   friend bool operator==(const Interned& a, std::string_view b) noexcept { return std::string_view(a.get()) == b; }
   friend bool operator==(const Interned& a, const std::string& b) noexcept { return a.get() == b; }
   friend bool operator==(const Interned& a, const char* b) noexcept { return a.get() == b; }
+  // Concatenation gives a std::string, as std::string's does.
+  friend std::string operator+(const Interned& a, std::string_view b) { return std::string(a.get()).append(b); }
+  friend std::string operator+(std::string_view a, const Interned& b) { return std::string(a).append(b.get()); }
 
  private:
   static const std::string& empty_string() noexcept;

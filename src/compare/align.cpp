@@ -133,7 +133,9 @@ std::vector<std::string> base_axes(const std::vector<std::string>& axes) {
   return out;
 }
 
-void plan_shapes(PlannedPair& p, const Record& ref, const Record& cand, const CompareOptions& options) {
+// The shapes' alignment: `res` gets the permutation, or the reasons a pair cannot be compared.
+void plan_shapes(PlannedPair& p, PairResult& res, const Record& ref, const Record& cand,
+                 const CompareOptions& options) {
   const TensorInfo& a = ref.info;
   const TensorInfo& b = cand.info;
   const bool light = ref.kind == RecordKind::summary || cand.kind == RecordKind::summary;
@@ -150,7 +152,7 @@ void plan_shapes(PlannedPair& p, const Record& ref, const Record& cand, const Co
       perm[i] = static_cast<uint32_t>(std::find(ba.begin(), ba.end(), aa[i]) - ba.begin());
     for (size_t i = 0; i < perm.size(); ++i) {
       if (b.shape[perm[i]] != a.shape[i]) {
-        p.incomparable.push_back(
+        res.reasons.push_back(
             {"axes", fmt::format("axis '{}' has size {} in the reference but {} in the candidate",
                                  aa[i], a.shape[i], b.shape[perm[i]])});
         return;
@@ -160,23 +162,23 @@ void plan_shapes(PlannedPair& p, const Record& ref, const Record& cand, const Co
     for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == i;
     if (identity) return;
     if (light) {
-      p.incomparable.push_back({"axes", fmt::format("axes {} vs {} need a permutation, which a light-mode "
+      res.reasons.push_back({"axes", fmt::format("axes {} vs {} need a permutation, which a light-mode "
                                                     "summary cannot undergo", axes_text(aa), axes_text(ba))});
       return;
     }
     if (na > options.max_permuted_elements) {
-      p.incomparable.push_back(
+      res.reasons.push_back(
           {"permutation_too_large",
            fmt::format("axes {} vs {}: {} elements exceed the permutation limit of {}",
                        axes_text(aa), axes_text(ba), na, options.max_permuted_elements)});
       return;
     }
-    p.permutation = std::move(perm);
+    res.permutation = std::move(perm);
     return;
   }
   if (a.shape == b.shape) return;
   if (na != nb) {
-    p.incomparable.push_back({"shape", fmt::format("shape {} vs {}: {} vs {} elements", fmt_shape(a.shape),
+    res.reasons.push_back({"shape", fmt::format("shape {} vs {}: {} vs {} elements", fmt_shape(a.shape),
                                                    fmt_shape(b.shape), na, nb)});
     return;
   }
@@ -191,7 +193,7 @@ void plan_shapes(PlannedPair& p, const Record& ref, const Record& cand, const Co
   std::sort(sa.begin(), sa.end());
   std::sort(sb.begin(), sb.end());
   if (sa == sb) hint = "; the shapes are a permutation of each other: record axis names to align them";
-  p.incomparable.push_back(
+  res.reasons.push_back(
       {"reshape_needed", fmt::format("shape {} vs {}: same {} elements; --reshape compares them in "
                                      "row-major order{}", fmt_shape(a.shape), fmt_shape(b.shape), na, hint)});
 }
@@ -228,7 +230,7 @@ std::string Renamer::cand(const std::string& name) const {
 }
 
 PlannedSide planned_side(const Record& r, size_t index) {
-  return {r.payload, r.info.numel(), static_cast<uint32_t>(index), r.kind};
+  return {r.payload, static_cast<uint32_t>(index), r.kind};
 }
 
 TensorDesc describe(const Record& r) {
@@ -248,7 +250,7 @@ TensorDesc describe(const Record& r) {
   return d;
 }
 
-std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape) {
+std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape) {
   std::vector<uint64_t> c(shape.size(), 0);
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 0) return c;
@@ -344,10 +346,11 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     PlannedPair p;
     p.ref = planned_side(a, ai);
     p.cand = planned_side(b, bi);
+    p.numel = a.info.numel();
     p.renamed = a.info.name != b.info.name;
-    plan_shapes(p, a, b, options);
-    out.pairs.push_back(std::move(p));
     PairResult& res = out.results.emplace_back();
+    plan_shapes(p, res, a, b, options);
+    out.pairs.push_back(p);
     res.ref = describe(a);
     res.cand = describe(b);
   };

@@ -231,8 +231,14 @@ class Engine {
       execute(work, /*may_stop=*/true);
     }
     cut_after_first_divergence(work);
+    // Measured: the plan goes (a million pairs: 64 MB); layout diagnosis needs record indexes only.
+    std::vector<PairRecords> records(plan_.size());
+    for (size_t i = 0; i < plan_.size(); ++i) records[i] = {plan_[i].ref.index, plan_[i].cand.index};
+    std::vector<PlannedPair>().swap(plan_);
+    std::vector<const PolicyRule*>().swap(rules_);
+    std::vector<size_t>().swap(work);
     size_t r64_missing = 0;
-    for (size_t i = 0; i < plan_.size(); ++i)
+    for (size_t i = 0; i < rep.pairs.size(); ++i)
       r64_missing += r64_missing_[i] && rep.pairs[i].status != PairStatus::not_compared;
     if (r64_missing > 0)
       rep.warnings.push_back(fmt::format(
@@ -241,7 +247,7 @@ class Engine {
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_);
-    if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, plan_, ref_, cand_, o_);
+    if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, records, ref_, cand_, o_);
     mark_finer_grained(rep);
     verdict();
     rep.summary = summary_line(rep);
@@ -324,20 +330,20 @@ class Engine {
 
   // Fills the descriptive part of pair i; true when it needs computing.
   bool prepare(size_t i) {
-    PlannedPair& plan = plan_[i];
-    PairResult& p = report_.pairs[i];  // ref and cand were described by align()
-    p.permutation = plan.permutation;
+    const PlannedPair& plan = plan_[i];
+    // ref, cand, permutation and the reasons of an incomparable pair were set by align().
+    PairResult& p = report_.pairs[i];
+    const bool incomparable = !p.reasons.empty();
     if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
-    if (!plan.permutation.empty())
+    if (!p.permutation.empty())
       p.notes.push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
                                     join_axes(p.ref.axes), join_axes(p.cand.axes)));
-    else if (p.ref.shape != p.cand.shape && plan.incomparable.empty())
+    else if (p.ref.shape != p.cand.shape && !incomparable)
       p.notes.push_back(fmt::format("{}: reference {} vs candidate {}",
                                     plan.reshaped ? "reshaped" : "size-1 axes differ",
                                     fmt_shape(p.ref.shape), fmt_shape(p.cand.shape)));
-    if (!plan.incomparable.empty()) {
+    if (incomparable) {
       p.status = PairStatus::incomparable;
-      p.reasons = plan.incomparable;
       return false;
     }
     const PolicyRule* rule = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.skip; });
@@ -473,14 +479,14 @@ class Engine {
     k.crc_cand = !cand_.integrity().checksums_verified;
     k.release_pages = own_maps_;
     std::vector<uint64_t> index;
-    if (!plan.permutation.empty()) {
-      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, plan.permutation);
+    if (!p.permutation.empty()) {
+      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, p.permutation);
       k.cand_index = index;
     }
     // --reshape and size-1 differences compare in row-major order: present the candidate with
     // the reference's shape so coordinates and class rows follow the reference.
     TensorInfo cand_info = cand_rec.info;
-    if (plan.permutation.empty()) cand_info.shape = ref_rec.info.shape;
+    if (p.permutation.empty()) cand_info.shape = ref_rec.info.shape;
     auto r = numerics::compare_pair(ref_rec.info, ref_rec.payload, cand_info, cand_rec.payload, k);
     // A damaged payload is a read error, whatever the kernel made of its bytes.
     if (k.crc_ref) {
@@ -626,15 +632,15 @@ class Engine {
     size_t pos = 0, scanned = 0;
     while (pos < work.size()) {
       size_t i = work[pos];
-      if (plan_[i].ref.numel >= kLargePair) {
+      if (plan_[i].numel >= kLargePair) {
         compute(i, threads);
         ++pos;
       } else {
         size_t end = pos;
         uint64_t elems = 0;
         while (end < work.size() && end - pos < kBatchPairs && elems < kBatchElements &&
-               plan_[work[end]].ref.numel < kLargePair) {
-          elems += plan_[work[end]].ref.numel;
+               plan_[work[end]].numel < kLargePair) {
+          elems += plan_[work[end]].numel;
           ++end;
         }
         detail::parallel_for(end - pos, [&](size_t j) { compute(work[pos + j], 1); }, threads);

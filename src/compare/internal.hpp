@@ -71,22 +71,25 @@ void judge(PairResult& pair, bool nan_equal);
 // (32-bit record indexes: align() refuses dumps of 2^32 - 1 records or more.)
 struct PlannedSide {
   std::span<const std::byte> payload;
-  uint64_t numel = 0;
   uint32_t index = 0;
   RecordKind kind = RecordKind::tensor;
 };
+// What measuring needs beyond the pair's PairResult (which align() fills with both descriptions,
+// the permutation and, for a pair it cannot compare, the reasons): 64 bytes, held by the engine
+// until the pairs are measured (a million pairs: issue 13 §5).
 struct PlannedPair {
   PlannedSide ref, cand;
-  Sparse<std::vector<uint32_t>> permutation;  // non-empty when axes are permuted
+  uint64_t numel = 0;       // the reference's element count
   bool reshaped = false;
   bool renamed = false;
-  Sparse<std::vector<Reason>> incomparable;   // non-empty: do not compare
 };
 // The records are decoded once here and described straight into the report's pairs (a million
 // records are never all built at once: issue 13 §5).
 struct Alignment {
   std::vector<PlannedPair> pairs;     // reference execution order
-  std::vector<PairResult> results;    // per pair: ref and cand described, the rest default
+  // Per pair: ref and cand described, permutation (non-empty when the candidate's axes are
+  // permuted) and, when the pair cannot be compared, reasons; the rest default.
+  std::vector<PairResult> results;
   std::vector<TensorDesc> only_ref, only_cand;
 };
 // `release_pages`: the readers' maps are the engine's own (compare_files), so the pages that
@@ -113,8 +116,10 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
                                      const std::vector<uint32_t>& permutation);
 TensorDesc describe(const Record& r);
 PlannedSide planned_side(const Record& r, size_t index);
+// (reference, candidate) record indexes of a planned pair.
+using PairRecords = std::pair<uint32_t, uint32_t>;
 // Row-major coordinates of a flat index.
-std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t>& shape);
+std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape);
 
 // ---- detail.cpp ---------------------------------------------------------------------------------
 // PairDetail of a pair the kernel already compared (same shapes and candidate order: `cand` has
@@ -157,7 +162,8 @@ struct LayoutInput {
 LayoutDiagnosis diagnose_layout(const LayoutInput& in);
 // Diagnoses the first divergence, pairs that introduced an error and same-size shape mismatches,
 // in execution order, at most options.max_layout_diagnoses of them.
-void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, const Reader& ref,
+// `records`: per pair, its record indexes (the plan is gone by then).
+void diagnose_layouts(Report& report, std::span<const PairRecords> records, const Reader& ref,
                       const Reader& cand, const CompareOptions& options);
 
 // ---- engine.cpp / partial.cpp: a comparison in parts (compare.hpp "A comparison in parts") -------
@@ -192,7 +198,7 @@ Result<Report> compare_sets(const std::string& reference, const std::string& can
 
 // ---- format helpers (report_text.cpp) -----------------------------------------------------------
 std::string fmt_num(double v, int significant = 4);
-std::string fmt_shape(const std::vector<uint64_t>& shape);
+std::string fmt_shape(std::span<const uint64_t> shape);
 std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
 std::string summary_line(const Report& report);
 // " on rank 1 (of 2)" for a pair of a dump-set report (docs/dumpsets.md §7); "" otherwise.

@@ -173,8 +173,10 @@ class JsonWriter {
     out_.append(std::string_view(s).substr(from));
   }
 
-  template <class T>
-  void array_of(const std::vector<T>& v) {
+  // A std::vector or InlineVector of strings or integers.
+  template <class Range>
+  void array_of(const Range& v) {
+    using T = typename Range::value_type;
     begin_array();
     for (const auto& x : v) {
       if constexpr (std::is_same_v<T, std::string>) str(x);

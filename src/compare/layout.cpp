@@ -428,12 +428,18 @@ Result<std::vector<double>> decoded(const Reader& r, const Record& rec) {
 
 }  // namespace
 
-void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, const Reader& ref,
+// Element count of a described side (its shape was checked when the dump was opened).
+static uint64_t numel_of(const TensorDesc& d) {
+  uint64_t n = 1;
+  for (uint64_t x : d.shape) n *= x;
+  return n;
+}
+
+void diagnose_layouts(Report& report, std::span<const PairRecords> records, const Reader& ref,
                       const Reader& cand, const CompareOptions& options) {
   std::vector<size_t> chosen;
   for (size_t i = 0; i < report.pairs.size() && chosen.size() < options.max_layout_diagnoses; ++i) {
     const PairResult& p = report.pairs[i];
-    const PlannedPair& pl = plan[i];
     if (p.ref.summary || p.cand.summary) continue;
     const bool first = report.first_divergence == i;
     const bool failed = (p.status == PairStatus::fail || p.status == PairStatus::silent_failure) &&
@@ -441,21 +447,20 @@ void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, cons
     const bool shape_only = p.status == PairStatus::incomparable && !p.reasons.empty() &&
                             p.reasons.front().code == "reshape_needed";
     if (!failed && !shape_only) continue;
-    if (pl.ref.numel != pl.cand.numel) continue;
+    if (numel_of(p.ref) != numel_of(p.cand)) continue;
     chosen.push_back(i);
   }
   detail::parallel_for(chosen.size(), [&](size_t k) {
     const size_t i = chosen[k];
     PairResult& p = report.pairs[i];
-    const PlannedPair& pl = plan[i];
-    const uint64_t n = pl.ref.numel;
+    const uint64_t n = numel_of(p.ref);
     if (n > options.max_layout_elements) {
       p.notes.push_back(fmt::format("layout not diagnosed: {} elements exceed the limit of {}", n,
                                     options.max_layout_elements));
       return;
     }
-    const Record ra = detail::ReaderAccess::record(ref, pl.ref.index);
-    const Record rb = detail::ReaderAccess::record(cand, pl.cand.index);
+    const Record ra = detail::ReaderAccess::record(ref, records[i].first);
+    const Record rb = detail::ReaderAccess::record(cand, records[i].second);
     if (ra.info.shape != p.ref.shape || rb.info.shape != p.cand.shape) return;  // the file was cut meanwhile
     auto a = decoded(ref, ra);
     auto b = decoded(cand, rb);
@@ -466,8 +471,8 @@ void diagnose_layouts(Report& report, const std::vector<PlannedPair>& plan, cons
     for (const std::string& name : ra.info.axes) in.ref_axes.push_back(axis_base(name));  // dumpsets.md §4
     in.num_heads = declared_heads(ra.info, rb.info);
     std::vector<double> c = std::move(*b);
-    if (!pl.permutation.empty()) {  // the candidate read through its axis names first
-      auto index = permuted_index(ra.info.shape, rb.info.shape, pl.permutation);
+    if (!p.permutation.empty()) {  // the candidate read through its axis names first
+      auto index = permuted_index(ra.info.shape, rb.info.shape, p.permutation);
       std::vector<double> v(n);
       for (uint64_t j = 0; j < n; ++j) v[j] = c[index[j]];
       c = std::move(v);

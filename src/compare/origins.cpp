@@ -94,8 +94,8 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
   // The compared value pairs a tensor was computed from: recorded inputs, followed through
   // tensors that were not compared (unpaired, skipped, incomparable) to what they came from.
   // Exec indexes strictly decrease along the way, so the walk ends.
-  std::function<void(const TensorDesc&, std::vector<size_t>&, int)> resolve;
-  resolve = [&](const TensorDesc& d, std::vector<size_t>& out, int depth) {
+  std::function<void(const TensorDesc&, InlineVector<size_t, 2>&, int)> resolve;
+  resolve = [&](const TensorDesc& d, InlineVector<size_t, 2>& out, int depth) {
     if (depth > 64) return;
     for (const TensorRef& r : d.inputs) {
       Key k = key_of(r);

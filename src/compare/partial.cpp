@@ -56,6 +56,13 @@ class Encoder {
     (*this)(n);
     for (auto& x : v) (*this)(x);
   }
+  // Encoded as the std::vector it stands for.
+  template <class T, size_t N>
+  void operator()(InlineVector<T, N>& v) {
+    uint64_t n = v.size();
+    (*this)(n);
+    for (auto& x : v) (*this)(x);
+  }
   template <class T>
   void operator()(std::optional<T>& v) {
     bool has = v.has_value();
@@ -149,6 +156,12 @@ class Decoder {
       (*this)(x);
       if (!ok) return;
     }
+  }
+  template <class T, size_t N>
+  void operator()(InlineVector<T, N>& v) {
+    std::vector<T> c;
+    (*this)(c);
+    v = c;
   }
   template <class T>
   void operator()(std::optional<T>& v) { maybe<T>(v); }

@@ -29,7 +29,7 @@ ordered_json real(double v) {
 
 ordered_json index_or_null(int64_t v) { return v < 0 ? ordered_json(nullptr) : ordered_json(v); }
 
-ordered_json shape_json(const std::vector<uint64_t>& s) {
+ordered_json shape_json(std::span<const uint64_t> s) {
   ordered_json a = ordered_json::array();
   for (uint64_t d : s) a.push_back(d);
   return a;
@@ -144,7 +144,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     if (have && v >= 0) w.number(v);
     else w.null();
   };
-  auto coords = [&](const auto& k, const std::vector<uint64_t>& v, bool have) {
+  auto coords = [&](const auto& k, const InlineVector<uint64_t, 2>& v, bool have) {
     w.key(k);
     if (have) w.array_of(v);
     else w.null();

@@ -18,7 +18,7 @@ std::string fmt_num(double v, int significant) {
   return fmt::format("{:.{}g}", v, significant);
 }
 
-std::string fmt_shape(const std::vector<uint64_t>& shape) {
+std::string fmt_shape(std::span<const uint64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ',';
