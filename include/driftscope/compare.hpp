@@ -28,6 +28,7 @@
 #include "driftscope/error.hpp"
 #include "driftscope/inline_vector.hpp"
 #include "driftscope/interned.hpp"
+#include "driftscope/pooled.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
@@ -55,6 +56,17 @@ struct Criteria {
   bool uses_allclose() const noexcept { return atol.has_value() || rtol.has_value(); }
   // "sqnr>=40dB", "atol=1e-05 rtol=0.001 cosine>=0.999", "(none)".
   std::string to_string() const;
+};
+
+// PairResult::criteria: one Criteria shared by every pair judged alike (pooled.hpp: 8 bytes where
+// a Criteria is 72, held by every pair of a report). Converts to `const Criteria&`; fields
+// through `->` (p.criteria->atol); assign a Criteria to change it.
+struct PairCriteria : Pooled<Criteria> {
+  using Pooled<Criteria>::Pooled;
+  using Pooled<Criteria>::operator=;
+  bool empty() const noexcept { return get().empty(); }
+  bool uses_allclose() const noexcept { return get().uses_allclose(); }
+  std::string to_string() const { return get().to_string(); }
 };
 
 // The documented default for a pair whose coarser side has dtype `t` (docs/compare.md, table
@@ -333,7 +345,7 @@ struct PairResult {
   Sparse<std::vector<std::string>> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
   Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Metrics metrics;
-  Criteria criteria;             // what it was judged by
+  PairCriteria criteria;         // what it was judged by
   Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
   // reference64 rule (when a float64 run was given and held this tensor: r64 above)
   double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;

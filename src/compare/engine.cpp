@@ -370,8 +370,8 @@ class Engine {
   numerics::PairOptions kernel_options(const PairResult& p, const PolicyRule* rule, unsigned threads) const {
     numerics::PairOptions k;
     if (p.criteria.uses_allclose()) {
-      k.atol = p.criteria.atol.value_or(0.0);
-      k.rtol = p.criteria.rtol.value_or(0.0);
+      k.atol = p.criteria->atol.value_or(0.0);
+      k.rtol = p.criteria->rtol.value_or(0.0);
     } else {
       auto [a, r] = reporting_allclose(coarser_dtype(effective(p.ref.dtype, ref_prec_),
                                                      effective(p.cand.dtype, cand_prec_)));
@@ -380,8 +380,8 @@ class Engine {
     }
     k.nan_equal = o_.nan_equal;
     k.threads = threads;
-    bool classes = (rule && rule->classes) || p.criteria.min_argmax_agreement ||
-                   p.criteria.min_topk_overlap || looks_like_classes(p.ref);
+    bool classes = (rule && rule->classes) || p.criteria->min_argmax_agreement ||
+                   p.criteria->min_topk_overlap || looks_like_classes(p.ref);
     if (classes && !p.ref.shape.empty() && p.ref.shape.back() >= 2) {
       k.classes = p.ref.shape.back();
       k.top_k = static_cast<uint32_t>(std::min<uint64_t>(rule ? rule->top_k : 5, k.classes));
@@ -546,13 +546,14 @@ class Engine {
                                   "(one standard error)", fmt_num(e->cosine_stderr, 2),
                                   fmt_num(e->rel_l2_stderr, 2)));
     // Criteria that need the elements cannot judge an estimate; fall back to the SQNR default.
-    Criteria& c = p.criteria;
+    Criteria c = p.criteria;
     if (!c.min_cosine && !c.min_sqnr_db && !c.max_rel_l2) {
       Criteria d = default_criteria(coarser_dtype(effective(p.ref.dtype, ref_prec_),
                                                   effective(p.cand.dtype, cand_prec_)),
                                     p.ref.quantized || p.cand.quantized);
       if (!d.min_sqnr_db) d.min_sqnr_db = 200.0;  // exact dtypes: any measurable error fails
       c.min_sqnr_db = d.min_sqnr_db;
+      p.criteria = c;
       p.criteria_source += fmt::format("; light mode: sqnr>={}dB", *c.min_sqnr_db);
     }
     judge(p, o_.nan_equal);

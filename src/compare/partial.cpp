@@ -102,6 +102,10 @@ class Encoder {
   void operator()(PairDetail& d);
   void operator()(Metrics& m);
   void operator()(Criteria& c);
+  void operator()(PairCriteria& c) {  // encoded as the Criteria it holds
+    Criteria v = c;
+    (*this)(v);
+  }
 };
 
 class Decoder {
@@ -202,6 +206,11 @@ class Decoder {
   void operator()(PairDetail& d);
   void operator()(Metrics& m);
   void operator()(Criteria& c);
+  void operator()(PairCriteria& c) {
+    Criteria v;
+    (*this)(v);
+    c = v;
+  }
 
  private:
   std::string_view in_;

@@ -1,9 +1,12 @@
-// Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp) and
-// Interned (driftscope/interned.hpp):
+// Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp),
+// Interned (driftscope/interned.hpp), InlineVector<T, N> (driftscope/inline_vector.hpp) and
+// Pooled<T> (driftscope/pooled.hpp):
 // the compact members of PairResult, TensorDesc and Criteria behave as the std::vector /
 // std::string / std::optional they stand for (value semantics on copy and move, assignment,
 // comparison, the sentinel's edges), and they are what makes those structures small (issue 13 §5).
+#include <algorithm>
 #include <bit>
+#include <span>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -15,11 +18,15 @@
 
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/inline_vector.hpp"
 #include "driftscope/interned.hpp"
+#include "driftscope/pooled.hpp"
 #include "driftscope/sparse.hpp"
 
 using driftscope::CompactOptional;
+using driftscope::InlineVector;
 using driftscope::Interned;
+using driftscope::Pooled;
 using driftscope::Sparse;
 
 TEST(Sparse, VectorValueSemantics) {
@@ -219,6 +226,146 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(CompactOptional<int64_t>), 8u);
   EXPECT_EQ(sizeof(driftscope::Criteria), 72u);
   EXPECT_EQ(sizeof(Interned), 8u);
+  EXPECT_EQ(sizeof(InlineVector<uint64_t, 2>), sizeof(std::vector<uint64_t>));
+  EXPECT_EQ(sizeof(driftscope::PairCriteria), 8u);
   EXPECT_LE(sizeof(driftscope::TensorDesc), 128u);
-  EXPECT_LE(sizeof(driftscope::PairResult), 808u);
+  EXPECT_LE(sizeof(driftscope::Metrics), 304u);
+  EXPECT_LE(sizeof(driftscope::PairResult), 744u);
+}
+
+TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {
+  using V = InlineVector<uint64_t, 2>;
+  V a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.begin(), a.end());
+  EXPECT_TRUE(a == std::vector<uint64_t>{});
+  a.push_back(1);
+  a.emplace_back(2);
+  EXPECT_TRUE(a.is_inline());  // two elements: no heap block
+  EXPECT_EQ(a, (std::vector<uint64_t>{1, 2}));
+  a.push_back(3);              // grows onto the heap, keeping the elements
+  EXPECT_FALSE(a.is_inline());
+  EXPECT_EQ(a, (std::vector<uint64_t>{1, 2, 3}));
+  a.push_back(a[0]);           // an element of its own, read before growing
+  EXPECT_EQ(a, (std::vector<uint64_t>{1, 2, 3, 1}));
+  EXPECT_EQ(a.front(), 1u);
+  EXPECT_EQ(a.back(), 1u);
+
+  V b = a;  // deep copies, inline and heap
+  b[0] = 9;
+  EXPECT_EQ(a[0], 1u);
+  V small{4, 5};
+  V c = small;
+  c[1] = 6;
+  EXPECT_EQ(small, (std::vector<uint64_t>{4, 5}));
+  EXPECT_EQ(c, (std::vector<uint64_t>{4, 6}));
+  b = small;  // heap -> fewer elements: the values, not the storage, are copied
+  EXPECT_EQ(b, small);
+  const V& self = a;
+  a = self;
+  EXPECT_EQ(a, (std::vector<uint64_t>{1, 2, 3, 1}));
+
+  V moved = std::move(a);  // heap: the block moves, the source is left empty
+  EXPECT_EQ(moved, (std::vector<uint64_t>{1, 2, 3, 1}));
+  EXPECT_TRUE(a.empty());
+  a = std::move(small);    // inline: copied over
+  EXPECT_EQ(a, (std::vector<uint64_t>{4, 5}));
+  EXPECT_TRUE(small.empty());
+  a.push_back(7);          // a moved-from vector is usable
+  EXPECT_EQ(a, (std::vector<uint64_t>{4, 5, 7}));
+
+  const std::vector<uint64_t> v = a;  // converts to std::vector and std::span
+  EXPECT_EQ(v, (std::vector<uint64_t>{4, 5, 7}));
+  std::span<const uint64_t> s = a;
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2], 7u);
+  V from_vector = std::vector<uint64_t>{};
+  EXPECT_TRUE(from_vector.empty());
+  from_vector = std::vector<uint64_t>{1, 2, 3, 4, 5};
+  EXPECT_EQ(from_vector.size(), 5u);
+  EXPECT_TRUE(a < from_vector);  // lexicographic, as std::vector
+  EXPECT_FALSE(from_vector == a);
+}
+
+TEST(InlineVector, ResizeEraseAssignEdges) {
+  InlineVector<uint64_t, 2> a(3, 7);
+  EXPECT_EQ(a, (std::vector<uint64_t>{7, 7, 7}));
+  a.resize(1);
+  EXPECT_EQ(a, (std::vector<uint64_t>{7}));
+  a.resize(4, 2);
+  EXPECT_EQ(a, (std::vector<uint64_t>{7, 2, 2, 2}));
+  a = {3, 1, 3, 2, 1};
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());  // the sort-unique idiom of origins.cpp
+  EXPECT_EQ(a, (std::vector<uint64_t>{1, 2, 3}));
+  a.erase(a.begin(), a.begin() + 1);
+  EXPECT_EQ(a, (std::vector<uint64_t>{2, 3}));
+  a.pop_back();
+  EXPECT_EQ(a, (std::vector<uint64_t>{2}));
+  a.clear();
+  EXPECT_TRUE(a.empty());
+  const std::vector<uint64_t> big(1000, 5);
+  a.assign(big.begin(), big.end());
+  EXPECT_EQ(a, big);
+  a.reserve(10);  // never shrinks
+  EXPECT_GE(a.capacity(), 1000u);
+  EXPECT_EQ(a, big);
+}
+
+struct PoolTestValue {
+  double x = 0;
+  int64_t n = 0;
+};
+
+TEST(Pooled, SharesEqualValuesAndKeepsValueSemantics) {
+  Pooled<PoolTestValue> none;
+  EXPECT_EQ(none->x, 0.0);  // T{}
+  Pooled<PoolTestValue> a = PoolTestValue{1.5, 2};
+  Pooled<PoolTestValue> b = PoolTestValue{1.5, 2};
+  EXPECT_EQ(&a.get(), &b.get());  // one copy of equal values
+  EXPECT_TRUE(a == b);
+  Pooled<PoolTestValue> c = PoolTestValue{1.5, 3};
+  EXPECT_NE(&a.get(), &c.get());
+  EXPECT_FALSE(a == c);
+  c = a;
+  EXPECT_TRUE(c == a);
+  EXPECT_EQ(c->n, 2);
+  Pooled<PoolTestValue> d = std::move(c);
+  EXPECT_EQ(d->n, 2);
+  const PoolTestValue& view = d;
+  EXPECT_EQ(view.x, 1.5);
+  d = PoolTestValue{};  // back to the default, which needs no pool entry
+  EXPECT_TRUE(d == PoolTestValue{});
+  // NaN is a value like any other: compared by its bytes, it is pooled too.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Pooled<PoolTestValue> n1 = PoolTestValue{nan, 0}, n2 = PoolTestValue{nan, 0};
+  EXPECT_EQ(&n1.get(), &n2.get());
+}
+
+TEST(Pooled, BoundedPoolGivesOwnCopiesWhenFull) {
+  std::vector<Pooled<PoolTestValue>> many;
+  for (size_t i = 0; i < Pooled<PoolTestValue>::kMaxValues + 10; ++i)
+    many.emplace_back(PoolTestValue{0.25, static_cast<int64_t>(i) + 1000});
+  for (size_t i = 0; i < many.size(); ++i) ASSERT_EQ(many[i]->n, static_cast<int64_t>(i) + 1000);
+  Pooled<PoolTestValue> again = PoolTestValue{0.25, static_cast<int64_t>(many.size()) + 999};
+  EXPECT_NE(&again.get(), &many.back().get());  // not pooled: the pool was full
+  EXPECT_TRUE(again == many.back());
+  Pooled<PoolTestValue> copy = again;           // an own copy is copied deeply
+  EXPECT_NE(&copy.get(), &again.get());
+  EXPECT_TRUE(copy == again);
+}
+
+TEST(PairCriteria, ReadsAsTheCriteriaItHolds) {
+  driftscope::PairCriteria p;
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.to_string(), driftscope::Criteria{}.to_string());
+  driftscope::Criteria c;
+  c.atol = 1e-3;
+  c.min_cosine = 0.99;
+  p = c;
+  EXPECT_TRUE(p.uses_allclose());
+  EXPECT_EQ(*p->atol, 1e-3);
+  EXPECT_EQ(p.to_string(), c.to_string());
+  const driftscope::Criteria& back = p;
+  EXPECT_EQ(*back.min_cosine, 0.99);
 }
