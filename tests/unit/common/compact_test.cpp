@@ -283,7 +283,8 @@ TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {
   EXPECT_TRUE(from_vector.empty());
   from_vector = std::vector<uint64_t>{1, 2, 3, 4, 5};
   EXPECT_EQ(from_vector.size(), 5u);
-  EXPECT_TRUE(a < from_vector);  // lexicographic, as std::vector
+  EXPECT_TRUE(from_vector < a);  // lexicographic, as std::vector ({1,2,3,4,5} < {4,5,7})
+  EXPECT_FALSE(a < from_vector);
   EXPECT_FALSE(from_vector == a);
 }
 
