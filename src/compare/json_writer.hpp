@@ -1,8 +1,9 @@
 // A streaming JSON writer that produces byte for byte what nlohmann::json::dump(indent) gives for
 // the same document (indent < 0: compact), without building the document: the report's per-pair
 // objects were ~70 small nodes each, and building, dumping and re-indenting them cost 44 us a pair
-// (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's own float formatting (Grisu2,
-// to_chars), so doubles print exactly as before; strings that need escaping go through nlohmann.
+// (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's float formatting (Grisu2,
+// to_chars, as json_double.hpp reimplements it faster), so doubles print exactly as before;
+// strings that need escaping go through nlohmann.
 // At 1,000,000 pairs (2.75 GB of text) every byte counts: appends are inlined into a JsonBuffer
 // (std::string's push_back and append are out-of-line calls) and strings are checked for escapes
 // eight bytes at a time. The pieces of fixed most length (a member's separator, indentation and
@@ -24,6 +25,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "compare/json_double.hpp"
 
 namespace driftscope::compare_detail {
 
@@ -172,7 +175,7 @@ class JsonWriter {
     const uint64_t bits = std::bit_cast<uint64_t>(v);
     Cached& c = cache[(bits * 0x9e3779b97f4a7c15ULL) >> 56];
     if (c.len == 0 || c.bits != bits) [[unlikely]] {
-      char* end = nlohmann::detail::to_chars(c.text, c.text + sizeof c.text, v);
+      char* end = json_double(c.text, v);
       c.len = static_cast<uint8_t>(end - c.text);
       c.bits = bits;
     }
