@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <span>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -246,7 +248,7 @@ class Engine {
           "tolerance policy", r64_missing));
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
-    localize(rep, o_);
+    localize(rep, o_, outside_lookup());
     if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, records, ref_, cand_, o_);
     mark_finer_grained(rep);
     verdict();
@@ -255,6 +257,30 @@ class Engine {
   }
 
  private:
+  // Reference records outside the comparison, for the data flow (docs/compare.md §5): with
+  // --filter, an input filtered out stands for what it was computed from, as in a dump set.
+  // Only identities no pair or unpaired tensor holds are looked up, each once.
+  OutsideLookup outside_lookup() {
+    if (o_.filter.empty()) return {};
+    return [this](const TensorRef& r) -> const TensorDesc* {
+      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name, r.role, r.role_index, r.occurrence});
+      if (fresh) {
+        if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index)) {
+          const Record rec = detail::ReaderAccess::record(ref_, *i);
+          TensorDesc& d = it->second.emplace();
+          d.name = rec.info.name;
+          d.role = rec.info.role;
+          d.role_index = rec.info.role_index;
+          d.occurrence = rec.info.occurrence;
+          d.exec_index = rec.info.exec_index;
+          d.dtype = rec.info.dtype;
+          describe_dataflow(rec.info, d);
+        }
+      }
+      return it->second ? &*it->second : nullptr;
+    };
+  }
+
   const Reader& ref_;
   const Reader& cand_;
   const Reader* r64_;
@@ -263,6 +289,7 @@ class Engine {
   bool own_maps_;
   std::vector<PlannedPair> plan_;
   Report report_;
+  std::map<std::tuple<std::string, Role, uint16_t, uint32_t>, std::optional<TensorDesc>> outside_;
   std::vector<numerics::PairOptions> kopts_;
   std::vector<std::vector<uint64_t>> perm_index_;
   std::vector<uint8_t> r64_missing_;  // per pair: judged without a float64 counterpart

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <unordered_map>
@@ -137,9 +138,14 @@ double rounding_bound(DType coarser, bool quantized) noexcept;
 // The same for a tensor with recorded inputs: unit roundoff `u`, contracted size `contracted`,
 // `inherited_error` the largest relative error of its inputs that are within rounding.
 double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept;
+// A reference record outside the comparison (filtered out by --filter) described for the data
+// flow (identity, exec_index, kind, ds.inputs), or nullptr when the reference holds none of
+// that identity. The pointer stays valid for the lookup's lifetime.
+using OutsideLookup = std::function<const TensorDesc*(const TensorRef&)>;
 // Labels every failing pair introduced / inherited / amplified from the reference's data flow
-// and lists every origin; false (nothing changed) when the reference has no data flow.
-bool localize_dataflow(Report& report, const CompareOptions& options);
+// and lists every origin; false (nothing changed) when the reference has no data flow. Inputs
+// neither paired nor unpaired are looked up with `outside` (when given) and followed through.
+bool localize_dataflow(Report& report, const CompareOptions& options, const OutsideLookup& outside = {});
 // Fills Report::finer_in_candidate from the candidate's data flow (ds.inputs of paired tensors).
 void mark_finer_grained(Report& report);
 // Every origin in execution order without data flow: the pairs the execution-order rule calls
@@ -148,7 +154,7 @@ void list_origins_by_order(Report& report);
 
 // ---- localize.cpp -------------------------------------------------------------------------------
 // Fills first_* , origins, growth and amplifiers from judged pairs.
-void localize(Report& report, const CompareOptions& options);
+void localize(Report& report, const CompareOptions& options, const OutsideLookup& outside = {});
 
 // ---- layout.cpp: layout diagnosis (docs/axes.md) --------------------------------------------------
 struct LayoutInput {

@@ -1,11 +1,15 @@
 // A streaming JSON writer that produces byte for byte what nlohmann::json::dump(indent) gives for
 // the same document (indent < 0: compact), without building the document: the report's per-pair
 // objects were ~70 small nodes each, and building, dumping and re-indenting them cost 44 us a pair
-// (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's own float formatting (Grisu2,
-// to_chars), so doubles print exactly as before; strings that need escaping go through nlohmann.
+// (4.4 s per 100,000 pairs, issue 13 §5). Numbers use nlohmann's float formatting (Grisu2,
+// to_chars, as json_double.hpp reimplements it faster), so doubles print exactly as before;
+// strings that need escaping go through nlohmann.
 // At 1,000,000 pairs (2.75 GB of text) every byte counts: appends are inlined into a JsonBuffer
 // (std::string's push_back and append are out-of-line calls) and strings are checked for escapes
-// eight bytes at a time.
+// eight bytes at a time. The pieces of fixed most length (a member's separator, indentation and
+// literal key; a number's digits) are copied whole into room reserved past the end and the end
+// then moved by their true length: one fixed-size copy the compiler inlines, where a copy of the
+// exact length was a call to memcpy (the writer's bookkeeping was half of formatting a pair).
 #pragma once
 
 #include <algorithm>
@@ -22,7 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/json_double.hpp"
+
 namespace driftscope::compare_detail {
+
+#define DS_JSON_INLINE [[gnu::always_inline]] inline
 
 // A growable run of bytes with inlined appends; never empty of storage (no null pointer to copy to).
 class JsonBuffer {
@@ -47,21 +55,28 @@ class JsonBuffer {
   void reserve(size_t n) {
     if (static_cast<size_t>(cap_ - data_) < n) grow(n - size());
   }
-  void push(char c) {
+  DS_JSON_INLINE void push(char c) {
     if (end_ == cap_) grow(1);
     *end_++ = c;
   }
-  void append(const char* s, size_t n) {
+  DS_JSON_INLINE void append(const char* s, size_t n) {
     if (static_cast<size_t>(cap_ - end_) < n) grow(n);
     std::memcpy(end_, s, n);
     end_ += n;
   }
-  void append(std::string_view s) { append(s.data(), s.size()); }
-  void fill(char c, size_t n) {
+  DS_JSON_INLINE void append(std::string_view s) { append(s.data(), s.size()); }
+  DS_JSON_INLINE void fill(char c, size_t n) {
     if (static_cast<size_t>(cap_ - end_) < n) grow(n);
     std::memset(end_, c, n);
     end_ += n;
   }
+  // Room for n more bytes at the returned pointer; what is written there counts once end() is
+  // moved past it (bytes written beyond are scratch).
+  DS_JSON_INLINE char* room(size_t n) {
+    if (static_cast<size_t>(cap_ - end_) < n) grow(n);
+    return end_;
+  }
+  DS_JSON_INLINE void set_end(char* p) { end_ = p; }
   JsonBuffer& operator+=(char c) {
     push(c);
     return *this;
@@ -104,17 +119,31 @@ class JsonWriter {
   }
   // A key written in the source (a string literal): plain ASCII by construction, not checked.
   template <size_t N>
-  void key(const char (&k)[N]) {
+  DS_JSON_INLINE void key(const char (&k)[N]) {
     item_prefix();
-    out_ += '"';
-    out_.append(k, N - 1);
-    out_ += '"';
-    key_end();
+    char* p = out_.room(N + 3);
+    p[0] = '"';
+    std::memcpy(p + 1, k, N - 1);
+    p[N] = '"';
+    p[N + 1] = ':';
+    p[N + 2] = ' ';
+    out_.set_end(p + N + (indent_ >= 0 ? 3 : 2));
+    after_key_ = true;
   }
 
-  void null() { scalar("null"); }
-  void boolean(bool b) { scalar(b ? "true" : "false"); }
-  void number(uint64_t v) { prefix(); append_uint(v); }
+  DS_JSON_INLINE void null() {
+    prefix();
+    char* p = out_.room(4);
+    std::memcpy(p, "null", 4);
+    out_.set_end(p + 4);
+  }
+  DS_JSON_INLINE void boolean(bool b) {
+    prefix();
+    char* p = out_.room(5);
+    std::memcpy(p, b ? "true " : "false", 5);
+    out_.set_end(p + (b ? 4 : 5));
+  }
+  DS_JSON_INLINE void number(uint64_t v) { prefix(); append_uint(v); }
   void number(int64_t v) {
     prefix();
     if (v < 0) {
@@ -124,9 +153,9 @@ class JsonWriter {
       append_uint(static_cast<uint64_t>(v));
     }
   }
-  void number(uint32_t v) { number(static_cast<uint64_t>(v)); }
-  void number(int v) { number(static_cast<int64_t>(v)); }
-  void number(uint16_t v) { number(static_cast<uint64_t>(v)); }
+  DS_JSON_INLINE void number(uint32_t v) { number(static_cast<uint64_t>(v)); }
+  DS_JSON_INLINE void number(int v) { number(static_cast<int64_t>(v)); }
+  DS_JSON_INLINE void number(uint16_t v) { number(static_cast<uint64_t>(v)); }
   // A double as nlohmann dumps it (non-finite: null, as nlohmann does).
   void number(double v) {
     prefix();
@@ -145,14 +174,16 @@ class JsonWriter {
     thread_local Cached cache[256];
     const uint64_t bits = std::bit_cast<uint64_t>(v);
     Cached& c = cache[(bits * 0x9e3779b97f4a7c15ULL) >> 56];
-    if (c.len == 0 || c.bits != bits) {
-      char* end = nlohmann::detail::to_chars(c.text, c.text + sizeof c.text, v);
+    if (c.len == 0 || c.bits != bits) [[unlikely]] {
+      char* end = json_double(c.text, v);
       c.len = static_cast<uint8_t>(end - c.text);
       c.bits = bits;
     }
-    out_.append(c.text, c.len);
+    char* p = out_.room(sizeof c.text);
+    std::memcpy(p, c.text, sizeof c.text);
+    out_.set_end(p + c.len);
   }
-  void str(std::string_view s) {
+  DS_JSON_INLINE void str(std::string_view s) {
     prefix();
     string(s);
   }
@@ -186,31 +217,32 @@ class JsonWriter {
   }
 
  private:
-  void key_end() {
+  DS_JSON_INLINE void key_end() {
     if (indent_ >= 0) out_.append(": ", 2);
     else out_ += ':';
     after_key_ = true;
   }
-  void scalar(std::string_view s) {
-    prefix();
-    out_.append(s.data(), s.size());
-  }
-  void append_uint(uint64_t v) {
+  // Decimal digits, written into the 20 bytes a uint64_t may need: its digit count first, then
+  // the digits from the last one back.
+  DS_JSON_INLINE void append_uint(uint64_t v) {
+    char* p = out_.room(20);
     if (v < 10) {
-      out_ += static_cast<char>('0' + v);
+      *p = static_cast<char>('0' + v);
+      out_.set_end(p + 1);
       return;
     }
-    char buf[24];
-    char* p = buf + sizeof buf;
+    size_t n = 2;
+    for (uint64_t t = v / 100; t; t /= 10) ++n;
+    char* q = p + n;
+    out_.set_end(q);
     do {
-      *--p = static_cast<char>('0' + v % 10);
+      *--q = static_cast<char>('0' + v % 10);
       v /= 10;
     } while (v);
-    out_.append(p, static_cast<size_t>(buf + sizeof buf - p));
   }
   void spaces(size_t n) { out_.fill(' ', n); }
   // Before a value: an array element starts its line; a member's value follows its key.
-  void prefix() {
+  DS_JSON_INLINE void prefix() {
     if (after_key_) {
       after_key_ = false;
       return;
@@ -219,12 +251,13 @@ class JsonWriter {
   }
   // The separator before an element: the container's opening bracket for its first element
   // (an empty container is written "{}" / "[]" by close()), a comma after that; then its line.
-  void item_prefix() {
-    // ",\n" and the indentation in one copy where it fits (every report nests this shallow).
-    static constexpr char kSep[] = ",\n                                                              ";
+  DS_JSON_INLINE void item_prefix() {
+    // ",\n" and the indentation in one fixed-size copy where it fits (every report nests this
+    // shallow); the first element of a container replaces the comma with its opening bracket.
+    static constexpr char kSep[64] = ",\n                                                             ";
     char& pending = open_.back();
     const size_t pad = indent_ > 0 ? static_cast<size_t>(depth_) * static_cast<size_t>(indent_) : 0;
-    if (indent_ < 0 || pad + 2 >= sizeof kSep) {
+    if (indent_ < 0 || pad + 2 >= sizeof kSep) [[unlikely]] {
       if (pending) out_ += pending;
       else out_ += ',';
       pending = 0;
@@ -234,15 +267,15 @@ class JsonWriter {
       }
       return;
     }
+    char* p = out_.room(sizeof kSep);
+    std::memcpy(p, kSep, sizeof kSep);
     if (pending) {
-      out_ += pending;
+      p[0] = pending;
       pending = 0;
-      out_.append(kSep + 1, pad + 1);
-    } else {
-      out_.append(kSep, pad + 2);
     }
+    out_.set_end(p + pad + 2);
   }
-  void open(char c) {
+  DS_JSON_INLINE void open(char c) {
     prefix();
     open_.push_back(c);
     ++depth_;
@@ -264,11 +297,13 @@ class JsonWriter {
   }
   // nlohmann escapes '"', '\\' and control characters and replaces invalid UTF-8; plain
   // printable ASCII (every name a model produces, nearly) is copied as is.
-  void string(std::string_view s) {
-    if (plain(s)) {
-      out_ += '"';
-      out_.append(s.data(), s.size());
-      out_ += '"';
+  DS_JSON_INLINE void string(std::string_view s) {
+    if (plain(s)) [[likely]] {
+      char* p = out_.room(s.size() + 2);
+      *p = '"';
+      std::memcpy(p + 1, s.data(), s.size());
+      p[s.size() + 1] = '"';
+      out_.set_end(p + s.size() + 2);
       return;
     }
     out_ += std::string_view(nlohmann::ordered_json(std::string(s)).dump(
@@ -276,7 +311,7 @@ class JsonWriter {
   }
   // No byte below 0x20 or from 0x80 up, no '"' and no '\\' (eight at a time: a byte b has the
   // high bit of b - k set and b's own clear exactly when b < k, for b < 0x80).
-  static bool plain(std::string_view s) {
+  DS_JSON_INLINE static bool plain(std::string_view s) {
     constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
     auto has_zero = [](uint64_t v) { return ((v - kOnes) & ~v & kHigh) != 0; };
     size_t i = 0;
@@ -302,5 +337,7 @@ class JsonWriter {
   // so that the few levels of a report need no allocation (short-string buffer).
   std::string open_;
 };
+
+#undef DS_JSON_INLINE
 
 }  // namespace driftscope::compare_detail

@@ -111,9 +111,9 @@ void first_points(Report& rep, const CompareOptions& options) {
 
 }  // namespace
 
-void localize(Report& rep, const CompareOptions& options) {
+void localize(Report& rep, const CompareOptions& options, const OutsideLookup& outside) {
   rep.amplification_threshold = options.amplification_threshold;
-  rep.dataflow = localize_dataflow(rep, options);
+  rep.dataflow = localize_dataflow(rep, options, outside);
   if (!rep.dataflow) localize_by_order(rep, options);
   first_points(rep, options);
 }

@@ -76,7 +76,7 @@ double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_e
   return kInheritedFactor * inherited_error + 2.0 * u + std::sqrt(static_cast<double>(contracted)) * u_acc;
 }
 
-bool localize_dataflow(Report& rep, const CompareOptions& options) {
+bool localize_dataflow(Report& rep, const CompareOptions& options, const OutsideLookup& outside) {
   auto& pairs = rep.pairs;
   bool any = false;
   for (const auto& p : pairs) any = any || p.ref.has_inputs;
@@ -92,11 +92,24 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
     if (pairs[i].compared && pairs[i].ref.role == Role::parameter) params[pairs[i].ref.name].push_back(i);
 
   // The compared value pairs a tensor was computed from: recorded inputs, followed through
-  // tensors that were not compared (unpaired, skipped, incomparable) to what they came from.
-  // Exec indexes strictly decrease along the way, so the walk ends.
+  // tensors that were not compared (unpaired, skipped, incomparable, or outside the comparison:
+  // filtered out) to what they came from, at most kMaxFollow steps deep. Exec indexes strictly
+  // decrease along the way, so the walk ends; what a followed tensor stands for is memoised, so
+  // a crafted file whose tensors each name the same two earlier ones stays linear, not 2^depth.
+  constexpr int kMaxFollow = 64;
+  std::map<const TensorDesc*, std::vector<size_t>> through;
   std::function<void(const TensorDesc&, InlineVector<size_t, 2>&, int)> resolve;
+  auto follow = [&](const TensorDesc& t, InlineVector<size_t, 2>& out, int depth) {
+    auto memo = through.find(&t);
+    if (memo == through.end()) {
+      InlineVector<size_t, 2> got;
+      resolve(t, got, depth + 1);
+      memo = through.emplace(&t, std::vector<size_t>(got.begin(), got.end())).first;
+    }
+    for (size_t j : memo->second) out.push_back(j);
+  };
   resolve = [&](const TensorDesc& d, InlineVector<size_t, 2>& out, int depth) {
-    if (depth > 64) return;
+    if (depth > kMaxFollow) return;
     for (const TensorRef& r : d.inputs) {
       Key k = key_of(r);
       if (auto it = pair_of.find(k); it != pair_of.end()) {
@@ -104,10 +117,12 @@ bool localize_dataflow(Report& rep, const CompareOptions& options) {
         if (q.ref.exec_index >= d.exec_index) continue;  // not computed before it: ignore
         if (q.ref.kind != TensorKind::value) continue;    // exact by construction
         if (q.compared) out.push_back(it->second);
-        else if (q.ref.has_inputs) resolve(q.ref, out, depth + 1);
+        else if (q.ref.has_inputs) follow(q.ref, out, depth);
       } else if (auto u = unpaired.find(k); u != unpaired.end()) {
         if (u->second->exec_index < d.exec_index && u->second->kind == TensorKind::value)
-          resolve(*u->second, out, depth + 1);
+          follow(*u->second, out, depth);
+      } else if (const TensorDesc* o = outside ? outside(r) : nullptr) {
+        if (o->exec_index < d.exec_index && o->kind == TensorKind::value && o->has_inputs) follow(*o, out, depth);
       }
     }
   };

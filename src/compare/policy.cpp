@@ -5,6 +5,7 @@
 #include <cstring>
 #include <regex>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
@@ -51,7 +52,7 @@ std::string g(double v) {
   for (const Memo& m : memo)
     if (m.set && m.bits == bits) return m.text;
   Memo& m = memo[next++ % 4];
-  m = {bits, true, fmt::format("{:.6g}", v)};
+  m = {bits, true, fmt::format(FMT_COMPILE("{:.6g}"), v)};
   return m.text;
 }
 
@@ -462,7 +463,8 @@ Judgement resolve_criteria(const Policy& policy, const TensorDesc& ref, DType ef
   }
   DType t = coarser_dtype(effective_ref, effective_cand);
   j.criteria = default_criteria(t, quantized);
-  j.source = quantized ? std::string("default (quantized)") : fmt::format("default ({})", dtype_name(t));
+  // Not fmt::format: this runs for every pair (a million in the largest comparisons).
+  j.source = quantized ? std::string("default (quantized)") : "default (" + std::string(dtype_name(t)) + ")";
   j.is_default = true;
   return j;
 }
@@ -473,6 +475,16 @@ void add(PairResult& p, PairStatus s, std::string code, std::string msg) {
   // silent_failure outranks fail: it names the more specific story.
   if (s == PairStatus::silent_failure || p.status == PairStatus::pass) p.status = s;
   p.reasons.push_back({std::move(code), std::move(msg)});
+}
+
+// fmt::format with a compiled format string, written through fmt's own buffer (bulk appends, where
+// a std::string target takes the text a character at a time): judge() words a reason for every
+// failing pair, a million of them in the largest comparisons (issue 13 §5). The same text.
+template <class S, class... Args>
+std::string cformat(const S& format, const Args&... args) {
+  fmt::memory_buffer b;
+  fmt::format_to(fmt::appender(b), format, args...);
+  return fmt::to_string(b);
 }
 
 std::string coords(const std::vector<uint64_t>& c) {
@@ -496,30 +508,30 @@ void judge(PairResult& p, bool nan_equal) {
   // 1. NaN positions, 2. Inf signs (the order numeric test suites use), then silent zeros.
   if (ref_finite && (m.nan_cand > 0 || m.inf_cand > 0)) {
     add(p, PairStatus::silent_failure, "nonfinite",
-        fmt::format("candidate has {} NaN and {} Inf where the reference is finite", m.nan_cand,
+        cformat(FMT_COMPILE("candidate has {} NaN and {} Inf where the reference is finite"), m.nan_cand,
                     m.inf_cand));
   } else {
     if (!m.nan_positions_match)
       add(p, PairStatus::fail, "nan_positions",
-          fmt::format("NaN at different positions: reference {}, candidate {}, shared {}",
+          cformat(FMT_COMPILE("NaN at different positions: reference {}, candidate {}, shared {}"),
                       m.nan_ref, m.nan_cand, m.nan_both));
     else if (m.nan_both > 0 && !nan_equal)
       add(p, PairStatus::fail, "nan",
-          fmt::format("{} NaN at the same positions on both sides (--nan-equal accepts them)",
+          cformat(FMT_COMPILE("{} NaN at the same positions on both sides (--nan-equal accepts them)"),
                       m.nan_both));
     if (!m.inf_positions_match)
       add(p, PairStatus::fail, "inf_signs",
-          fmt::format("Inf positions or signs differ: reference {}, candidate {}, same {}",
+          cformat(FMT_COMPILE("Inf positions or signs differ: reference {}, candidate {}, same {}"),
                       m.inf_ref, m.inf_cand, m.inf_same));
   }
   const bool ref_healthy = ref_finite && m.count > 0 && m.zero_ref < m.count && m.norm_ref > 0;
   if (ref_healthy) {
     if (m.zero_cand == m.count) {
       add(p, PairStatus::silent_failure, "all_zero",
-          fmt::format("candidate is all zeros; reference norm is {}", fmt_num(m.norm_ref)));
+          cformat(FMT_COMPILE("candidate is all zeros; reference norm is {}"), fmt_num(m.norm_ref)));
     } else if (m.norm_cand < 1e-6 * m.norm_ref) {
       add(p, PairStatus::silent_failure, "norm_vanished",
-          fmt::format("candidate norm {} is below 1e-6 of the reference norm {}", fmt_num(m.norm_cand),
+          cformat(FMT_COMPILE("candidate norm {} is below 1e-6 of the reference norm {}"), fmt_num(m.norm_cand),
                       fmt_num(m.norm_ref)));
     } else if (m.count >= 2 && m.const_cand && !m.const_ref && m.nan_cand == 0 && m.inf_cand == 0) {
       add(p, PairStatus::silent_failure, "constant",
@@ -532,7 +544,7 @@ void judge(PairResult& p, bool nan_equal) {
     if (std::isnan(v)) {
       // Worth saying only when nothing else already explains the pair.
       if (p.reasons.empty())
-        p.notes.push_back(fmt::format("{} not evaluated: {}", what,
+        p.notes.push_back(cformat(FMT_COMPILE("{} not evaluated: {}"), what,
                                     p.estimated            ? "light-mode estimate"
                                     : m.finite_pairs == 0 ? "no position is finite on both sides"
                                                           : "not computed"));
@@ -545,10 +557,10 @@ void judge(PairResult& p, bool nan_equal) {
     if (m.mismatch_count > 0 && !(m.mismatch_fraction <= allowed)) {
       std::string where;
       if (m.first_mismatch >= 0)
-        where = fmt::format("; first at {}: ref {} cand {}", coords(m.first_mismatch_coords),
+        where = cformat(FMT_COMPILE("; first at {}: ref {} cand {}"), coords(m.first_mismatch_coords),
                             fmt_num(m.first_mismatch_ref, 7), fmt_num(m.first_mismatch_cand, 7));
       add(p, PairStatus::fail, "allclose",
-          fmt::format("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}",
+          cformat(FMT_COMPILE("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}"),
                       m.mismatch_count, m.count, fmt_num(100.0 * m.mismatch_fraction, 3),
                       g(c.atol.value_or(0)), g(c.rtol.value_or(0)), where));
     }
@@ -557,33 +569,33 @@ void judge(PairResult& p, bool nan_equal) {
   }
   if (c.min_cosine && need(m.cosine, "min_cosine") && !(m.cosine >= *c.min_cosine))
     add(p, PairStatus::fail, "cosine",
-        fmt::format("cosine {} < {}", fmt_num(m.cosine, 7), g(*c.min_cosine)));
+        cformat(FMT_COMPILE("cosine {} < {}"), fmt_num(m.cosine, 7), g(*c.min_cosine)));
   if (c.min_sqnr_db && need(m.sqnr_db, "min_sqnr_db") && !(m.sqnr_db >= *c.min_sqnr_db))
     add(p, PairStatus::fail, "sqnr",
-        fmt::format("SQNR {} dB < {} dB (relative L2 error {})", fmt_num(m.sqnr_db, 4),
+        cformat(FMT_COMPILE("SQNR {} dB < {} dB (relative L2 error {})"), fmt_num(m.sqnr_db, 4),
                     g(*c.min_sqnr_db), fmt_num(m.rel_l2, 3)));
   if (c.max_rel_l2 && need(m.rel_l2, "max_rel_l2") && !(m.rel_l2 <= *c.max_rel_l2))
     add(p, PairStatus::fail, "rel_l2",
-        fmt::format("relative L2 error {} > {}", fmt_num(m.rel_l2, 4), g(*c.max_rel_l2)));
+        cformat(FMT_COMPILE("relative L2 error {} > {}"), fmt_num(m.rel_l2, 4), g(*c.max_rel_l2)));
   if (c.max_ulp) {
     if (m.max_ulp < 0)
       p.notes.push_back("max_ulp not evaluated: the two sides do not share a float dtype");
     else if (m.max_ulp > *c.max_ulp)
-      add(p, PairStatus::fail, "ulp", fmt::format("max ULP distance {} > {}", m.max_ulp, *c.max_ulp));
+      add(p, PairStatus::fail, "ulp", cformat(FMT_COMPILE("max ULP distance {} > {}"), m.max_ulp, *c.max_ulp));
   }
   if (c.min_argmax_agreement && need(m.argmax_agreement, "min_argmax_agreement") &&
       !(m.argmax_agreement >= *c.min_argmax_agreement))
     add(p, PairStatus::fail, "argmax",
-        fmt::format("argmax agrees on {}% of rows < {}%", fmt_num(100 * m.argmax_agreement, 4),
+        cformat(FMT_COMPILE("argmax agrees on {}% of rows < {}%"), fmt_num(100 * m.argmax_agreement, 4),
                     g(100 * *c.min_argmax_agreement)));
   if (c.min_topk_overlap && need(m.topk_overlap, "min_topk_overlap") &&
       !(m.topk_overlap >= *c.min_topk_overlap))
     add(p, PairStatus::fail, "topk",
-        fmt::format("top-{} overlap {} < {}", m.top_k, fmt_num(m.topk_overlap, 4),
+        cformat(FMT_COMPILE("top-{} overlap {} < {}"), m.top_k, fmt_num(m.topk_overlap, 4),
                     g(*c.min_topk_overlap)));
   if (p.r64 && !(p.r64_err_cand <= p.r64_limit))
     add(p, PairStatus::fail, "reference64",
-        fmt::format("error against float64 {} > {} x float32's own {} + floor = {}",
+        cformat(FMT_COMPILE("error against float64 {} > {} x float32's own {} + floor = {}"),
                     fmt_num(p.r64_err_cand, 3), g(p.r64_k), fmt_num(p.r64_err_ref, 3),
                     fmt_num(p.r64_limit, 3)));
 }

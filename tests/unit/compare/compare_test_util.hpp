@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,45 @@ inline Report run_compare(const std::string& a, const std::string& b, const Comp
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
   if (!r.ok()) return Report{};
   return std::move(*r);
+}
+
+// What --engine ray runs on `a` vs `b` (either may be a dump set): prepare_sets into `scratch`
+// (an empty folder, which must then hold exactly the two logical dumps), compare_work split in
+// two parts measured separately, assemble_report, finish; the logical dumps are removed after.
+// The report, or Report{} after a recorded failure.
+inline Report compare_sets_in_parts(const std::string& a, const std::string& b, const std::string& scratch,
+                                    const CompareOptions& o = {}) {
+  auto entries = [&] {
+    return std::distance(std::filesystem::directory_iterator(scratch), std::filesystem::directory_iterator{});
+  };
+  auto prepared = prepare_sets(a, b, o, scratch);
+  EXPECT_TRUE(prepared.ok()) << (prepared.ok() ? "" : prepared.error().to_string());
+  if (!prepared.ok()) return Report{};
+  EXPECT_EQ(entries(), 2);
+  auto ra = Reader::open(prepared->reference_dump);
+  auto ca = Reader::open(prepared->candidate_dump);
+  EXPECT_TRUE(ra.ok() && ca.ok());
+  if (!ra.ok() || !ca.ok()) return Report{};
+  auto work = compare_work(*ra, *ca, prepared->options);
+  EXPECT_TRUE(work.ok());
+  if (!work.ok()) return Report{};
+  EXPECT_GE(work->size(), 2u);  // two parts, both non-empty
+  const size_t half = work->size() / 2;
+  std::vector<std::string> blobs;
+  for (auto part : {std::span<const size_t>(*work).first(half), std::span<const size_t>(*work).subspan(half)}) {
+    auto blob = measure_pairs(*ra, *ca, prepared->options, part);
+    EXPECT_TRUE(blob.ok()) << (blob.ok() ? "" : blob.error().to_string());
+    if (!blob.ok()) return Report{};
+    blobs.push_back(std::move(*blob));
+  }
+  auto rep = assemble_report(*ra, *ca, prepared->options, blobs);
+  EXPECT_TRUE(rep.ok()) << (rep.ok() ? "" : rep.error().to_string());
+  if (!rep.ok()) return Report{};
+  auto finished = prepared->finish(*rep);
+  EXPECT_TRUE(finished.ok());
+  std::filesystem::remove(prepared->reference_dump);
+  std::filesystem::remove(prepared->candidate_dump);
+  return std::move(*rep);
 }
 
 inline const PairResult* find_pair(const Report& r, const std::string& name, uint32_t occurrence = 0,

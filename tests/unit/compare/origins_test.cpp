@@ -262,3 +262,76 @@ TEST(Origins, Reference64DecidesWithinOrBeyondRounding) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Origins, FilteredOutInputsAreFollowedThrough) {
+  // x -> a -> mid -> b, with the fault born at a. `--filter -mid` leaves mid outside the
+  // comparison: b still inherits from a through mid (as a dump set does, docs/dumpsets.md §7.2),
+  // instead of being called introduced because its only recorded input was filtered out.
+  Graph g;
+  g.add("x", "", 0, 1);
+  g.add("a", "output/0/0:x", 1e-2, 2);
+  g.add("mid", "output/0/0:a", 1.1e-2, 3);
+  g.add("b", "output/0/0:mid", 1.2e-2, 4);
+  ScratchDir t;
+  auto r = write_dump(t.file("r.tdump"), g.ref), c = write_dump(t.file("c.tdump"), g.cand);
+  CompareOptions o;
+  o.filter = "-mid";
+  auto rep = run_compare(r, c, o);
+  ASSERT_TRUE(rep.dataflow);
+  ASSERT_EQ(rep.pairs.size(), 3u);
+  const PairResult& b = rep.pairs[2];
+  ASSERT_EQ(b.ref.name, "b");
+  EXPECT_EQ(b.basis, "dataflow");
+  ASSERT_EQ(b.basis_pairs.size(), 1u);
+  EXPECT_EQ(rep.pairs[b.basis_pairs[0]].ref.name, "a");
+  EXPECT_EQ(b.origin, Origin::inherited);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "a");
+  EXPECT_EQ(rep.origins[0].reach, 1u);  // b, through mid
+
+  // An exact (index) tensor outside the comparison is not followed: it carries no error.
+  Graph h;
+  h.add("x", "", 0, 1);
+  h.add("a", "output/0/0:x", 1e-2, 2);
+  h.add("ids", "output/0/0:a", 0, 3, "index", DType::i64);
+  h.add("b", "output/0/0:ids", 1.2e-2, 4);
+  auto r2 = write_dump(t.file("r2.tdump"), h.ref), c2 = write_dump(t.file("c2.tdump"), h.cand);
+  o.filter = "-ids";
+  auto rep2 = run_compare(r2, c2, o);
+  ASSERT_EQ(rep2.pairs.size(), 3u);
+  EXPECT_TRUE(rep2.pairs[2].basis_pairs.empty());
+  EXPECT_EQ(rep2.pairs[2].origin, Origin::introduced);
+}
+
+TEST(Origins, FollowingThroughIsLinearOnACraftedFanIn) {
+  // 200 tensors outside the comparison, each naming the two before it: walked without memory
+  // that is Fibonacci(64) ~ 1e13 visits (a hang); each tensor is resolved once instead. The
+  // same walk serves tensors that are paired but not compared (skipped by the policy).
+  Graph g;
+  g.add("x", "", 0, 1);
+  g.add("h0", "output/0/0:x", 0, 2);
+  g.add("h1", "output/0/0:h0,output/0/0:x", 0, 3);
+  for (int k = 2; k < 200; ++k)
+    g.add("h" + std::to_string(k), "output/0/0:h" + std::to_string(k - 1) + ",output/0/0:h" + std::to_string(k - 2),
+          0, 10 + static_cast<uint64_t>(k));
+  g.add("b", "output/0/0:h199,output/0/0:h198", 1e-2, 5);
+  ScratchDir t;
+  auto r = write_dump(t.file("r.tdump"), g.ref), c = write_dump(t.file("c.tdump"), g.cand);
+  for (std::string f : {"-h*", ""}) {
+    CompareOptions o;
+    o.filter = f;
+    if (f.empty()) o.policy.rules.push_back(PolicyRule{.match = "h*", .skip = true});  // skipped, not filtered
+    auto rep = run_compare(r, c, o);
+    ASSERT_TRUE(rep.dataflow) << f;
+    const PairResult& b = rep.pairs.back();
+    ASSERT_EQ(b.ref.name, "b");
+    EXPECT_EQ(b.origin, Origin::introduced) << f;
+    // Followed 64 steps deep at most: x, 199 steps back, is beyond reach; what is in reach is
+    // the filtered chain, which holds no compared pair.
+    EXPECT_TRUE(b.basis_pairs.empty()) << f;
+  }
+}
+
+}  // namespace

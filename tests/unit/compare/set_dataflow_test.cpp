@@ -210,27 +210,7 @@ TEST(SetDataflow, InPartsTheDataFlowReportIsTheSame) {
   for (const auto& [a, b] : {std::pair{ref, fault}, std::pair{fault, ref}}) {
     Report whole = run_compare(a, b);
     ASSERT_TRUE(whole.dataflow);
-    auto prepared = prepare_sets(a, b, {}, scratch);
-    ASSERT_TRUE(prepared.ok()) << prepared.error().to_string();
-    auto ra = Reader::open(prepared->reference_dump);
-    auto ca = Reader::open(prepared->candidate_dump);
-    ASSERT_TRUE(ra.ok() && ca.ok());
-    auto work = compare_work(*ra, *ca, prepared->options);
-    ASSERT_TRUE(work.ok());
-    ASSERT_GE(work->size(), 2u);
-    std::vector<std::string> blobs;
-    const size_t half = work->size() / 2;
-    for (auto part : {std::span<const size_t>(*work).first(half), std::span<const size_t>(*work).subspan(half)}) {
-      auto blob = measure_pairs(*ra, *ca, prepared->options, part);
-      ASSERT_TRUE(blob.ok()) << blob.error().to_string();
-      blobs.push_back(std::move(*blob));
-    }
-    auto rep = assemble_report(*ra, *ca, prepared->options, blobs);
-    ASSERT_TRUE(rep.ok()) << rep.error().to_string();
-    ASSERT_TRUE(prepared->finish(*rep).ok());
-    EXPECT_EQ(report_to_json(*rep), report_to_json(whole));
-    std::filesystem::remove(prepared->reference_dump);
-    std::filesystem::remove(prepared->candidate_dump);
+    EXPECT_EQ(report_to_json(compare_sets_in_parts(a, b, scratch)), report_to_json(whole));
   }
 }
 
