@@ -1,12 +1,16 @@
 // Alignment (docs/compare.md "Alignment"): which reference tensor meets which candidate tensor,
 // and how their shapes line up (identical, size-1 axes only, permuted by axis names, reshaped).
 #include <algorithm>
+#include <atomic>
+#include <optional>
 #include <regex>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "common/bytes.hpp"
 #include "common/pages.hpp"
+#include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
 #include "format/record_table.hpp"
 #include "driftscope/dumpset.hpp"
@@ -51,11 +55,16 @@ struct Ident {
   bool operator==(const Ident&) const = default;
 };
 
-Ident ident_of(std::string_view name, const TensorInfo& i) {
-  uint64_t h = std::hash<std::string_view>{}(name);
-  h ^= (uint64_t{i.occurrence} << 24) ^ (uint64_t{i.role_index} << 8) ^ static_cast<uint8_t>(i.role);
+// From fnv1a64 of the pairing name: the readers' tables hold it for the stored name, so a side
+// no rename rule touches needs no meta decoded to be paired.
+Ident ident_of(uint64_t name_hash, uint32_t occurrence, uint16_t role_index, Role role) {
+  uint64_t h = name_hash;
+  h ^= (uint64_t{occurrence} << 24) ^ (uint64_t{role_index} << 8) ^ static_cast<uint8_t>(role);
   h *= 0x9e3779b97f4a7c15ull;
-  return {h ^ (h >> 29), i.occurrence, i.role_index, static_cast<uint8_t>(i.role)};
+  return {h ^ (h >> 29), occurrence, role_index, static_cast<uint8_t>(role)};
+}
+Ident ident_of(std::string_view name, const TensorInfo& i) {
+  return ident_of(detail::fnv1a64(name), i.occurrence, i.role_index, i.role);
 }
 
 // The first of each distinct identity, in a flat open-addressing table of 8-byte slots: the
@@ -224,6 +233,9 @@ std::string Renamer::ref(const std::string& name) const {
   return exact_ref_.count(name) ? name : rename_with(rules_->ref, name);
 }
 
+bool Renamer::keeps_ref() const noexcept { return rules_->ref.empty(); }
+bool Renamer::keeps_cand() const noexcept { return rules_->cand.empty() && exact_cand_to_ref_.empty(); }
+
 std::string Renamer::cand(const std::string& name) const {
   auto it = exact_cand_to_ref_.find(name);
   return it != exact_cand_to_ref_.end() ? it->second : rename_with(rules_->cand, name);
@@ -324,48 +336,91 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     return make_error(Errc::limit_exceeded,
                       fmt::format("compare: {} and {} records, at most {} per dump", ref.record_count(),
                                   cand.record_count(), FirstOfKey::kNone - 1));
-  // The candidate's accepted records in execution order, with their identities; the names a
-  // rename rule changed are kept (the others are read again from the record when needed).
-  std::vector<uint32_t> cands;
-  std::vector<Ident> cand_ids;
-  std::unordered_map<uint32_t, std::string> cand_renamed;  // by position in cands
-  for (size_t i : in_exec_order(cand)) {
-    Record r = record(cand, i);
-    std::string n = renamer->cand(r.info.name);
-    if (!accepted(r, n)) continue;
-    cand_ids.push_back(ident_of(n, r.info));
-    if (n != r.info.name) cand_renamed.emplace(static_cast<uint32_t>(cands.size()), std::move(n));
-    cands.push_back(static_cast<uint32_t>(i));
-  }
-  // The pairing name of cands[j], from its record `r`.
-  auto cand_name = [&](uint32_t j, const Record& r) -> const std::string& {
-    auto it = cand_renamed.find(j);
-    return it != cand_renamed.end() ? it->second : r.info.name;
+  // Each side's accepted records in execution order with their pairing identities; the names a
+  // rename rule changed are kept (the others are read again from the record when needed). A side
+  // without filter or rename rules is read from the reader's table alone; otherwise its metas
+  // are decoded in parallel blocks, concatenated in block order (the same for any thread count).
+  struct Side {
+    std::vector<uint32_t> recs;
+    std::vector<Ident> ids;
+    std::unordered_map<uint32_t, std::string> renamed;  // by position in recs
   };
-  auto add_pair = [&](const Record& a, size_t ai, const Record& b, size_t bi) {
-    PlannedPair p;
-    p.ref = planned_side(a, ai);
-    p.cand = planned_side(b, bi);
-    p.numel = a.info.numel();
-    p.renamed = a.info.name != b.info.name;
-    PairResult& res = out.results.emplace_back();
-    plan_shapes(p, res, a, b, options);
-    out.pairs.push_back(p);
-    res.ref = describe(a);
-    res.cand = describe(b);
+  auto side_of = [&](const Reader& r, const std::vector<size_t>& order, bool keeps,
+                     std::string (Renamer::*rename)(const std::string&) const) {
+    Side side;
+    if (keeps && !filter) {
+      side.recs.reserve(order.size());
+      side.ids.reserve(order.size());
+      for (size_t i : order) {
+        const auto id = detail::ReaderAccess::identity(r, i);
+        side.recs.push_back(static_cast<uint32_t>(i));
+        side.ids.push_back(ident_of(id.name_hash, id.occurrence, id.role_index, id.role));
+      }
+      return side;
+    }
+    constexpr size_t kBlock = 65536;
+    std::vector<Side> blocks((order.size() + kBlock - 1) / kBlock);
+    detail::parallel_for(blocks.size(), [&](size_t bi) {
+      Side& blk = blocks[bi];
+      for (size_t k = bi * kBlock; k < std::min(order.size(), (bi + 1) * kBlock); ++k) {
+        const Record rec = detail::ReaderAccess::record(r, order[k]);
+        std::string n = ((*renamer).*rename)(rec.info.name);
+        if (!accepted(rec, n)) continue;
+        blk.ids.push_back(ident_of(n, rec.info));
+        if (n != rec.info.name) blk.renamed.emplace(static_cast<uint32_t>(blk.recs.size()), std::move(n));
+        blk.recs.push_back(static_cast<uint32_t>(order[k]));
+      }
+      if (release_pages) detail::release_pages(r.bytes());
+    }, options.threads);
+    for (Side& blk : blocks) {
+      const auto base = static_cast<uint32_t>(side.recs.size());
+      side.recs.insert(side.recs.end(), blk.recs.begin(), blk.recs.end());
+      side.ids.insert(side.ids.end(), blk.ids.begin(), blk.ids.end());
+      for (auto& [k, n] : blk.renamed) side.renamed.emplace(base + k, std::move(n));
+      blk = Side{};
+    }
+    return side;
+  };
+  // The pairing name of position k of a side.
+  auto name_of = [&](const Reader& r, const Side& side, uint32_t k) -> std::string {
+    auto it = side.renamed.find(k);
+    return it != side.renamed.end() ? it->second : record(r, side.recs[k]).info.name;
+  };
+  // Describes records into `out` (pre-sized), in parallel: their order is the given one.
+  auto describe_all = [&](const Reader& r, const std::vector<uint32_t>& recs, std::vector<TensorDesc>& descs) {
+    descs.resize(recs.size());
+    detail::parallel_for((recs.size() + 4095) / 4096, [&](size_t bi) {
+      for (size_t k = bi * 4096; k < std::min(recs.size(), (bi + 1) * 4096); ++k)
+        descs[k] = describe(detail::ReaderAccess::record(r, recs[k]));
+    }, options.threads);
   };
   const std::vector<size_t> ref_order = in_exec_order(ref);
-  const size_t most = std::min(ref_order.size(), cands.size());
-  out.pairs.reserve(most);
-  out.results.reserve(most);
 
   if (options.pairing == Pairing::positional) {
+    std::vector<uint32_t> cands;
+    for (size_t i : in_exec_order(cand)) {
+      Record r = record(cand, i);
+      if (accepted(r, renamer->cand(r.info.name))) cands.push_back(static_cast<uint32_t>(i));
+    }
     size_t k = 0;
     for (size_t i : ref_order) {
       Record a = record(ref, i);
       if (!accepted(a, renamer->ref(a.info.name))) continue;
-      if (k < cands.size()) add_pair(a, i, record(cand, cands[k]), cands[k]);
-      else out.only_ref.push_back(describe(a));
+      if (k < cands.size()) {
+        const Record b = record(cand, cands[k]);
+        PlannedPair p;
+        p.ref = planned_side(a, i);
+        p.cand = planned_side(b, cands[k]);
+        p.numel = a.info.numel();
+        p.renamed = a.info.name != b.info.name;
+        PairResult& res = out.results.emplace_back();
+        plan_shapes(p, res, a, b, options);
+        out.pairs.push_back(p);
+        res.ref = describe(a);
+        res.cand = describe(b);
+      } else {
+        out.only_ref.push_back(describe(a));
+      }
       ++k;
     }
     for (; k < cands.size(); ++k) out.only_cand.push_back(describe(record(cand, cands[k])));
@@ -376,58 +431,100 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     return out;
   }
 
-  // First record of each identity wins (format.md §3.3). Two candidates with the same hash and
-  // members are the same identity when their names are: decoded only then (duplicates).
-  FirstOfKey by_key(cands.size());
-  for (uint32_t j = 0; j < cands.size(); ++j) {
-    by_key.insert(j, cand_ids[j].hash, [&](uint32_t k) {
-      if (!(cand_ids[k] == cand_ids[j])) return false;
-      const Record rk = record(cand, cands[k]), rj = record(cand, cands[j]);
-      return cand_name(k, rk) == cand_name(j, rj);
+  const Side cs = side_of(cand, in_exec_order(cand), renamer->keeps_cand(), &Renamer::cand);
+  const Side rs = side_of(ref, ref_order, renamer->keeps_ref(), &Renamer::ref);
+
+  // First record of each identity wins (format.md §3.3). Two records with the same identity
+  // hash and members are the same identity when their names are: decoded only then
+  // (duplicates, or a hash collision).
+  FirstOfKey by_key(cs.ids.size());
+  std::vector<bool> cand_dup(cs.ids.size(), false);
+  for (uint32_t j = 0; j < cs.ids.size(); ++j) {
+    const uint32_t first = by_key.insert(j, cs.ids[j].hash, [&](uint32_t k) {
+      return cs.ids[k] == cs.ids[j] && name_of(cand, cs, k) == name_of(cand, cs, j);
     });
+    cand_dup[j] = first != j;
   }
-  std::vector<bool> used(cands.size(), false);
-  // The reference's accepted identities so far (record index and identity), to skip duplicates.
-  std::vector<uint32_t> ref_recs;
-  std::vector<Ident> ref_ids;
-  FirstOfKey seen_ref(ref_order.size());
-  std::optional<Record> matched;  // the candidate record find() decoded last
-  for (size_t i : ref_order) {
-    Record a = record(ref, i);
-    std::string n = renamer->ref(a.info.name);
-    if (!accepted(a, n)) continue;
-    const Ident id = ident_of(n, a.info);
-    const auto k = static_cast<uint32_t>(ref_ids.size());
-    ref_ids.push_back(id);
-    ref_recs.push_back(static_cast<uint32_t>(i));
-    const uint32_t first = seen_ref.insert(k, id.hash, [&](uint32_t e) {
-      return ref_ids[e] == id && renamer->ref(record(ref, ref_recs[e]).info.name) == n;
-    });
-    if (first != k) {  // a duplicate identity in the reference
-      ref_ids.pop_back();
-      ref_recs.pop_back();
-      continue;
+  FirstOfKey seen_ref(rs.ids.size());
+  // Pairs by identity; `verify`: names compared while pairing (each candidate decoded here),
+  // otherwise after, in parallel, and a mismatch (two names of one 64-bit identity hash: a
+  // crafted file) pairs again with `verify`.
+  std::vector<std::pair<uint32_t, uint32_t>> matched;  // positions in rs, cs
+  std::vector<uint32_t> only_ref, only_cand;
+  auto pair_up = [&](bool verify) {
+    matched.clear();
+    only_ref.clear();
+    only_cand.clear();
+    seen_ref = FirstOfKey(rs.ids.size());
+    std::vector<bool> used(cs.ids.size(), false);
+    for (uint32_t k = 0; k < rs.ids.size(); ++k) {
+      const Ident& id = rs.ids[k];
+      std::optional<std::string> n;  // the reference's pairing name, when needed
+      auto ref_name = [&]() -> const std::string& {
+        if (!n) n = name_of(ref, rs, k);
+        return *n;
+      };
+      const uint32_t first = seen_ref.insert(k, id.hash, [&](uint32_t e) {
+        return rs.ids[e] == id && name_of(ref, rs, e) == ref_name();
+      });
+      if (first != k) continue;  // a duplicate identity in the reference
+      const uint32_t j = by_key.find(id.hash, [&](uint32_t e) {
+        return cs.ids[e] == id && (!verify || name_of(cand, cs, e) == ref_name());
+      });
+      if (j == FirstOfKey::kNone || used[j]) {
+        only_ref.push_back(rs.recs[k]);
+        continue;
+      }
+      used[j] = true;
+      matched.emplace_back(k, j);
     }
-    const uint32_t j = by_key.find(id.hash, [&](uint32_t e) {
-      if (!(cand_ids[e] == id)) return false;
-      matched = record(cand, cands[e]);
-      return cand_name(e, *matched) == n;
-    });
-    if (j == FirstOfKey::kNone || used[j]) {
-      out.only_ref.push_back(describe(a));
-      continue;
-    }
-    used[j] = true;
-    add_pair(a, i, *matched, cands[j]);
+    for (uint32_t j = 0; j < cs.ids.size(); ++j)
+      if (!used[j] && !cand_dup[j]) only_cand.push_back(cs.recs[j]);
+  };
+  pair_up(false);
+
+  // Each pair's two records decoded once, planned and described straight into its slot.
+  for (bool verify = false;; verify = true) {
+    out.pairs.assign(matched.size(), PlannedPair{});
+    out.results.clear();
+    out.results.resize(matched.size());
+    std::atomic<bool> mismatch{false};
+    constexpr size_t kBlock = 16384;
+    detail::parallel_for((matched.size() + kBlock - 1) / kBlock, [&](size_t bi) {
+      for (size_t m = bi * kBlock; m < std::min(matched.size(), (bi + 1) * kBlock); ++m) {
+        const auto [k, j] = matched[m];
+        const Record a = detail::ReaderAccess::record(ref, rs.recs[k]);
+        const Record b = detail::ReaderAccess::record(cand, cs.recs[j]);
+        if (!verify) {
+          auto ra = rs.renamed.find(k);
+          auto cb = cs.renamed.find(j);
+          const std::string& an = ra != rs.renamed.end() ? ra->second : a.info.name;
+          const std::string& bn = cb != cs.renamed.end() ? cb->second : b.info.name;
+          if (an != bn) {
+            mismatch = true;
+            return;
+          }
+        }
+        PlannedPair& p = out.pairs[m];
+        PairResult& res = out.results[m];
+        p.ref = planned_side(a, rs.recs[k]);
+        p.cand = planned_side(b, cs.recs[j]);
+        p.numel = a.info.numel();
+        p.renamed = a.info.name != b.info.name;
+        plan_shapes(p, res, a, b, options);
+        res.ref = describe(a);
+        res.cand = describe(b);
+      }
+      if (release_pages) {
+        detail::release_pages(ref.bytes());
+        detail::release_pages(cand.bytes());
+      }
+    }, options.threads);
+    if (!mismatch || verify) break;
+    pair_up(true);
   }
-  for (uint32_t j = 0; j < cands.size(); ++j) {
-    if (used[j]) continue;
-    const Record r = record(cand, cands[j]);
-    const uint32_t first = by_key.find(cand_ids[j].hash, [&](uint32_t e) {
-      return cand_ids[e] == cand_ids[j] && (e == j || cand_name(e, record(cand, cands[e])) == cand_name(j, r));
-    });
-    if (first == j) out.only_cand.push_back(describe(r));
-  }
+  describe_all(ref, only_ref, out.only_ref);
+  describe_all(cand, only_cand, out.only_cand);
   if (release_pages) {
     detail::release_pages(ref.bytes());
     detail::release_pages(cand.bytes());

@@ -104,6 +104,9 @@ class Renamer {
   static Result<Renamer> make(const NameMap& names);
   std::string ref(const std::string& name) const;
   std::string cand(const std::string& name) const;
+  // No rule changes any name of that side (pairing may then use the readers' name hashes).
+  bool keeps_ref() const noexcept;
+  bool keeps_cand() const noexcept;
 
  private:
   struct Rules;

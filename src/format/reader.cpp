@@ -584,6 +584,11 @@ Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, u
 Record detail::ReaderAccess::record(const Reader& r, size_t i) { return r.impl_->decode(i); }
 uint64_t detail::ReaderAccess::exec_index(const Reader& r, size_t i) { return r.impl_->entries[i].exec_index; }
 
+detail::ReaderAccess::Identity detail::ReaderAccess::identity(const Reader& r, size_t i) {
+  const auto& e = r.impl_->entries[i];
+  return {e.name_hash, e.occurrence, e.role_index, static_cast<Role>(e.role)};
+}
+
 std::optional<uint64_t> detail::ReaderAccess::frame_offset(const Reader& r, size_t i,
                                                            std::span<const std::byte> payload) {
   const auto& impl = *r.impl_;

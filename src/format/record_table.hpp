@@ -17,6 +17,15 @@ struct ReaderAccess {
   static Record record(const Reader& reader, size_t i);
   // records()[i].info.exec_index, from the table.
   static uint64_t exec_index(const Reader& reader, size_t i);
+  // records()[i]'s identity from the table: fnv1a64 of the name (common/bytes.hpp), occurrence,
+  // role index and role, without decoding the meta.
+  struct Identity {
+    uint64_t name_hash = 0;
+    uint32_t occurrence = 0;
+    uint16_t role_index = 0;
+    Role role = Role::output;
+  };
+  static Identity identity(const Reader& reader, size_t i);
   // records()[i].offset when record i's frame still describes `payload` (its payload field, as
   // the scan found it), without decoding the meta; nullopt when the file changed since (a file
   // cut meanwhile reads zeros there).
