@@ -340,6 +340,7 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
   // rename rule changed are kept (the others are read again from the record when needed). A side
   // without filter or rename rules is read from the reader's table alone; otherwise its metas
   // are decoded in parallel blocks, concatenated in block order (the same for any thread count).
+  constexpr size_t kBlock = 4096;  // records per parallel task (pages dropped after each)
   struct Side {
     std::vector<uint32_t> recs;
     std::vector<Ident> ids;
@@ -358,7 +359,6 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
       }
       return side;
     }
-    constexpr size_t kBlock = 65536;
     std::vector<Side> blocks((order.size() + kBlock - 1) / kBlock);
     detail::parallel_for(blocks.size(), [&](size_t bi) {
       Side& blk = blocks[bi];
@@ -389,8 +389,8 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
   // Describes records into `out` (pre-sized), in parallel: their order is the given one.
   auto describe_all = [&](const Reader& r, const std::vector<uint32_t>& recs, std::vector<TensorDesc>& descs) {
     descs.resize(recs.size());
-    detail::parallel_for((recs.size() + 4095) / 4096, [&](size_t bi) {
-      for (size_t k = bi * 4096; k < std::min(recs.size(), (bi + 1) * 4096); ++k)
+    detail::parallel_for((recs.size() + kBlock - 1) / kBlock, [&](size_t bi) {
+      for (size_t k = bi * kBlock; k < std::min(recs.size(), (bi + 1) * kBlock); ++k)
         descs[k] = describe(detail::ReaderAccess::record(r, recs[k]));
     }, options.threads);
   };
@@ -489,7 +489,6 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     out.results.clear();
     out.results.resize(matched.size());
     std::atomic<bool> mismatch{false};
-    constexpr size_t kBlock = 16384;
     detail::parallel_for((matched.size() + kBlock - 1) / kBlock, [&](size_t bi) {
       for (size_t m = bi * kBlock; m < std::min(matched.size(), (bi + 1) * kBlock); ++m) {
         const auto [k, j] = matched[m];

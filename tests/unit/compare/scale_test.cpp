@@ -272,3 +272,56 @@ TEST(Scale, JsonOfManyRecordsHasEveryPair) {
   EXPECT_EQ(sax.next, kRecords);
   EXPECT_TRUE(sax.ordered);
 }
+
+namespace {
+
+// Pairing reads identities from the readers' tables when a side has no filter or rename rule and
+// decodes metas in parallel blocks of 4,096 records otherwise: both ways, and any thread count,
+// pair alike. 10,000 records per side span three blocks, with duplicate identities (the first
+// wins) and unpaired tensors on both sides across block boundaries.
+TEST(Scale, PairingFromTablesOrDecodedBlocksIsTheSame) {
+  std::vector<Entry> ref, cand;
+  for (int i = 0; i < 10000; ++i) {
+    const std::string name = "t." + std::to_string(i % 9000);  // 1,000 repeats: occurrence 1
+    auto v = noise(4, static_cast<uint64_t>(i));
+    if (i % 4001 != 17) ref.push_back({name, v});
+    if (i % 3989 != 5) {
+      if (i % 501 == 3) v[1] += 0.5;
+      cand.push_back({i % 2999 == 11 ? "x." + name : name, v});
+    }
+  }
+  // A duplicate identity on each side (same name and occurrence written twice), one block apart.
+  Entry dup{"t.7", noise(4, 1)};
+  dup.occurrence = 0;
+  ref.push_back(dup);
+  cand.push_back(dup);
+  ScratchDir d;
+  auto a = write_dump(d.file("a.tdump"), ref);
+  auto b = write_dump(d.file("b.tdump"), cand);
+  CompareOptions o;
+  o.threads = 1;
+  const Report base = run_compare(a, b, o);
+  ASSERT_GT(base.pairs.size(), 9000u);
+  ASSERT_FALSE(base.only_in_reference.empty());
+  ASSERT_FALSE(base.only_in_candidate.empty());
+  const std::string one = json_of(base);
+  for (unsigned t : {1u, 2u, 3u}) {
+    o.threads = t;
+    o.filter.clear();
+    EXPECT_EQ(json_of(run_compare(a, b, o)), one) << t << " threads, from the tables";
+    o.filter = "*";  // accepts everything, but the metas are decoded
+    EXPECT_EQ(json_of(run_compare(a, b, o)), one) << t << " threads, decoded";
+  }
+  // A rename rule on the candidate only: x.t.N pairs with t.N, the rest as before.
+  o.filter.clear();
+  o.names.candidate.push_back(*RenameRule::parse("^x\\.(.*)=>$1"));
+  const std::string renamed = json_of(run_compare(a, b, o));
+  EXPECT_NE(renamed, one);
+  for (unsigned t : {1u, 3u}) {
+    o.threads = t;
+    o.filter = t == 1 ? "" : "*";
+    EXPECT_EQ(json_of(run_compare(a, b, o)), renamed) << t << " threads, renamed";
+  }
+}
+
+}  // namespace
