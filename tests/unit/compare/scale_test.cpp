@@ -325,3 +325,37 @@ TEST(Scale, PairingFromTablesOrDecodedBlocksIsTheSame) {
 }
 
 }  // namespace
+
+namespace {
+
+// Pairing trusts 64-bit identity hashes (fnv1a64 of the name, mixed with occurrence and role)
+// and compares a pair's names afterwards; a mismatch pairs again comparing names as it goes.
+// These two names share their fnv1a64 (found by Pollard's rho): the candidate holds the
+// impostor first, so the hash alone would pair the reference's tensor with it.
+TEST(Scale, TwoNamesOfOneHashArePairedByName) {
+  const std::string a = "ne22f562d0ab41468", b = "nd737633291390751";
+  ScratchDir d;
+  auto ref = write_dump(d.file("r.tdump"), {{a, noise(4, 1)}, {"x", noise(4, 2)}});
+  auto cand = write_dump(d.file("c.tdump"), {{b, noise(4, 3)}, {a, noise(4, 1)}, {"x", noise(4, 2)}});
+  for (std::string filter : {"", "*"}) {
+    CompareOptions o;
+    o.filter = filter;
+    const Report r = run_compare(ref, cand, o);
+    ASSERT_EQ(r.pairs.size(), 2u) << filter;
+    EXPECT_EQ(r.pairs[0].ref.name, a);
+    EXPECT_EQ(r.pairs[0].cand.name, a);
+    EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
+    ASSERT_EQ(r.only_in_candidate.size(), 1u);
+    EXPECT_EQ(r.only_in_candidate[0].name, b);
+    EXPECT_TRUE(r.only_in_reference.empty());
+  }
+  // Only the impostor on the other side: nothing pairs with it.
+  auto lone = write_dump(d.file("l.tdump"), {{b, noise(4, 1)}, {"x", noise(4, 2)}});
+  const Report r = run_compare(ref, lone);
+  ASSERT_EQ(r.pairs.size(), 1u);
+  EXPECT_EQ(r.pairs[0].ref.name, "x");
+  ASSERT_EQ(r.only_in_reference.size(), 1u);
+  EXPECT_EQ(r.only_in_reference[0].name, a);
+}
+
+}  // namespace
