@@ -265,17 +265,8 @@ class Engine {
     return [this](const TensorRef& r) -> const TensorDesc* {
       auto [it, fresh] = outside_.try_emplace(std::tuple{r.name, r.role, r.role_index, r.occurrence});
       if (fresh) {
-        if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index)) {
-          const Record rec = detail::ReaderAccess::record(ref_, *i);
-          TensorDesc& d = it->second.emplace();
-          d.name = rec.info.name;
-          d.role = rec.info.role;
-          d.role_index = rec.info.role_index;
-          d.occurrence = rec.info.occurrence;
-          d.exec_index = rec.info.exec_index;
-          d.dtype = rec.info.dtype;
-          describe_dataflow(rec.info, d);
-        }
+        if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index))
+          it->second = describe(detail::ReaderAccess::record(ref_, *i));
       }
       return it->second ? &*it->second : nullptr;
     };
