@@ -30,6 +30,7 @@
 #include "driftscope/interned.hpp"
 #include "driftscope/pooled.hpp"
 #include "driftscope/reader.hpp"
+#include "driftscope/shared_string.hpp"
 #include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
 
@@ -227,7 +228,9 @@ struct Reason {
 
 // One side of a pair, as recorded.
 struct TensorDesc {
-  std::string name;       // as stored
+  // As stored. (shared_string.hpp: a pair's two equal names share one block; it reads as a
+  // std::string_view, .str() makes a std::string.)
+  SharedString name;
   Interned op_type;       // (interned.hpp: few distinct values, one pointer)
   Role role = Role::output;
   uint16_t role_index = 0;

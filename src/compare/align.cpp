@@ -262,6 +262,22 @@ TensorDesc describe(const Record& r) {
   return d;
 }
 
+namespace {
+// Pair (ref, cand) planned and described into its slot. The two names share one block when they
+// are equal, as they almost always are (shared_string.hpp: 96 bytes a pair, issue 13 §5).
+void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_index, const Record& cand,
+               size_t cand_index, const CompareOptions& options) {
+  p.ref = planned_side(ref, ref_index);
+  p.cand = planned_side(cand, cand_index);
+  p.numel = ref.info.numel();
+  p.renamed = ref.info.name != cand.info.name;
+  plan_shapes(p, res, ref, cand, options);
+  res.ref = describe(ref);
+  res.cand = describe(cand);
+  if (!p.renamed) res.cand.name = res.ref.name;
+}
+}  // namespace
+
 std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape) {
   std::vector<uint64_t> c(shape.size(), 0);
   for (size_t i = shape.size(); i-- > 0;) {
@@ -408,16 +424,7 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
       if (!accepted(a, renamer->ref(a.info.name))) continue;
       if (k < cands.size()) {
         const Record b = record(cand, cands[k]);
-        PlannedPair p;
-        p.ref = planned_side(a, i);
-        p.cand = planned_side(b, cands[k]);
-        p.numel = a.info.numel();
-        p.renamed = a.info.name != b.info.name;
-        PairResult& res = out.results.emplace_back();
-        plan_shapes(p, res, a, b, options);
-        out.pairs.push_back(p);
-        res.ref = describe(a);
-        res.cand = describe(b);
+        plan_pair(out.pairs.emplace_back(), out.results.emplace_back(), a, i, b, cands[k], options);
       } else {
         out.only_ref.push_back(describe(a));
       }
@@ -504,15 +511,7 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
             return;
           }
         }
-        PlannedPair& p = out.pairs[m];
-        PairResult& res = out.results[m];
-        p.ref = planned_side(a, rs.recs[k]);
-        p.cand = planned_side(b, cs.recs[j]);
-        p.numel = a.info.numel();
-        p.renamed = a.info.name != b.info.name;
-        plan_shapes(p, res, a, b, options);
-        res.ref = describe(a);
-        res.cand = describe(b);
+        plan_pair(out.pairs[m], out.results[m], a, rs.recs[k], b, cs.recs[j], options);
       }
       if (release_pages) {
         detail::release_pages(ref.bytes());

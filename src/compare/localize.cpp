@@ -23,7 +23,7 @@ bool has_code(const PairResult& p, std::string_view code) {
 void localize_by_order(Report& rep, const CompareOptions& options) {
   auto& pairs = rep.pairs;
   // Inputs of each module call, by (reference name, occurrence).
-  std::map<std::tuple<std::string, uint32_t>, std::vector<size_t>> inputs;
+  std::map<std::tuple<std::string_view, uint32_t>, std::vector<size_t>> inputs;  // (views of the pairs' names)
   for (size_t i = 0; i < pairs.size(); ++i)
     if (pairs[i].compared && pairs[i].ref.role == Role::input)
       inputs[{pairs[i].ref.name, pairs[i].ref.occurrence}].push_back(i);

@@ -27,7 +27,7 @@ constexpr double kQuantizedRoundoff = 1.0 / 256.0;
 bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
 
 using Key = std::tuple<std::string, Role, uint16_t, uint32_t>;
-Key key_of(const TensorDesc& d) { return {d.name, d.role, d.role_index, d.occurrence}; }
+Key key_of(const TensorDesc& d) { return {d.name.str(), d.role, d.role_index, d.occurrence}; }
 Key key_of(const TensorRef& r) { return {r.name, r.role, r.role_index, r.occurrence}; }
 
 // A compared pair that can carry error: a floating-point value, not an index, shape or mask.
@@ -87,7 +87,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   for (size_t i = 0; i < pairs.size(); ++i) pair_of.emplace(key_of(pairs[i].ref), i);
   std::map<Key, const TensorDesc*> unpaired;
   for (const auto& d : rep.only_in_reference) unpaired.emplace(key_of(d), &d);
-  std::map<std::string, std::vector<size_t>> params;
+  std::map<std::string_view, std::vector<size_t>> params;  // (views of the pairs' names)
   for (size_t i = 0; i < pairs.size(); ++i)
     if (pairs[i].compared && pairs[i].ref.role == Role::parameter) params[pairs[i].ref.name].push_back(i);
 

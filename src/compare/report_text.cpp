@@ -41,7 +41,7 @@ std::string fmt_shape(std::span<const uint64_t> shape) {
 }
 
 std::string fmt_identity(const TensorDesc& d) {
-  std::string s = d.name;
+  std::string s = d.name.str();
   if (d.role != Role::output || d.role_index != 0)
     s += fmt::format(" ({} {})", role_name(d.role), d.role_index);
   if (d.occurrence != 0) s += fmt::format(" #{}", d.occurrence);

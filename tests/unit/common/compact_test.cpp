@@ -1,5 +1,5 @@
 // Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp),
-// Interned (driftscope/interned.hpp), InlineVector<T, N> (driftscope/inline_vector.hpp) and
+// Interned (driftscope/interned.hpp), SharedString (driftscope/shared_string.hpp), InlineVector<T, N> (driftscope/inline_vector.hpp) and
 // Pooled<T> (driftscope/pooled.hpp):
 // the compact members of PairResult, TensorDesc and Criteria behave as the std::vector /
 // std::string / std::optional they stand for (value semantics on copy and move, assignment,
@@ -10,10 +10,13 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "driftscope/compact_optional.hpp"
@@ -21,12 +24,14 @@
 #include "driftscope/inline_vector.hpp"
 #include "driftscope/interned.hpp"
 #include "driftscope/pooled.hpp"
+#include "driftscope/shared_string.hpp"
 #include "driftscope/sparse.hpp"
 
 using driftscope::CompactOptional;
 using driftscope::InlineVector;
 using driftscope::Interned;
 using driftscope::Pooled;
+using driftscope::SharedString;
 using driftscope::Sparse;
 
 TEST(Sparse, VectorValueSemantics) {
@@ -206,6 +211,70 @@ TEST(Interned, ValueSemanticsAndSharing) {
   EXPECT_TRUE(l3.empty());
 }
 
+TEST(SharedString, ValueSemanticsAndSharing) {
+  SharedString e;
+  EXPECT_TRUE(e.empty());
+  EXPECT_EQ(e.size(), 0u);
+  EXPECT_STREQ(e.c_str(), "");
+  EXPECT_TRUE(e == "");
+  EXPECT_TRUE(e == SharedString(""));
+  const std::string long_name = "model.layers.31.self_attn.q_proj.output";
+  SharedString a = long_name, b = std::string_view(long_name), c = "Softmax";
+  EXPECT_TRUE(a == b);
+  EXPECT_FALSE(a.shares_with(b));  // made twice: two blocks, equal values
+  EXPECT_FALSE(a == c);
+  EXPECT_STREQ(a.c_str(), long_name.c_str());  // NUL-terminated
+  EXPECT_EQ(a.str(), long_name);
+  EXPECT_EQ(std::string(a), long_name);
+  EXPECT_EQ(std::string_view(a), long_name);
+  EXPECT_EQ(a.size(), long_name.size());
+  EXPECT_TRUE(a.starts_with("model.") && a.ends_with(".output"));
+  EXPECT_EQ(a.substr(6, 6), "layers");
+  EXPECT_EQ(a.find("q_proj"), long_name.find("q_proj"));
+  EXPECT_TRUE(c < a);  // ordered as the text is ("S" < "m")
+  EXPECT_EQ("x." + c, "x.Softmax");
+  EXPECT_EQ(fmt::format("[{}]", c), "[Softmax]");
+  std::ostringstream os;
+  os << c;
+  EXPECT_EQ(os.str(), "Softmax");
+
+  // Copies share the block; each owner lets go of it independently.
+  SharedString copy = a;
+  EXPECT_TRUE(copy.shares_with(a));
+  EXPECT_EQ(copy.data(), a.data());
+  a = "other";
+  EXPECT_EQ(copy.str(), long_name);
+  EXPECT_EQ(a.str(), "other");
+  SharedString moved = std::move(copy);
+  EXPECT_TRUE(copy.empty());
+  EXPECT_EQ(moved.str(), long_name);
+  moved = moved;  // self-assignment keeps the value
+  EXPECT_EQ(moved.str(), long_name);
+  b = moved;
+  EXPECT_TRUE(b.shares_with(moved));
+  b = "";
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(moved.str(), long_name);
+  EXPECT_EQ(std::hash<SharedString>()(moved), std::hash<std::string_view>()(long_name));
+}
+
+// The count is atomic: copies made and dropped on several threads at once leave the value intact
+// (and ASan sees no double free or leak when the last one goes).
+TEST(SharedString, CopiesOnManyThreads) {
+  SharedString shared = std::string(100, 'n');
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&shared] {
+      for (int i = 0; i < 20000; ++i) {
+        SharedString c = shared;
+        SharedString d = std::move(c);
+        if (d.size() != 100) std::abort();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(shared.str(), std::string(100, 'n'));
+}
+
 // Text from a file cannot grow the pool without bound: past kMaxValues distinct values, each
 // new one is a copy of its own and still reads back exactly.
 TEST(Interned, PoolIsBounded) {
@@ -226,11 +295,12 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(CompactOptional<int64_t>), 8u);
   EXPECT_EQ(sizeof(driftscope::Criteria), 72u);
   EXPECT_EQ(sizeof(Interned), 8u);
+  EXPECT_EQ(sizeof(SharedString), 8u);
   EXPECT_EQ(sizeof(InlineVector<uint64_t, 2>), sizeof(std::vector<uint64_t>));
   EXPECT_EQ(sizeof(driftscope::PairCriteria), 8u);
-  EXPECT_LE(sizeof(driftscope::TensorDesc), 128u);
+  EXPECT_LE(sizeof(driftscope::TensorDesc), 104u);
   EXPECT_LE(sizeof(driftscope::Metrics), 304u);
-  EXPECT_LE(sizeof(driftscope::PairResult), 744u);
+  EXPECT_LE(sizeof(driftscope::PairResult), 696u);
 }
 
 TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {
