@@ -255,7 +255,7 @@ TensorDesc describe(const Record& r) {
   d.exec_index = r.info.exec_index;
   d.dtype = r.info.dtype;
   d.shape = r.info.shape;
-  d.axes = r.info.axes;
+  if (!r.info.axes.empty()) d.edit().axes = r.info.axes;
   d.summary = r.kind == RecordKind::summary;
   d.quantized = r.info.encoding.kind != EncodingKind::raw;
   describe_dataflow(r.info, d);

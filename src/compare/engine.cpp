@@ -70,8 +70,8 @@ bool looks_like_classes(const TensorDesc& d) {
   }
   for (std::string_view w : {"logits", "lm_head", "classifier"})
     if (n.find(w) != std::string_view::npos) return true;
-  if (!d.axes.empty()) {
-    std::string a = lower(d.axes.back());
+  if (!d.axes().empty()) {
+    std::string a = lower(d.axes().back());
     for (std::string_view w : {"class", "classes", "vocab", "labels", "logits"})
       if (a == w) return true;
   }
@@ -355,7 +355,7 @@ class Engine {
     if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
     if (!p.permutation.empty())
       p.notes.push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
-                                    join_axes(p.ref.axes), join_axes(p.cand.axes)));
+                                    join_axes(p.ref.axes()), join_axes(p.cand.axes())));
     else if (p.ref.shape != p.cand.shape && !incomparable)
       p.notes.push_back(fmt::format("{}: reference {} vs candidate {}",
                                     plan.reshaped ? "reshaped" : "size-1 axes differ",

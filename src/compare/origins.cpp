@@ -43,15 +43,15 @@ void describe_dataflow(const TensorInfo& info, TensorDesc& d) {
     if (k == kInputsAttr) {
       auto refs = parse_inputs(v);
       if (refs) {
-        d.inputs = std::move(*refs);
+        if (!refs->empty()) d.edit().inputs = std::move(*refs);
         d.has_inputs = true;
       }
     } else if (k == kKindAttr) {
       if (auto kind = parse_tensor_kind(v)) d.kind = *kind;
     } else if (k == "ds.source") {
-      d.source = v;
+      if (!v.empty()) d.edit().source = v;
     } else if (k == "path") {
-      d.path = v;
+      if (!v.empty()) d.edit().path = v;
     }
   }
   // An integer tensor labelled "float" is still exact: its kind follows its dtype.
@@ -110,7 +110,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   };
   resolve = [&](const TensorDesc& d, InlineVector<size_t, 2>& out, int depth) {
     if (depth > kMaxFollow) return;
-    for (const TensorRef& r : d.inputs) {
+    for (const TensorRef& r : d.inputs()) {
       Key k = key_of(r);
       if (auto it = pair_of.find(k); it != pair_of.end()) {
         const PairResult& q = pairs[it->second];
@@ -234,7 +234,7 @@ void mark_finer_grained(Report& rep) {
   std::vector<char> seen(rep.only_in_candidate.size(), 0);
   std::vector<size_t> stack;
   auto visit = [&](const TensorDesc& d) {
-    for (const TensorRef& r : d.inputs)
+    for (const TensorRef& r : d.inputs())
       if (auto it = only.find(key_of(r)); it != only.end() && !seen[it->second]) {
         seen[it->second] = 1;
         stack.push_back(it->second);

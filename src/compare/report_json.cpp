@@ -45,10 +45,10 @@ ordered_json desc_json(const TensorDesc& d) {
   o["index"] = d.exec_index;
   o["dtype"] = dtype_name(d.dtype);
   o["shape"] = shape_json(d.shape);
-  o["axes"] = d.axes;
+  o["axes"] = d.axes();
   o["kind"] = d.summary ? "summary" : "tensor";
   o["quantized"] = d.quantized;
-  if (!d.ranks.empty()) o["ranks"] = d.ranks;  // dump sets only (docs/dumpsets.md §7)
+  if (!d.ranks().empty()) o["ranks"] = d.ranks();  // dump sets only (docs/dumpsets.md §7)
   return o;
 }
 
@@ -163,8 +163,8 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
   w.key("shape_ref"), w.array_of(p.ref.shape);
   w.key("shape_cand"), w.array_of(p.cand.shape);
-  w.key("axes_ref"), w.array_of(p.ref.axes.get());
-  w.key("axes_cand"), w.array_of(p.cand.axes.get());
+  w.key("axes_ref"), w.array_of(p.ref.axes());
+  w.key("axes_cand"), w.array_of(p.cand.axes());
   w.key("status"), w.str(status_name(p.status));
   w.key("reasons");
   w.begin_array();
@@ -273,8 +273,8 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   num("amplification", p.amplification, c);
   w.key("value_kind"), w.str(tensor_kind_name(p.ref.kind));
   w.key("source");
-  if (p.ref.source.empty()) w.null();
-  else w.str(p.ref.source);
+  if (p.ref.source().empty()) w.null();
+  else w.str(p.ref.source());
   num("rounding", p.rounding, c);
   w.key("beyond_rounding");
   if (c) w.boolean(p.beyond_rounding);
@@ -282,8 +282,8 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("parameter_pairs"), w.array_of(p.parameter_pairs.get());
   if (ranks) {  // dump sets only (docs/dumpsets.md §7)
     w.key("ranks"), w.array_of(*ranks);
-    w.key("ranks_ref"), w.array_of(p.ref.ranks.get());
-    w.key("ranks_cand"), w.array_of(p.cand.ranks.get());
+    w.key("ranks_ref"), w.array_of(p.ref.ranks());
+    w.key("ranks_cand"), w.array_of(p.cand.ranks());
     if (!p.shard_check.empty()) w.key("shard_check"), w.str(p.shard_check);
   }
   w.end_object();
@@ -295,7 +295,7 @@ ordered_json origin_json(const Report& r, const OriginPoint& o) {
   for (size_t j : p.parameter_pairs) {
     const PairResult& q = r.pairs[j];
     params.push_back(ordered_json{
-        {"pair", j}, {"role_index", q.ref.role_index}, {"path", q.ref.path},
+        {"pair", j}, {"role_index", q.ref.role_index}, {"path", q.ref.path()},
         {"status", status_name(q.status)}, {"rel_l2", real(q.metrics.rel_l2)},
         {"max_abs_diff", real(q.metrics.max_abs_diff)}, {"beyond_rounding", q.beyond_rounding}});
   }
@@ -306,7 +306,7 @@ ordered_json origin_json(const Report& r, const OriginPoint& o) {
                       {"input_error", real(p.input_error)}, {"factor", real(o.factor)},
                       {"rounding", real(p.rounding)}, {"reach", o.reach},
                       {"reach_failing", o.reach_failing},
-                      {"source", p.ref.source.empty() ? ordered_json(nullptr) : ordered_json(p.ref.source)},
+                      {"source", p.ref.source().empty() ? ordered_json(nullptr) : ordered_json(p.ref.source())},
                       {"parameters_differ", o.parameters_differ}, {"parameters", params}};
   if (r.sets) out["ranks"] = r.pair_ranks(p);  // dump sets only, as tensors[].ranks
   return out;

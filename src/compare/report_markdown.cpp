@@ -121,12 +121,12 @@ std::string report_to_markdown(const Report& r) {
                            fmt_num(p.amplification, 3));
       out += fmt::format("; {} rounding ({})\n", p.beyond_rounding ? "beyond" : "within", fmt_num(p.rounding, 3));
     }
-    if (!p.ref.source.empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source));
+    if (!p.ref.source().empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source()));
     for (size_t j : p.parameter_pairs) {
       const PairResult& q = r.pairs[j];
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       out += fmt::format("- parameter {} {}: {} (rel_l2 {}, max abs diff {})\n", q.ref.role_index,
-                         line_code(q.ref.path.empty() ? std::string("-") : q.ref.path.get()),
+                         line_code(q.ref.path().empty() ? std::string("-") : q.ref.path()),
                          d ? "**differs**" : "equal within rounding", fmt_num(q.metrics.rel_l2, 3),
                          fmt_num(q.metrics.max_abs_diff, 3));
     }
@@ -151,7 +151,7 @@ std::string report_to_markdown(const Report& r) {
                          g.origin == Origin::amplified ? "amplified x" + fmt_num(g.factor, 3) : std::string("introduced"),
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
                          p.parameter_pairs.empty() ? "-" : g.parameters_differ ? "differ" : "same",
-                         p.ref.source.empty() ? std::string("-") : cell_code(p.ref.source));
+                         p.ref.source().empty() ? std::string("-") : cell_code(p.ref.source()));
     }
   }
   if (r.first_divergence) {

@@ -353,7 +353,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       differ = differ || d;
       out += fmt::format("{}parameter  {} {}: {}  rel_l2 {}  max|d| {}\n", indent,
-                         q.ref.role_index, printable(q.ref.path.empty() ? std::string("-") : q.ref.path.get()),
+                         q.ref.role_index, printable(q.ref.path().empty() ? std::string("-") : q.ref.path()),
                          d ? "differs" : q.error == 0 ? "identical" : "equal within rounding",
                          fmt_num(q.metrics.rel_l2, 3), fmt_num(q.metrics.max_abs_diff, 3));
     }
@@ -378,7 +378,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     }
     if (p.compared && (p.status == PairStatus::fail || p.status == PairStatus::silent_failure))
       out += fmt::format("  rounding   {}\n", rounding_text(p));
-    if (!p.ref.source.empty()) out += fmt::format("  source     {}\n", printable(p.ref.source));
+    if (!p.ref.source().empty()) out += fmt::format("  source     {}\n", printable(p.ref.source()));
     parameters(p);
     if (p.compared && !p.estimated && m.finite_pairs > 0) {
       out += fmt::format("  metrics    rel_l2 {}  cosine {}  sqnr {} dB  max|d| {}  rmse {}  norms {} / {}\n",
@@ -424,7 +424,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                          fit(shown(p.ref), std::max<size_t>(16, o.width > 70 ? o.width - 70 : 16)), rank_text(r, p), how,
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
                          g.parameters_differ ? "  parameters differ" : "");
-      if (!p.ref.source.empty()) out += fmt::format("         at {}\n", printable(p.ref.source));
+      if (!p.ref.source().empty()) out += fmt::format("         at {}\n", printable(p.ref.source()));
       parameters(p, "         ");
     }
   }

@@ -387,14 +387,15 @@ void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, con
   if (it == slots.end()) return;
   d.occurrence = it->second.occurrence;
   d.exec_index = it->second.exec_index;
-  d.ranks = side.logicals[it->second.logical].ranks;
+  if (!side.logicals[it->second.logical].ranks.empty()) d.edit().ranks = side.logicals[it->second.logical].ranks;
+  if (d.inputs().empty()) return;
   std::vector<TensorRef> stored;
-  for (TensorRef& r : d.inputs) {
+  for (TensorRef& r : d.edit().inputs) {
     auto o = occs.find({r.name, static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
     if (o != occs.end()) r.occurrence = o->second;
     if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
   }
-  d.inputs = std::move(stored);
+  d.edit().inputs = std::move(stored);
 }
 
 void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
@@ -626,7 +627,7 @@ Result<void> SetComparison::finish(Report& report) const {
 
 const std::vector<uint32_t>& Report::pair_ranks(const PairResult& p) const noexcept {
   if (p.shard_check == "shards") return p.failing_shards;
-  return candidate.set || !reference.set ? p.cand.ranks : p.ref.ranks;
+  return candidate.set || !reference.set ? p.cand.ranks() : p.ref.ranks();
 }
 
 }  // namespace driftscope

@@ -58,8 +58,8 @@ TEST(SetCompare, GatherConcatenatesAlongTheSplitAxisInCoordinateOrder) {
   const PairResult& p = rep->pairs[0];
   EXPECT_EQ(p.status, PairStatus::pass) << rep->summary;
   EXPECT_EQ(p.cand.shape, (std::vector<uint64_t>{2, 5}));
-  EXPECT_EQ(p.cand.axes, (std::vector<std::string>{"r", "c"}));
-  EXPECT_EQ(p.cand.ranks, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(p.cand.axes(), (std::vector<std::string>{"r", "c"}));
+  EXPECT_EQ(p.cand.ranks(), (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(p.metrics.max_abs_diff, 0.0);
   EXPECT_TRUE(rep->sets);
   EXPECT_EQ(rep->candidate.world_size, 2u);
@@ -104,9 +104,9 @@ TEST(SetCompare, ReplicasCompareRankByRankAndMissingShardsAreWarnings) {
   auto rep = compare_files(ref, set, {});
   ASSERT_TRUE(rep.ok()) << rep.error().to_string();
   ASSERT_EQ(rep->pairs.size(), 2u);
-  EXPECT_EQ(rep->pairs[0].cand.ranks, std::vector<uint32_t>{0});
+  EXPECT_EQ(rep->pairs[0].cand.ranks(), std::vector<uint32_t>{0});
   EXPECT_EQ(rep->pairs[0].status, PairStatus::pass);
-  EXPECT_EQ(rep->pairs[1].cand.ranks, std::vector<uint32_t>{1});
+  EXPECT_EQ(rep->pairs[1].cand.ranks(), std::vector<uint32_t>{1});
   EXPECT_EQ(rep->pairs[1].status, PairStatus::fail);
   EXPECT_EQ(rep->affected_ranks, std::vector<uint32_t>{1});
   EXPECT_NE(rep->summary.find("on rank 1 (of 2)"), std::string::npos) << rep->summary;
@@ -238,7 +238,7 @@ TEST(SetCompare, AFailingGatheredTensorNamesTheRanksOfItsFailingShards) {
   EXPECT_EQ(y.shard_check, "shards");
   EXPECT_EQ(y.failing_shards, std::vector<uint32_t>{2});
   EXPECT_EQ(rep->pair_ranks(y), std::vector<uint32_t>{2});
-  EXPECT_EQ(y.cand.ranks, (std::vector<uint32_t>{0, 1, 2}));  // every shard stays listed there
+  EXPECT_EQ(y.cand.ranks(), (std::vector<uint32_t>{0, 1, 2}));  // every shard stays listed there
   const PairResult& rows = rep->pairs[1];  // split along the first axis, an empty shard on rank 2
   EXPECT_EQ(rows.status, PairStatus::fail);
   EXPECT_EQ(rows.shard_check, "shards");

@@ -75,7 +75,7 @@ std::vector<Entry> rank_run(int r, bool fault, bool extra = false) {
 
 // The ranks of a pair's set side (the reference's when only the reference is a set).
 const std::vector<uint32_t>& side_ranks(const Report& r, const PairResult& p) {
-  return r.reference.set && !r.candidate.set ? p.ref.ranks : p.cand.ranks;
+  return r.reference.set && !r.candidate.set ? p.ref.ranks() : p.cand.ranks();
 }
 
 size_t pair_at(const Report& r, const std::string& name, const std::vector<uint32_t>& ranks) {
@@ -140,8 +140,8 @@ TEST(SetDataflow, AFaultOnRank1IsIntroducedThereAndInheritedDownstream) {
   }
   // Inputs are reported by their stored identities: the copies of x in the logical dump are one.
   const PairResult& h = rep.pairs[pair_at(rep, "h", {0, 1})];
-  ASSERT_EQ(h.ref.inputs.size(), 1u);
-  EXPECT_EQ(h.ref.inputs[0], (TensorRef{"x", Role::output, 0, 0}));
+  ASSERT_EQ(h.ref.inputs().size(), 1u);
+  EXPECT_EQ(h.ref.inputs()[0], (TensorRef{"x", Role::output, 0, 0}));
 }
 
 TEST(SetDataflow, FilteredAndUnpairedInputsAreFollowedThrough) {
