@@ -99,12 +99,13 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
   Metrics m;
   m.count = k.count;
   m.finite_pairs = k.finite_pairs;
-  m.nan_ref = k.nan_ref;
-  m.nan_cand = k.nan_cand;
-  m.nan_both = k.nan_both;
-  m.inf_ref = k.inf_ref;
-  m.inf_cand = k.inf_cand;
-  m.inf_same = k.inf_same;
+  Metrics::Rare rare;
+  rare.nan_ref = k.nan_ref;
+  rare.nan_cand = k.nan_cand;
+  rare.nan_both = k.nan_both;
+  rare.inf_ref = k.inf_ref;
+  rare.inf_cand = k.inf_cand;
+  rare.inf_same = k.inf_same;
   m.nan_positions_match = k.nan_positions_match;
   m.inf_positions_match = k.inf_positions_match;
   m.max_abs_diff = k.max_abs_diff;
@@ -132,8 +133,9 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
   m.max_abs_index = k.max_abs_index;
   if (k.max_abs_index >= 0) m.max_abs_coords = unravel(static_cast<uint64_t>(k.max_abs_index), ref.shape);
   m.max_ulp = k.max_ulp;
-  if (k.argmax_agreement >= 0) m.argmax_agreement = k.argmax_agreement;
-  if (k.topk_overlap >= 0) m.topk_overlap = k.topk_overlap;
+  if (k.argmax_agreement >= 0) rare.argmax_agreement = k.argmax_agreement;
+  if (k.topk_overlap >= 0) rare.topk_overlap = k.topk_overlap;
+  m.set_rare(rare);
   // The error metrics cover positions finite on both sides; with none (an all-NaN candidate)
   // they are undefined, not "cosine 1, error 0".
   if (k.count > 0 && k.finite_pairs == 0) {
@@ -149,15 +151,16 @@ Metrics from_estimate(const Summary& a, const Summary& b, const numerics::Sketch
   const TensorStats& s = a.stats;
   const TensorStats& t = b.stats;
   m.count = s.count;
-  m.nan_ref = s.nan_count;
-  m.nan_cand = t.nan_count;
+  Metrics::Rare rare;
+  rare.nan_ref = s.nan_count;
+  rare.nan_cand = t.nan_count;
   // Positions are unknown in light mode: equal counts are taken as equal positions.
   m.nan_positions_match = s.nan_count == t.nan_count;
-  m.nan_both = m.nan_positions_match ? s.nan_count : std::min(s.nan_count, t.nan_count);
-  m.inf_ref = s.posinf_count + s.neginf_count;
-  m.inf_cand = t.posinf_count + t.neginf_count;
+  rare.nan_both = m.nan_positions_match ? s.nan_count : std::min(s.nan_count, t.nan_count);
+  rare.inf_ref = s.posinf_count + s.neginf_count;
+  rare.inf_cand = t.posinf_count + t.neginf_count;
   m.inf_positions_match = s.posinf_count == t.posinf_count && s.neginf_count == t.neginf_count;
-  m.inf_same = m.inf_positions_match ? m.inf_ref : 0;
+  rare.inf_same = m.inf_positions_match ? rare.inf_ref : 0;
   m.norm_ref = s.l2_norm;
   m.norm_cand = t.l2_norm;
   m.zero_ref = s.zero_count;
@@ -168,8 +171,9 @@ Metrics from_estimate(const Summary& a, const Summary& b, const numerics::Sketch
   m.rel_l2 = e.rel_l2;
   m.nmse = e.rel_l2 * e.rel_l2;
   m.sqnr_db = e.rel_l2 == 0 ? HUGE_VAL : -20.0 * std::log10(e.rel_l2);
-  m.cosine_stderr = e.cosine_stderr;
-  m.rel_l2_stderr = e.rel_l2_stderr;
+  rare.cosine_stderr = e.cosine_stderr;
+  rare.rel_l2_stderr = e.rel_l2_stderr;
+  m.set_rare(rare);
   return m;
 }
 
@@ -522,7 +526,11 @@ class Engine {
     }
     p.compared = true;
     p.metrics = from_kernel(*r, p.ref);
-    p.metrics.top_k = k.classes ? k.top_k : 0;
+    if (k.classes) {
+      Metrics::Rare rare = p.metrics.rare();
+      rare.top_k = k.top_k;
+      p.metrics.set_rare(rare);
+    }
     if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
@@ -631,7 +639,7 @@ class Engine {
 
   static double error_of(const PairResult& p) {
     const Metrics& m = p.metrics;
-    if (m.nan_cand > m.nan_both || m.inf_cand > m.inf_same) return HUGE_VAL;
+    if (m.nan_cand() > m.nan_both() || m.inf_cand() > m.inf_same()) return HUGE_VAL;
     if (std::isnan(m.rel_l2)) return m.norm_cand > 0 ? HUGE_VAL : 0.0;
     return m.rel_l2;
   }

@@ -81,7 +81,7 @@ void first_points(Report& rep, const CompareOptions& options) {
     if (!p.compared) continue;
     if (!rep.first_divergence && failing(p.status)) rep.first_divergence = i;
     const Metrics& m = p.metrics;
-    if (!rep.first_nonfinite && (m.nan_cand > m.nan_both || m.inf_cand > m.inf_same))
+    if (!rep.first_nonfinite && (m.nan_cand() > m.nan_both() || m.inf_cand() > m.inf_same()))
       rep.first_nonfinite = i;
     if (!rep.first_silent_zero && (has_code(p, "all_zero") || has_code(p, "norm_vanished")))
       rep.first_silent_zero = i;

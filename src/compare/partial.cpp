@@ -243,19 +243,22 @@ void detail_fields(IO& io, PairDetail& d) {
 
 template <class IO>
 void metrics_fields(IO& io, Metrics& m) {
-  for (uint64_t* v : {&m.count, &m.finite_pairs, &m.nan_ref, &m.nan_cand, &m.nan_both, &m.inf_ref,
-                      &m.inf_cand, &m.inf_same, &m.zero_ref, &m.zero_cand, &m.mismatch_count})
+  // The rarely-set metrics (Metrics::Rare) keep their places in the encoding.
+  Metrics::Rare r = m.rare();
+  for (uint64_t* v : {&m.count, &m.finite_pairs, &r.nan_ref, &r.nan_cand, &r.nan_both, &r.inf_ref,
+                      &r.inf_cand, &r.inf_same, &m.zero_ref, &m.zero_cand, &m.mismatch_count})
     io(*v);
   for (bool* v : {&m.nan_positions_match, &m.inf_positions_match, &m.const_ref, &m.const_cand}) io(*v);
   for (double* v : {&m.max_abs_diff, &m.mean_abs_diff, &m.rmse, &m.max_rel_diff, &m.cosine, &m.sqnr_db,
                     &m.nmse, &m.rel_l2, &m.norm_ref, &m.norm_cand, &m.mismatch_fraction,
-                    &m.first_mismatch_ref, &m.first_mismatch_cand, &m.argmax_agreement, &m.topk_overlap,
-                    &m.cosine_stderr, &m.rel_l2_stderr})
+                    &m.first_mismatch_ref, &m.first_mismatch_cand, &r.argmax_agreement, &r.topk_overlap,
+                    &r.cosine_stderr, &r.rel_l2_stderr})
     io(*v);
   for (int64_t* v : {&m.first_mismatch, &m.max_abs_index, &m.max_ulp}) io(*v);
   io(m.first_mismatch_coords);
   io(m.max_abs_coords);
-  io(m.top_k);
+  io(r.top_k);
+  m.set_rare(r);
 }
 
 template <class IO>

@@ -503,26 +503,26 @@ void judge(PairResult& p, bool nan_equal) {
   const Criteria& c = p.criteria;
   p.status = PairStatus::pass;
   p.reasons.clear();
-  const bool ref_finite = m.nan_ref == 0 && m.inf_ref == 0;
+  const bool ref_finite = m.nan_ref() == 0 && m.inf_ref() == 0;
 
   // 1. NaN positions, 2. Inf signs (the order numeric test suites use), then silent zeros.
-  if (ref_finite && (m.nan_cand > 0 || m.inf_cand > 0)) {
+  if (ref_finite && (m.nan_cand() > 0 || m.inf_cand() > 0)) {
     add(p, PairStatus::silent_failure, "nonfinite",
-        cformat(FMT_COMPILE("candidate has {} NaN and {} Inf where the reference is finite"), m.nan_cand,
-                    m.inf_cand));
+        cformat(FMT_COMPILE("candidate has {} NaN and {} Inf where the reference is finite"), m.nan_cand(),
+                    m.inf_cand()));
   } else {
     if (!m.nan_positions_match)
       add(p, PairStatus::fail, "nan_positions",
           cformat(FMT_COMPILE("NaN at different positions: reference {}, candidate {}, shared {}"),
-                      m.nan_ref, m.nan_cand, m.nan_both));
-    else if (m.nan_both > 0 && !nan_equal)
+                      m.nan_ref(), m.nan_cand(), m.nan_both()));
+    else if (m.nan_both() > 0 && !nan_equal)
       add(p, PairStatus::fail, "nan",
           cformat(FMT_COMPILE("{} NaN at the same positions on both sides (--nan-equal accepts them)"),
-                      m.nan_both));
+                      m.nan_both()));
     if (!m.inf_positions_match)
       add(p, PairStatus::fail, "inf_signs",
           cformat(FMT_COMPILE("Inf positions or signs differ: reference {}, candidate {}, same {}"),
-                      m.inf_ref, m.inf_cand, m.inf_same));
+                      m.inf_ref(), m.inf_cand(), m.inf_same()));
   }
   const bool ref_healthy = ref_finite && m.count > 0 && m.zero_ref < m.count && m.norm_ref > 0;
   if (ref_healthy) {
@@ -533,7 +533,7 @@ void judge(PairResult& p, bool nan_equal) {
       add(p, PairStatus::silent_failure, "norm_vanished",
           cformat(FMT_COMPILE("candidate norm {} is below 1e-6 of the reference norm {}"), fmt_num(m.norm_cand),
                       fmt_num(m.norm_ref)));
-    } else if (m.count >= 2 && m.const_cand && !m.const_ref && m.nan_cand == 0 && m.inf_cand == 0) {
+    } else if (m.count >= 2 && m.const_cand && !m.const_ref && m.nan_cand() == 0 && m.inf_cand() == 0) {
       add(p, PairStatus::silent_failure, "constant",
           "candidate is constant where the reference varies");
     }
@@ -583,15 +583,15 @@ void judge(PairResult& p, bool nan_equal) {
     else if (m.max_ulp > *c.max_ulp)
       add(p, PairStatus::fail, "ulp", cformat(FMT_COMPILE("max ULP distance {} > {}"), m.max_ulp, *c.max_ulp));
   }
-  if (c.min_argmax_agreement && need(m.argmax_agreement, "min_argmax_agreement") &&
-      !(m.argmax_agreement >= *c.min_argmax_agreement))
+  if (c.min_argmax_agreement && need(m.argmax_agreement(), "min_argmax_agreement") &&
+      !(m.argmax_agreement() >= *c.min_argmax_agreement))
     add(p, PairStatus::fail, "argmax",
-        cformat(FMT_COMPILE("argmax agrees on {}% of rows < {}%"), fmt_num(100 * m.argmax_agreement, 4),
+        cformat(FMT_COMPILE("argmax agrees on {}% of rows < {}%"), fmt_num(100 * m.argmax_agreement(), 4),
                     g(100 * *c.min_argmax_agreement)));
-  if (c.min_topk_overlap && need(m.topk_overlap, "min_topk_overlap") &&
-      !(m.topk_overlap >= *c.min_topk_overlap))
+  if (c.min_topk_overlap && need(m.topk_overlap(), "min_topk_overlap") &&
+      !(m.topk_overlap() >= *c.min_topk_overlap))
     add(p, PairStatus::fail, "topk",
-        cformat(FMT_COMPILE("top-{} overlap {} < {}"), m.top_k, fmt_num(m.topk_overlap, 4),
+        cformat(FMT_COMPILE("top-{} overlap {} < {}"), m.top_k(), fmt_num(m.topk_overlap(), 4),
                     g(*c.min_topk_overlap)));
   if (p.r64 && !(p.r64_err_cand <= p.r64_limit))
     add(p, PairStatus::fail, "reference64",

@@ -229,13 +229,13 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   index_member("max_abs_index", m.max_abs_index, exact);
   coords("max_abs_coords", m.max_abs_coords, exact && m.max_abs_index >= 0);
   index_member("max_ulp", m.max_ulp, exact);
-  cnt("nan_ref", m.nan_ref);
-  cnt("nan_cand", m.nan_cand);
+  cnt("nan_ref", m.nan_ref());
+  cnt("nan_cand", m.nan_cand());
   w.key("nan_positions_match");
   if (c) w.boolean(m.nan_positions_match);
   else w.null();
-  cnt("inf_ref", m.inf_ref);
-  cnt("inf_cand", m.inf_cand);
+  cnt("inf_ref", m.inf_ref());
+  cnt("inf_cand", m.inf_cand());
   w.key("inf_positions_match");
   if (c) w.boolean(m.inf_positions_match);
   else w.null();
@@ -243,13 +243,13 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   num("norm_cand", m.norm_cand, c);
   cnt("zero_ref", m.zero_ref);
   cnt("zero_cand", m.zero_cand);
-  num("argmax_agreement", m.argmax_agreement, exact);
-  num("topk_overlap", m.topk_overlap, exact);
+  num("argmax_agreement", m.argmax_agreement(), exact);
+  num("topk_overlap", m.topk_overlap(), exact);
   w.key("top_k");
-  if (exact && m.top_k) w.number(m.top_k);
+  if (exact && m.top_k()) w.number(m.top_k());
   else w.null();
-  num("cosine_stderr", m.cosine_stderr, p.estimated);
-  num("rel_l2_stderr", m.rel_l2_stderr, p.estimated);
+  num("cosine_stderr", m.cosine_stderr(), p.estimated);
+  num("rel_l2_stderr", m.rel_l2_stderr(), p.estimated);
   w.key("reference64");
   if (p.r64) {
     w.begin_object();

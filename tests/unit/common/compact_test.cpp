@@ -299,8 +299,8 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(InlineVector<uint64_t, 2>), sizeof(std::vector<uint64_t>));
   EXPECT_EQ(sizeof(driftscope::PairCriteria), 8u);
   EXPECT_LE(sizeof(driftscope::TensorDesc), 72u);
-  EXPECT_LE(sizeof(driftscope::Metrics), 304u);
-  EXPECT_LE(sizeof(driftscope::PairResult), 632u);
+  EXPECT_LE(sizeof(driftscope::Metrics), 232u);
+  EXPECT_LE(sizeof(driftscope::PairResult), 560u);
 }
 
 TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {

@@ -65,7 +65,7 @@ CompareOptions options(const Fixture& f, bool stop, bool details) {
 std::vector<double> doubles(const PairResult& p) {
   const Metrics& m = p.metrics;
   return {m.max_abs_diff, m.mean_abs_diff, m.rmse, m.max_rel_diff, m.cosine, m.sqnr_db, m.nmse, m.rel_l2,
-          m.norm_ref, m.norm_cand, m.mismatch_fraction, m.cosine_stderr, m.rel_l2_stderr, p.error,
+          m.norm_ref, m.norm_cand, m.mismatch_fraction, m.cosine_stderr(), m.rel_l2_stderr(), p.error,
           p.r64_err_ref, p.r64_err_cand, p.r64_limit, p.amplification, p.input_error};
 }
 

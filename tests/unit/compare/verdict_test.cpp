@@ -159,14 +159,14 @@ TEST(Verdict, ArgmaxJudgesLogits) {
   rule.criteria->min_argmax_agreement = 0.9;
   o.policy.rules.push_back(rule);
   Report r = one_pair(d, ea, eb, o);
-  EXPECT_DOUBLE_EQ(r.pairs[0].metrics.argmax_agreement, 0.75);
-  EXPECT_EQ(r.pairs[0].metrics.top_k, 2u);
+  EXPECT_DOUBLE_EQ(r.pairs[0].metrics.argmax_agreement(), 0.75);
+  EXPECT_EQ(r.pairs[0].metrics.top_k(), 2u);
   EXPECT_EQ(r.pairs[0].reasons[0].code, "argmax");
   o.policy.rules[0].criteria->min_argmax_agreement = 0.75;
   EXPECT_EQ(one_pair(d, ea, eb, o).verdict, Verdict::pass);
   // Without a rule, a name that says "logits" still gets class metrics (reported, not judged).
   Report auto_r = one_pair(d, {"model.logits", a, {4, 5}}, {"model.logits", a, {4, 5}});
-  EXPECT_DOUBLE_EQ(auto_r.pairs[0].metrics.argmax_agreement, 1.0);
+  EXPECT_DOUBLE_EQ(auto_r.pairs[0].metrics.argmax_agreement(), 1.0);
 }
 
 TEST(Verdict, SkipRule) {
@@ -266,7 +266,7 @@ TEST(Verdict, LightModeSummariesAreEstimated) {
   EXPECT_TRUE(p.compared);
   EXPECT_EQ(p.status, PairStatus::fail);
   EXPECT_NEAR(p.metrics.rel_l2, 1.0, 0.2);
-  EXPECT_FALSE(std::isnan(p.metrics.rel_l2_stderr));
+  EXPECT_FALSE(std::isnan(p.metrics.rel_l2_stderr()));
   // Value against summary: the value side is summarised with the summary's seed and dim.
   Entry bv{"t", v};
   Report same = one_pair(d, a, bv);
