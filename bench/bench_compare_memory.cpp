@@ -1,11 +1,14 @@
 // Peak memory (max RSS) of `driftscope compare` against the record count (issue 7, bug 16).
 //
-//   ds_bench_compare_memory [--records 10000,100000] [--numel 16] [--big-mib 1024,4096] BIN [BIN...]
+//   ds_bench_compare_memory [--records 10000,100000] [--numel 16] [--dataflow] [--big-mib 1024,4096]
+//                           BIN [BIN...]
 //
 // Writes two dumps of N small f32 tensors each (the candidate slightly off, so every pair is
 // measured and some fail), then runs each BIN as `compare A B -q` and `compare A B --json FILE`
 // and prints the child's peak RSS (wait4 ru_maxrss) side by side: give an old and a new build to
-// see a change (--keep DIR keeps the dumps for a profiler). The dumps' size is printed too: memory should stay a small multiple of it.
+// see a change (--keep DIR keeps the dumps for a profiler). --dataflow gives every record the data
+// flow the PyTorch recorder writes (ds.inputs: the record before it; ds.kind; ds.source: a
+// module class and file:line, 8 distinct values). The dumps' size is printed too: memory should stay a small multiple of it.
 // The wall and CPU seconds of each run are printed after its RSS; with two or more BINs, the last
 // one's peak RSS as a fraction of the first one's (issue 13 §5: 1,000,000 records in 1 GB).
 // --big-mib also writes, per size S, two dumps of ONE f32 tensor of S MiB each and prints the peak
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "child_run.hpp"
+#include "driftscope/dataflow.hpp"
 #include "driftscope/writer.hpp"
 
 namespace fs = std::filesystem;
@@ -25,7 +29,7 @@ using namespace driftscope;
 
 namespace {
 
-bool write_dump(const std::string& path, size_t n, size_t numel, float scale) {
+bool write_dump(const std::string& path, size_t n, size_t numel, float scale, bool dataflow) {
   auto w = Writer::create(path);
   if (!w) return false;
   std::vector<float> v(numel);
@@ -36,6 +40,13 @@ bool write_dump(const std::string& path, size_t n, size_t numel, float scale) {
     t.op_type = "Linear";
     t.dtype = DType::f32;
     t.shape = {numel};
+    if (dataflow) {
+      std::vector<TensorRef> from;
+      if (i > 0) from.push_back({"model.layers." + std::to_string((i - 1) / 8) + ".block." + std::to_string((i - 1) % 8) + ".out"});
+      t.attrs = {{"ds.inputs", format_inputs(from)},
+                 {"ds.kind", "float"},
+                 {"ds.source", "Linear  model.py:" + std::to_string(40 + i % 8)}};
+    }
     if (!(*w)->write(t, std::as_bytes(std::span<const float>(v)))) return false;
   }
   return static_cast<bool>((*w)->close());
@@ -77,6 +88,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> counts = {10000, 100000};
   std::vector<size_t> big;
   size_t numel = 16;
+  bool dataflow = false;
   std::vector<std::string> bins;
   std::string keep;  // --keep DIR: write the dumps there (a<N>.tdump, b<N>.tdump) and keep them
   for (int i = 1; i < argc; ++i) {
@@ -100,6 +112,8 @@ int main(int argc, char** argv) {
       }
     } else if (s == "--keep" && i + 1 < argc) {
       keep = argv[++i];
+    } else if (s == "--dataflow") {
+      dataflow = true;
     } else if (s == "--numel" && i + 1 < argc) {
       numel = std::strtoull(argv[++i], nullptr, 10);
     } else {
@@ -107,13 +121,14 @@ int main(int argc, char** argv) {
     }
   }
   if (bins.empty() && keep.empty()) {
-    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--big-mib S,S] [--keep DIR] BIN [BIN...]\n");
+    std::fprintf(stderr, "usage: ds_bench_compare_memory [--records N,N] [--numel K] [--dataflow] [--big-mib S,S] [--keep DIR] BIN [BIN...]\n");
     return 2;
   }
   fs::path dir = keep.empty() ? fs::temp_directory_path() / ("ds-bench-mem-" + std::to_string(::getpid()))
                               : fs::path(keep);
   fs::create_directories(dir);
-  std::printf("peak RSS in MiB, wall and CPU seconds of `driftscope compare` (f32 tensors of %zu elements)\n", numel);
+  std::printf("peak RSS in MiB, wall and CPU seconds of `driftscope compare` (f32 tensors of %zu elements%s)\n",
+              numel, dataflow ? ", with data flow" : "");
   std::printf("%10s %10s", "records", "dumps MiB");
   for (size_t b = 0; b < bins.size(); ++b)
     std::printf("  %9s%-2zu %6s %6s %9s%-2zu %6s %6s", "plain#", b, "wall s", "cpu s", "--json#", b, "wall s", "cpu s");
@@ -121,7 +136,7 @@ int main(int argc, char** argv) {
   for (size_t n : counts) {
     const std::string a = (dir / fmt("a", n)).string(), c = (dir / fmt("b", n)).string();
     const std::string js = (dir / "r.json").string();
-    if (!write_dump(a, n, numel, 1.0f) || !write_dump(c, n, numel, 1.001f)) {
+    if (!write_dump(a, n, numel, 1.0f, dataflow) || !write_dump(c, n, numel, 1.001f, dataflow)) {
       std::fprintf(stderr, "cannot write the dumps in %s\n", dir.c_str());
       return 2;
     }

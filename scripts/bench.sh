@@ -13,6 +13,8 @@ run "compare: cached f32 dumps against a plain mmap read, same threads (target >
   $B/bench/ds_bench_compare_throughput --mb 512
 run "compare: peak RSS and time against the record count (plain, --json; target 1M: <= 1 GB, 10 s)" \
   $B/bench/ds_bench_compare_memory --records 10000,100000,1000000 $B/driftscope
+run "compare: the same with the data flow the PyTorch recorder writes (ds.inputs, ds.source)" \
+  $B/bench/ds_bench_compare_memory --records 100000,1000000 --dataflow $B/driftscope
 run "compare: peak RSS of one pair of single large tensors (bounded by the working chunk)" \
   $B/bench/ds_bench_compare_memory --records 1000 --big-mib 1024 $B/driftscope
 [ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \

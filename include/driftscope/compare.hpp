@@ -245,24 +245,28 @@ struct TensorDesc {
   bool has_inputs = false;             // the record carries a valid ds.inputs
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
   InlineVector<uint64_t, 2> shape;     // (inline_vector.hpp: no heap block up to two axes)
-  // The members below are usually empty, so all five live in one box (boxed.hpp): 8 bytes where
-  // five Sparse members took 40 (a million pairs hold two descriptions each: issue 13 §5). Read
-  // them through the accessors, which give an empty value when none is set; set them through
-  // edit(), which makes the box.
+  // The members below are empty unless the recorder wrote data flow (inputs, source), axis
+  // names or a path, or the side is a dump set (ranks), so they live in one box (boxed.hpp): 8
+  // bytes when none is set, where five Sparse members took 40 (a million pairs hold two
+  // descriptions each: issue 13 §5). Source and path take few distinct values (a module class
+  // and the file:line of its forward; "weight"), so they are Interned; inputs and ranks, set
+  // together with them by the PyTorch recorder and by dump sets, sit in the box itself. Read them
+  // through the accessors, which give an empty value when none is set; set them through edit(),
+  // which makes the box.
   struct Rare {
-    std::vector<std::string> axes;
     std::vector<TensorRef> inputs;  // the recorded tensors it was computed from (ds.inputs)
-    std::string source;             // ds.source: where it is computed ("Linear  file.py:12")
-    std::string path;               // attribute "path": the output leaf or parameter ("weight")
     // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
     // shards, or the one rank holding this replica); empty when the side is a single dump.
     std::vector<uint32_t> ranks;
+    Interned source;                // ds.source: where it is computed ("Linear  file.py:12")
+    Interned path;                  // attribute "path": the output leaf or parameter ("weight")
+    Sparse<std::vector<std::string>> axes;
     friend bool operator==(const Rare&, const Rare&) = default;
   };
-  const std::vector<std::string>& axes() const noexcept { return rare_ ? rare_->axes : kNoRare.axes; }
+  const std::vector<std::string>& axes() const noexcept { return rare_ ? rare_->axes.get() : kNoRare.axes.get(); }
   const std::vector<TensorRef>& inputs() const noexcept { return rare_ ? rare_->inputs : kNoRare.inputs; }
-  const std::string& source() const noexcept { return rare_ ? rare_->source : kNoRare.source; }
-  const std::string& path() const noexcept { return rare_ ? rare_->path : kNoRare.path; }
+  const std::string& source() const noexcept { return rare_ ? rare_->source.get() : kNoRare.source.get(); }
+  const std::string& path() const noexcept { return rare_ ? rare_->path.get() : kNoRare.path.get(); }
   const std::vector<uint32_t>& ranks() const noexcept { return rare_ ? rare_->ranks : kNoRare.ranks; }
   Rare& edit() { return rare_ ? *rare_ : rare_.emplace(); }
 

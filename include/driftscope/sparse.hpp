@@ -1,7 +1,7 @@
 // driftscope — Sparse<C>: a std::vector or std::string that is usually empty, behind one pointer.
 //
 // For members that are rarely non-empty in structures held by the million (PairResult::reasons,
-// TensorDesc::axes, ...): an empty Sparse costs 8 bytes where std::vector costs 24 and
+// PairResult::notes, ...): an empty Sparse costs 8 bytes where std::vector costs 24 and
 // std::string 32, which for a report of a million pairs is hundreds of MiB (issue 13 §5). It has
 // the part of C's interface the code uses, converts to `const C&` (get()), and copies and
 // compares as C does. Emptying it (clear(), assigning an empty C) frees the container.

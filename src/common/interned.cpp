@@ -1,6 +1,8 @@
 // Interned (include/driftscope/interned.hpp): the process-wide pool of distinct values.
 #include "driftscope/interned.hpp"
 
+#include <array>
+#include <functional>
 #include <mutex>
 #include <string_view>
 #include <unordered_set>
@@ -8,10 +10,15 @@
 namespace driftscope {
 namespace {
 
+struct Hash {
+  using is_transparent = void;  // find() takes a string_view: no std::string made to look one up
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>()(s); }
+};
+
 struct Pool {
   std::mutex mutex;
   // Node-based: a value's address never changes while the pool lives (it never shrinks).
-  std::unordered_set<std::string> values;
+  std::unordered_set<std::string, Hash, std::equal_to<>> values;
 };
 
 Pool& pool() {
@@ -19,8 +26,11 @@ Pool& pool() {
   return *p;
 }
 
-// The last value this thread interned: op types and criteria sources repeat pair after pair.
-thread_local const std::string* t_last = nullptr;
+// Values this thread interned lately, by hash: op types, ds.source, paths and criteria sources
+// repeat record after record, a few distinct values each, so making one rarely takes the lock
+// (a million records from threads that each took it: issue 13 §5).
+constexpr size_t kRecent = 64;
+thread_local std::array<const std::string*, kRecent> t_recent{};
 
 }  // namespace
 
@@ -31,18 +41,20 @@ const std::string& Interned::empty_string() noexcept {
 
 Interned::Interned(std::string_view s) {
   if (s.empty()) return;
-  if (t_last && std::string_view(*t_last) == s) {
-    bits_ = reinterpret_cast<uintptr_t>(t_last);
-    return;
-  }
   if (s.size() <= kMaxLength) {
+    const size_t h = Hash()(s);
+    const std::string*& recent = t_recent[h % kRecent];
+    if (recent && std::string_view(*recent) == s) {
+      bits_ = reinterpret_cast<uintptr_t>(recent);
+      return;
+    }
     Pool& p = pool();
     std::lock_guard lock(p.mutex);
-    auto it = p.values.find(std::string(s));
+    auto it = p.values.find(s);
     if (it == p.values.end() && p.values.size() < kMaxValues) it = p.values.emplace(s).first;
     if (it != p.values.end()) {
-      t_last = &*it;
-      bits_ = reinterpret_cast<uintptr_t>(t_last);
+      recent = &*it;
+      bits_ = reinterpret_cast<uintptr_t>(recent);
       return;
     }
   }

@@ -10,17 +10,21 @@
 
 namespace driftscope {
 
+// The count is updated in place through std::atomic_ref (the block is raw storage).
+static_assert(alignof(uint32_t) >= std::atomic_ref<uint32_t>::required_alignment);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+
 SharedString::SharedString(std::string_view s) {
   if (s.empty()) return;
   if (s.size() > std::numeric_limits<uint32_t>::max()) throw std::length_error("SharedString: over 4 GiB");
   void* mem = ::operator new(sizeof(Block) + s.size() + 1);
   block_ = new (mem) Block{1, static_cast<uint32_t>(s.size())};
-  char* c = reinterpret_cast<char*>(block_ + 1);
+  char* c = static_cast<char*>(mem) + sizeof(Block);
   std::memcpy(c, s.data(), s.size());
   c[s.size()] = '\0';
 }
 
-const char* SharedString::chars() const noexcept { return reinterpret_cast<const char*>(block_ + 1); }
+const char* SharedString::chars() const noexcept { return reinterpret_cast<const char*>(block_) + sizeof(Block); }
 
 void SharedString::retain() const noexcept {
   if (block_) std::atomic_ref<uint32_t>(block_->refs).fetch_add(1, std::memory_order_relaxed);

@@ -245,9 +245,9 @@ PlannedSide planned_side(const Record& r, size_t index) {
   return {r.payload, static_cast<uint32_t>(index), r.kind};
 }
 
-TensorDesc describe(const Record& r) {
+TensorDesc describe(const Record& r, const SharedString* name) {
   TensorDesc d;
-  d.name = r.info.name;
+  d.name = name ? *name : SharedString(r.info.name);
   d.op_type = r.info.op_type;
   d.role = r.info.role;
   d.role_index = r.info.role_index;
@@ -273,8 +273,7 @@ void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_in
   p.renamed = ref.info.name != cand.info.name;
   plan_shapes(p, res, ref, cand, options);
   res.ref = describe(ref);
-  res.cand = describe(cand);
-  if (!p.renamed) res.cand.name = res.ref.name;
+  res.cand = describe(cand, p.renamed ? nullptr : &res.ref.name);
 }
 }  // namespace
 

@@ -118,7 +118,9 @@ class Renamer {
 std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
                                      const std::vector<uint64_t>& cand_shape,
                                      const std::vector<uint32_t>& permutation);
-TensorDesc describe(const Record& r);
+// `name`: the description's name when the caller already holds it as a SharedString (a pair's
+// candidate of the same name shares the reference's block).
+TensorDesc describe(const Record& r, const SharedString* name = nullptr);
 PlannedSide planned_side(const Record& r, size_t index);
 // (reference, candidate) record indexes of a planned pair.
 using PairRecords = std::pair<uint32_t, uint32_t>;
@@ -134,7 +136,8 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
                                       std::span<const uint64_t> cand_index);
 
 // ---- origins.cpp: data flow (docs/format.md §3.3.3) and origins (docs/compare.md §5) ---------
-// Reads ds.inputs, ds.kind and ds.source; a malformed ds.inputs leaves has_inputs false.
+// Reads ds.inputs, ds.kind and ds.source into a fresh description (an attribute absent or empty
+// leaves its member empty); a malformed ds.inputs leaves has_inputs false.
 void describe_dataflow(const TensorInfo& info, TensorDesc& d);
 // The relative L2 error a candidate of dtype `t` makes anyway by rounding (docs/metrics.md).
 double rounding_bound(DType coarser, bool quantized) noexcept;

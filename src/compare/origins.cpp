@@ -26,8 +26,10 @@ constexpr double kQuantizedRoundoff = 1.0 / 256.0;
 
 bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
 
-using Key = std::tuple<std::string, Role, uint16_t, uint32_t>;
-Key key_of(const TensorDesc& d) { return {d.name.str(), d.role, d.role_index, d.occurrence}; }
+// A tensor identity, viewing the name of the description or reference it was made from: the
+// maps keyed by it live while the report's descriptions do (no name is copied: a million pairs).
+using Key = std::tuple<std::string_view, Role, uint16_t, uint32_t>;
+Key key_of(const TensorDesc& d) { return {d.name.view(), d.role, d.role_index, d.occurrence}; }
 Key key_of(const TensorRef& r) { return {r.name, r.role, r.role_index, r.occurrence}; }
 
 // A compared pair that can carry error: a floating-point value, not an index, shape or mask.

@@ -380,7 +380,8 @@ std::string worst_state(const DumpSet& s) {
 using Occurrences = std::map<std::tuple<std::string, uint8_t, uint16_t, uint32_t>, uint32_t>;
 
 // A tensor of a logical dump as stored: occurrence, exec_index and ranks, and its inputs named by
-// their stored identities (the copies of one logical tensor become one).
+// their stored identities (the copies of one logical tensor become one). `d` comes fresh from
+// describe(), which sets no ranks.
 void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side,
              const Occurrences& occs) {
   auto it = slots.find(d.exec_index);

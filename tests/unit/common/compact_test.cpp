@@ -275,6 +275,29 @@ TEST(SharedString, CopiesOnManyThreads) {
   EXPECT_EQ(shared.str(), std::string(100, 'n'));
 }
 
+// Each thread remembers the values it made lately (no lock for a repeat), but the copy is the
+// pool's: made on any thread, in any rotation wider than that memory, a value is one copy.
+TEST(Interned, RepeatsOnEveryThreadShareThePoolsCopy) {
+  std::vector<std::string> values;
+  for (int i = 0; i < 200; ++i) values.push_back("Linear  model.py:" + std::to_string(i));
+  std::vector<const char*> first;
+  for (const auto& v : values) first.push_back(Interned(v).data());
+  ASSERT_EQ(first.back(), Interned(values.back()).data()) << "the pool is full: run this test on its own";
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(3, 0);
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round)
+        for (size_t i = 0; i < values.size(); ++i) {
+          Interned x = values[(i * 7 + t) % values.size()];
+          if (x.data() != first[(i * 7 + t) % values.size()] || x.get() != values[(i * 7 + t) % values.size()])
+            ++wrong[t];
+        }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(3, 0));
+}
+
 // Text from a file cannot grow the pool without bound: past kMaxValues distinct values, each
 // new one is a copy of its own and still reads back exactly.
 TEST(Interned, PoolIsBounded) {
