@@ -95,7 +95,8 @@ RunPrecision run_precision(const Reader& r) {
   return p;
 }
 
-Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
+// `top_k`: the k of the class metrics when the kernel computed them (else 0).
+Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref, uint32_t top_k) {
   Metrics m;
   m.count = k.count;
   m.finite_pairs = k.finite_pairs;
@@ -135,6 +136,7 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref) {
   m.max_ulp = k.max_ulp;
   if (k.argmax_agreement >= 0) rare.argmax_agreement = k.argmax_agreement;
   if (k.topk_overlap >= 0) rare.topk_overlap = k.topk_overlap;
+  rare.top_k = top_k;
   m.set_rare(rare);
   // The error metrics cover positions finite on both sides; with none (an all-NaN candidate)
   // they are undefined, not "cosine 1, error 0".
@@ -525,12 +527,7 @@ class Engine {
       return;
     }
     p.compared = true;
-    p.metrics = from_kernel(*r, p.ref);
-    if (k.classes) {
-      Metrics::Rare rare = p.metrics.rare();
-      rare.top_k = k.top_k;
-      p.metrics.set_rare(rare);
-    }
+    p.metrics = from_kernel(*r, p.ref, k.classes ? k.top_k : 0);
     if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
