@@ -39,7 +39,9 @@ the framework, so this command runs the driftscope Python package: it executes
 with the arguments unchanged. PYTHON is $DRIFTSCOPE_PYTHON when set, else the first of these
 that has the driftscope package: the Python next to this command (after `pip install`, the
 Python of the environment it went into, activated or not), then python3 on PATH.
-That Python needs the package and the runtime you record with:
+The working directory is not on that Python's module path: a numpy.py or driftscope.py there
+cannot stand in for the installed package (give a model's own modules as FILE.py:FUNCTION or
+on PYTHONPATH). That Python needs the package and the runtime you record with:
   pip install <driftscope checkout>        (e.g. `pip install .` in the repository)
   pip install torch | onnxruntime | ai-edge-litert
 
@@ -119,14 +121,31 @@ int probe(const std::string& python, const char* code) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// `python -c` and `python -m` put the working directory first on sys.path, so a numpy.py, onnx.py
+// or driftscope.py in a pull request's checkout or a downloaded model folder would run in place of
+// the installed package (SECURITY.md, "The working directory"). Every interpreter this command
+// starts removes that entry before it imports anything from sys.path; its own start-up imports
+// (site, encodings) happen before the entry is added. -P would do the same, but only from 3.11.
+// python/driftscope/_pyexec.py starts the package's own children the same way.
+#define DS_SAFE_PATH "import sys\nif not getattr(sys.flags, 'safe_path', False): del sys.path[0]\n"
+
 constexpr const char* kProbeCode =
-    "import importlib.util, sys\n"
+    DS_SAFE_PATH
+    "import importlib.util\n"
     "import driftscope\n"
     "sys.exit(0 if importlib.util.find_spec('driftscope.__main__') else 3)";
 
+// `python -m driftscope COMMAND ARGS...` without the working directory: with -c, sys.argv is
+// ["-c", COMMAND, ARGS...] and run_module puts the module's file at argv[0], as -m does.
+constexpr const char* kRunCode =
+    DS_SAFE_PATH
+    "import runpy\n"
+    "runpy.run_module('driftscope', run_name='__main__', alter_sys=True)";
+#undef DS_SAFE_PATH
+
 }  // namespace
 
-// Runs `PYTHON -m driftscope <command> args...` by exec (the Python subcommands: record, guard);
+// Runs `PYTHON -m driftscope <command> args...` (as kRunCode) by exec (the Python subcommands);
 // `help` is printed when --help is asked for and no Python with the package is found.
 int run_python(const std::string& command, const char* help_text,
                const std::vector<std::string>& args) {
@@ -169,7 +188,7 @@ int run_python(const std::string& command, const char* help_text,
         import_failure == 3 ? " (or it is too old to have `python -m driftscope`)" : "",
         command == "record" ? "you record with" : "you use"));
   }
-  std::vector<std::string> full = {python, "-m", "driftscope", command};
+  std::vector<std::string> full = {python, "-c", kRunCode, command};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : full) argv.push_back(s.data());

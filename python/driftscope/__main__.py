@@ -74,8 +74,50 @@ def record_main(argv: Sequence[str]) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised like ^C's KeyboardInterrupt so that every `finally` runs:
+    the guard's fork server and backend child are killed, temporary folders removed and a
+    partly written output discarded, as on ^C (SECURITY.md, "Signals")."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _interrupted(args: Sequence[str], signum: int) -> int:
+    import signal
+
+    verb = args[0] if args else ""
+    print(f"driftscope {verb}: interrupted by {signal.Signals(signum).name}; "
+          "its child processes were ended", file=sys.stderr)
+    return 128 + signum
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    import signal
+    import threading
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        return _interrupted(args, signal.SIGINT)
+    except Terminated as t:
+        return _interrupted(args, t.signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _dispatch(args: List[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2

@@ -806,6 +806,11 @@ def _load_entry_point(spec: str) -> Callable[..., Any]:
             raise InvalidArgumentError(f"--model: no such file {module_part!r}", 1,
                                        "invalid_argument")
         mod_name = "_driftscope_model_" + os.path.splitext(os.path.basename(module_part))[0]
+        # The file's own modules import beside it, but after every installed package: a
+        # numpy.py in a downloaded model's folder does not replace numpy (SECURITY.md).
+        folder = os.path.dirname(os.path.abspath(module_part))
+        if folder not in sys.path:
+            sys.path.append(folder)
         loader_spec = importlib.util.spec_from_file_location(mod_name, module_part)
         assert loader_spec is not None and loader_spec.loader is not None
         module = importlib.util.module_from_spec(loader_spec)

@@ -129,4 +129,7 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
+    from .._pyexec import die_with_parent
+
+    die_with_parent()  # a plain interpreter per job (the fork server's children do the same)
     sys.exit(main(sys.argv[1:]))

@@ -37,6 +37,8 @@ import threading
 import time
 from typing import IO, List, Optional, Sequence, Tuple
 
+from .._pyexec import die_with_parent, kill_group, module_command
+
 # What every child needs before its runtime; none of it starts threads of its own or holds
 # state a runtime could corrupt across fork (numpy's BLAS pool handles fork itself).
 PRELOAD = ("numpy", "onnx", "driftscope", "driftscope._guard._child",
@@ -91,6 +93,7 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
                 os.dup2(null, 1)
                 sys.stdin = open(os.devnull)  # noqa: SIM115 - closed by os._exit
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                die_with_parent()
                 from ._child import main
 
                 code = main([job, result])
@@ -127,7 +130,10 @@ def preload(names: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the server ends
+    # The parent decides when the server ends; if the parent is killed outright (SIGKILL), the
+    # kernel ends the server, and each child's own parent-death signal ends the child.
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     preload(list(PRELOAD) + list(argv))
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -141,9 +147,13 @@ class Forker:
     server itself is gone (the caller then starts a plain interpreter instead)."""
 
     def __init__(self, env: dict, preload: Sequence[str] = ()) -> None:
+        # A session (and process group) of its own: the children it forks share it, so close()
+        # ends them all with one killpg, and a terminal's ^C reaches the guard alone, which
+        # decides (SECURITY.md, "Child processes").
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
-            [sys.executable, "-m", "driftscope._guard._forker", *preload], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+            module_command("driftscope._guard._forker", *preload), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
+            start_new_session=True)
         self._ready = False
         self._buf = b""
 
@@ -208,18 +218,28 @@ class Forker:
             tail = []
         return code, [ln for ln in tail if ln.strip()], timed_out
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Ends the server: at its end of input when idle; with `kill` (the guard is being
+        interrupted or terminated), or when it does not end within 10 s, SIGKILL to its whole
+        process group, the running child included."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
         try:
+            if kill:
+                kill_group(proc.pid)
             if proc.stdin is not None:
                 proc.stdin.close()
             proc.wait(timeout=10)
         except Exception:  # noqa: BLE001 - never leave it behind
-            proc.kill()
+            kill_group(proc.pid)
             proc.wait()
+        except BaseException:  # a second ^C or SIGTERM while waiting
+            kill_group(proc.pid)
+            proc.wait()
+            raise
         finally:
+            kill_group(proc.pid)  # a child the server left running
             if proc.stdout is not None:
                 proc.stdout.close()
 

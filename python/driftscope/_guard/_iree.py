@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .._pyexec import module_command
 from ._backends import Backend, Session, _missing
 
 
@@ -62,9 +62,9 @@ class IreeBackend(Backend):
         outputs = [o.name for o in proto.graph.output]
         mlir = os.path.join(work, "model.mlir")
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx",
-                               os.fspath(model), "-o", mlir], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True)
+        proc = subprocess.run(module_command("iree.compiler.tools.import_onnx",
+                                             os.fspath(model), "-o", mlir),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"iree-import-onnx failed: {_last_line(proc.stderr)}")
         try:

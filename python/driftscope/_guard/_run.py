@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._pyexec import kill_group, module_command
 from ..errors import Error
 from . import _backends as B
 from . import _inputs as I
@@ -137,15 +138,24 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
             if ran is None:  # the server is gone: plain interpreters from now on
                 _local.forker = None
         if ran is None:
-            cmd = [sys.executable, "-m", "driftscope._guard._child", job_path, out_path]
+            # Its own process group, killed whole on a timeout or when the guard is
+            # interrupted; the working directory is not on its sys.path (_pyexec.py).
+            proc = subprocess.Popen(
+                module_command("driftscope._guard._child", job_path, out_path),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                env=_child_env(), start_new_session=True)
             try:
-                proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, env=_child_env(), timeout=timeout)
+                _, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
+                kill_group(proc.pid)
+                proc.communicate()
                 return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
+            except BaseException:
+                kill_group(proc.pid)
+                proc.communicate()
+                raise
             returncode = proc.returncode
-            tail = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines()
-                    if ln.strip()]
+            tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
         else:
             returncode, tail, timed_out = ran
             if timed_out:
@@ -397,6 +407,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                            thresholds=thresholds, required=list(require),
                            reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
                            fallback=fallback, out=os.fspath(out) if out is not None else None)
+    except BaseException:
+        # Interrupted (^C, or SIGTERM/SIGHUP turned into an exception by the command) or
+        # failed: the running backend child goes with the server, not after it.
+        if _local.forker is not None:
+            _local.forker.close(kill=True)
+        raise
     finally:
         if _local.forker is not None:
             _local.forker.close()

@@ -1,0 +1,62 @@
+"""Child interpreters that never import from the working directory, and children that never
+outlive the command that started them (SECURITY.md, "Child processes").
+
+`python -m MODULE` and `python -c CODE` put the working directory first on sys.path, so a
+`numpy.py`, `onnx.py` or `driftscope.py` in a pull request's checkout or a downloaded model folder
+would run instead of the installed package. Python 3.11 has -P for exactly this; on 3.9 and 3.10
+the bootstrap below deletes that first entry before anything is imported from sys.path (the
+interpreter's own start-up imports, site and encodings, happen before the entry is added).
+The C++ `driftscope` command starts `python -c` with the same bootstrap (cli/cmd_record.cpp).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from typing import List
+
+# -c leaves "" at sys.path[0]; -P (or PYTHONSAFEPATH) leaves nothing to delete.
+_BOOTSTRAP = ("import sys\n"
+              "if not getattr(sys.flags, 'safe_path', False): del sys.path[0]\n"
+              "import runpy\n"
+              "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
+
+
+def module_command(module: str, *args: str) -> List[str]:
+    """argv for `python -m MODULE ARGS...` without the working directory on sys.path."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module, *args]
+    return [sys.executable, "-c", _BOOTSTRAP.format(module=module), *args]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Asks the kernel to send `sig` to this process when its parent dies (Linux: prctl
+    PR_SET_PDEATHSIG), so a backend child is not left running, reparented to init, when the
+    guard is killed by a signal it cannot handle (SIGKILL). A no-op elsewhere. The parent may
+    already be gone by the time this runs (reparented: getppid() changed): then the signal is
+    sent here at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL to a process group started with start_new_session=True (a backend child and
+    whatever it started); nothing when the group is already gone."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
