@@ -394,10 +394,10 @@ def test_evidence_declare_measure_verify_and_tampering(runs, tmp_path):
     assert proc.returncode == 1 and "line 1" in proc.stdout and "edited" in proc.stdout
     ledger.write_bytes(b"".join(lines))
     assert run("evidence", "verify", ledger).returncode == 0
-    # a removed last line is caught against the recorded head
+    # a removed last line is caught against the recorded head (no longer a line of the ledger)
     ledger.write_bytes(lines[0])
     proc = run("evidence", "verify", ledger, "--head", head)
-    assert proc.returncode == 1 and "expected " + head in proc.stdout
+    assert proc.returncode == 1 and f"pinned head {head} is no line" in proc.stdout
     ledger.write_bytes(b"".join(lines))
     # an edited candidate (a measured file) is detected
     data = bytearray(cand.read_bytes())

@@ -29,8 +29,12 @@ EVIDENCE_USAGE = """usage: driftscope evidence declare LEDGER --id ID --referenc
        driftscope evidence verify LEDGER [--head SHA256]
 
 An append-only, hash-chained JSONL ledger: declare the reference design and tolerances, measure
-the declared check once, verify that nothing recorded (ledger lines, declared files, measured
-candidates) was edited. See docs/references.md "Declare, measure, verify"."""
+the declared check once (its whole table is recorded), verify that the lines, the declared files
+and the measured candidates are as recorded and that each verdict follows from its table and the
+declared rule (re-measured when the dumps are present). Pin the head that declare, measure and
+verify print somewhere the ledger's writer cannot change it, and pass it to --head: it must still
+be a line of the ledger. The ledger alone does not prove when it was written, that nothing was
+measured before it, or that no line was cut from its end. See docs/references.md section 4."""
 
 
 def _err(prog: str, msg: str) -> int:
@@ -170,13 +174,14 @@ def reference_main(argv: Sequence[str]) -> int:
 
 
 def evidence_main(argv: Sequence[str]) -> int:
-    from ._evidence import LedgerError, declare, measure, verify
+    from .._text import printable
+    from ._evidence import LIMITS, LedgerError, declare, measure, verify
 
     if not argv or argv[0] in ("-h", "--help"):
         print(EVIDENCE_USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     verb, rest = argv[0], list(argv[1:])
-    prog = f"driftscope evidence {verb}"
+    prog = f"driftscope evidence {printable(verb)}"
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("ledger")
     if verb == "declare":
@@ -193,13 +198,19 @@ def evidence_main(argv: Sequence[str]) -> int:
         p.add_argument("--id", required=True)
         p.add_argument("--candidate", required=True)
     elif verb == "verify":
-        p.add_argument("--head", default=None, help="the head hash recorded elsewhere")
+        p.add_argument("--head", default=None, metavar="SHA256", help=(
+            "a head printed earlier and kept where the ledger's writer cannot change it: that "
+            "line must still be in the chain (lines appended after it are fine)"))
     else:
-        return _err("driftscope evidence", f"unknown verb {verb!r} (declare, measure, verify)")
+        return _err("driftscope evidence", f"unknown verb {printable(repr(verb))} "
+                    f"(declare, measure, verify)")
     try:
         args = parse_args(p, rest)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+    # Paths, ids, roles and table names come from the command line or from the ledger, which
+    # anyone may have written: every line printed goes through printable().
+    name = printable(args.ledger)
     try:
         if verb == "declare":
             files: List = [("reference", args.reference), ("reference64", args.reference64)]
@@ -207,29 +218,34 @@ def evidence_main(argv: Sequence[str]) -> int:
             if args.policy:
                 files.append(("policy", args.policy))
             if refuse_output_onto_inputs(args.ledger, [f for _, f in files]):
-                return _err(prog, f"the ledger {args.ledger} is one of the declared files")
+                return _err(prog, f"the ledger {name} is one of the declared files")
             tol: Dict = {"r64_k": _r64_k(args.r64_k, prog)}
             if args.r64_floor is not None:
                 tol["r64_floor"] = args.r64_floor
             h = declare(args.ledger, args.id, files, tol, args.design)
-            print(f"{args.ledger}: declared {args.id}; head {h}")
+            print(f"{name}: declared {printable(args.id)}; head {h}")
             return 0
         if verb == "measure":
             from ._check import verdict_line
 
+            if refuse_output_onto_inputs(args.ledger, [args.candidate]):
+                return _err(prog, f"the ledger {name} is the candidate")
             h, result = measure(args.ledger, args.id, args.candidate)
-            print(f"{args.ledger}: measured {args.id}: {verdict_line(result)}; head {h}")
+            print(f"{name}: measured {printable(args.id)}: {printable(verdict_line(result))}; "
+                  f"head {h}")
             return 0 if result["passed"] else 1
-        problems, h, n = verify(args.ledger, args.head)
-        for line in problems:
-            print(f"{args.ledger}: {line}")
+        problems, notes, h, n = verify(args.ledger, args.head)
+        for line in notes + problems:
+            print(f"{name}: {printable(line)}")
         state = "intact" if not problems else f"{len(problems)} problem(s)"
-        print(f"{args.ledger}: {n} lines, {state}; head {h}")
+        print(f"{name}: {LIMITS}")
+        print(f"{name}: {n} lines, {state}; head {h}")  # last, as scripts read it
         return 1 if problems else 0
     except (LedgerError, ValueError, OSError) as e:
-        return _err(prog, str(e))
-    except (KeyError, TypeError) as e:  # a hand-made entry that hashes correctly but lacks fields
-        return _err(prog, f"{args.ledger}: a ledger entry lacks or mistypes a field ({e})")
+        return _err(prog, printable(str(e)))
+    except (KeyError, TypeError, AttributeError) as e:  # a hand-made entry that hashes correctly
+        return _err(prog, f"{name}: a ledger entry lacks or mistypes a field "
+                    f"({printable(repr(e))})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:  # pragma: no cover - python -m
