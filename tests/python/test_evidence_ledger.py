@@ -338,6 +338,13 @@ def test_L3_a_rewritten_verdict_is_recomputed_and_re_measured(runs, tmp_path):
            "fail" in proc.stdout
     assert "recorded pass (" not in proc.stdout  # the table itself agrees with the verdict
 
+    # (b') and with the declaration's files dropped, so that nothing could be re-measured
+    forged = [dict(entries[0], files=[])] + entries[1:]
+    write_ledger(ledger, forged)
+    proc = run("verify", ledger)
+    assert proc.returncode == 1 and "'bf16' names 0 reference dumps, expected 1" in proc.stdout
+    write_ledger(ledger, entries)
+
     # (c) the same forgery without the candidate: verify says it could not re-measure
     os.unlink(cand)
     proc = run("verify", ledger)

@@ -77,6 +77,8 @@ def _open_regular(path: str, what: str, flags: int = os.O_RDONLY,
             raise LedgerError(f"cannot read {path}: no such file") from None
     except OSError as e:
         raise LedgerError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError:  # a NUL in a path taken from a ledger
+        raise LedgerError(f"cannot read {path!r}: a path cannot hold a NUL byte") from None
     extra = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags | extra | (os.O_CREAT if create else 0), 0o644)
@@ -243,8 +245,10 @@ def declare(ledger: str, ident: str, files: Sequence[Tuple[str, str]],
         raise LedgerError("the declaration needs an id")
     roles = [r for r, _ in files]
     for need in ("reference", "reference64"):
-        if need not in roles:
-            raise LedgerError(f"a declaration needs a {need} dump")
+        if roles.count(need) != 1:
+            raise LedgerError(f"a declaration needs one {need} dump")
+    if roles.count("policy") > 1:
+        raise LedgerError("a declaration names at most one policy")
     cache: _Cache = {}
     listed = [{"role": r, "path": os.path.abspath(p), "sha256": file_digest(p, cache, r)}
               for r, p in files]
@@ -457,7 +461,6 @@ def verify(ledger: str, expect_head: Optional[str] = None
     problems, entries = _line_problems(lines)
     notes: List[str] = []
     cache: _Cache = {}
-    status: Dict[str, bool] = {}  # path -> its bytes match (within this run)
     declared: Dict[Any, Dict[str, Any]] = {}
     measured: Dict[Any, int] = {}
 
@@ -484,8 +487,18 @@ def verify(ledger: str, expect_head: Optional[str] = None
     for e in entries:
         n, kind, ident = e["_line"], e.get("kind"), e.get("id")
         files = e.get("files") if isinstance(e.get("files"), list) else []
+        if e.get("schema") != SCHEMA:
+            problems.append(f"line {n}: schema {e.get('schema')!r}, expected {SCHEMA!r}")
         if kind == "declare":
             ok = [file_ok(f, n) for f in files]
+            roles = [f.get("role") for f in files if isinstance(f, dict)]
+            for need in ("reference", "reference64"):
+                if roles.count(need) != 1:
+                    problems.append(f"line {n}: declaration {ident!r} names {roles.count(need)} "
+                                    f"{need} dumps, expected 1")
+            if roles.count("policy") > 1:
+                problems.append(f"line {n}: declaration {ident!r} names {roles.count('policy')} "
+                                f"policies, expected at most 1")
             if ident in declared:
                 problems.append(f"line {n}: declaration {ident!r} repeats line "
                                 f"{declared[ident]['_line']}'s id")
