@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from .._cli import input_paths, parse_args, refuse_output_onto_inputs, write_output
+from .._cli import parse_args, write_output
 from .._progress import Progress
 from .._text import printable
 from ..errors import Error
@@ -15,7 +15,8 @@ from . import _backends as B
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
-from ._inputs import InputError, parse_dims
+from ._inputs import (DEFAULT_MAX_BYTES, InputError, format_size, input_budget,
+                      onnx_external_files, output_onto_input, parse_dims, parse_size)
 from ._stateful import parse_state
 
 PROG = "driftscope guard"
@@ -41,7 +42,9 @@ backends (reference first; --list-backends says which can run here):
 inputs: generated from the model's signature, the same for every backend: ids within the
 vocabulary when the graph shows the embedding table, masks as ones, floats standard normal
 (image-like tensors uniform in [0,1)); sample k is seeded with SEED+k. Dynamic dimensions
-default to 1 for the first axis and 16 for the others (--dim changes them).
+default to 1 for the first axis and 16 for the others (--dim changes them). Generated inputs
+may take 1 GiB in all (every sample and step); a model whose declared dims need more is refused
+(exit 2) before anything is allocated: --max-input-bytes raises the budget.
 
 verdicts per backend: PASS, NUMERICAL_INSTABILITY (NaN/Inf where the reference is finite),
 SILENT_ZERO_VECTOR (L2 norm < --min-norm where the reference's is not), CONSTANT_OUTPUT,
@@ -109,6 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                    help="size of a dynamic dimension: a symbolic name (seq=32) or INPUT:AXIS "
                         "(repeatable)")
+    p.add_argument("--max-input-bytes", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
+                   help="the generated inputs of all samples and steps may take this much "
+                        "memory (512M, 2G, ...; default 1G); a model whose dims need more is "
+                        "refused before anything is allocated")
     p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
                    help="PRECISION_DEGRADATION below this cosine similarity (default 0.99)")
     p.add_argument("--min-norm", type=float, default=1e-4, metavar="N",
@@ -156,6 +163,29 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list-backends", action="store_true",
                    help="list every backend, whether it can run here and why not; then exit")
     return p
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _model_files(path: Optional[str], role: str) -> list:
+    """(file, role) for a model and, for ONNX, the external-data files it names: inputs too."""
+    if not path:
+        return []
+    files = [(path, role)]
+    if path.lower().endswith(".onnx") and os.path.isfile(path):
+        from ._stateful import onnx_proto
+
+        try:
+            files += [(f, f"external data of {path}")
+                      for f in onnx_external_files(onnx_proto(path), path)]
+        except (Error, OSError, ValueError):  # not a model guard can read: it says so later
+            pass
+    return files
 
 
 def _number_inputs(specs: Sequence[str]) -> tuple:
@@ -213,11 +243,15 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         from ..onnxruntime import load_cli_inputs
 
         # Refused before minutes of runs, not after: a report never replaces what guard reads.
-        reads = input_paths(model.rpartition(":")[0] if args.model is not None else model,
-                            args.input) + [p for p in (args.reference_model, args.policy) if p]
+        # An ONNX model's external data is read too: --json weights.bin would replace it.
+        reads = (_model_files(args.model_file, "the model")
+                 + ([(args.model.rpartition(":")[0], "--model")] if args.model else [])
+                 + [(spec.partition("=")[2] or spec, "--input") for spec in args.input]
+                 + _model_files(args.reference_model, "--reference-model")
+                 + ([(args.policy, "--policy")] if args.policy else []))
         outputs = [("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)]
-        for _, out in outputs:
-            same = refuse_output_onto_inputs(out, reads) if out and out != "-" else None
+        for flag, out in outputs:
+            same = output_onto_input(out, flag, reads) if out and out != "-" else None
             if same:
                 raise GuardError(same)
         named = [(flag, out) for flag, out in outputs if out]
@@ -238,7 +272,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             dims = parse_dims(args.dim)
         except (InputError, ValueError, Error) as err:
             raise GuardError(str(err)) from err
-        with Progress("guard", "backends", enabled=False if args.no_progress else None) as bar:
+        with Progress("guard", "backends", enabled=False if args.no_progress else None) as bar, \
+                input_budget(args.max_input_bytes):
             report = guard(model, backends=_split([args.backends]) if args.backends else None,
                            reference=args.reference, inputs=given, samples=args.samples,
                            seed=args.seed, dims=dims, min_cosine=args.min_cosine,
@@ -259,6 +294,11 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     except (Error, OSError) as err:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{PROG}: error: {printable(msg)}", file=sys.stderr)
+        return 2
+    except MemoryError:  # exit 1 would read as "degraded"; this is the user's to fix
+        print(f"{PROG}: error: out of memory (the generated inputs may take "
+              f"{format_size(args.max_input_bytes)}: lower --max-input-bytes, or give the "
+              "inputs with --input)", file=sys.stderr)
         return 2
     if "-" not in (args.json, args.markdown, args.html):
         sys.stdout.write(report.to_text())

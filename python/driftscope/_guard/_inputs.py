@@ -14,23 +14,166 @@ Quantized LiteRT inputs get the float rule's values quantized with the tensor's 
 Sample k uses numpy's default_rng(seed + k). Dynamic dimensions: --dim NAME=SIZE (NAME a symbolic
 dimension such as "seq", or INPUT:AXIS), else the size an --input array gives them, else 1 for
 axis 0 and 16 for every other axis.
+
+Generated inputs are sized from declared dims, which a hostile or mistaken model can set to
+anything ([2^62]); their bytes (all samples and steps together) are summed in Python ints and
+checked against a budget (DEFAULT_MAX_BYTES, --max-input-bytes) before numpy allocates anything.
+`reference init` bounds the initializers it rewrites with the same helpers (max_bytes_error).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
+import os
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 16
+# 1 GiB: far above any real model's inputs at the default dims, far below what a laptop holds.
+DEFAULT_MAX_BYTES = 1 << 30
 
 Dim = Union[int, str, None]  # a static size, a symbolic name, or unnamed dynamic
 
 
 class InputError(ValueError):
     """--input / --dim values that do not fit the model's signature (one line)."""
+
+
+# -- byte budgets (shared with `reference init`) -----------------------------------------------
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '1.5GiB', '1000000' -> bytes (K, M, G, T, P are powers of 1024)."""
+    m = _SIZE.fullmatch(text)
+    if not m:
+        raise ValueError(f"'{text}': expected a size such as 512M, 2G or 1073741824")
+    scale = 1 << (10 * "kmgtp".index(m.group(2).lower()) + 10) if m.group(2) else 1
+    value = int(float(m.group(1)) * scale) if "." in m.group(1) else int(m.group(1)) * scale
+    if value < 1:
+        raise ValueError(f"'{text}': the size must be at least 1 byte")
+    return value
+
+
+def format_size(n: int) -> str:
+    """'1,536,000,000 bytes (1.4 GiB)': exact for the reader who checks, rounded for the eye."""
+    units = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    k = min((n.bit_length() - 1) // 10, len(units)) if n >= 1024 else 0
+    if k == 0:
+        return f"{n:,} bytes"
+    return f"{n:,} bytes ({n / (1 << (10 * k)):.3g} {units[k - 1]})"
+
+
+def numel(shape: Sequence[int]) -> int:
+    """Elements of a shape in Python ints: never wraps, whatever the dims (numpy's prod does)."""
+    return math.prod(int(d) for d in shape)
+
+
+def shape_text(dtype: str, shape: Sequence[Any]) -> str:
+    return f"{dtype} [{', '.join('?' if d is None else str(d) for d in shape)}]"
+
+
+def max_bytes_error(total: int, limit: int, flag: str, what: str) -> Optional[str]:
+    """The one-line refusal when `total` bytes exceed `limit`, naming the flag that raises it."""
+    if total <= limit:
+        return None
+    return (f"{what} {format_size(total)}, more than the {format_size(limit)} allowed "
+            f"(raise it with {flag} SIZE, e.g. {flag} {_suggest(total)})")
+
+
+def _suggest(total: int) -> str:
+    for unit, shift in (("P", 50), ("T", 40), ("G", 30), ("M", 20)):
+        if total >= 1 << shift:
+            return f"{-(-total // (1 << shift))}{unit}"
+    return str(total)
+
+
+# The budget of make_samples() when its caller gives none: the guard command sets it from
+# --max-input-bytes for the guard() call it makes (guard() itself has no such parameter yet).
+_MAX_BYTES: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "driftscope_guard_max_input_bytes", default=DEFAULT_MAX_BYTES)
+
+
+@contextlib.contextmanager
+def input_budget(max_bytes: int) -> Iterator[None]:
+    token = _MAX_BYTES.set(int(max_bytes))
+    try:
+        yield
+    finally:
+        _MAX_BYTES.reset(token)
+
+
+def output_onto_input(output: str, flag: str,
+                      inputs: Sequence[Tuple[str, str]]) -> Optional[str]:
+    """The no-overwrite rule (driftscope._cli.refuse_output_onto_inputs) for (path, role) inputs,
+    naming the input it hits: the same file also through a symbolic or hard link (device and
+    inode, as os.path.samefile)."""
+    try:
+        out = os.stat(output)
+    except OSError:
+        return None  # does not exist yet: it cannot be an input
+    for path, role in inputs:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            return (f"{flag} {output} is the input file {path} ({role}); choose another name "
+                    f"(driftscope never modifies its inputs)")
+    return None
+
+
+def onnx_external_files(proto: Any, model_path: str) -> List[str]:
+    """The external-data files an ONNX model reads (every tensor stored outside the model:
+    initializers, sparse initializers, Constant attributes, subgraphs), resolved against the
+    model's folder as ONNX does. For the no-overwrite rule: they are inputs too."""
+    import onnx
+
+    base = os.path.dirname(os.path.abspath(model_path))
+    out: List[str] = []
+
+    def tensor(t: Any) -> None:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            loc = next((e.value for e in t.external_data if e.key == "location"), "")
+            if loc:
+                path = os.path.join(base, loc)
+                if path not in out:
+                    out.append(path)
+
+    def graph(g: Any) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for s in g.sparse_initializer:
+            tensor(s.values)
+            tensor(s.indices)
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+                for t in a.tensors:
+                    tensor(t)
+                if a.HasField("sparse_tensor"):
+                    tensor(a.sparse_tensor.values)
+                    tensor(a.sparse_tensor.indices)
+                if a.HasField("g"):
+                    graph(a.g)
+                for sub in a.graphs:
+                    graph(sub)
+
+    graph(proto.graph)
+    for f in getattr(proto, "functions", ()):
+        for node in f.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+    return out
 
 
 @dataclass
@@ -279,14 +422,53 @@ def adapt_scalars(specs: Sequence[InputSpec], given: Mapping[str, Any]) -> Dict[
     return out
 
 
+MAX_INPUT_BYTES_FLAG = "--max-input-bytes"
+
+
+def check_input_bytes(specs: Sequence[InputSpec], given: Mapping[str, Any],
+                      shapes: Mapping[str, Sequence[int]], samples: int, steps: int,
+                      max_bytes: int) -> None:
+    """Refuses (InputError) before anything is allocated when the generated inputs of all
+    samples and steps, which are all held at once, would exceed max_bytes."""
+    total, largest = 0, None
+    for spec in specs:
+        if spec.name in given:
+            continue  # the user's own array, already in memory, shared by every sample
+        shape = shapes[spec.name]
+        per = numel(shape) * spec.dtype.itemsize
+        count = samples * steps - (1 if spec.example is not None else 0)
+        total += per * max(count, 0)
+        if largest is None or per > largest[1]:
+            largest = (spec, per)
+        if per > max_bytes:
+            raise InputError(max_bytes_error(
+                per, max_bytes, MAX_INPUT_BYTES_FLAG,
+                f"input '{spec.name}' {shape_text(spec.dtype.name, shape)} would be generated "
+                f"as"))
+    if largest is not None:
+        spec, per = largest
+        over = max_bytes_error(
+            total, max_bytes, MAX_INPUT_BYTES_FLAG,
+            f"the generated inputs of {samples} sample(s) x {steps} step(s) (the largest: input "
+            f"'{spec.name}' {shape_text(spec.dtype.name, shapes[spec.name])}, "
+            f"{format_size(per)}) would take")
+        if over:
+            raise InputError(over)
+
+
 def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
-                 dims: Mapping[str, int], seed: int, samples: int, steps: int = 1
+                 dims: Mapping[str, int], seed: int, samples: int, steps: int = 1,
+                 max_bytes: Optional[int] = None
                  ) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
     """`samples` input dicts (sample k seeded with seed + k) and how each input was made.
     A torch entry point's own example inputs are sample 0. With steps > 1 each sample is a list
-    of `steps` dicts, drawn in turn from the sample's generator (step 1 is what steps=1 gives)."""
+    of `steps` dicts, drawn in turn from the sample's generator (step 1 is what steps=1 gives).
+    The generated arrays may take max_bytes in all (default: input_budget()'s, else
+    DEFAULT_MAX_BYTES); more is an InputError before anything is allocated."""
     given = adapt_scalars(specs, given)
     shapes = resolve(specs, given, dims)
+    check_input_bytes(specs, given, shapes, samples, steps,
+                      _MAX_BYTES.get() if max_bytes is None else max_bytes)
     out: List[Any] = []
     for k in range(samples):
         rng = np.random.default_rng(seed + k)
@@ -299,7 +481,13 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
                 elif spec.example is not None and k == 0 and t == 0:
                     feeds[spec.name] = spec.example
                 else:
-                    feeds[spec.name] = _value(spec, shapes[spec.name], rng)
+                    try:
+                        feeds[spec.name] = _value(spec, shapes[spec.name], rng)
+                    except (MemoryError, ValueError) as err:  # within budget, yet too big here
+                        raise InputError(
+                            f"input '{spec.name}' {shape_text(spec.dtype.name, shapes[spec.name])}"
+                            f": cannot allocate it ({type(err).__name__}: {err}); lower "
+                            f"{MAX_INPUT_BYTES_FLAG} or give the input with --input") from None
             per_step.append(feeds)
         out.append(per_step if steps > 1 else per_step[0])
     infos = []

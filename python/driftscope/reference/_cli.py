@@ -67,6 +67,9 @@ def _init(argv: Sequence[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the rewritten model to write")
     p.add_argument("--seed", type=int, default=0, help="hash seed, 0 .. 2^64-1 (default 0)")
     p.add_argument("--json", action="store_true", help="print the record as JSON on stdout")
+    p.add_argument("--max-weight-bytes", default="1G", metavar="SIZE",
+                   help="the initializers rewritten may take this much in all (512M, 2G, ...; "
+                        "default 1G); a larger model is refused before anything is allocated")
     args = parse_args(p, argv)
     if not 0 <= args.seed < 1 << 64:
         return _err(prog, f"--seed {args.seed} is outside 0 .. 2^64-1")
@@ -79,12 +82,25 @@ def _init(argv: Sequence[str]) -> int:
         import onnx  # noqa: F401
     except ImportError as e:
         return _err(prog, f"the onnx package is not installed ({e}); pip install onnx")
-    from ._onnx import rewrite_file, summary
+    from .._guard._inputs import output_onto_input, parse_size
+    from .._text import printable
+    from ._onnx import InitError, model_files, read_model, rewrite_file, summary
 
     try:
-        record = rewrite_file(args.model, args.output, args.seed)
+        max_bytes = parse_size(args.max_weight_bytes)
+    except ValueError as e:
+        return _err(prog, f"--max-weight-bytes {e}")
+    try:
+        model = read_model(args.model)
+        # Its external data is an input too: -o weights.bin would replace the weights.
+        same = output_onto_input(args.output, "-o", model_files(model, args.model))
+        if same:
+            return _err(prog, printable(same))
+        record = rewrite_file(args.model, args.output, args.seed, max_bytes, model=model)
+    except InitError as e:  # names the file itself
+        return _err(prog, str(e))
     except Exception as e:  # noqa: BLE001 - one line, exit 2
-        return _err(prog, f"{args.model}: {e}")
+        return _err(prog, printable(f"{args.model}: {e}"))
     if args.json:
         print(json.dumps(record, indent=1, sort_keys=True))
     print(f"{args.output}: {summary(record)}", file=sys.stderr)
