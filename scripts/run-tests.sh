@@ -3,7 +3,8 @@
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
 #      Java library's tests, java/build.sh, registered as ctest java.tdump)
 #   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders;
-#      the wheel links the dev build's library)
+#      the wheel links the dev build's library), then the CPU-dependent guard tests once more
+#      with DRIFTSCOPE_HIDE_CPU=all (as on a CPU without native float16/bfloat16/AMX)
 #   3. the C++ unit suite and the CLI tests under ASan+UBSan (asan preset, clang)
 #   4. a short libFuzzer smoke run of every fuzz target   (asan preset, one per parser)
 # Stages can be picked: scripts/run-tests.sh cpp python asan fuzz   (default: all)
@@ -45,6 +46,12 @@ if has python; then
   # worker, so a file's expensive fixture (a real model recorded once) is not built twice.
   DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs \
     -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile tests/python || failed+=(python)
+  # The guard tests whose results depend on the CPU, again as on a CPU without native float16,
+  # bfloat16 or AMX (docs/howto/guard.md §3): whichever CPU runs CI, both paths are exercised.
+  banner "guard tests with DRIFTSCOPE_HIDE_CPU=all"
+  DRIFTSCOPE_HIDE_CPU=all DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" \
+    .venv/bin/python -m pytest -q -rs -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile \
+    tests/python/test_guard_backends.py || failed+=(python-hide-cpu)
 fi
 
 if has asan; then

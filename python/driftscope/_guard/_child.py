@@ -15,14 +15,22 @@ import time
 from typing import Any, Dict, List
 
 
+# A runtime's whole message is kept (the JSON report has it); the text report shows the line
+# that states the reason (_report.reason_line). Bounded: a runtime may print megabytes.
+MAX_MESSAGE = 16384
+
+
 def _first_line(err: BaseException) -> str:
+    """The exception's whole message (named by its type unless it is one of driftscope's own
+    sentences), at most MAX_MESSAGE characters. (The name is kept for its callers.)"""
     text = str(err).strip()
-    line = text.splitlines()[0] if text else ""
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE] + " [...]"
     from ..errors import Error
 
     if isinstance(err, Error):  # driftscope's own errors are written as sentences
-        return line or type(err).__name__
-    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+        return text or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def run_job(job: Dict[str, Any]) -> Dict[str, Any]:

@@ -12,6 +12,7 @@ from .._progress import Progress
 from .._text import printable
 from ..errors import Error
 from . import _backends as B
+from ._classaxis import parse_class_axis
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
@@ -48,8 +49,11 @@ may take 1 GiB in all (every sample and step); a model whose declared dims need 
 
 verdicts per backend: PASS, NUMERICAL_INSTABILITY (NaN/Inf where the reference is finite),
 SILENT_ZERO_VECTOR (L2 norm < --min-norm where the reference's is not), CONSTANT_OUTPUT,
-PRECISION_DEGRADATION (cosine < --min-cosine), ARGMAX_FLIP (top-1 over the last axis changes),
-RUNTIME_ERROR, UNAVAILABLE.
+PRECISION_DEGRADATION (cosine < --min-cosine, norm ratio outside --max-norm-ratio: scale errors
+a cosine cannot see, relative error > --max-rel-error, or, for an output of at most 4 values or a last axis of 1, a value off
+by more than 0.01 + 0.01|ref|), ARGMAX_FLIP (top-1 over a class axis changes beyond a near-tie,
+or a score crosses --decision-threshold), RUNTIME_ERROR, UNAVAILABLE. The class axis is found
+from a softmax or logits producer (--class-axis names it); elsewhere argmax is not applied.
 
 probe and fallback (default for failing backends): the reference and the failing backend run
 again with every intermediate tensor recorded (driftscope's recorders, named by the source
@@ -99,9 +103,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="use this array for input NAME instead of a generated one (repeatable; "
                         "FILE.npz alone gives every array in it by name; NAME=NUMBER gives a "
                         "scalar such as a sample rate, in the input's dtype)")
-    p.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+    p.add_argument("--state", action="append", default=[], metavar="IN=OUT|none",
                    help="a stateful model: output OUT is input IN's value at the next step "
-                        "(repeatable; default: pairs found by name, such as h_in/h_out)")
+                        "(repeatable; default: pairs found by name and shape, such as "
+                        "h_in/h_out, state/stateN; none: no state at all)")
     p.add_argument("--steps", type=int, default=None, metavar="T",
                    help="steps to run a stateful model, carrying its state (default 3); every "
                         "step's outputs are judged")
@@ -124,6 +129,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-argmax-flip", type=float, default=0.0, metavar="F",
                    help="ARGMAX_FLIP when more than this share of positions change their top-1 "
                         "(default 0: any change)")
+    p.add_argument("--max-rel-error", type=float, default=None, metavar="E",
+                   help="PRECISION_DEGRADATION when ||cand - ref|| / ||ref|| exceeds E (default: "
+                        "what --min-cosine and --max-norm-ratio allow together, 0.296 at their "
+                        "defaults)")
+    p.add_argument("--max-norm-ratio", type=float, default=1.25, metavar="R",
+                   help="PRECISION_DEGRADATION when the norm ratio cand/ref is outside [1/R, R] "
+                        "(default 1.25)")
+    p.add_argument("--decision-threshold", type=float, default=0.5, metavar="T",
+                   help="a score output (at most 4 values in [0, 1], or a last axis of 1) whose "
+                        "value crosses T is a decision flip (default 0.5)")
+    p.add_argument("--class-axis", action="append", default=[], metavar="AXIS|OUTPUT=AXIS|none",
+                   help="the axis argmax flips are judged over, for every output or one "
+                        "(repeatable); none: never (default: found from a softmax or logits "
+                        "producer; the last axis for PyTorch models)")
     p.add_argument("--require", action="append", default=[], metavar="NAME",
                    help="this backend must be available here (repeatable; comma lists too)")
     p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
@@ -270,6 +289,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             given = dict(load_cli_inputs(files), **numbers)
             state = parse_state(args.state)
             dims = parse_dims(args.dim)
+            class_axis = parse_class_axis(args.class_axis)
         except (InputError, ValueError, Error) as err:
             raise GuardError(str(err)) from err
         with Progress("guard", "backends", enabled=False if args.no_progress else None) as bar, \
@@ -278,6 +298,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            reference=args.reference, inputs=given, samples=args.samples,
                            seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
+                           max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,
+                           decision_threshold=args.decision_threshold,
+                           class_axis=class_axis,
                            require=_split(args.require), runs=args.runs, timeout=args.timeout,
                            reference_model=args.reference_model, steps=args.steps,
                            state=state or None,

@@ -28,7 +28,7 @@ import contextvars
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -96,7 +96,7 @@ def _suggest(total: int) -> str:
 
 
 # The budget of make_samples() when its caller gives none: the guard command sets it from
-# --max-input-bytes for the guard() call it makes (guard() itself has no such parameter yet).
+# --max-input-bytes for the guard() call it makes; guard(max_input_bytes=) passes it directly.
 _MAX_BYTES: contextvars.ContextVar[int] = contextvars.ContextVar(
     "driftscope_guard_max_input_bytes", default=DEFAULT_MAX_BYTES)
 
@@ -189,12 +189,15 @@ class InputSpec:
 
 @dataclass
 class InputInfo:
-    """How one input was made (goes into the report)."""
+    """How one input was made (goes into the report). `guessed`: the dynamic dimensions no
+    --dim, --input or other input sized, given the default size (for the error when the
+    reference fails on them; not in the JSON report, where `how` says it)."""
 
     name: str
     dtype: str
     shape: List[int]
     how: str
+    guessed: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "how": self.how}
@@ -230,7 +233,7 @@ def onnx_signature(proto) -> List[InputSpec]:
             if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
             else:
-                shape.append(d.dim_param or None)
+                shape.append(d.dim_param if named_dim(d.dim_param) else None)
         spec = InputSpec(vi.name, np.dtype(_ONNX_ELEM[tt.elem_type]), shape)
         if spec.dtype.kind in "iu":
             spec.vocab = _embedding_rows(vi.name, consumers, inits)
@@ -303,9 +306,21 @@ def _describe(spec: InputSpec) -> str:
     return f"{spec.dtype.name} [{dims}]"
 
 
+# Exporters write "?" (tf2onnx, Keras), "None" or "-1" for a dimension they know nothing about:
+# each such dimension is its own unknown, not one symbol shared by every input and axis.
+_ANONYMOUS_DIMS = frozenset({"", "?", "None", "none", "-1", "unk", "dynamic"})
+
+
+def named_dim(name: Optional[str]) -> bool:
+    """Is this dim_param a real symbol (seq, batch_size) rather than "unknown"?"""
+    return bool(name) and name not in _ANONYMOUS_DIMS
+
+
 def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
-            dims: Mapping[str, int]) -> Dict[str, List[int]]:
-    """Concrete shapes for every input; checks --input arrays and --dim names."""
+            dims: Mapping[str, int],
+            guessed: Optional[Dict[str, List[str]]] = None) -> Dict[str, List[int]]:
+    """Concrete shapes for every input; checks --input arrays and --dim names. `guessed`
+    receives, per input, the dynamic dimensions given the default size ("x:1 (seq) = 16")."""
     by_name = {s.name: s for s in specs}
     for name in given:
         if name not in by_name:
@@ -358,6 +373,9 @@ def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
                 out.append(DEFAULT_BATCH if axis == 0 else DEFAULT_DIM)
                 if isinstance(d, str):
                     bound[d] = out[-1]
+                if guessed is not None:
+                    label = f"{spec.name}:{axis}" + (f" ({d})" if isinstance(d, str) else "")
+                    guessed.setdefault(spec.name, []).append(f"{label} = {out[-1]}")
         shapes[spec.name] = out
     return shapes
 
@@ -466,7 +484,8 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
     The generated arrays may take max_bytes in all (default: input_budget()'s, else
     DEFAULT_MAX_BYTES); more is an InputError before anything is allocated."""
     given = adapt_scalars(specs, given)
-    shapes = resolve(specs, given, dims)
+    guessed: Dict[str, List[str]] = {}
+    shapes = resolve(specs, given, dims, guessed)
     check_input_bytes(specs, given, shapes, samples, steps,
                       _MAX_BYTES.get() if max_bytes is None else max_bytes)
     out: List[Any] = []
@@ -499,5 +518,6 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
                                                 if samples > 1 else ""))
         else:
             how = _rule(spec, shapes[spec.name])
-        infos.append(InputInfo(spec.name, spec.dtype.name, shapes[spec.name], how))
+        infos.append(InputInfo(spec.name, spec.dtype.name, shapes[spec.name], how,
+                               guessed.get(spec.name, [])))
     return out, infos

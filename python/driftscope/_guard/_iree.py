@@ -17,11 +17,6 @@ from .._pyexec import module_command
 from ._backends import Backend, Session, _missing
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "no message"
-
-
 class _IreeSession(Session):
     def __init__(self, function: Any, inputs: List[str], outputs: List[str],
                  notes: List[str]) -> None:
@@ -66,12 +61,12 @@ class IreeBackend(Backend):
                                              os.fspath(model), "-o", mlir),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"iree-import-onnx failed: {_last_line(proc.stderr)}")
+            raise RuntimeError(f"iree-import-onnx failed: {proc.stderr.strip() or 'no message'}")
         try:
             vmfb = ic.compile_file(mlir, target_backends=["llvm-cpu"],
                                    extra_args=["--iree-llvmcpu-target-cpu=host"])
         except Exception as err:  # noqa: BLE001 - the compiler's diagnostics, one line
-            raise RuntimeError(f"iree-compile failed: {_last_line(str(err))}") from None
+            raise RuntimeError(f"iree-compile failed: {str(err).strip() or 'no message'}") from None
         took = time.perf_counter() - start
         ctx = rt.SystemContext(config=rt.Config("local-task"))
         module = rt.VmModule.copy_buffer(ctx.instance, vmfb)

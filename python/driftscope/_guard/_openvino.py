@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 import numpy as np
 
 from ._backends import Backend, Session, _missing
+from ._cpu import ENV as HIDE_ENV
+from ._cpu import openvino_capabilities
 
 _FLOATS = {"f32", "f16", "bf16"}
 
@@ -187,10 +189,13 @@ class OpenVinoBackend(Backend):
         if "CPU" not in core.available_devices:
             return f"OpenVINO {ov.__version__} sees no CPU device"
         if self.capability:
-            caps = list(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+            reported = list(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+            caps = openvino_capabilities(reported)
             if self.capability not in caps:
+                hid = (f"; ${HIDE_ENV} hides {self.capability}"
+                       if self.capability in reported else "")
                 return (f"this CPU has no native {self.precision} support (OpenVINO's CPU "
-                        f"OPTIMIZATION_CAPABILITIES: {', '.join(caps)})")
+                        f"OPTIMIZATION_CAPABILITIES: {', '.join(caps)}{hid})")
         return None
 
     def can_keep_float32(self) -> bool:

@@ -230,9 +230,12 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     feeds = steps[0]
     t = Thresholds(**job["thresholds"])
     # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
-    # score): cuts are judged by NaN/Inf, silent zero, constant and cosine; the model's own
-    # outputs by every criterion.
-    inner = Thresholds(t.min_cosine, t.min_norm, 1.0)
+    # score), nor does a "decision" of a scalar inside the graph (a shape, an epsilon): cuts are
+    # judged by NaN/Inf, silent zero, constant, cosine, relative error and norm ratio; the
+    # model's own outputs by every criterion.
+    inner = Thresholds(t.min_cosine, t.min_norm, 1.0, max_rel_error=t.max_rel_error,
+                       max_norm_ratio=t.max_norm_ratio, small_atol=float("inf"),
+                       decision_threshold=float("inf"), class_axes={})
     graph_outputs = {o.name for o in proto.graph.output}
     runs: List[Dict[str, Any]] = []
 

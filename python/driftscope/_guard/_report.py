@@ -7,7 +7,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from .._text import markdown_code, markdown_text, printable
 from ._inputs import InputInfo
@@ -19,6 +19,30 @@ SCHEMA = "driftscope.guard.report/1"
 EXIT_CODES = {"pass": 0, "degraded": 1, "incomplete": 2, "silent_failure": 3}
 _HEADLINE = {"pass": "PASS", "degraded": "DEGRADED", "incomplete": "INCOMPLETE",
              "silent_failure": "SILENT FAILURE"}
+
+
+# Lines of a runtime's message that say where, not why: OpenVINO's "Exception from
+# src/inference/src/cpp/core.cpp:84:" and "Check '...' failed at ...", IREE's closing hint,
+# Python's traceback frames.
+_WHERE_NOT_WHY = re.compile(
+    r"^(Exception from \S+:\d+:?|Check '.*' failed at \S+.*|Need more information\?.*"
+    r"|.*IREE_SAVE_TEMPS.*|Traceback \(most recent call last\):|File \".*\", line \d+.*|[\^~ ]+)$")
+_WHERE_INLINE = re.compile(r"Exception from \S+:\d+:\s*")
+REASON_CHARS = 300
+
+
+def reason_line(message: str) -> str:
+    """The text report's one line for a runtime's message: its lines that say why (where-lines
+    dropped), from the first compiler-style "error: " line when there is one (after the
+    message's first line), whitespace collapsed, at most REASON_CHARS characters. The JSON
+    report keeps the whole message."""
+    lines = [_WHERE_INLINE.sub("", ln).strip() for ln in message.splitlines()]
+    lines = [ln for ln in lines if ln]
+    why = [ln for ln in lines if not _WHERE_NOT_WHY.match(ln)] or lines or [message.strip()]
+    start = next((i for i, ln in enumerate(why) if i and re.search(r"\berror: ", ln)), 0)
+    text = " ".join(" ".join(why[:1] + (["..."] if start > 1 else []) + why[max(start, 1):])
+                    .split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3].rstrip() + "..."
 
 
 @dataclass
@@ -51,7 +75,7 @@ class BackendResult:
         if self.status == UNAVAILABLE:
             parts.append(self.reason or "")
         elif self.error:
-            parts.append(self.error)
+            parts.append(reason_line(self.error))
         elif self.worst is not None and self.worst.detail and self.status != REFERENCE:
             w = self.worst
             where = f"{w.name}" + (f", sample {w.sample + 1}" if w.sample else "")
@@ -98,13 +122,32 @@ class GuardReport:
                  backends: List[BackendResult], inputs: List[InputInfo], samples: int, seed: int,
                  runs: int, thresholds: Thresholds, required: List[str],
                  reference_nonfinite: Dict[str, int], probe: str = "never",
-                 fallback: str = "never", out: Optional[str] = None) -> None:
+                 fallback: str = "never", out: Optional[str] = None,
+                 output_names: Sequence[str] = ()) -> None:
         self.model, self.family, self.reference = model, family, reference
+        self.output_names = list(output_names)  # the reference's, for the argmax line
         self.backends, self.inputs = backends, inputs
         self.samples, self.seed, self.runs = samples, seed, runs
         self.thresholds, self.required = thresholds, required
         self.reference_nonfinite = reference_nonfinite
         self.probe, self.fallback, self.out = probe, fallback, out
+
+    def argmax_text(self) -> str:
+        """Where an argmax flip is judged: over which axis of which output (guard.md §5)."""
+        axes = self.thresholds.class_axes
+        if axes is None:
+            return "over the last axis of every output"
+        every = axes.get("*")
+        over = [f"{n} (axis {axes.get(n, every)})" for n in self.output_names
+                if axes.get(n, every) is not None]
+        over += [f"{n} (axis {a})" for n, a in axes.items()
+                 if n != "*" and n not in self.output_names]
+        skipped = [n for n in self.output_names if axes.get(n, every) is None]
+        parts = ["over " + ", ".join(over)] if over else []
+        if skipped:
+            parts.append("not applied to " + ", ".join(skipped) +
+                         " (no class axis: no softmax or logits producer; --class-axis names one)")
+        return "; ".join(parts) or "not applied (no class axis; --class-axis names one)"
 
     def __getitem__(self, name: str) -> BackendResult:
         for b in self.backends:
@@ -173,7 +216,7 @@ class GuardReport:
                 if b.signal:
                     out.append(f"{b.name} crashed ({b.signal}); the other backends ran on.")
                 elif b.error:
-                    out.append(f"{b.name} failed: {b.error}")
+                    out.append(f"{b.name} failed: {reason_line(b.error)}")
                 elif w is not None:
                     out.append(f"{b.name}: {where}: {w.detail}.")
             elif b.status == PASS:
@@ -235,9 +278,12 @@ class GuardReport:
                  "runs of sample 1 (ratio to the reference)",
                  "inputs     " + "; ".join(printable(f"{i.name} {i.dtype}{list(i.shape)}: "
                                                     f"{i.how}") for i in self.inputs),
-                 f"thresholds min cosine {self.thresholds.min_cosine:g}, min norm "
+                 f"thresholds min cosine {self.thresholds.min_cosine:g}, max relative error "
+                 f"{self.thresholds.rel_error_limit():.3g}, norm ratio within "
+                 f"{self.thresholds.max_norm_ratio:g}x, min norm "
                  f"{self.thresholds.min_norm:g}, max argmax flip "
-                 f"{self.thresholds.max_argmax_flip:g}", ""]
+                 f"{self.thresholds.max_argmax_flip:g}",
+                 "argmax     " + printable(self.argmax_text()), ""]
 
         def line(cells: List[str]) -> str:
             return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]

@@ -19,13 +19,15 @@ import numpy as np
 from .._pyexec import kill_group, module_command
 from ..errors import Error
 from . import _backends as B
+from . import _cpu
 from . import _inputs as I
 from . import _stateful as S
+from ._classaxis import ClassAxisSpec, class_axes
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
                        by_position, judge, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
-from ._report import BackendResult, GuardReport
+from ._report import BackendResult, GuardReport, reason_line
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -214,9 +216,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           reference: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
           samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
+          max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
+          decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
+          max_input_bytes: Optional[int] = None,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
           timeout: float = DEFAULT_TIMEOUT_S, reference_model: Optional[PathLike] = None,
-          steps: Optional[int] = None, state: Optional[Mapping[str, str]] = None,
+          steps: Optional[int] = None, state: Union[None, str, Mapping[str, str]] = None,
           probe: str = "auto", fallback: str = "auto",
           policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
@@ -231,12 +236,20 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     samples / seed: sample k's inputs come from numpy.random.default_rng(seed + k); each
         backend's row shows its worst sample.
     dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
-    min_cosine / min_norm / max_argmax_flip: the thresholds (docs/howto/guard.md).
+    min_cosine / min_norm / max_argmax_flip / max_rel_error / max_norm_ratio /
+        decision_threshold: the thresholds (docs/howto/guard.md §5); max_rel_error None: the
+        bound the cosine and norm-ratio rules imply.
+    max_input_bytes: the budget of generated inputs, every sample and step together (default:
+        1 GiB, or what the guard command's --max-input-bytes set); more is a GuardError before
+        anything is allocated.
+    class_axis: the axis argmax flips are judged over: an int for every output, {output: axis},
+        "none", or None (found from the graph: a softmax or logits producer; _classaxis.py).
     require: backends that must be available (otherwise the verdict is "incomplete", exit 2).
     reference_model: another model file for the reference backend (a float .tflite for a
         quantized one); the inputs follow its signature, and a backend whose model takes
         quantized integers quantizes them with its own scale and zero point.
-    state / steps: state input -> output pairs of a stateful model (default: found by name,
+    state / steps: state input -> output pairs of a stateful model ("none": no state; default:
+        found by name and shape,
         docs/howto/guard.md) and how many steps to run carrying them (default 3 when there
         are pairs); every step's outputs are judged.
     runs: timed runs of the first sample per backend (latency = their median).
@@ -288,6 +301,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             raise GuardError(f"cannot load model '{m}': no such file", "model_load_failed")
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise GuardError(f"steps={steps!r}: must be an integer >= 1", "invalid_argument")
+    try:
+        _cpu.hidden()
+    except _cpu.HideError as e:
+        raise GuardError(str(e), "invalid_argument") from None
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
     _local.forker = _start_forker(order)
@@ -302,7 +319,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         pairs, steps = _state_pairs(family, model, state, steps)
         try:
             made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
-                                         steps if pairs else 1)
+                                         steps if pairs else 1, max_bytes=max_input_bytes)
         except I.InputError as err:
             raise GuardError(str(err), "input_mismatch") from err
         feeds: List[Any] = made
@@ -314,7 +331,24 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                     out_name = pairs[info.name]
                     info.how += (f"; steps 2..{steps}: the backend's own output '{out_name}'"
                                  if steps > 1 else f"; state output '{out_name}'")
-        thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip)
+        for flag, value, ok in (("max_rel_error", max_rel_error,
+                                 max_rel_error is None or max_rel_error >= 0),
+                                ("max_norm_ratio", max_norm_ratio, max_norm_ratio >= 1),
+                                ("decision_threshold", decision_threshold,
+                                 0 <= decision_threshold <= 1)):
+            if not ((value is None or isinstance(value, (int, float))) and ok):
+                raise GuardError(f"{flag}={value!r}: out of range (guard.md §5)",
+                                 "invalid_argument")
+        try:
+            axes = class_axes(ref_family, ref_model, class_axis)
+        except (Error, ImportError, OSError, ValueError) as err:
+            raise GuardError(f"class axes of {ref_model}: {_first_line(err)}",
+                             "model_load_failed") from err
+        thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip,
+                                max_rel_error=(None if max_rel_error is None
+                                               else float(max_rel_error)),
+                                max_norm_ratio=float(max_norm_ratio),
+                                decision_threshold=float(decision_threshold), class_axes=axes)
 
         def tick(done: int, name: str) -> None:
             if progress is not None:
@@ -323,8 +357,20 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         tick(0, ref)
         ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
         if ref_run.get("error"):
-            raise GuardError(f"the reference backend '{ref}' failed: {ref_run['error']}",
-                             "reference_failed")
+            hint = ""
+            if pairs and not state:
+                found = ", ".join(f"{a}->{b}" for a, b in pairs.items())
+                hint = (f" (it ran {steps} steps carrying the state {found}, a pairing inferred "
+                        "from the names: --state IN=OUT names the real state, --state none "
+                        "runs one step without any)")
+            guessed = [g for info in infos for g in info.guessed]
+            if guessed:
+                hint += (f" (on generated inputs whose dynamic dimensions were guessed: "
+                         f"{', '.join(guessed[:8])}{', ...' if len(guessed) > 8 else ''}; give "
+                         "real sizes with --dim NAME=SIZE or --dim INPUT:AXIS=SIZE, or real "
+                         "inputs with --input NAME=FILE.npy)")
+            raise GuardError(f"the reference backend '{ref}' failed: "
+                             f"{reason_line(ref_run['error'])}{hint}", "reference_failed")
         ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
         ref_ms = _median_ms(ref_run["latency_s"])
         results: List[BackendResult] = []
@@ -406,7 +452,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
                            thresholds=thresholds, required=list(require),
                            reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
-                           fallback=fallback, out=os.fspath(out) if out is not None else None)
+                           fallback=fallback, out=os.fspath(out) if out is not None else None,
+                           output_names=list(ref_outputs[0]) if ref_outputs else [])
     except BaseException:
         # Interrupted (^C, or SIGTERM/SIGHUP turned into an exception by the command) or
         # failed: the running backend child goes with the server, not after it.
@@ -468,12 +515,15 @@ def _same_inputs(ref_specs: Sequence[I.InputSpec], specs: Sequence[I.InputSpec],
                              f"{b[n].shape} in '{model}'", "input_mismatch")
 
 
-def _state_pairs(family: str, model: str, state: Optional[Mapping[str, str]],
+def _state_pairs(family: str, model: str, state: Union[None, str, Mapping[str, str]],
                  steps: Optional[int]) -> Tuple[Dict[str, str], int]:
-    if family == "torch" and not state:
+    if state == S.NO_STATE or (family == "torch" and not state):
         return {}, 1
+    if isinstance(state, str):
+        raise GuardError(f"state={state!r}: a mapping of input -> output, or 'none'",
+                         "invalid_argument")
     try:
-        ins, outs = S.io_types(family, model)
+        ins, outs, in_shapes, out_shapes = S.io_specs(family, model)
     except Exception as err:  # noqa: BLE001 - the signature step already loaded it once
         raise GuardError(_first_line(err), "model_load_failed") from err
     if state:
@@ -482,7 +532,7 @@ def _state_pairs(family: str, model: str, state: Optional[Mapping[str, str]],
             raise GuardError(why, "invalid_argument")
         pairs = dict(state)
     else:
-        pairs = S.find_pairs(ins, outs or {})
+        pairs = S.find_pairs(ins, outs or {}, in_shapes, out_shapes)
     if not pairs:
         return {}, 1
     return pairs, steps or S.DEFAULT_STEPS

@@ -6,15 +6,19 @@ outputs: output ``y`` of step 2 is reported as ``y[step 2]``.
 
 The pairs come from ``--state IN=OUT``, or are found by name: an output named like an input with
 in -> out, input -> output, past -> present, prev -> next, old -> new, or the suffix _out,
-_next, _new (``h_in``/``h_out``, ``state``/``state_out``, ``past_key``/``present_key``), of the
-same element type.
+_next, _new, N, _n (``h_in``/``h_out``, ``state``/``state_out``, ``state``/``stateN``,
+``past_key``/``present_key``), of the same element type and a compatible shape (same rank, each
+dimension equal or dynamic on either side). The generic ``input``/``output`` (and ``in``/``out``,
+with an index such as ``input_1``/``output_1``) are never paired by name: a VAD model's audio
+``input`` and its probability ``output`` look like a state and are not one; ``--state`` says so
+when it is.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -26,9 +30,15 @@ _SWAPS = (("in", "out"), ("input", "output"), ("past", "present"), ("prev", "nex
           ("old", "new"))
 
 
+# Names that say "an input" and nothing more: never half of a state pair found by name.
+_GENERIC = re.compile(r"^(input|in|inputs|x)([_:.\-]?\d+)?$", re.I)
+
+Shape = Tuple[object, ...]  # int for a fixed dimension, anything else for a dynamic one
+
+
 def _candidates(name: str) -> List[str]:
     out = [f"{name}_out", f"{name}_next", f"{name}_new", f"{name}out", f"next_{name}",
-           f"new_{name}"]
+           f"new_{name}", f"{name}N", f"{name}_n"]
     for a, b in _SWAPS:
         for sep in ("_", ".", ":", "/", "-"):
             out.append(re.sub(rf"(^|{re.escape(sep)}){a}($|{re.escape(sep)})",
@@ -39,21 +49,45 @@ def _candidates(name: str) -> List[str]:
     return [c for c in dict.fromkeys(out) if c != name]
 
 
-def find_pairs(inputs: Mapping[str, str], outputs: Mapping[str, str]) -> Dict[str, str]:
+def shapes_compatible(a: Optional[Shape], b: Optional[Shape]) -> bool:
+    """Same rank, and each dimension equal or dynamic (not an int) on either side; unknown
+    shapes (None) are compatible with anything."""
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return False
+    return all(not isinstance(x, int) or not isinstance(y, int) or x == y
+               for x, y in zip(a, b))
+
+
+def find_pairs(inputs: Mapping[str, str], outputs: Mapping[str, str],
+               in_shapes: Optional[Mapping[str, Shape]] = None,
+               out_shapes: Optional[Mapping[str, Shape]] = None) -> Dict[str, str]:
     """input name -> output name for the state pairs found by name; `inputs` and `outputs` map
-    names to dtype names (a pair must have one dtype)."""
+    names to dtype names (a pair must have one dtype), the shapes (when known) must be
+    compatible, and a generic input name (input, in, input_1, ...) is never paired."""
     pairs: Dict[str, str] = {}
     taken = set()
+    in_shapes, out_shapes = in_shapes or {}, out_shapes or {}
     for name, dtype in inputs.items():
+        if _GENERIC.match(name):
+            continue
         for cand in _candidates(name):
-            if cand in outputs and cand not in taken and outputs[cand] == dtype:
+            if (cand in outputs and cand not in taken and outputs[cand] == dtype
+                    and shapes_compatible(in_shapes.get(name), out_shapes.get(cand))):
                 pairs[name] = cand
                 taken.add(cand)
                 break
     return pairs
 
 
-def parse_state(specs: Sequence[str]) -> Dict[str, str]:
+# --state none: no state pairs, not even those found by name.
+NO_STATE = "none"
+
+
+def parse_state(specs: Sequence[str]) -> Union[Dict[str, str], str]:
+    if list(specs) == [NO_STATE]:
+        return NO_STATE
     pairs: Dict[str, str] = {}
     for spec in specs:
         a, sep, b = spec.partition("=")
@@ -166,6 +200,14 @@ def _onnx_proto(path: str, size: int, mtime_ns: int):
 def io_types(family: str, model: str) -> Tuple[Dict[str, str], Optional[Dict[str, str]]]:
     """(input name -> dtype, output name -> dtype or None where outputs are known only by
     running: PyTorch)."""
+    ins, outs, _, _ = io_specs(family, model)
+    return ins, outs
+
+
+def io_specs(family: str, model: str) -> Tuple[Dict[str, str], Optional[Dict[str, str]],
+                                               Dict[str, Shape], Dict[str, Shape]]:
+    """io_types and the declared shapes: (input dtypes, output dtypes or None, input shapes,
+    output shapes); a dynamic dimension is its name or None."""
     if family == "onnx":
         from ._inputs import _ONNX_ELEM
 
@@ -176,14 +218,31 @@ def io_types(family: str, model: str) -> Tuple[Dict[str, str], Optional[Dict[str
             e = vi.type.tensor_type.elem_type
             return np.dtype(_ONNX_ELEM[e]).name if e in _ONNX_ELEM else f"onnx{e}"
 
-        return ({vi.name: dt(vi) for vi in proto.graph.input if vi.name not in inits},
-                {vi.name: dt(vi) for vi in proto.graph.output})
+        def shape(vi) -> Optional[Shape]:
+            tt = vi.type.tensor_type
+            if not tt.HasField("shape"):
+                return None
+            return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                         for d in tt.shape.dim)
+
+        ins = [vi for vi in proto.graph.input if vi.name not in inits]
+        return ({vi.name: dt(vi) for vi in ins}, {vi.name: dt(vi) for vi in proto.graph.output},
+                {vi.name: shape(vi) for vi in ins},
+                {vi.name: shape(vi) for vi in proto.graph.output})
     if family == "tflite":
         from ..litert import _check_flatbuffer, _interpreter, _read_model
 
         data, name = _read_model(model)
         _check_flatbuffer(data, name)
         it = _interpreter(data, name, "reference", None, preserve=False)
-        return ({d["name"]: np.dtype(d["dtype"]).name for d in it.get_input_details()},
-                {d["name"]: np.dtype(d["dtype"]).name for d in it.get_output_details()})
-    return {}, None
+
+        def tshape(d) -> Shape:
+            sig = d.get("shape_signature")
+            dims = sig if sig is not None and len(sig) == len(d["shape"]) else d["shape"]
+            return tuple(int(x) if int(x) >= 0 else None for x in dims)
+
+        ind, outd = it.get_input_details(), it.get_output_details()
+        return ({d["name"]: np.dtype(d["dtype"]).name for d in ind},
+                {d["name"]: np.dtype(d["dtype"]).name for d in outd},
+                {d["name"]: tshape(d) for d in ind}, {d["name"]: tshape(d) for d in outd})
+    return {}, None, {}, {}

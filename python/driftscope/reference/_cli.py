@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 
 from .._cli import parse_args, refuse_output_onto_inputs, write_output
 
-REFERENCE_USAGE = """usage: driftscope reference init MODEL.onnx -o MODEL.hash.onnx [--seed N]
+REFERENCE_USAGE = """usage: driftscope reference init MODEL.onnx -o MODEL.hash.onnx [--seed N] [--max-weight-bytes SIZE]
        driftscope reference run --model FILE.py:FUNCTION -o DIR [--hash-init] [--seed N]
        driftscope reference check REF32.tdump CAND.tdump --reference64 REF64.tdump
                                   [--format text|json|markdown] [-o OUT] [--r64-k DT=K]
