@@ -3,6 +3,7 @@ reference backend."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import pickle
@@ -314,15 +315,39 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             raise GuardError(f"the reference backend '{ref}' is unavailable: {why}",
                              "reference_failed")
         specs = _signature(ref_family, ref_model, seed)
+        paired: Dict[str, Tuple[str, str]] = {}
         if ref_model != model:
-            _same_inputs(specs, _signature(family, model, seed), model, ref_model)
+            cand_specs = _signature(family, model, seed)
+            paired = _same_inputs(specs, cand_specs, model, ref_model, family, ref_family)
+            specs = _fixed_by_candidate(specs, cand_specs, paired, dict(dims or {}))
+        # The candidate's feeds under its own names (feeds are made by the reference's).
+        rename = {r: c for r, (c, _) in paired.items() if r != c}
         pairs, steps = _state_pairs(family, model, state, steps)
+        if rename and pairs:
+            raise GuardError("--reference-model: the models name their inputs differently "
+                             f"({', '.join(f'{a} = {b}' for a, b in rename.items())}) and the "
+                             "state of a stateful model is carried by name: give both models "
+                             "the same input names, or --state none", "input_mismatch")
         try:
             made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
                                          steps if pairs else 1, max_bytes=max_input_bytes)
         except I.InputError as err:
             raise GuardError(str(err), "input_mismatch") from err
         feeds: List[Any] = made
+        for info in infos:
+            if info.name in paired:
+                other, how = paired[info.name]
+                info.how += (f"; is '{other}' of {os.path.basename(model)} (paired {how})"
+                             if other != info.name else "")
+
+        def runner(backend: str, m: str, samples: List[Any], *args: Any,
+                   **kw: Any) -> Dict[str, Any]:
+            if rename and m == model:
+                samples = _renamed(samples, rename)
+                if isinstance(kw.get("feeds"), (dict, S.Steps)):
+                    kw["feeds"] = _renamed([kw["feeds"]], rename)[0]
+            return run_backend(backend, m, samples, *args, **kw)
+
         if pairs:
             per_sample = made if steps > 1 else [[m] for m in made]
             feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
@@ -387,7 +412,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                     row.status, row.reason = UNAVAILABLE, why
                     results.append(row)
                     continue
-                run = run_backend(name, model, feeds, runs, seed, timeout, pairs)
+                run = runner(name, model, feeds, runs, seed, timeout, pairs)
             row.notes = list(run.get("notes", []))
             row.load_s = run.get("load_s")
             row.latency_ms = _median_ms(run.get("latency_s", []))
@@ -443,7 +468,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           ref_outputs=ref_outputs, seed=seed, thresholds=thresholds,
                           policy=os.fspath(policy) if policy is not None else None, work=work,
                           keep_files=out is not None, timeout=timeout, runs=runs,
-                          runner=run_backend, probe_method=probe_method,
+                          runner=runner, probe_method=probe_method,
                           fallback_runs=fallback_runs,
                           ref_model=ref_model if ref_model != model else None,
                           state=dict(pairs) if pairs else None, steps=steps if pairs else 1)
@@ -498,21 +523,150 @@ def _by_position(run: Dict[str, Any], ref_outputs: List[Dict[str, np.ndarray]],
                      + ", ".join(f"{a} = {b}" for a, b in zip(renamed, names) if a != b))
 
 
+def _dynamic(d: Any) -> bool:
+    return not isinstance(d, int)
+
+
+def _shapes_fit(a: I.InputSpec, b: I.InputSpec) -> bool:
+    """Same rank, and every axis the same size where both models fix it (a dynamic axis takes
+    what the other model fixes)."""
+    return len(a.shape) == len(b.shape) and all(
+        _dynamic(x) or _dynamic(y) or x == y for x, y in zip(a.shape, b.shape))
+
+
+def _dtypes_fit(ref: I.InputSpec, cand: I.InputSpec) -> bool:
+    """The same dtype; two float types (a float16-input export); or a float reference and a
+    quantized integer input, which the candidate's backend quantizes with its own scale."""
+    if ref.dtype == cand.dtype:
+        return True
+    if ref.dtype.kind == "f" and cand.dtype.kind == "f":
+        return True
+    return ref.dtype.kind == "f" and cand.dtype.kind in "iu" and cand.quant is not None
+
+
+def _spec_text(s: I.InputSpec) -> str:
+    dims = ", ".join("?" if _dynamic(d) else str(d) for d in s.shape)
+    return f"'{s.name}' {s.dtype}[{dims}]"
+
+
+def _signature_names(family: str, model: str) -> Dict[str, str]:
+    """A .tflite's SignatureDef names of its inputs (the converter's tensor is
+    "serving_default_input_1:0", its signature name "input_1", the name an ONNX export of the
+    same network keeps): signature name -> tensor name, only where unambiguous."""
+    if family != "tflite":
+        return {}
+    try:
+        from ..litert import _interpreter, _read_model
+
+        data, name = _read_model(model)
+        it = _interpreter(data, name, "reference", None, preserve=False)
+        by_index = {int(d["index"]): d["name"] for d in it.get_input_details()}
+        found: Dict[str, str] = {}
+        for sig in it._get_full_signature_list().values():
+            if sig.get("subgraph_index", 0) != 0:
+                continue
+            for sig_name, index in sig.get("inputs", {}).items():
+                tensor = by_index.get(int(index))
+                if tensor is not None:
+                    found[sig_name] = tensor if sig_name not in found else ""
+        return {k: v for k, v in found.items() if v}
+    except Exception:  # noqa: BLE001 - no signatures (older runtimes): pair by position
+        return {}
+
+
 def _same_inputs(ref_specs: Sequence[I.InputSpec], specs: Sequence[I.InputSpec], model: str,
-                 ref_model: str) -> None:
-    """--reference-model: both models take inputs of the same names and shapes (a float
-    reference may take floats where the model takes quantized integers)."""
-    a = {s.name: s for s in ref_specs}
-    b = {s.name: s for s in specs}
-    if set(a) != set(b):
-        raise GuardError(f"--reference-model '{ref_model}' takes inputs {', '.join(a)}; "
-                         f"'{model}' takes {', '.join(b)}: the inputs must have the same names",
-                         "input_mismatch")
-    for n, s in a.items():
-        if [d if isinstance(d, int) else None for d in s.shape] != \
-                [d if isinstance(d, int) else None for d in b[n].shape]:
-            raise GuardError(f"--reference-model: input '{n}' has shape {s.shape} there and "
-                             f"{b[n].shape} in '{model}'", "input_mismatch")
+                 ref_model: str, family: str = "", ref_family: str = ""
+                 ) -> Dict[str, Tuple[str, str]]:
+    """--reference-model: which input of `model` each input of the reference model is, as
+    {reference name: (model's name, how they were paired)}. Paired by name first (the tensor
+    name, or a .tflite's signature name), then the rest by position, else by a unique shape and
+    dtype; every pair must agree in rank, fixed sizes and dtype (a float reference may take
+    floats where the model takes quantized integers). Anything else is a GuardError."""
+    if len(ref_specs) != len(specs):
+        raise GuardError(f"--reference-model '{ref_model}' takes {len(ref_specs)} input(s) "
+                         f"({', '.join(s.name for s in ref_specs)}); '{model}' takes "
+                         f"{len(specs)} ({', '.join(s.name for s in specs)}): the models must "
+                         "take the same inputs", "input_mismatch")
+    cand = {s.name: s for s in specs}
+    # A signature name of one model that is a tensor name of the other.
+    alias_ref = {v: k for k, v in _signature_names(ref_family, ref_model).items()}
+    alias_cand = _signature_names(family, model)
+    pairs: Dict[str, Tuple[str, str]] = {}
+    taken: set = set()
+    for r in ref_specs:
+        for key, how in ((r.name, "by name"), (alias_ref.get(r.name), "by signature name")):
+            c = cand.get(key) if key else None
+            if c is None and key:
+                c = cand.get(alias_cand.get(key, ""))
+                how = "by signature name" if c is not None else how
+            if c is None or c.name in taken:
+                continue
+            if not _shapes_fit(r, c):
+                raise GuardError(f"--reference-model: input '{r.name}' has shape {r.shape} there "
+                                 f"and {c.shape} in '{model}'", "input_mismatch")
+            if not _dtypes_fit(r, c):
+                raise GuardError(f"--reference-model: input '{r.name}' has dtype {r.dtype} "
+                                 f"there and {c.dtype} in '{model}'", "input_mismatch")
+            pairs[r.name] = (c.name, how)
+            taken.add(c.name)
+            break
+    rest_r = [r for r in ref_specs if r.name not in pairs]
+    rest_c = [c for c in specs if c.name not in taken]
+    if not rest_r:
+        return pairs
+
+    def fits(r: I.InputSpec, c: I.InputSpec) -> bool:
+        return _shapes_fit(r, c) and _dtypes_fit(r, c)
+
+    if all(fits(r, c) for r, c in zip(rest_r, rest_c)):
+        for r, c in zip(rest_r, rest_c):
+            pairs[r.name] = (c.name, "by position, shape and dtype")
+        return pairs
+    for r in rest_r:
+        match = [c for c in rest_c if fits(r, c)]
+        if len(match) != 1 or sum(fits(o, match[0]) for o in rest_r) != 1:
+            listed = ", ".join(_spec_text(c) for c in rest_c)
+            raise GuardError(f"--reference-model: input {_spec_text(r)} of '{ref_model}' pairs "
+                             f"with no input of '{model}' (names differ; by position, shape and "
+                             f"dtype {'several fit' if match else 'none fits'} of {listed})",
+                             "input_mismatch")
+        pairs[r.name] = (match[0].name, "by shape and dtype")
+    return pairs
+
+
+def _fixed_by_candidate(ref_specs: List[I.InputSpec], specs: Sequence[I.InputSpec],
+                        pairs: Mapping[str, Tuple[str, str]], dims: Mapping[str, int]
+                        ) -> List[I.InputSpec]:
+    """The reference's inputs with the sizes the candidate fixes where the reference leaves a
+    dimension dynamic (an ONNX export's batch 'unk__12' against a .tflite's 1), unless --dim
+    gives it: generated inputs then fit both models."""
+    cand = {s.name: s for s in specs}
+    symbols: Dict[str, set] = {}
+    fixed: Dict[Tuple[str, int], int] = {}
+    for r in ref_specs:
+        c = cand[pairs[r.name][0]]
+        for axis, (x, y) in enumerate(zip(r.shape, c.shape)):
+            if _dynamic(x) and isinstance(y, int) and y > 0 and f"{r.name}:{axis}" not in dims:
+                if isinstance(x, str):
+                    symbols.setdefault(x, set()).add(y)
+                else:
+                    fixed[(r.name, axis)] = y
+    sizes = {k: next(iter(v)) for k, v in symbols.items() if len(v) == 1 and k not in dims}
+    out = []
+    for r in ref_specs:
+        shape = [fixed.get((r.name, a), sizes.get(d, d) if isinstance(d, str) else d)
+                 for a, d in enumerate(r.shape)]
+        out.append(dataclasses.replace(r, shape=shape))
+    return out
+
+
+def _renamed(samples: Sequence[Any], names: Mapping[str, str]) -> List[Any]:
+    """Feeds keyed by the reference model's input names, keyed by the candidate's."""
+    def one(feed: Mapping[str, Any]) -> Dict[str, Any]:
+        return {names.get(k, k): v for k, v in feed.items()}
+
+    return [S.Steps([one(f) for f in s]) if isinstance(s, S.Steps) else one(s)
+            for s in samples]
 
 
 def _state_pairs(family: str, model: str, state: Union[None, str, Mapping[str, str]],
