@@ -8,8 +8,12 @@ The interpreter runs with ``experimental_preserve_all_tensors=True``, so every i
 keeps its value after ``invoke()``; the recorder then walks the operators of the main subgraph in
 execution order and writes each op's outputs, op type = the op's builtin name (``CONV_2D``).
 Without a delegate the interpreter executes ops in model order; with XNNPACK, delegate nodes
-replace them but, all tensors being preserved, every original op output stays readable, so the
-model order is recorded either way. Ops inside control-flow subgraphs (WHILE, IF bodies) are not. Quantized tensors are
+replace them and the model order is recorded all the same. A delegate need not write every
+output of the ops it took over (XNNPACK folds the DEQUANTIZE of float16 weights into the layer
+that reads them): before a delegated run the recorder fills those buffers with a byte pattern,
+and a tensor that still holds it after the run, and another pattern after a second run, was
+never written; it is skipped with that reason, never recorded as values (the buffer holds zeros
+or stale memory). Ops inside control-flow subgraphs (WHILE, IF bodies) are not recorded. Quantized tensors are
 written as their integer values with the affine encoding LiteRT uses (``value = scale * (q -
 zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
 dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
@@ -17,7 +21,8 @@ dequantizes exactly what the kernels computed. 4-D activations of image ops get 
 Tensors that hold no data TDUMP can store (resource-variable handles, variant and string
 tensors) are never read, and every other read is first tried in a forked probe process: a tensor
 LiteRT cannot hand out is skipped and named in a RuntimeWarning instead of taking the process
-down (``Recording.skipped`` lists them).
+down (``Recording.skipped`` lists them; the dump's metadata key ``not_recorded`` names them with
+the reason).
 
 Kernel choices (all on the CPU):
   "optimized"  the interpreter's default: optimized builtin kernels plus the XNNPACK delegate,
@@ -318,16 +323,26 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
         del plain
 
     it = _interpreter(data, name, kernels, num_threads, preserve=True)
-    _feed(it, inputs, name)
-    _invoke(it, name)
+    _feed(it, inputs, name)  # allocates: the default delegate takes its nodes here
     ops_all = it._get_ops_details()
     delegated = any(op["op_name"] == "DELEGATE" for op in ops_all)
     ops = [op for op in ops_all if op["op_name"] != "DELEGATE"]
-    # Plan every read first: its type is checked and the reads are tried in a child process
-    # before this process touches any tensor (see _Reader).
     plan = _plan_reads(it, ops, constant, parameters, name_filter)
-    reader = _Reader(it, info, [e[1] for e in plan]
-                     + [int(d["index"]) for d in it.get_output_details()])
+    outputs = [int(d["index"]) for d in it.get_output_details()]
+    watched: List[int] = []
+    if delegated:
+        # A delegate need not write every tensor of the nodes it took over (XNNPACK folds a
+        # DEQUANTIZE of float16 weights into the convolution reading them): such a buffer keeps
+        # whatever it held, zeros or garbage. Filling the buffers first shows which stay unwritten.
+        watched = _fill(it, info, constant, [e[1] for e in plan if e[0] == "output"] + outputs,
+                        _UNWRITTEN[0])
+    _invoke(it, name)
+    # Every planned read is type-checked and tried in a child process before this process
+    # touches any tensor (see _Reader).
+    reader = _Reader(it, info, [e[1] for e in plan] + outputs)
+    if watched:
+        reader.problems.update(_unwritten(reader, watched, ops_all, name, lambda: _second_run(
+            data, name, kernels, num_threads, inputs)))
     final, final_skipped = _read_outputs(it, info, reader)
     planned = {e[2] for e in plan}
     effect = _observer_effect(plain_values, final) if check_observer else "not checked"
@@ -368,6 +383,10 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
 
     # name -> why it was not recorded (a model output the plan holds is reported there)
     skipped: Dict[str, str] = {n: w for n, w in final_skipped.items() if n not in planned}
+    known = dict(skipped)
+    known.update((e[2], reader.problems[e[1]]) for e in plan if e[1] in reader.problems)
+    if known:  # in the file too, so a comparison can tell a tensor never read from a lost one
+        metadata["not_recorded"] = _skipped_message(known, prefix="", limit=64)[:8192]
     flow = _graph_dataflow(it, ops, info)
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
@@ -598,6 +617,93 @@ def _quiet_child() -> None:
         pass
 
 
+# Byte patterns written into buffers before a delegated run: a buffer that still holds the first
+# after the run, and the second after a run of its own, was never written (a kernel that wrote
+# it computed the same values both times, which cannot be both patterns).
+_UNWRITTEN = (0xA5, 0x5A)
+
+
+def _fill(it, info: _ModelInfo, constant: Set[int], indices: Sequence[int], byte: int
+          ) -> List[int]:
+    """Fills the buffers of `indices` (op outputs) with `byte`; returns the ones filled. Weights,
+    model inputs and tensors the recorder never reads are left alone."""
+    inputs = {int(d["index"]) for d in it.get_input_details()}
+    return [t for t in dict.fromkeys(indices)
+            if t not in constant and t not in inputs and _type_problem(it, info, t) is None
+            and _fill_one(it, t, byte)]
+
+
+def _fill_one(it, t: int, byte: int) -> bool:
+    d = it._get_tensor_details(t, 0)
+    dtype, shape = np.dtype(d["dtype"]), tuple(int(x) for x in d["shape"])
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return False
+    try:  # set_tensor checks size and type, and refuses an unallocated tensor
+        it.set_tensor(t, np.full(count * dtype.itemsize, byte, np.uint8).view(dtype)
+                      .reshape(shape))
+    except (ValueError, RuntimeError):
+        return False
+    return True
+
+
+def _holds(value: Optional[np.ndarray], byte: int) -> bool:
+    if value is None or value.size == 0:
+        return False
+    return bool(np.all(np.ascontiguousarray(value).view(np.uint8) == byte))
+
+
+def _second_run(data: bytes, name: str, kernels: str, num_threads: Optional[int], inputs: Any):
+    """A fresh interpreter like the recorded one, fed the same inputs, not yet invoked."""
+    it = _interpreter(data, name, kernels, num_threads, preserve=True)
+    _feed(it, inputs, name)
+    return it
+
+
+def _unwritten(reader: "_Reader", watched: Sequence[int], ops_all, name: str, fresh
+               ) -> Dict[int, str]:
+    """The watched tensors (filled with _UNWRITTEN[0] before the run `reader` reads) that no
+    kernel wrote, each with why. Candidates are confirmed by a run of `fresh()` (an interpreter
+    of the same model, fed, not yet invoked) with their buffers filled with _UNWRITTEN[1]."""
+    candidates = [t for t in watched if _holds(reader.read(t)[0], _UNWRITTEN[0])]
+    if not candidates:
+        return {}
+    other = fresh()
+    # The reads below are safe: the same tensors of the same model were just probed and read.
+    candidates = [t for t in candidates if _fill_one(other, t, _UNWRITTEN[1])]
+    _invoke(other, name)
+    candidates = [t for t in candidates if _holds(other.get_tensor(t), _UNWRITTEN[1])]
+    inside = _delegated_tensors(ops_all)
+    producer = {int(t): op["op_name"] for op in ops_all if op["op_name"] != "DELEGATE"
+                for t in op["outputs"] if int(t) >= 0}
+    return {t: (f"never written: XNNPACK computes this {producer.get(t, 'op')} internally"
+                if t in inside else f"never written by its {producer.get(t, 'op')}")
+            for t in candidates}
+
+
+def _delegated_tensors(ops_all) -> Set[int]:
+    """Tensors computed by nodes a delegate took over: walking back from each DELEGATE node's
+    outputs through the nodes that produce them, up to the DELEGATE node's inputs."""
+    producer = {int(t): op for op in ops_all if op["op_name"] != "DELEGATE"
+                for t in op["outputs"] if int(t) >= 0}
+    inside: Set[int] = set()
+    for node in ops_all:
+        if node["op_name"] != "DELEGATE":
+            continue
+        stop = {int(t) for t in node["inputs"] if int(t) >= 0}
+        todo = [int(t) for t in node["outputs"] if int(t) >= 0]
+        seen: Set[int] = set()
+        while todo:
+            t = todo.pop()
+            if t in seen or t in stop or t not in producer:
+                continue
+            seen.add(t)
+            op = producer[t]
+            inside.update(int(x) for x in op["outputs"] if int(x) >= 0)
+            todo.extend(int(x) for x in op["inputs"] if int(x) >= 0)
+    return inside
+
+
 def _read_outputs(it, info: _ModelInfo, reader: Optional["_Reader"] = None
                   ) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     """The model's final outputs that can be read safely, and why the others were not."""
@@ -615,10 +721,11 @@ def _read_outputs(it, info: _ModelInfo, reader: Optional["_Reader"] = None
     return values, skipped
 
 
-def _skipped_message(skipped: Mapping[str, str]) -> str:
-    shown = [f"{n} ({why})" for n, why in list(skipped.items())[:8]]
-    more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
-    return (f"driftscope: {len(skipped)} tensor(s) not recorded: " + ", ".join(shown) + more)
+def _skipped_message(skipped: Mapping[str, str], prefix: str = "driftscope: ",
+                     limit: int = 8) -> str:
+    shown = [f"{n} ({why})" for n, why in list(skipped.items())[:limit]]
+    more = f" and {len(skipped) - limit} more" if len(skipped) > limit else ""
+    return f"{prefix}{len(skipped)} tensor(s) not recorded: " + ", ".join(shown) + more
 
 
 def _with_precision(metadata: Dict[str, str], it, ops, meta) -> Dict[str, str]:

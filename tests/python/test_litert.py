@@ -354,3 +354,115 @@ def test_records_carry_the_graph_data_flow(models, x, tmp_path):
         # The filtered-out depthwise conv is followed through to what it read.
         assert inputs[k] == f"output/0/0:{names[k - 1]}", (names[k], inputs[k])
     assert all(r.attrs["ds.kind"] == "float" for r in recs)
+
+
+# ---- tensors a delegate never writes (issue 24, item 4) ----------------------------------------
+
+import tflite_f16  # noqa: E402
+
+
+def test_xnnpack_unwritten_dequantize_outputs_are_skipped_with_the_reason(tmp_path, x):
+    # XNNPACK folds the DEQUANTIZE of float16 weights into the layers and never writes its
+    # float32 output. Before the fix the recorder read those untouched buffers (zeros, or
+    # whatever the memory held) as values: compare said silent_failure (exit 3) on a model the
+    # two kernels compute alike, and the guard's probe named conv1/weights.
+    model = tmp_path / "f16.tflite"
+    model.write_bytes(tflite_f16.build_f16_weights())
+    ref = dl.record(model, {"input": x}, tmp_path / "ref.tdump", kernels="reference")
+    assert ref.skipped == []
+    with pytest.warns(RuntimeWarning, match=r"6 tensor\(s\) not recorded: conv1/weights \(never "
+                                            r"written: XNNPACK computes this DEQUANTIZE "
+                                            r"internally\), conv1/bias"):
+        opt = dl.record(model, {"input": x}, tmp_path / "opt.tdump")
+    assert opt.skipped == tflite_f16.DEQUANTIZED
+    assert opt.observer_effect == "none"  # filling the buffers before the run changed nothing
+    dump = driftscope.open(tmp_path / "opt.tdump")
+    assert dump.metadata["backend"] == "litert:xnnpack"
+    assert dump.names() == ACTIVATIONS
+    assert dump.metadata["not_recorded"].startswith(
+        "6 tensor(s) not recorded: conv1/weights (never written: XNNPACK computes this "
+        "DEQUANTIZE internally)")
+    assert all(n in dump.metadata["not_recorded"] for n in tflite_f16.DEQUANTIZED)
+    report = driftscope.compare(tmp_path / "ref.tdump", tmp_path / "opt.tdump")
+    assert report.verdict == "diverged", report.to_text()  # unpaired only, nothing failing
+    assert [t["name"] for t in report.only_in_reference] == tflite_f16.DEQUANTIZED
+    report = driftscope.compare(tmp_path / "ref.tdump", tmp_path / "opt.tdump",
+                                allow_unpaired=True)
+    assert report.verdict == "pass", report.to_text()
+    assert [t.name for t in report.tensors] == ACTIVATIONS
+    # The reference kernels do write them: the float16 weights, widened exactly.
+    r = driftscope.open(tmp_path / "ref.tdump")
+    np.testing.assert_array_equal(r["conv1/weights"],
+                                  tm.weights()["conv1.w"].astype(np.float16).astype(np.float32))
+
+
+def test_xnnpack_unwritten_tensors_on_the_command_line(tmp_path, x):
+    model = tmp_path / "f16.tflite"
+    model.write_bytes(tflite_f16.build_f16_weights())
+    np.save(tmp_path / "x.npy", x)
+    outs = {}
+    for kernels in ("optimized", "reference"):
+        outs[kernels] = subprocess.run(
+            [sys.executable, "-m", "driftscope", "record", "tflite", str(model), "--input",
+             f"input={tmp_path / 'x.npy'}", "--kernels", kernels, "-o",
+             str(tmp_path / f"{kernels}.tdump")], capture_output=True, text=True, timeout=120)
+        assert outs[kernels].returncode == 0, outs[kernels].stderr
+    assert ("driftscope record tflite: warning: 6 tensor(s) not recorded: conv1/weights (never "
+            "written: XNNPACK computes this DEQUANTIZE internally)") in outs["optimized"].stderr
+    assert "not recorded" not in outs["reference"].stderr
+    import os
+
+    binary = os.environ.get("DRIFTSCOPE_BIN") or str(
+        Path(__file__).resolve().parents[2] / "build" / "dev" / "driftscope")
+    if not Path(binary).is_file():
+        pytest.skip(f"no driftscope executable at {binary} (set DRIFTSCOPE_BIN)")
+    compare = [binary, "compare", str(tmp_path / "reference.tdump"),
+               str(tmp_path / "optimized.tdump")]
+    # Exit 3 (58 silent failures on a real model) before the fix; now the tensors XNNPACK never
+    # wrote are only in the reference (exit 1), and accepted as such everything passes.
+    proc = subprocess.run(compare, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout
+    assert "6 tensor(s) only in the reference (first: conv1/weights)" in proc.stdout
+    proc = subprocess.run(compare + ["--allow-unpaired"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout
+
+
+class _Interp:
+    """An interpreter whose tensors hold fixed bytes (the second run of _unwritten)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def _get_tensor_details(self, t, s):
+        return {"dtype": self.values[t].dtype, "shape": self.values[t].shape}
+
+    def set_tensor(self, t, v):
+        pass  # the kernels below "write" every tensor but 1
+
+    def invoke(self):
+        pass
+
+    def get_tensor(self, t):
+        return self.values[t]
+
+
+class _Read:
+    def __init__(self, values):
+        self.values = values
+
+    def read(self, t):
+        return self.values[t], ""
+
+
+def test_a_value_equal_to_the_fill_pattern_is_not_taken_for_unwritten():
+    # Tensor 2 really computed int8 -91 (byte 0xA5, the first fill pattern): the second run,
+    # filled with 0x5A, shows its kernel wrote it. Tensor 1 holds each run's pattern: unwritten.
+    a = np.array([-91], np.int8)
+    first = _Read({1: a, 2: a, 3: np.array([7], np.int8)})
+    second = _Interp({1: np.array([0x5A], np.int8), 2: a})
+    ops = [{"op_name": "DEQUANTIZE", "inputs": [0], "outputs": [1]},
+           {"op_name": "ADD", "inputs": [1, 1], "outputs": [2]},
+           {"op_name": "DELEGATE", "inputs": [0], "outputs": [1]}]
+    got = dl._unwritten(first, [1, 2, 3], ops, "fake.tflite", lambda: second)
+    assert got == {1: "never written: XNNPACK computes this DEQUANTIZE internally"}
