@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
 import stat
 import sys
@@ -810,9 +811,40 @@ def _check_inputs(session, inputs: Any) -> Dict[str, np.ndarray]:
     return checked
 
 
+def _output_range(x: np.ndarray) -> float:
+    """max - min of the finite values (the scale a difference is read against); max |x| for a
+    constant output; 0 when there is nothing finite or all is zero."""
+    finite = x[np.isfinite(x)]
+    if not finite.size:
+        return 0.0
+    span = float(finite.max() - finite.min())
+    return span if span > 0 else float(np.abs(finite).max())
+
+
+def observer_effect_relative(plain: Dict[str, Any], captured: Dict[str, Any]) -> float:
+    """The largest max |a-b| of a float output relative to that output's range (0: the capture
+    changed no float output; inf: one changed where the plain output's range is 0)."""
+    worst = 0.0
+    for name, a in plain.items():
+        b = captured.get(name)
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype.kind != "f" \
+                or a.shape != b.shape:
+            continue
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            d = np.where(np.isnan(x) & np.isnan(y), 0.0, np.abs(x - y))
+        top = float(np.nanmax(d)) if d.size else 0.0
+        if top > 0:
+            span = _output_range(x)
+            worst = max(worst, top / span if span > 0 else math.inf)
+    return worst
+
+
 def _observer_effect(plain: Dict[str, Any], captured: Dict[str, Any]) -> str:
     """"none" when every final output is bit-identical with and without capture, else the first
-    differences (output name and max |a-b|)."""
+    differences: output name and max |a-b|, and for a float output that difference as a share of
+    the output's range (0.446 is rounding on a logit in the hundreds, half the scale of a
+    probability)."""
     diffs = []
     for name, a in plain.items():
         b = captured.get(name)
@@ -831,7 +863,11 @@ def _observer_effect(plain: Dict[str, Any], captured: Dict[str, Any]) -> str:
                 d = np.where(both_nan, 0.0, np.abs(x - y))
             if not np.any(d) and np.array_equal(np.isnan(x), np.isnan(y)):
                 continue  # only NaN payload bits differ
-            diffs.append(f"{name}: max_abs_diff={float(np.nanmax(d)):.3g}")
+            top = float(np.nanmax(d))
+            span = _output_range(x)
+            scale = (f"{top / span * 100:.3g}% of the output's range {span:.3g}" if span > 0
+                     else "the output is all zero or non-finite without capture")
+            diffs.append(f"{name}: max_abs_diff={top:.3g} ({scale})")
         else:
             diffs.append(f"{name}: {int(np.count_nonzero(a != b))} elements differ")
     if not diffs:

@@ -232,13 +232,18 @@ def _split(values: Sequence[str]) -> list:
 
 
 def _list_backends() -> int:
+    # One name column for every family, as wide as the longest name (onnx-openvino-f16, and
+    # plugins' names) so that summaries and states line up.
+    names = [printable(b.name) for f in B.FAMILIES for b in B.family_backends(f)]
+    width = max([12] + [len(n) for n in names])
     for family in B.FAMILIES:
         print(f"{family}:")
         for b in B.family_backends(family):
             why = b.unavailable()
             ref = " (default reference)" if B.DEFAULT_REFERENCE[family] == b.name else ""
             state = "available" if why is None else f"unavailable: {why}"
-            print(f"  {b.name:<12} {b.summary}{ref}\n  {'':<12} {state}")
+            print(f"  {printable(b.name):<{width}} {printable(b.summary)}{ref}\n"
+                  f"  {'':<{width}} {printable(state)}")
     return 0
 
 

@@ -13,12 +13,36 @@ times it: only a variant that passes with every node proven is "verified".
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ._metrics import PASS, OutputResult, Thresholds, by_position, judge_all
 
 DEFAULT_FALLBACK_RUNS = 20
+
+
+# The line before the part of a recipe that builds exactly the variant the guard built and
+# loaded (OrtBackend.recipe); what comes before it (the converter's own call, alone) was never
+# built, and on real models ONNX Runtime cannot load what it writes.
+_BUILT_MARK = "# exactly the variant guard verified"
+
+
+def _built_part(recipe: str) -> str:
+    """The part of `recipe` that builds the variant the guard built, with the imports of the
+    part before it that it uses."""
+    lines = recipe.rstrip("\n").split("\n")
+    at = next((i for i, ln in enumerate(lines) if ln.startswith(_BUILT_MARK)), None)
+    if at is None:
+        return recipe
+    body = lines[at:]
+    while body and (body[0].startswith("#") or not body[0].strip()):
+        body.pop(0)
+    text = "\n".join(body)
+    imports = [ln for ln in lines[:at]
+               if (m := re.fullmatch(r"(?:from \S+ )?import (\w+)", ln.strip()))
+               and re.search(rf"\b{m.group(1)}\b", text)]
+    return "\n".join(imports + body) + "\n"
 
 
 @dataclass
@@ -73,13 +97,38 @@ class FallbackResult:
                              + ", ".join(self.unproven))
         return f"{self.backend}: {head}: NOT verified ({why})"
 
+    @property
+    def loaded(self) -> bool:
+        """Was the variant keeping exactly these nodes built and loaded (rebuilt and run, or a
+        search build of this set ran to a verdict)?"""
+        if self.status_after is not None:
+            return True
+        want = sorted(n for n, _ in self.nodes)
+        return any(sorted(t.get("keep") or []) == want and t.get("status") != "RUNTIME_ERROR"
+                   for t in self.trail)
+
+    @property
+    def printed_recipe(self) -> str:
+        """The recipe of the variant the guard built and loaded ("" when this set was never
+        loaded): the one the reports print."""
+        if not self.recipe or not self.nodes or not self.loaded:
+            return ""
+        return _built_part(self.recipe)
+
+    def evidence_text(self, node: str) -> Optional[str]:
+        text = self.evidence.get(node)
+        if text and "16" not in self.backend:
+            # The proof reads float types; "no float16 one" says nothing of an INT8 variant.
+            text = text.replace(" and no float16 one", "")
+        return text
+
     def to_json(self) -> Dict[str, Any]:
         def num(x: Optional[float]) -> Optional[float]:
             import math
 
             return None if x is None or not math.isfinite(x) else float(x)
 
-        return {"nodes": [{"node": n, "op_type": op, "evidence": self.evidence.get(n)}
+        return {"nodes": [{"node": n, "op_type": op, "evidence": self.evidence_text(n)}
                           for n, op in self.nodes],
                 "verified": self.verified, "status_before": self.status_before,
                 "cosine_before": num(self.cosine_before), "status_after": self.status_after,
@@ -87,7 +136,7 @@ class FallbackResult:
                 "latency_ms": num(self.latency_ms), "latency_change": num(self.latency_change),
                 "runs": self.runs, "max_runs": self.cap,
                 "removal_fails": dict(self.removal_fails), "trail": list(self.trail),
-                "recipe": self.recipe, "error": self.error, "files": dict(self.files),
+                "recipe": self.printed_recipe, "error": self.error, "files": dict(self.files),
                 "start": self.start_note,
                 "summary": self.sentence}
 

@@ -3,6 +3,7 @@ JSON (docs/guard-schema.json)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -43,6 +44,34 @@ def reason_line(message: str) -> str:
     text = " ".join(" ".join(why[:1] + (["..."] if start > 1 else []) + why[max(start, 1):])
                     .split())
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3].rstrip() + "..."
+
+
+# Names from tf2onnx graphs join every op they fuse with ';' (hundreds of characters): in text
+# and Markdown a longer run without spaces shows its head and tail and a stable short form (a
+# hash of the whole run, so two long names never read alike); the JSON keeps every name whole.
+NAME_CHARS = 80
+# Quotes end a run: a name quoted in a recipe or a sentence is shortened alone.
+_LONG = re.compile(r"[^\s'\"]{%d,}" % (NAME_CHARS + 1))
+_OPEN, _CLOSE = "([{", ")]},:;."
+
+
+def short_name(token: str) -> str:
+    """`token` when it has at most NAME_CHARS characters, else HEAD...TAIL~HASH (74 characters;
+    the quotes and brackets around it are kept)."""
+    if len(token) <= NAME_CHARS:
+        return token
+    core = token.lstrip(_OPEN)
+    lead = token[:len(token) - len(core)]
+    stripped = core.rstrip(_CLOSE)
+    trail = core[len(stripped):]
+    core = stripped
+    tag = hashlib.sha1(core.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    return f"{lead}{core[:32]}...{core[-32:]}~{tag}{trail}"
+
+
+def shorten(text: str) -> str:
+    """Every run of more than NAME_CHARS non-space characters in `text` as short_name gives it."""
+    return _LONG.sub(lambda m: short_name(m.group(0)), text)
 
 
 @dataclass
@@ -239,13 +268,30 @@ class GuardReport:
                 out.extend(b.probe.sentences(b.name))
             if b.fallback is not None:
                 out.append(b.fallback.sentence + ".")
-        return out
+        return out + self._unbuilt()
 
     @property
     def recipes(self) -> List[Any]:
-        """(backend, FallbackResult) of every fallback that found a set, verified or not."""
+        """(backend, FallbackResult) of every fallback that found a set, verified or not, whose
+        variant was built and loaded (its recipe: FallbackResult.printed_recipe)."""
         return [(b.name, b.fallback) for b in self.backends
-                if b.fallback is not None and b.fallback.recipe and b.fallback.nodes]
+                if b.fallback is not None and b.fallback.printed_recipe]
+
+    def _unbuilt(self) -> List[str]:
+        """A sentence per fallback whose set has a recipe that was never built and loaded."""
+        out = []
+        for b in self.backends:
+            fb = b.fallback
+            if fb is None or not fb.recipe or not fb.nodes or fb.printed_recipe:
+                continue
+            want = sorted(n for n, _ in fb.nodes)
+            errors = [t.get("error") for t in fb.trail
+                      if sorted(t.get("keep") or []) == want and t.get("error")]
+            why = (f": {reason_line(errors[-1]).rstrip('.')}" if errors else
+                   f" ({fb.error})" if fb.error else "")
+            out.append(f"No FP32 fallback recipe for {b.name}: the variant keeping its "
+                       f"{len(fb.nodes)} node(s) was never built and loaded{why}.")
+        return out
 
     # -- renderings ---------------------------------------------------------------------------
 
@@ -269,15 +315,16 @@ class GuardReport:
                  "diagnostics"]
         # Every cell and line holds names from the model (outputs, inputs, nodes, errors):
         # each goes through driftscope's one escaping rule, once, here.
-        rows = [[printable(c) for c in self._cells(b)] for b in self.backends]
+        rows = [[shorten(printable(c)) for c in self._cells(b)] for b in self.backends]
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
         lines = [printable(self.summary), "",
                  f"model      {printable(self.model)} ({self.family}); reference "
                  f"{printable(self.reference)}; "
                  f"{self.samples} sample(s), seed {self.seed}; latency = median of {self.runs} "
                  "runs of sample 1 (ratio to the reference)",
-                 "inputs     " + "; ".join(printable(f"{i.name} {i.dtype}{list(i.shape)}: "
-                                                    f"{i.how}") for i in self.inputs),
+                 "inputs     " + "; ".join(shorten(printable(f"{i.name} {i.dtype}"
+                                                            f"{list(i.shape)}: {i.how}"))
+                                            for i in self.inputs),
                  f"thresholds min cosine {self.thresholds.min_cosine:g}, max relative error "
                  f"{self.thresholds.rel_error_limit():.3g}, norm ratio within "
                  f"{self.thresholds.max_norm_ratio:g}x, min norm "
@@ -292,11 +339,11 @@ class GuardReport:
         lines.extend(line(r).rstrip() for r in rows)
         lines.append("")
         lines.append("Findings")
-        lines.extend(f"  - {printable(f)}" for f in self.findings)
+        lines.extend(f"  - {shorten(printable(f))}" for f in self.findings)
         for name, fb in self.recipes:
             state = "verified" if fb.verified else "NOT verified"
             lines += ["", f"FP32 fallback recipe for {printable(name)} ({state}):"]
-            lines.extend("    " + printable(ln) for ln in fb.recipe.rstrip("\n").splitlines())
+            lines.extend("    " + ln for ln in _recipe_lines(fb.printed_recipe))
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
@@ -309,13 +356,14 @@ class GuardReport:
                "|---|---|---:|---:|---:|---:|---|"]
         for b in self.backends:
             c = self._cells(b)
-            out.append("| " + " | ".join(esc(x) for x in c) + " |")
-        out += ["", "**Findings**", ""] + [f"- {esc(f)}" for f in self.findings]
+            out.append("| " + " | ".join(esc(shorten(printable(x))) for x in c) + " |")
+        out += ["", "**Findings**", ""] + [f"- {esc(shorten(printable(f)))}"
+                                            for f in self.findings]
         for name, fb in self.recipes:
             state = "verified" if fb.verified else "NOT verified"
             # A fence longer than any run of backticks in the recipe (node names are the
             # model's text) cannot be closed by it (CommonMark 4.5).
-            recipe = "\n".join(printable(ln) for ln in fb.recipe.rstrip("\n").splitlines())
+            recipe = "\n".join(_recipe_lines(fb.printed_recipe))
             runs = [len(r) for r in re.findall("`+", recipe)]
             fence = "`" * max(3, max(runs, default=0) + 1)
             out += ["", f"**FP32 fallback recipe for {esc(name)}** ({state}):", "",
@@ -348,3 +396,14 @@ class GuardReport:
 
     def __repr__(self) -> str:
         return f"<GuardReport {self.verdict} {self.model!r}: {len(self.backends)} backends>"
+
+
+def _recipe_lines(recipe: str) -> List[str]:
+    """A recipe's lines for text and Markdown, long names shortened; a first comment says so,
+    for the shortened code no longer runs as printed."""
+    lines = [printable(ln) for ln in recipe.rstrip("\n").splitlines()]
+    short = [shorten(ln) for ln in lines]
+    if short == lines:
+        return lines
+    return ["# long names shortened (HEAD...TAIL~HASH); the JSON report's "
+            "backends[].fallback.recipe has them in full"] + short

@@ -346,6 +346,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 samples = _renamed(samples, rename)
                 if isinstance(kw.get("feeds"), (dict, S.Steps)):
                     kw["feeds"] = _renamed([kw["feeds"]], rename)[0]
+                if isinstance(kw.get("calibration"), list):  # ort-qdq calibrates on these
+                    kw["calibration"] = _renamed(kw["calibration"], rename)
             return run_backend(backend, m, samples, *args, **kw)
 
         if pairs:
