@@ -149,9 +149,14 @@ def fill_index_slots(src: Path, dst: Path, value: int) -> None:
 
 FAKE_NO_PACKAGE = "#!/bin/sh\n# a Python without driftscope: every import fails\nexit 1\n"
 FAKE_ECHO = """#!/bin/sh
-# a Python with driftscope: the import probe passes; a real run prints its arguments
-if [ "$1" = "-c" ]; then exit 0; fi
-printf 'fake python got:'; for a in "$@"; do printf ' [%s]' "$a"; done; echo
+# a Python with driftscope: the import probe passes; a real run prints its arguments, the
+# bootstrap that keeps the working directory off sys.path (SECURITY.md 8) as [-c SAFE-RUN]
+case "$2" in
+  *find_spec*) exit 0 ;;
+  *"del sys.path[0]"*"run_module('driftscope'"*) shift 2; printf 'fake python got: [-c SAFE-RUN]' ;;
+  *) printf 'fake python got:' ;;
+esac
+for a in "$@"; do printf ' [%s]' "$a"; done; echo
 exit 7
 """
 

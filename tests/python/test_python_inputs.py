@@ -109,8 +109,9 @@ def test_guard_report_never_replaces_the_model(tmp_path):
                             "ort", flag, out], cwd=tmp_path, capture_output=True, text=True,
                            timeout=300)
         assert r.returncode == 2, r.stderr
-        assert r.stderr == (f"driftscope guard: error: output {out} is the input file; choose "
-                            f"another name (driftscope never modifies its inputs)\n")
+        assert r.stderr == (f"driftscope guard: error: {flag} {out} is the input file m.onnx "
+                            f"(the model); choose another name (driftscope never modifies its "
+                            f"inputs)\n")
         assert (tmp_path / "m.onnx").read_bytes() == before
     # A report to a new file is written whole (renamed into place: no temporary file is left).
     r = subprocess.run([sys.executable, "-m", "driftscope", "guard", "m.onnx", "--backends", "ort",
