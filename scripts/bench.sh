@@ -17,6 +17,8 @@ run "compare: the same with the data flow the PyTorch recorder writes (ds.inputs
   $B/bench/ds_bench_compare_memory --records 100000,1000000 --dataflow $B/driftscope
 run "compare: peak RSS of one pair of single large tensors (bounded by the working chunk)" \
   $B/bench/ds_bench_compare_memory --records 1000 --big-mib 1024 $B/driftscope
+run "growth at N and 4N (linear ~4, quadratic ~16): --model-explorer, dump-set manifests, check" \
+  $B/bench/ds_bench_scaling --dir /tmp
 [ -f bench/compare_vs_numpy.py ] && run "compare vs numpy float64" \
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \

@@ -33,8 +33,11 @@ def printable(text: str) -> str:
 
 
 # ASCII punctuation that Markdown (CommonMark 0.31, GitHub tables) acts on inside a line; a
-# backslash before any ASCII punctuation shows it literally (CommonMark 2.4).
-_MARKDOWN = frozenset("\\`*_[]<>|~!#&")
+# backslash before any ASCII punctuation shows it literally (CommonMark 2.4). '.' and '@' are
+# escaped so that renderers which autolink bare text (GFM "www." and e-mail autolinks, linkify's
+# fuzzy domains such as model.py) see no domain; a second '/' of "//" so that no scheme ("https://")
+# or protocol-relative "//host" is seen. The escapes render as the characters themselves.
+_MARKDOWN = frozenset("\\`*_[]<>|~!#&.@")
 
 
 def markdown_text(text: str) -> str:
@@ -45,8 +48,8 @@ def markdown_text(text: str) -> str:
     for i, c in enumerate(s):
         # An underscore between two letters or digits never delimits emphasis (CommonMark 6.2):
         # NUMERICAL_INSTABILITY stays as it is written.
-        if c in _MARKDOWN and not (c == "_" and 0 < i < len(s) - 1 and s[i - 1].isalnum()
-                                   and s[i + 1].isalnum()):
+        if (c in _MARKDOWN and not (c == "_" and 0 < i < len(s) - 1 and s[i - 1].isalnum()
+                                    and s[i + 1].isalnum())) or (c == "/" and i and s[i - 1] == "/"):
             out.append("\\")
         out.append(c)
     return "".join(out)

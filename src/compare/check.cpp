@@ -10,7 +10,9 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -187,7 +189,7 @@ class Checker {
   };
   std::map<std::string, Seen> sizes_;
   std::map<std::string, size_t> skipped_;
-  std::vector<std::string> reported_axes_;
+  std::set<std::string, std::less<>> reported_axes_;  // one finding per axis name
 
   bool wanted(std::string_view code) const {
     return std::find(o_.ignore.begin(), o_.ignore.end(), code) == o_.ignore.end();
@@ -237,8 +239,7 @@ class Checker {
       if (t.shape[i] <= 1 || std::find(dynamic_.begin(), dynamic_.end(), n) != dynamic_.end()) continue;
       auto [it, fresh] = sizes_.try_emplace(n, Seen{t.shape[i], who(t)});
       if (fresh || it->second.size == t.shape[i]) continue;
-      if (std::find(reported_axes_.begin(), reported_axes_.end(), n) != reported_axes_.end()) continue;
-      reported_axes_.push_back(n);
+      if (!reported_axes_.insert(n).second) continue;
       find(t, "axis_size",
            fmt::format("axis '{}' has size {} here (axis {}) but {} in {}; declare it dynamic if it may vary "
                        "(--dynamic {})", n, t.shape[i], i, it->second.size, it->second.tensor, n),
@@ -457,12 +458,16 @@ class Checker {
     if (rep_.findings.empty())
       return fmt::format("CLEAN: {} tensors checked, no findings ({} records, {})", rep_.tensors_checked,
                          rep_.records, rep_.state);
-    std::vector<std::string> tensors;
-    for (const auto& f : rep_.findings)
-      if (std::find(tensors.begin(), tensors.end(), f.name) == tensors.end()) tensors.push_back(f.name);
+    // Distinct names by sorting (n log n for any names): a search of the names seen so far made
+    // 320k findings take 83 s.
+    std::vector<std::string_view> names;
+    names.reserve(rep_.findings.size());
+    for (const auto& f : rep_.findings) names.push_back(f.name);
+    std::sort(names.begin(), names.end());
+    const size_t tensors = static_cast<size_t>(std::unique(names.begin(), names.end()) - names.begin());
     const auto& f = rep_.findings.front();
     return fmt::format("FINDINGS: {} in {} of {} tensors checked; first: {} at {}: {}", rep_.findings.size(),
-                       tensors.size(), rep_.tensors_checked, f.code, f.name, f.message);
+                       tensors, rep_.tensors_checked, f.code, f.name, f.message);
   }
 };
 

@@ -20,11 +20,13 @@ using namespace compare_detail;
 
 // Free text: every ASCII character Markdown (or GitHub: emoji :x:, math $x$, @mentions, #refs,
 // autolinks after "www." or "://") gives a meaning is backslash-escaped, < > & become entities.
-// Parentheses stay: with '[' and ']' escaped they cannot form a link.
+// Parentheses stay: with '[' and ']' escaped they cannot form a link. The second '/' of "//" is
+// escaped too: linkify (markdown-it) links a protocol-relative "//localhost" with no dot or colon.
 // A backslash-escaped '|' is also how a GFM table cell holds a pipe.
 std::string text(std::string_view s) {
   std::string out;
   for (char c : printable(s)) {
+    if (c == '/' && !out.empty() && out.back() == '/') out += '\\';
     switch (c) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;

@@ -184,3 +184,59 @@ def test_library_error_messages_are_escaped(work):
         dump["enc\x1b]0;pwned"]
     assert_clean(str(e.value), "NotFoundError")
     assert printable("enc\x1b]0;pwned") in str(e.value)
+
+
+# Bare link text (issue 23 item 10): renderers that autolink (GFM's "www." and scheme autolinks,
+# markdown-it's linkify with its fuzzy domains, e-mails and protocol-relative "//host") must see
+# none in a report; the text shown is still the stored text.
+LINK_TEXTS = ["https://evil.example/a", "see www.evil.example now", "http://x.y", "mailto:a@b.co",
+              "x@evil.com", "model.py", "a //localhost b", "ftp://x.y/z", "HTTPS://A.B", "1.2.3.4"]
+
+
+def linkify_markdown():
+    import importlib.util
+
+    assert importlib.util.find_spec("linkify_it"), "linkify-it-py is not installed (requirements-dev.txt)"
+    return MarkdownIt("gfm-like", {"linkify": True})
+
+
+def visible(html: str) -> str:
+    import html as h
+
+    return h.unescape(re.sub(r"<[^>]+>", "", html)).strip()
+
+
+def test_markdown_text_never_autolinks():
+    """driftscope._text.markdown_text (the guard's Markdown report) shows each text as stored."""
+    driftscope = pytest.importorskip("driftscope")  # noqa: F841
+    from driftscope._text import markdown_text
+
+    md = linkify_markdown()
+    for s in LINK_TEXTS:
+        html = md.render(markdown_text(s))
+        assert "<a" not in html, (s, markdown_text(s), html)
+        assert visible(html) == s, (s, html)
+        row = md.render(f"| a |\n|---|\n| {markdown_text(s)} |\n")
+        assert "<a" not in row and f"<td>{s.replace('&', '&amp;')}</td>" in row, row
+
+
+def test_compare_markdown_never_autolinks(tmp_path):
+    """Names (code spans), op types and metadata (escaped text) of compare --markdown."""
+    def t(i, name, data):
+        return {"name": name, "op_type": LINK_TEXTS[i], "dtype": "f32", "shape": [len(data)],
+                "data": np.array(data, "<f4")}
+
+    meta = [("framework", "www.meta.example")]
+    tw.write_tdump(tmp_path / "ref.tdump", meta, [t(i, n, [1, 2, 3]) for i, n in enumerate(LINK_TEXTS)], salt=1)
+    tw.write_tdump(tmp_path / "cand.tdump", meta, [t(i, n, [1, 2, 9]) for i, n in enumerate(LINK_TEXTS)], salt=1)
+    out, _ = texts(run(["compare", "ref.tdump", "cand.tdump", "--markdown", "-"], tmp_path))
+    md = linkify_markdown()
+    tokens = list(inline_tokens(md.parse(out)))
+    assert not [t for t in tokens if t.type == "link_open"]
+    html = md.render(out)
+    assert "<a " not in html
+    codes = {t.content for t in tokens if t.type == "code_inline"}
+    assert set(LINK_TEXTS) <= codes
+    shown = visible(html)
+    for s in LINK_TEXTS + ["www.meta.example"]:
+        assert s in shown, s

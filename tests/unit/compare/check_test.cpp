@@ -189,6 +189,31 @@ TEST(Check, OneAxisNameTwoSizes) {
   EXPECT_TRUE(run_check(q).findings.empty());
 }
 
+// The summary counts distinct tensor names (issue 23 item 4: counted by sorting now, by a search
+// of the names seen before): names repeated apart from each other, and one name with two
+// findings, each counted once; the first finding is the one named. An axis name is reported
+// once however many tensors disagree with its first size (c's seq of 5 is not reported).
+TEST(Check, SummaryCountsEachNameOnce) {
+  ScratchDir dir;
+  std::vector<double> zeros(8, 0.0), threes(8, 3.0), inf = noise(8, 5);
+  inf[2] = INFINITY;
+  auto healthy = noise(8, 6);
+  Entry b_conflict{"b", noise(12, 7), {3, 4}};
+  b_conflict.axes = {"seq", "hidden"};
+  Entry a_axes{"a", noise(8, 8), {2, 4}};
+  a_axes.axes = {"seq", "hidden"};
+  Entry c_again{"c", noise(20, 9), {5, 4}};
+  c_again.axes = {"seq", "hidden"};
+  auto p = write_dump(dir.file("a.tdump"),
+                      {{"c", threes}, {"a", zeros}, {"ok", healthy}, {"c", zeros}, {"b", inf}, {"a", threes},
+                       a_axes, b_conflict, c_again, {"d", zeros}});
+  CheckReport r = run_check(p);
+  EXPECT_EQ(codes(r), (std::vector<std::string>{"constant:c", "all_zero:a", "all_zero:c", "nonfinite:b",
+                                                "constant:a", "axis_size:b", "all_zero:d"}));
+  EXPECT_EQ(r.summary,
+            "FINDINGS: 7 in 4 of 10 tensors checked; first: constant at c: all 8 elements equal 3");
+}
+
 TEST(Check, VerdictsExitCodesAndJson) {
   ScratchDir dir;
   auto clean = write_dump(dir.file("clean.tdump"), {{"x", noise(16, 4), {4, 4}}});

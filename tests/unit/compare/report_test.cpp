@@ -136,4 +136,85 @@ TEST(ReportText, IncomparableAndUnpairedAreListed) {
   EXPECT_EQ(r.verdict, Verdict::diverged);
 }
 
+// The Model Explorer overlay (issue 23 item 4: built by sorting and appending now, by keyed
+// inserts into an ordered object before): names in byte order, one entry per name holding its
+// worst pair (the first of equally bad ones), outputs that were compared only, invalid UTF-8
+// replaced. The bytes are pinned: they must not change with how the document is built.
+TEST(ReportModelExplorer, OneEntryPerNameInByteOrder) {
+  Report r;
+  auto add = [&](const char* name, PairStatus status, double error, Origin origin = Origin::inherited,
+                 Role role = Role::output, bool compared = true) {
+    PairResult& p = r.pairs.emplace_back();
+    p.ref.name = name;
+    p.ref.role = role;
+    p.compared = compared;
+    p.status = status;
+    p.error = error;
+    p.origin = origin;
+  };
+  add("zeta", PairStatus::pass, 1e-9);
+  add("alpha", PairStatus::pass, 1e-2);
+  add("alpha", PairStatus::fail, 1e-3);                         // worse status: replaces
+  add("alpha", PairStatus::fail, 1e-3, Origin::introduced);     // equally bad: the first stays
+  add("Beta", PairStatus::pass, 0);                             // exact: -16
+  add("b\xc3\xa9ta", PairStatus::silent_failure, INFINITY, Origin::introduced);
+  add("bad\xff", PairStatus::fail, 2e-1, Origin::introduced);
+  add("zeta", PairStatus::pass, 1e-6);                          // larger error, same status
+  add("param", PairStatus::fail, 1, Origin::inherited, Role::parameter);
+  add("skipped", PairStatus::skipped, 0, Origin::none, Role::output, /*compared=*/false);
+  // The JSON keeps UTF-8 as it is; spelled <U+...> below.
+  const std::string expected = R"({
+  "name": "driftscope: log10 relative L2 error",
+  "results": {
+    "Beta": {
+      "value": -16.0,
+      "bgColor": "#bfe3c8"
+    },
+    "alpha": {
+      "value": -3.0,
+      "bgColor": "#ffd39a"
+    },
+    "bad<U+FFFD>": {
+      "value": -0.6989700043360187,
+      "bgColor": "#e07b00"
+    },
+    "b<U+00E9>ta": {
+      "value": 6.0,
+      "bgColor": "#d21f3c"
+    },
+    "zeta": {
+      "value": -6.0,
+      "bgColor": "#bfe3c8"
+    }
+  },
+  "thresholds": [
+    {
+      "value": -6,
+      "bgColor": "#bfe3c8"
+    },
+    {
+      "value": -3,
+      "bgColor": "#ffe8a3"
+    },
+    {
+      "value": -1,
+      "bgColor": "#ffd39a"
+    },
+    {
+      "value": 6.0,
+      "bgColor": "#f4a3b0"
+    }
+  ]
+}
+)";
+  auto utf8 = [](std::string s) {
+    for (auto [from, to] : {std::pair{"<U+FFFD>", "\xef\xbf\xbd"}, std::pair{"<U+00E9>", "\xc3\xa9"}})
+      s.replace(s.find(from), std::string_view(from).size(), to);
+    return s;
+  };
+  EXPECT_EQ(report_to_model_explorer(r), utf8(expected));
+  r.pairs.clear();
+  EXPECT_NE(report_to_model_explorer(r).find("\"results\": {},"), std::string::npos);
+}
+
 }  // namespace

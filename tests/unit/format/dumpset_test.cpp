@@ -139,4 +139,87 @@ TEST(Manifest, HugeWorldSizeWithFewRanksAllocatesNothing) {
   EXPECT_NE(s.error().message.find("has 1 entries, world_size is 65536"), std::string::npos) << s.error().message;
 }
 
+// The manifest parser builds its document from SAX events (issue 23 item 4: nlohmann's callback
+// parser and ordered_json's keyed inserts were quadratic). Every message is pinned as the
+// callback parser gave it: syntax errors with line:column, number overflow, the depth limit at
+// the same level, duplicates found in nested objects, a syntax error reported before a duplicate.
+std::string nest(int n, const std::string& open, const std::string& close, const std::string& inner = "") {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += open;
+  s += inner;
+  for (int i = 0; i < n; ++i) s += close;
+  return s;
+}
+
+TEST(Manifest, ParserMessagesAreUnchanged) {
+  const std::string at = "/d/driftscope-set.json";
+  const std::string top = at + ": key '(top level)': is not a JSON object";
+  const std::string no_format = at + ": key 'format': missing; expected \"driftscope.set/1\"";
+  const std::string nested = at + ": nested deeper than 64 levels";
+  const std::pair<std::string, std::string> cases[] = {
+      {"", at + ":1:1: invalid JSON: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal"},
+      {"{", at + ":1:2: invalid JSON: syntax error while parsing object key - unexpected end of input; expected string literal"},
+      {"[1,]", at + ":1:4: invalid JSON: syntax error while parsing value - unexpected ']'; expected '[', '{', or a literal"},
+      {"{\"a\":1,}", at + ":1:8: invalid JSON: syntax error while parsing object key - unexpected '}'; expected string literal"},
+      {"{\"a\" 1}", at + ":1:6: invalid JSON: syntax error while parsing object separator - unexpected number literal; expected ':'"},
+      {"1e999", at + ": invalid JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
+      {"{\"a\":\"\xff\"}", at + ":1:7: invalid JSON: syntax error while parsing value - invalid string: ill-formed UTF-8 byte; last read: '\"\\xff'"},
+      {"{}\n\n  x", at + ":3:3: invalid JSON: syntax error while parsing value - invalid literal; last read: '{}<U+000A><U+000A>  x'; expected end of input"},
+      {"/* c */ {}", at + ":1:1: invalid JSON: syntax error while parsing value - invalid literal; last read: '/'"},
+      {"{\"a\": {\"b\": 1, \"b\": 2}, \"a\": 3}", at + ": key 'b' appears twice in one object"},
+      {"{\"a\": {\"b\": 1, \"b\": 2}, \"c\": [1,}", at + ":1:33: invalid JSON: syntax error while parsing value - unexpected '}'; expected '[', '{', or a literal"},
+      {"3", top},
+      {nest(65, "[", "]"), top},                          // 65 levels, nothing inside the last
+      {nest(66, "[", "]"), nested},
+      {nest(64, "[", "]", "1"), top},
+      {nest(65, "[", "]", "1"), nested},
+      {nest(64, "{\"k\":", "}", "{}"), no_format},
+      {nest(64, "{\"k\":", "}", "1"), no_format},
+      {nest(65, "{\"k\":", "}", "1"), nested},
+      {nest(64, "{\"k\":", "}", "{\"a\":1,\"a\":2}"), nested},  // the first problem is named
+      {nest(1000, "[", ""), at + ":1:1001: invalid JSON: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto s = DumpSet::parse_manifest(text, "/d");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(s.error().message, message) << text;
+  }
+}
+
+// Many metadata keys and many ranks, in orders unlike their sorted ones: the metadata keeps the
+// manifest's order and values (strings as they are, other JSON as written), each rank lands at
+// its number, and a duplicate found at the far end of a large object is still refused.
+TEST(Manifest, LargeObjectsKeepOrderAndDuplicatesAreFound) {
+  const uint32_t n = 4096;
+  std::string ranks = "[";
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t r = (i * 2377) % n;  // 2377 is odd: a permutation of 0..4095
+    ranks += (i ? "," : "") + std::string("{\"coords\": {\"dp\": ") + std::to_string(r) + "}, \"file\": \"f" +
+             std::to_string(r) + "\", \"rank\": " + std::to_string(r) + "}";
+  }
+  ranks += "]";
+  std::string meta = "{";
+  KeyValues want;
+  for (uint32_t i = 0; i < 3000; ++i) {
+    const std::string k = "k" + std::to_string((i * 7919) % 3000);
+    const bool text = i % 2;
+    meta += (i ? "," : "") + ("\"" + k + "\": ") + (text ? "\"v" + std::to_string(i) + "\"" : "[" + std::to_string(i) + ",null]");
+    want.emplace_back(k, text ? "v" + std::to_string(i) : "[" + std::to_string(i) + ",null]");
+  }
+  const std::string head = R"({"format": "driftscope.set/1", "world_size": 4096, "groups": {"dp": 4096}, "order": "lockstep", "ranks": )";
+  auto s = DumpSet::parse_manifest(head + ranks + ", \"metadata\": " + meta + "}}", "/d");
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_EQ(s->ranks.size(), n);
+  for (uint32_t r = 0; r < n; ++r) {
+    EXPECT_EQ(s->ranks[r].rank, r);
+    EXPECT_EQ(s->ranks[r].file, "f" + std::to_string(r));
+    EXPECT_EQ(s->ranks[r].coords, std::vector<uint32_t>{r});
+  }
+  EXPECT_EQ(s->metadata, want);
+  auto dup = DumpSet::parse_manifest(head + ranks + ", \"metadata\": " + meta + ", \"k0\": 1}}", "/d");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code, Errc::duplicate_key);
+  EXPECT_EQ(dup.error().message, "/d/driftscope-set.json: key 'k0' appears twice in one object");
+}
+
 }  // namespace
