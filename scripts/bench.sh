@@ -7,6 +7,8 @@ B=build/release
 run() { printf '\n==== %s ====\n' "$1"; shift; "$@" || echo "(benchmark failed: $?)"; }
 run "format: writer vs plain write(), reader scan+verify" $B/bench/ds_bench_format 512 1024
 run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
+run "footer index: write, verify, open+lookup at 200k and 800k records, ordinary and FNV-1a-colliding names (4x linear)" \
+  $B/bench/ds_bench_index 200000 /tmp
 run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
 run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
 run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%)" \

@@ -60,8 +60,9 @@ struct Integrity {
   std::optional<Error> corruption; // first failure (corrupt only): code, message, offset
   std::string corrupt_name;        // tensor name of the failing record when its meta was readable
   std::vector<Error> warnings;     // e.g. duplicate_tensor
-  bool index_used = false;         // find() probes the footer index (clean file, index checked
-                                   // entry by entry and slot by slot against the scan, §3.4)
+  bool index_used = false;         // the footer index vouches for the scan (clean file, index
+                                   // checked entry by entry and slot by slot, §3.4); find() answers
+                                   // from a keyed in-memory table either way (issue 23 item 4)
   bool checksums_verified = false; // payload CRCs were checked for every record
 };
 
@@ -72,8 +73,8 @@ enum class Verify : uint8_t {
 
 struct OpenOptions {
   Verify verify = Verify::full;
-  bool use_index = true;  // on a clean file, look names up through the (checked) footer index;
-                          // the verdict on the file is the same either way
+  bool use_index = true;  // on a clean file, report the (checked) footer index as used
+                          // (Integrity::index_used); the verdict and lookups are the same either way
   bool resync = false;    // after corruption, search for the next valid record and go on
 };
 

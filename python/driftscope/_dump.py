@@ -213,8 +213,10 @@ def open(path: Union[str, "os.PathLike[str]"], *, verify: bool = True, use_index
     """Opens a TDUMP file.
 
     verify: check every record checksum now (False: frames only; ``record.verify()`` later).
-    use_index: on a cleanly closed file, look names up through the footer index (checked
-        against the scan when the file is opened; the verdict on the file is the same either way).
+    use_index: on a cleanly closed file, let the footer index vouch for the scan
+        (``integrity.index_used``); the index is checked at open either way and the verdict is
+        the same. Lookups by name use a keyed in-memory table in both cases: O(1) expected for
+        any names, even ones whose index hashes were chosen to collide.
     resync: after corruption, search for the next valid record and continue (docs/format.md §4).
     strict: raise FormatError when the file is corrupt or cut instead of returning what was
     recovered (an unfinished run is never an error).

@@ -1,4 +1,4 @@
-// The footer index (docs/format.md §3.4): built by the writer, probed by the reader.
+// The footer index (docs/format.md §3.4): built by the writer, checked by the reader.
 #pragma once
 
 #include <cstdint>
@@ -33,36 +33,11 @@ std::string encode_index_payload(std::span<const IndexEntry> entries, uint64_t s
 Result<void> check_index(std::span<const std::byte> record, uint64_t record_off,
                          std::span<const IndexEntry> expected);
 
-// A read-only view of an INDEX payload that passed check_index().
-class IndexView {
- public:
-  IndexView() = default;
-  IndexView(const std::byte* entries, uint64_t n, const std::byte* slots, uint64_t m)
-      : entries_(entries), n_(n), slots_(slots), m_(m) {}
-  bool empty() const { return m_ == 0; }
-  uint64_t size() const { return n_; }
-  IndexEntry entry(uint64_t i) const;
-  // Calls fn(entry_number) for each candidate with this hash and occurrence, in probe order,
-  // until fn returns true. Returns the entry number fn accepted, or -1.
-  template <class Fn>
-  int64_t probe(uint64_t hash, uint32_t occurrence, Fn&& fn) const {
-    if (m_ == 0) return -1;
-    for (uint64_t step = 0, s = hash & (m_ - 1); step < m_; ++step, s = (s + 1) & (m_ - 1)) {
-      uint32_t v = slot(s);
-      if (v == 0 || v > n_) return -1;  // check_index() rules this out; a view never trusts it
-      IndexEntry e = entry(v - 1);
-      if (e.name_hash == hash && e.occurrence == occurrence && fn(static_cast<uint64_t>(v - 1)))
-        return static_cast<int64_t>(v - 1);
-    }
-    return -1;
-  }
-
- private:
-  uint32_t slot(uint64_t s) const;
-  const std::byte* entries_ = nullptr;
-  uint64_t n_ = 0;
-  const std::byte* slots_ = nullptr;
-  uint64_t m_ = 0;
-};
+// SipHash-1-3 rounds (Aumasson & Bernstein) over `name`, its length and the 8 bytes `tail`, under a key
+// drawn once per process from std::random_device. The in-memory lookup tables of the readers use
+// it instead of the file's FNV-1a hashes: anyone can choose names whose FNV-1a hashes share their
+// low bits (or all 64), which turns a table keyed by them into one probe chain (issue 23 item 4),
+// while without the key nobody can predict which names collide here.
+uint64_t keyed_name_hash(std::string_view name, uint64_t tail) noexcept;
 
 }  // namespace driftscope::detail

@@ -87,14 +87,15 @@ struct Reader::Impl {
     uint8_t kind = 0;
   };
   std::vector<Entry> entries;
-  IndexView index;
 
   // records(), built on first use from the entries (the file was checked by the scan).
   mutable std::once_flag records_once;
   mutable std::vector<Record> records;
-  // find() without a footer index: (name hash, record index) of every entry, sorted.
+  // find(): the first record of each identity (identity_table()), built on first use. Lookups
+  // never walk the footer index's probe chains: its layout is fixed by the file's FNV-1a hashes,
+  // which a file's author chooses (issue 23 item 4); the index is checked at open all the same.
   mutable std::once_flag lookup_once;
-  mutable std::vector<std::pair<uint64_t, size_t>> by_hash;
+  mutable std::vector<uint64_t> by_identity;
 
   // Record i as check_body() built it during the scan; the frame and meta were checked then.
   Record decode(size_t i) const {
@@ -281,7 +282,6 @@ struct Reader::Impl {
     uint64_t pos = header.header_length;
     bool saw_end = false;
     uint64_t index_pos = kNoOffset;  // the previous record was this INDEX
-    uint64_t index_payload_off = 0;
     integrity.valid_end = integrity.data_end = pos;
     reserve_from_end_record();
     while (pos < size) {
@@ -351,7 +351,6 @@ struct Reader::Impl {
             }
           }
           index_pos = pos;
-          index_payload_off = ps.payload_off;
           break;
         case kKindEnd: {
           const std::byte* m = bytes.data() + ps.meta_off;
@@ -393,13 +392,8 @@ struct Reader::Impl {
     if (integrity.state != FileState::corrupt && integrity.state != FileState::cut)
       integrity.state = saw_end ? FileState::clean : FileState::unfinished;
     integrity.checksums_verified = opt.verify == Verify::full;
-    if (integrity.state == FileState::clean && opt.use_index) {
-      // check_index() compared every entry and slot with the scan: lookups may trust it.
-      const std::byte* ip = bytes.data() + index_payload_off;
-      const uint64_t n = entries.size();
-      index = IndexView(ip, n, ip + n * kIndexEntrySize, index_slot_count(n));
-      integrity.index_used = true;
-    }
+    // check_index() compared every entry and slot with the scan.
+    integrity.index_used = integrity.state == FileState::clean && opt.use_index;
   }
 
   // Next offset (multiple of 64) holding a valid frame, or the end of the file.
@@ -411,46 +405,84 @@ struct Reader::Impl {
     return bytes.size();
   }
 
-  // Identities are compared by a 64-bit hash in a flat open-addressing table, names only when
-  // hashes agree: no string or node is built per record (a million-record dump spent more time
-  // here than reading its frames).
-  static uint64_t identity_hash(const Entry& t) {
-    uint64_t h = t.name_hash;
-    h ^= (uint64_t{t.occurrence} << 24) ^ (uint64_t{t.role_index} << 8) ^ static_cast<uint64_t>(t.role);
-    h *= 0x9e3779b97f4a7c15ull;  // spread the mixed-in fields over the high bits
-    return h ^ (h >> 29);
+  // The name bytes of entry i, read from the meta without decoding it (§3.3: the name follows the
+  // 32 fixed bytes and the dims). Empty when the file changed since the scan (it reads zeros or
+  // a frame that no longer fits), which no valid name is.
+  std::string_view name_of(size_t i) const {
+    const Entry& e = entries[i];
+    if (e.offset > bytes.size() || bytes.size() - e.offset < kFrameSize + 32) return {};
+    const std::byte* m = bytes.data() + e.offset + kFrameSize;
+    const uint64_t at = e.offset + kFrameSize + 32 + 8 * uint64_t{std::to_integer<uint8_t>(m[14])};
+    const uint64_t len = load_le<uint16_t>(m + 24);
+    if (at > bytes.size() || bytes.size() - at < len) return {};
+    return {reinterpret_cast<const char*>(bytes.data() + at), static_cast<size_t>(len)};
   }
-  // Names are read from the file only when the hashes agree (a duplicate, or a hash collision).
-  bool same_identity(size_t a, size_t b) const {
-    const Entry &x = entries[a], &y = entries[b];
-    return x.occurrence == y.occurrence && x.role_index == y.role_index && x.role == y.role &&
-           x.name_hash == y.name_hash && decode(a).info.name == decode(b).info.name;
+  // An identity (§3.3) keyed by SipHash under a per-process secret (format/index.hpp), never by
+  // the file's FNV-1a hashes: names chosen so that those share their low bits would make one
+  // probe chain of the whole table (issue 23 item 4).
+  static uint64_t identity_key(std::string_view name, uint32_t occurrence, uint16_t role_index, uint8_t role) {
+    return keyed_name_hash(name, uint64_t{occurrence} | (uint64_t{role_index} << 32) | (uint64_t{role} << 48));
   }
-  void check_duplicates() {
+  uint64_t identity_key(size_t i) const {
+    const Entry& e = entries[i];
+    return identity_key(name_of(i), e.occurrence, e.role_index, e.role);
+  }
+  bool same_identity(size_t i, std::string_view name, uint32_t occurrence, uint16_t role_index, uint8_t role) const {
+    const Entry& e = entries[i];
+    return e.occurrence == occurrence && e.role_index == role_index && e.role == role && name_of(i) == name;
+  }
+  // A slot holds (the key's top bits << kIndexBits) | (record + 1), 0 when empty: 8 bytes a slot,
+  // and names are compared only when the key bits agree (a duplicate, or a 1-in-2^24 accident).
+  static constexpr int kIndexBits = 40;
+  static constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+  // The first record of each identity, in a table of load <= 1/2: O(1) expected per insert and
+  // lookup for any names. Calls on_duplicate(i) for each later record of an identity.
+  template <class OnDuplicate>
+  std::vector<uint64_t> identity_table(OnDuplicate&& on_duplicate) const {
     uint64_t slots = 16;
     while (slots < 2 * uint64_t{entries.size()}) slots *= 2;
-    std::vector<std::pair<uint64_t, size_t>> table(slots, {0, SIZE_MAX});  // (hash, record)
+    std::vector<uint64_t> table(slots, 0);
+    // More records than kIndexBits can number (a file of 64 TiB): no tag, every candidate compared.
+    const bool tagged = entries.size() < kIndexMask;
     for (size_t i = 0; i < entries.size(); ++i) {
-      const uint64_t h = identity_hash(entries[i]);
-      bool duplicate = false;
+      const Entry& e = entries[i];
+      const std::string_view name = name_of(i);
+      const uint64_t h = identity_key(name, e.occurrence, e.role_index, e.role);
+      const uint64_t tag = tagged ? h >> kIndexBits : 0;
       for (uint64_t s = h & (slots - 1);; s = (s + 1) & (slots - 1)) {
-        auto& e = table[s];
-        if (e.second == SIZE_MAX) {
-          e = {h, i};
+        const uint64_t v = table[s];
+        if (v == 0) {
+          table[s] = (tag << kIndexBits) | (i + 1);
           break;
         }
-        if (e.first == h && same_identity(e.second, i)) {
-          duplicate = true;
+        if ((v >> kIndexBits) == tag && same_identity(static_cast<size_t>((v & kIndexMask) - 1), name,
+                                                      e.occurrence, e.role_index, e.role)) {
+          on_duplicate(i);
           break;
         }
-      }
-      if (duplicate) {
-        const TensorInfo t = decode(i).info;
-        integrity.warnings.push_back(make_error(Errc::duplicate_tensor,
-            fmt::format("tensor '{}' ({} {}, occurrence {}) appears again; the first one is used", t.name,
-                        role_name(t.role), t.role_index, t.occurrence), entries[i].offset));
       }
     }
+    return table;
+  }
+  std::optional<size_t> lookup(std::string_view name, uint32_t occurrence, uint16_t role_index, uint8_t role) const {
+    std::call_once(lookup_once, [&] { by_identity = identity_table([](size_t) {}); });
+    const uint64_t slots = by_identity.size();
+    const uint64_t h = identity_key(name, occurrence, role_index, role);
+    const uint64_t tag = entries.size() < kIndexMask ? h >> kIndexBits : 0;
+    for (uint64_t s = h & (slots - 1);; s = (s + 1) & (slots - 1)) {
+      const uint64_t v = by_identity[s];
+      if (v == 0) return std::nullopt;
+      const size_t i = static_cast<size_t>((v & kIndexMask) - 1);
+      if ((v >> kIndexBits) == tag && same_identity(i, name, occurrence, role_index, role)) return i;
+    }
+  }
+  void check_duplicates() {
+    (void)identity_table([&](size_t i) {
+      const TensorInfo t = decode(i).info;
+      integrity.warnings.push_back(make_error(Errc::duplicate_tensor,
+          fmt::format("tensor '{}' ({} {}, occurrence {}) appears again; the first one is used", t.name,
+                      role_name(t.role), t.role_index, t.occurrence), entries[i].offset));
+    });
   }
 
   Result<void> load() {
@@ -507,33 +539,13 @@ std::span<const Record> Reader::records() const { return impl_->all(); }
 size_t Reader::record_count() const { return impl_->entries.size(); }
 std::span<const std::byte> Reader::bytes() const { return impl_->bytes; }
 
-// The first record of an identity (docs/format.md §3.3), found from the entries: the footer
-// index or the sorted name hashes give the candidates, and only those are decoded to compare the
-// name, so a lookup never builds records() (issue 13 §5: a million-record float64 run).
+// The first record of an identity (docs/format.md §3.3), found from the entries through the
+// keyed identity table, so a lookup never builds records() (issue 13 §5: a million-record float64
+// run) and costs O(1) expected whatever the names (issue 23 item 4).
 std::optional<size_t> detail::ReaderAccess::find(const Reader& reader, std::string_view name,
                                                  uint32_t occurrence, Role role, uint16_t role_index) {
-  const Reader::Impl& im = *reader.impl_;
-  const uint64_t h = fnv1a64(name);
-  auto matches = [&](size_t i) {
-    const auto& e = im.entries[i];
-    return e.name_hash == h && e.occurrence == occurrence && e.role == static_cast<uint8_t>(role) &&
-           e.role_index == role_index && im.decode(i).info.name == name;
-  };
-  if (im.integrity.index_used) {
-    int64_t e = im.index.probe(h, occurrence, [&](uint64_t i) { return matches(static_cast<size_t>(i)); });
-    if (e < 0) return std::nullopt;
-    return static_cast<size_t>(e);
-  }
-  std::call_once(im.lookup_once, [&] {
-    im.by_hash.reserve(im.entries.size());
-    for (size_t i = 0; i < im.entries.size(); ++i) im.by_hash.emplace_back(im.entries[i].name_hash, i);
-    std::sort(im.by_hash.begin(), im.by_hash.end());
-  });
-  // Entries are in file order, so the first match has the smallest offset.
-  auto it = std::lower_bound(im.by_hash.begin(), im.by_hash.end(), std::pair<uint64_t, size_t>{h, 0});
-  for (; it != im.by_hash.end() && it->first == h; ++it)
-    if (matches(it->second)) return it->second;
-  return std::nullopt;
+  if (name.empty()) return std::nullopt;  // §3.3: no record has one (and a file cut since reads as empty names)
+  return reader.impl_->lookup(name, occurrence, role_index, static_cast<uint8_t>(role));
 }
 
 const Record* Reader::find(std::string_view name, uint32_t occurrence, Role role, uint16_t role_index) const {

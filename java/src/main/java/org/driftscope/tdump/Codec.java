@@ -668,13 +668,26 @@ final class Codec {
     return m;
   }
 
-  /** Linear probing in entry order (§3.4), so every writer builds the identical table. */
+  /**
+   * Linear probing in entry order (§3.4), so every writer builds the identical table. Entry i lands
+   * in the first empty slot cyclically at or after its home; next[s] leads, by path-halved links, to
+   * the first empty slot at or after s, so names whose FNV-1a hashes share their low bits (one
+   * cluster of n entries) cost O(n log n) instead of the probing loop's O(n²) (issue 23 item 4:
+   * 200k such names took 18 s to open). The slots are those of the probing loop, byte for byte.
+   */
   static int[] slotTable(long[] hashes, int n, int slots) {
     int[] table = new int[slots];
+    int[] next = new int[slots];
+    for (int s = 0; s < slots; ++s) next[s] = s;
     for (int i = 0; i < n; ++i) {
+      // slots >= 2n > i: an empty slot always exists, so the walk ends.
       int s = (int) (hashes[i] & (slots - 1));
-      while (table[s] != 0) s = (s + 1) & (slots - 1);
+      while (next[s] != s) {
+        next[s] = next[next[s]];
+        s = next[s];
+      }
       table[s] = i + 1;
+      next[s] = (s + 1) & (slots - 1);
     }
     return table;
   }

@@ -78,7 +78,10 @@ public final class Integrity {
     return Collections.unmodifiableList(warnings);
   }
 
-  /** find() probes the footer index (the file is clean and the index agreed with the scan). */
+  /**
+   * The footer index vouches for the scan (the file is clean and the index agreed with it entry by
+   * entry and slot by slot). find() answers from an in-memory table either way (issue 23 item 4).
+   */
   public boolean indexUsed() {
     return indexUsed;
   }

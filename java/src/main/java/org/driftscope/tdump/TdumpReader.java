@@ -11,10 +11,8 @@ import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.zip.CRC32;
 
 /**
@@ -48,7 +46,7 @@ public final class TdumpReader implements AutoCloseable {
       return this;
     }
 
-    /** On a clean file, look names up through the (checked) footer index; the verdict is the same either way. */
+    /** On a clean file, report the (checked) footer index as used; the verdict and lookups are the same either way. */
     public Options useIndex(boolean v) {
       useIndex = v;
       return this;
@@ -69,8 +67,10 @@ public final class TdumpReader implements AutoCloseable {
   private FileHeader header;
   private final Integrity integrity = new Integrity();
   private final List<Record> records = new ArrayList<>();
-  private long indexPayloadOff = -1;
-  private Map<String, List<Integer>> byName;
+  // find(): the first record of each identity. Never the footer index's probe chains, whose layout
+  // the file's author chooses through the FNV-1a hashes of the names (issue 23 item 4); String keys
+  // are Comparable, so even names whose hashCode() collide by design cost O(log n) in HashMap.
+  private final Map<String, Integer> firstOf = new HashMap<>();
 
   private TdumpReader(Source bytes, Options opt, FileChannel channel, String path) {
     this.bytes = bytes;
@@ -193,51 +193,13 @@ public final class TdumpReader implements AutoCloseable {
 
   /** The first record of the identity (name, role + role_index, occurrence), or null. */
   public Record find(String name, long occurrence, Role role, int roleIndex) {
-    if (integrity.indexUsed) return probe(name, occurrence, role, roleIndex);
-    synchronized (this) {
-      if (byName == null) {
-        byName = new HashMap<>();
-        for (int i = 0; i < records.size(); ++i) {
-          byName.computeIfAbsent(records.get(i).info.name(), k -> new ArrayList<>()).add(i);
-        }
-      }
-    }
-    for (int i : byName.getOrDefault(name, Collections.emptyList())) {
-      Record r = records.get(i);
-      if (matches(r, name, occurrence, role, roleIndex)) return r;
-    }
-    return null;
+    Integer i = firstOf.get(identityKey(name, occurrence, role, roleIndex));
+    return i == null ? null : records.get(i);
   }
 
   /** find(name, 0, OUTPUT, 0). */
   public Record find(String name) {
     return find(name, 0, Role.OUTPUT, 0);
-  }
-
-  private static boolean matches(Record r, String name, long occ, Role role, int roleIndex) {
-    TensorInfo t = r.info;
-    return t.name().equals(name) && t.occurrence() == occ && t.role() == role && t.roleIndex() == roleIndex;
-  }
-
-  // The index was checked entry by entry and slot by slot against the scan (§3.4): trusted here.
-  private Record probe(String name, long occ, Role role, int roleIndex) {
-    long n = records.size();
-    long slots = Codec.slotCount(n);
-    long hash = Codec.fnv1a64(Text.utf8(name));
-    long slotsAt = indexPayloadOff + 24 * n;
-    long s = hash & (slots - 1);
-    for (long k = 0; k < slots; ++k) {
-      int v = bytes.u32(slotsAt + 4 * s);
-      if (v == 0) return null;
-      int e = v - 1;
-      long at = indexPayloadOff + 24L * e;
-      if (bytes.u64(at + 8) == hash && (bytes.u32(at + 16) & 0xFFFFFFFFL) == occ) {
-        Record r = records.get(e);
-        if (matches(r, name, occ, role, roleIndex)) return r;
-      }
-      s = (s + 1) & (slots - 1);
-    }
-    return null;
   }
 
   /** The record_crc check deferred by {@link Verify#FRAMES}. */
@@ -408,7 +370,6 @@ public final class TdumpReader implements AutoCloseable {
     long pos = header.headerLength;
     boolean sawEnd = false;
     long indexPos = -1;  // the previous record was this INDEX
-    long indexPayload = 0;
     integrity.validEnd = integrity.dataEnd = pos;
     while (pos < size) {
       if (sawEnd) {
@@ -460,7 +421,6 @@ public final class TdumpReader implements AutoCloseable {
           // After a resynchronisation records are missing, so the index cannot agree.
           if (!damagedBefore) fail = checkIndex(pos, f);
           indexPos = pos;
-          indexPayload = f.payloadOff;
           break;
         case Codec.KIND_END: {
           if (f.metaLength != 16 || f.payloadLength != 0) {
@@ -503,10 +463,8 @@ public final class TdumpReader implements AutoCloseable {
       integrity.state = sawEnd ? Integrity.State.CLEAN : Integrity.State.UNFINISHED;
     }
     integrity.checksumsVerified = opt.verify == Verify.FULL;
-    if (integrity.state == Integrity.State.CLEAN && opt.useIndex) {
-      indexPayloadOff = indexPayload;
-      integrity.indexUsed = true;
-    }
+    // The index was checked entry by entry and slot by slot against the scan.
+    integrity.indexUsed = integrity.state == Integrity.State.CLEAN && opt.useIndex;
   }
 
   /** check_index of src/format/index.cpp, in the order of §3.4; null when the index agrees. */
@@ -579,12 +537,17 @@ public final class TdumpReader implements AutoCloseable {
     return bytes.size();
   }
 
+  // Injective: the three numbers after the name hold no U+001F, so the last three separators are
+  // always theirs, whatever the name holds.
+  private static String identityKey(String name, long occurrence, Role role, int roleIndex) {
+    return name + "\u001f" + role.code() + "\u001f" + roleIndex + "\u001f" + occurrence;
+  }
+
   private void checkDuplicates() {
-    Set<String> seen = new HashSet<>();
-    for (Record r : records) {
+    for (int i = 0; i < records.size(); ++i) {
+      Record r = records.get(i);
       TensorInfo t = r.info;
-      String key = t.name() + "\u001f" + t.role().code() + "\u001f" + t.roleIndex() + "\u001f" + t.occurrence();
-      if (!seen.add(key)) {
+      if (firstOf.putIfAbsent(identityKey(t.name(), t.occurrence(), t.role(), t.roleIndex()), i) != null) {
         integrity.warnings.add(TdumpException.make(ErrorCode.DUPLICATE_TENSOR, "tensor '" + t.name() + "' (" + t.role() + " "
             + t.roleIndex() + ", occurrence " + t.occurrence() + ") appears again; the first one is used", r.offset));
       }
