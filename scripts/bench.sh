@@ -17,6 +17,8 @@ run "compare: peak RSS and time against the record count (plain, --json; target 
   $B/bench/ds_bench_compare_memory --records 10000,100000,1000000 $B/driftscope
 run "compare: the same with the data flow the PyTorch recorder writes (ds.inputs, ds.source)" \
   $B/bench/ds_bench_compare_memory --records 100000,1000000 --dataflow $B/driftscope
+run "compare: origins on the data flow, 40k..160k independent origins and a hub fanned out to 250..1000 (ratios ~4x time, ~1x RSS)" \
+  $B/bench/ds_bench_dataflow --origins 40000 --hub 250 $B/driftscope
 run "compare: peak RSS of one pair of single large tensors (bounded by the working chunk)" \
   $B/bench/ds_bench_compare_memory --records 1000 --big-mib 1024 $B/driftscope
 run "growth at N and 4N (linear ~4, quadratic ~16): --model-explorer, dump-set manifests, check" \

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <tuple>
@@ -419,7 +421,27 @@ Result<DumpSet> DumpSet::open_manifest(const std::string& path) {
     return e;
   }
   auto parsed = parse_manifest(*text, dir);
-  if (parsed) parsed->path = path;
+  if (!parsed) return parsed;
+  parsed->path = path;
+  // The manifest's names are checked by spelling only (no '..', not absolute); a symbolic link
+  // in the set's folder, to a rank file or to a folder above one, would still read a dump from
+  // elsewhere and let `verify` vouch for it (issue 23 §6). Each file that exists must resolve
+  // inside the set's folder as resolved; a missing one is left for the open to report.
+  char* root = ::realpath(dir.c_str(), nullptr);
+  if (!root) return make_error(Errc::io_error, fmt::format("cannot resolve '{}': {}", dir, std::strerror(errno)));
+  const std::string inside = std::string(root) + (std::string_view(root) == "/" ? "" : "/");
+  ::free(root);
+  for (size_t i = 0; i < parsed->ranks.size(); ++i) {
+    const RankEntry& e = parsed->ranks[i];
+    char* real = ::realpath(e.path.c_str(), nullptr);
+    if (!real) continue;
+    const bool ok = std::string_view(real).starts_with(inside);
+    ::free(real);
+    if (!ok)
+      return make_error(Errc::bad_value, fmt::format("{}: key 'ranks[{}].file': '{}' is a symbolic link (or under "
+                                                     "one) that leaves the set directory; files stay inside it",
+                                                     manifest, i, e.file));
+  }
   return parsed;
 }
 
