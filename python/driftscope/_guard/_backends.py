@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -164,8 +164,12 @@ class _OrtSession(Session):
                           session_options=_ort_options(self.optimize), check_observer=False)
         return {k: v for k, v in rec.outputs.items() if v is not None}
 
+    # The nodes this variant was built to keep in float32 (the fallback's): their weights must
+    # be float32 too for the proof.
+    kept: Sequence[str] = ()
+
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
-        return ort_float32_evidence(nodes, self.variant_proto, self.optimized)
+        return ort_float32_evidence(nodes, self.variant_proto, self.optimized, self.kept)
 
 
 def save_optimized_graph(options: Any, path: str) -> None:
@@ -249,18 +253,33 @@ class OrtBackend(Backend):
         notes: List[str] = []
         record_model: Any = model  # a path, a ModelProto, or a function that builds one
         if self.variant == "fp16":
-            clamped = _clamped_weights(proto) if external_dir is None else None
-            if clamped:
-                notes.append(clamped)
-            proto, kept = dort._to_float16(proto if external_dir is None else model,
-                                           [self.provider], keep=keep)
+            source = proto
+            weights: List[str] = []
+            if keep:
+                # The converter converts (and clips) a kept node's Constant inputs all the
+                # same; they are kept with it (the whole model: the copy is edited).
+                import onnx
+
+                full = proto if external_dir is None else onnx.load(model)
+                source, weights = _with_weight_producers(full, keep)
+                external_dir = None
+            converted, kept = dort._to_float16(source if external_dir is None else model,
+                                               [self.provider], keep=keep + weights)
+            if external_dir is None:  # a model with external data is not read whole for this
+                clamped = _clamped_weights(source, set(keep + weights + kept))
+                if clamped:
+                    notes.append(clamped)
+            proto = converted
             external_dir, record_model = None, proto
             if kept:
                 notes.append(f"{len(kept)} node(s) kept in float32 (ONNX Runtime cannot load "
                              f"them converted): {', '.join(kept[:5])}"
                              + (" ..." if len(kept) > 5 else ""))
             if keep:
-                notes.append(f"{len(keep)} node(s) kept in float32 (fallback, node_block_list)")
+                notes.append(f"{len(keep)} node(s) kept in float32 (fallback, node_block_list)"
+                             + (f", with the {len(weights)} node(s) computing their weights "
+                                "(Constant inputs and what is computed from them alone)"
+                                if weights else ""))
         elif self.variant == "int8":
             from onnxruntime.quantization import quantize_dynamic
 
@@ -305,14 +324,30 @@ class OrtBackend(Backend):
             optimized = None
         if self.variant == "fp16" and optimized is not None:
             notes.append(_float16_kernels(optimized))
-        return _OrtSession(session, notes, record_model, self.provider, self.optimize,
+        made = _OrtSession(session, notes, record_model, self.provider, self.optimize,
                            optimized, proto if self.variant else None)
+        made.kept = tuple(keep)
+        return made
 
     def recipe(self, model: str, nodes: Sequence[str]) -> str:
         base = os.path.basename(model)
         listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
         stem = base[:-5] if base.lower().endswith(".onnx") else base
         if self.variant == "fp16":
+            # The variant kept the nodes computing the kept nodes' weights too (load): named in
+            # the lists where the model names them and no other node reads them.
+            from .. import onnxruntime as dort
+
+            source = dort._load_model(model)[0]
+            extra = _with_weight_producers(source, nodes)[1]
+            named = {n.name for n in source.graph.node if n.name}
+            note = ""
+            if all(e in named for e in extra):
+                listed = "[" + ", ".join(repr(n) for n in list(nodes) + extra) + "]"
+            else:
+                note = (f"# NOT exactly the variant guard built: it also kept {len(extra)} "
+                        "node(s) computing these\n# nodes' weights in float32 (unnamed, or read "
+                        "by other nodes too: copied)\n")
             return ("import onnx\n"
                     "from onnxconverter_common import float16\n\n"
                     "# onnxconverter-common's own mechanism:\n"
@@ -323,6 +358,7 @@ class OrtBackend(Backend):
                     "# link between two kept nodes (the converter alone passes it through\n"
                     "# float16) and the loading fixes of driftscope.onnxruntime.to_float16:\n"
                     "from driftscope.onnxruntime import to_float16\n\n"
+                    + note +
                     f"model = to_float16({base!r}, keep_float32={listed})\n"
                     f"onnx.save(model, {stem + '.fp16.onnx'!r})\n")
         if self.variant == "int8":
@@ -371,12 +407,14 @@ def _named_like_source(variant: Any, source: Any) -> Any:
 
 
 def ort_float32_evidence(nodes: Sequence[str], variant: Any,
-                         optimized: Optional[str]) -> Dict[str, str]:
+                         optimized: Optional[str], kept: Sequence[str] = ()) -> Dict[str, str]:
     """Which of `nodes` the built variant runs in float32. Proof comes from the graph ONNX
     Runtime optimised and saved (what it really runs): the node, under its source name, whose
     float inputs and outputs are all float32. A node ONNX Runtime fused away or renamed is looked
     up in the variant itself only for an INT8 model (a node quantize_dynamic left as a float op
-    with float32 weights); otherwise it is not proven."""
+    with float32 weights); otherwise it is not proven. A node of `kept` (the variant was built
+    to keep it in float32: the fallback) is proven only if its weights are float32 up to their
+    initializers and Constant nodes in the variant; another node's float16 weight is said."""
     import onnx
 
     if variant is None:
@@ -411,6 +449,18 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
                 found[n.name] = (f"ONNX Runtime's optimized graph runs {n.name} as {n.op_type} "
                                  f"with {len(fl)} float32 input/output value(s) and no float16 "
                                  "one")
+        # ONNX Runtime folds constants: a weight the converter made float16 (and clipped) and
+        # cast back reaches the node as a float32 initializer there. What the node's weights
+        # were before the folding is in the variant itself.
+        strict = set(kept)
+        for name, why in _weights_not_float32(variant, list(found)).items():
+            if not why:
+                found[name] += ("; its weights are float32 up to their initializers and "
+                                "Constant nodes in the variant")
+            elif name in strict:
+                del found[name]
+            else:  # float32 arithmetic on a weight stored in float16 (the probe says so)
+                found[name] += f", but its {why} in the variant (read through a cast)"
     integer_ops = ("Integer", "QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
     quantized = any(any(t in n.op_type for t in integer_ops) for n in variant.graph.node)
     if quantized:
@@ -438,6 +488,61 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
     return found
 
 
+def _weights_not_float32(variant: Any, nodes: Sequence[str]) -> Dict[str, str]:
+    """For each of `nodes` (main graph) that reads weights: "" when they are float32 all the
+    way up, else the first value that is not. A node's weights are its inputs computed from
+    initializers and Constant nodes alone; every value on the way (initializers, Constant and
+    other tensor attributes, the declared types, a Cast's target) must be float32 where it is a
+    float: a Constant converted to float16 and fed through Cast(to=float) holds the float16
+    value, not a float32 one."""
+    import onnx
+
+    from ..onnxruntime import _static_values, _topological_nodes
+
+    T = onnx.TensorProto
+    FLOAT = T.FLOAT
+    floats = (FLOAT, T.FLOAT16, T.BFLOAT16, T.DOUBLE)
+    graph = variant.graph
+    static = _static_values(graph, _topological_nodes(graph)) | {
+        t.name for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output if o}
+    inits = {t.name: t for t in graph.initializer}
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(graph.value_info) + list(graph.output)}
+    by_name = {n.name: n for n in graph.node if n.name}
+    bad: Dict[str, str] = {}
+    for name in nodes:
+        node = by_name.get(name)
+        if node is None:
+            continue
+        seen: set = set()
+        frontier = [x for x in node.input if x in static]
+        if frontier:
+            bad[name] = ""
+        while frontier and not bad[name]:
+            x = frontier.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            t = inits.get(x)
+            if t is not None and t.data_type in floats and t.data_type != FLOAT:
+                bad[name] = f"weight {x} is {T.DataType.Name(t.data_type).lower()}"
+            elif types.get(x) in floats and types.get(x) != FLOAT:
+                bad[name] = f"weight {x} is declared {T.DataType.Name(types[x]).lower()}"
+            p = producer.get(x)
+            if p is None or bad[name]:
+                continue
+            for a in p.attribute:
+                held = ([a.t] if a.type == onnx.AttributeProto.TENSOR else []) + list(a.tensors)
+                if any(h.data_type in floats and h.data_type != FLOAT for h in held):
+                    bad[name] = f"weight {x} comes from {p.op_type} {p.name or x} holding a " \
+                                "non-float32 tensor"
+                if a.name == "to" and p.op_type == "Cast" and a.i in floats and a.i != FLOAT:
+                    bad[name] = f"weight {x} goes through a Cast to {T.DataType.Name(a.i).lower()}"
+            frontier.extend(i for i in p.input if i)
+    return bad
+
+
 # onnxconverter-common's convert_float_to_float16 defaults: weights are clipped into
 # [1e-7, 1e4] in magnitude (zeros stay zero) before the cast, not to float16's own range.
 _CONVERTER_MIN, _CONVERTER_MAX = 1e-7, 1e4
@@ -448,25 +553,153 @@ _BITS_MAX = int(np.array(_CONVERTER_MAX, np.float32).view(np.uint32))
 _BITS_INF = 0x7F800000
 
 
-def _clamped_weights(proto) -> Optional[str]:
-    """Which float32 weights the float16 conversion changes by more than rounding."""
+def _float_tensors(proto, blocked: set) -> Iterator[Tuple[str, Any]]:
+    """(where, TensorProto) of every float32 tensor the float16 conversion converts: initializers
+    no blocked node reads, and the tensor attributes of nodes not blocked (a Constant's
+    ``value``, ConstantOfShape's ...), subgraphs included. A Constant's value_float(s) is left
+    as it is by the converter (onnxconverter-common 1.16): float32, not clipped; the nodes that
+    read it then fail to load converted and are kept in float32 (onnxruntime._to_float16)."""
     import onnx
+
+    from ..onnxruntime import _all_graphs
+
+    try:
+        from onnxconverter_common.float16 import DEFAULT_OP_BLOCK_LIST as ops
+    except ImportError:  # pragma: no cover - the backend is unavailable without it
+        ops = []
+    FLOAT = onnx.TensorProto.FLOAT
+    for graph in _all_graphs(proto.graph):
+        off = [n for n in graph.node if n.name in blocked or n.op_type in ops]
+        read = {x for n in off for x in n.input}
+        for t in graph.initializer:
+            if t.data_type == FLOAT and t.name not in read:
+                yield f"initializer {t.name}", t
+        for n in graph.node:
+            if n.name in blocked or n.op_type in ops:
+                continue
+            for a in n.attribute:
+                what = (f"Constant {n.name or n.output[0]}" if n.op_type == "Constant" else
+                        f"{n.op_type} {n.name or n.output[0]} attribute {a.name}")
+                if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == FLOAT:
+                    yield what, a.t
+                for t in a.tensors:
+                    if t.data_type == FLOAT:
+                        yield what, t
+
+
+def _clamped_weights(proto, blocked: set = frozenset()) -> Optional[str]:
+    """Which float32 weights the float16 conversion changes by more than rounding: initializers
+    and the tensors of Constant nodes (and other nodes' tensor attributes) alike, left out those
+    `blocked` nodes (kept in float32) read or hold. Names the ones clipped above the bound: such
+    a weight (a BatchNorm variance of 1e7) is the whole failure of a model."""
     from onnx import numpy_helper
 
     big = small = 0
-    for t in proto.graph.initializer:
-        if t.data_type != onnx.TensorProto.FLOAT:
-            continue
+    names: List[str] = []
+    for where, t in _float_tensors(proto, blocked):
         # The bytes themselves where they are raw (no copy); |x| of float32 by its bits.
         a = (np.frombuffer(t.raw_data, "<f4") if t.raw_data and not t.external_data
              else numpy_helper.to_array(t).ravel())
         bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)
-        big += int(np.count_nonzero((bits > _BITS_MAX) & (bits <= _BITS_INF)))
+        over = int(np.count_nonzero((bits > _BITS_MAX) & (bits <= _BITS_INF)))
+        big += over
         small += int(np.count_nonzero((bits > 0) & (bits < _BITS_MIN)))
+        if over:
+            names.append(f"{where} (max {float(np.max(np.abs(a))):.4g})")
     if not big and not small:
         return None
+    listed = ""
+    if names:
+        from ._probe import shown
+
+        listed = ("; clipped: " + ", ".join(shown(n) for n in names[:5])
+                  + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
     return (f"the float16 conversion clipped {big} weight(s) above {_CONVERTER_MAX:g} and "
-            f"{small} nonzero weight(s) below {_CONVERTER_MIN:g} in magnitude")
+            f"{small} nonzero weight(s) below {_CONVERTER_MIN:g} in magnitude{listed}")
+
+
+def _with_weight_producers(proto, keep: Sequence[str]) -> Tuple[Any, List[str]]:
+    """The FP32 fallback keeps a node's weights float32 with it. The converter leaves the
+    initializers a blocked node reads in float32, but converts (clipping above 1e4) the Constant
+    nodes that feed it, and whatever is computed from constants alone before it (a Reshape of a
+    Constant): those nodes are kept too. Returns (a copy of `proto` where they all have names, a
+    node that also feeds nodes not kept is duplicated for the kept ones, so that those others
+    still read the converted value; the names of the nodes to keep besides `keep`)."""
+    import onnx
+
+    from ..onnxruntime import _static_values, _topological_nodes
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    graph = out.graph
+    nodes = list(graph.node)  # one wrapper per node (protobuf makes new ones per iteration)
+    static = _static_values(graph, _topological_nodes(graph))
+    producer = {o: n for n in nodes for o in n.output if o}
+    wanted = set(keep)
+    kept = [n for n in nodes if n.name in wanted]
+    found: Dict[int, Any] = {}
+    frontier = [x for n in kept for x in n.input if x in static and x in producer]
+    while frontier:
+        p = producer[frontier.pop()]
+        if id(p) in found:
+            continue
+        found[id(p)] = p
+        frontier.extend(x for x in p.input if x in static and x in producer)
+    if not found:
+        return proto, []
+    inside = {id(n) for n in kept} | set(found)
+    outputs = {o.name for o in graph.output}
+    shared = [p for p in found.values()
+              if any(o in outputs for o in p.output)
+              or any(id(n) not in inside and set(n.input) & set(p.output) for n in nodes)]
+    taken = {n.name for n in nodes if n.name}
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    values = {o for n in nodes for o in list(n.input) + list(n.output)} | {
+        i.name for i in graph.input} | {t.name for t in graph.initializer}
+    rename: Dict[str, str] = {}
+    clones: Dict[int, Any] = {}
+    for p in shared:
+        c = onnx.NodeProto()
+        c.CopyFrom(p)
+        for k, o in enumerate(c.output):
+            if o:
+                new = o + "/driftscope_fp32"
+                while new in values:
+                    new += "_"
+                values.add(new)
+                rename[o] = new
+                c.output[k] = new
+        c.name = fresh(f"{p.name or p.output[0]}/driftscope_fp32")
+        clones[id(p)] = c
+    for n in kept + [p for p in found.values() if id(p) not in clones] + list(clones.values()):
+        for k, x in enumerate(n.input):
+            if x in rename:
+                n.input[k] = rename[x]
+    added: List[str] = []
+    for p in found.values():
+        if id(p) in clones:
+            added.append(clones[id(p)].name)
+        else:
+            if not p.name:
+                p.name = fresh(f"driftscope_fp32/{p.output[0]}")
+            added.append(p.name)
+    if clones:  # each copy right after its original: the file order stays topological
+        order: List[Any] = []
+        for n in nodes:
+            order.append(n)
+            if id(n) in clones:
+                order.append(clones[id(n)])
+        del graph.node[:]
+        graph.node.extend(order)
+    return out, added
 
 
 def _float16_kernels(optimized_path: str) -> str:

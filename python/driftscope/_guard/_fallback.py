@@ -20,6 +20,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._metrics import PASS, OutputResult, Thresholds, by_position, judge_all
 
 DEFAULT_FALLBACK_RUNS = 20
+# Builds that fail for the same reason this many times stop the search: the next node will not
+# change a failure that is not about which nodes are kept (inputs the variant cannot run, a
+# converter that refuses the model), and the reason is the answer, not "the cap was reached".
+SAME_FAILURE_STOP = 3
 
 
 # The line before the part of a recipe that builds exactly the variant the guard built and
@@ -148,11 +152,16 @@ def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:
 def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
     from ._backends import BACKENDS
+    from ._child import _first_line
+    from ._ortqdq import use_row_samples
     from ._probe import compare_dumps, findings_from_report, pick_origin
+    from ._report import reason_line
     from ._stateful import StatefulSession, step_dump
 
     backend = BACKENDS[job["backend"]]
     samples, refs = job["samples"], job["ref_outputs"]
+    # Every variant is calibrated (where its backend calibrates) on the feeds the row ran.
+    use_row_samples(job.get("calibration") or samples)
     ref_names = list(refs[0]) if refs else []
     t = Thresholds(**job["thresholds"])
     order: List[str] = [n for n, _ in job["order"]]
@@ -160,6 +169,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     cap = job["cap"]
     trail: List[Dict[str, Any]] = []
     runs = 0
+    failures: Dict[str, int] = {}  # a build's error message -> how many builds failed with it
 
     def attempt(keep: List[str], why: str) -> Tuple[str, Optional[float], Any]:
         nonlocal runs
@@ -172,9 +182,10 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
                 session = StatefulSession(session, job["state"])
             outs = [by_position(session.run(f), ref_names) for f in samples]
         except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
+            message = _first_line(err)
+            failures[message] = failures.get(message, 0) + 1
             trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
-                          "cosine": None, "error": str(err).splitlines()[0] if str(err) else
-                          type(err).__name__})
+                          "cosine": None, "error": message})
             return "RUNTIME_ERROR", None, None
         status, cos = _status(judge_all(refs, outs, t))
         trail.append({"step": why, "keep": list(keep), "status": status,
@@ -198,12 +209,23 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
             return found.node
         return None
 
+    def same_failure() -> Optional[str]:
+        for message, n in failures.items():
+            if n >= SAME_FAILURE_STOP:
+                return (f"{n} variant builds failed for the same reason, whichever nodes were "
+                        f"kept: {reason_line(message)}")
+        return None
+
     keep = list(job["origins"])
     passed = False
+    stopped: Optional[str] = None
     while runs < cap:
         status, cos, session = attempt(keep, "grow")
         if status == PASS:
             passed = True
+            break
+        stopped = same_failure()
+        if stopped:
             break
         nxt = reprobe(session, keep, status)
         if nxt is None:  # the next node in topological order after the last one kept
@@ -217,8 +239,8 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     if not passed:
         return {"nodes": keep, "passed": False, "runs": runs, "trail": trail,
                 "removal_fails": {},
-                "why": (f"the cap of {cap} variant builds was reached" if runs >= cap else
-                        "no node is left to keep in float32")}
+                "why": stopped or (f"the cap of {cap} variant builds was reached" if runs >= cap
+                                   else "no node is left to keep in float32")}
     removal: Dict[str, str] = {}
     for node in list(reversed(keep)):
         if len(keep) == 1 or runs >= cap:

@@ -134,8 +134,10 @@ class Investigator:
             return ProbeResult(None, str(err), sample, error=str(err))
         cand = os.path.join(d, f"sample{sample + 1}.tdump")
         evidence = [n for n, _ in self.nodes()] if c.family == "onnx" else None
+        # Calibrated (ort-qdq) on every sample the row ran, so that it records the row's variant.
         run = c.runner(row.name, c.model, [c.samples[sample]], 0, c.seed, c.timeout, c.state,
-                       record={"path": cand, "sample": 0}, evidence=evidence)
+                       record={"path": cand, "sample": 0}, evidence=evidence,
+                       calibration=c.samples)
         if run.get("error"):
             return ProbeResult(None, f"recording the candidate failed: {run['error']}", sample,
                                error=run["error"])
@@ -211,7 +213,7 @@ class Investigator:
                                "reference another file")
         out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, kind="bisect",
                        reference=c.reference, feeds=self._bisect_feeds(sample),
-                       thresholds=asdict(c.thresholds))
+                       calibration=c.samples, thresholds=asdict(c.thresholds))
         res = bisect_result(out, why, sample)
         if res.origin is None:
             return res
@@ -320,7 +322,7 @@ class Investigator:
                        thresholds=asdict(c.thresholds), order=order,
                        origins=starts, cap=c.fallback_runs, ref_dump=ref_dump,
                        probe_sample=0 if ref_dump is None else probe.sample,
-                       policy=c.policy)
+                       policy=c.policy, calibration=c.samples)
         if out.get("error"):
             res.error = f"the search failed: {out['error']}"
             return res

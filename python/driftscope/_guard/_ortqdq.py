@@ -21,14 +21,38 @@ from ._backends import Backend, Session, _OrtSession, _missing, save_optimized_g
 _INTEGER_KINDS = ("QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
 
 
+# The feeds the row ran, handed over by a job that builds variants in folders of its own (the
+# fallback search's variant{k}, a bisection's prefix{k}: _fallback.search_job, _probe.bisect_job),
+# where no job file lies beside them. Each job is its own child process: set once per job.
+_ROW_SAMPLES: Optional[List[Dict[str, np.ndarray]]] = None
+
+
+def use_row_samples(samples: Optional[Sequence[Any]]) -> None:
+    """Calibrate every variant this process builds on `samples` (the feeds the row ran, one
+    dict per sample or a stateful sample's steps), not on generated ones."""
+    global _ROW_SAMPLES
+    if samples:
+        from ._stateful import first_steps
+
+        _ROW_SAMPLES = first_steps(samples)
+    else:
+        _ROW_SAMPLES = None
+
+
 def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray]]:
-    """The inputs this guard run feeds every backend: the child's job file in `work` holds them
-    (driftscope._guard._run.run_backend). Outside a guard run (no job file), four samples made
-    by the guard's input rules from the model's signature."""
+    """The inputs the row ran on, which every variant of it is calibrated on (a variant
+    calibrated on other inputs is another variant, and inputs made by the default rules may not
+    even run: a --dim the model needs): the samples a job handed over (use_row_samples), else the
+    child's job file in `work` (driftscope._guard._run.run_backend): its "calibration" (a probe's
+    recording runs one sample of the row's) or its "samples". Outside a guard run (neither),
+    four samples made by the guard's input rules from the model's signature."""
+    if _ROW_SAMPLES:
+        return list(_ROW_SAMPLES)
     job = os.path.join(work, "job.pkl")
     if os.path.isfile(job):
         with open(job, "rb") as f:
-            samples = pickle.load(f).get("samples")
+            data = pickle.load(f)
+        samples = data.get("calibration") or data.get("samples")
         if samples:
             from ._stateful import first_steps
 

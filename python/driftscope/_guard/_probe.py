@@ -217,6 +217,8 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
 
     from ..onnxruntime import _load_model, _static_values, _topological_nodes
     from ._backends import BACKENDS
+    from ._ortqdq import use_row_samples
+    from ._stateful import first_steps
 
     proto, external_dir, _ = _load_model(job["model"])
     if external_dir is not None:
@@ -228,6 +230,7 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     # One feed dict, or one per step of a stateful model (each with the reference's state).
     steps = job["feeds"] if isinstance(job["feeds"], list) else [job["feeds"]]
     feeds = steps[0]
+    calibration = first_steps(job.get("calibration") or [steps[0]])
     t = Thresholds(**job["thresholds"])
     # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
     # score), nor does a "decision" of a scalar inside the graph (a shape, an epsilon): cuts are
@@ -248,6 +251,9 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
         onnx.save(m, path)
         names = {i.name for i in m.graph.input}
         sub = {n: v for n, v in feeds.items() if n in names}
+        # A backend that calibrates (ort-qdq) calibrates the prefix on the row's own feeds, as
+        # the row's variant was, cut to the inputs the prefix reads.
+        use_row_samples([{n: v for n, v in s.items() if n in names} for s in calibration])
         r = ref.load(path, d, job["seed"]).run(sub)
         c = cand.load(path, d, job["seed"]).run(sub)
         worst, detail = PASS, ""
