@@ -53,6 +53,7 @@ class Backend:
 
     name: str = ""
     family: str = ""        # which models it runs: "onnx", "tflite" or "torch"
+    also_runs: Tuple[str, ...] = ()  # other families whose models it runs too (by file suffix)
     summary: str = ""       # one line: what runs
     # What it really exercises where that is less than its name suggests; completes the
     # sentence "NAME exercises ..." in every report that runs it.
@@ -101,9 +102,10 @@ BACKENDS: Dict[str, Backend] = {}
 
 def register_backend(backend: Backend) -> Backend:
     """Adds (or replaces) a backend by name; returns it."""
-    if backend.family not in FAMILIES:
-        raise ValueError(f"backend {backend.name!r}: family {backend.family!r} is not one of "
-                         f"{', '.join(FAMILIES)}")
+    for family in (backend.family, *backend.also_runs):
+        if family not in FAMILIES:
+            raise ValueError(f"backend {backend.name!r}: family {family!r} is not one of "
+                             f"{', '.join(FAMILIES)}")
     BACKENDS[backend.name] = backend
     return backend
 
@@ -1049,7 +1051,7 @@ _register_more()
 
 
 def family_backends(family: str) -> List[Backend]:
-    return [b for b in BACKENDS.values() if b.family == family]
+    return [b for b in BACKENDS.values() if b.family == family or family in b.also_runs]
 
 
 def names(backends: Sequence[Backend]) -> str:

@@ -14,6 +14,14 @@ nodes still ran in float16), so the variant is built as IR: the ONNX model is re
 XML, the attribute ``<attribute name="precise" version="0"/>`` is written into the chosen layers
 and the IR is read back, which makes OpenVINO create the typed attribute. The proof is the
 runtime model's ``runtimePrecision`` of every operation that came from those layers.
+
+``.tflite`` models: OpenVINO reads them itself (its TensorFlow Lite frontend, ``read_model``),
+so the same three rows run them. Quantized inputs and outputs stay integers there, as in
+LiteRT: a float value for a quantized input is quantized with the input's scale and zero point
+and integer outputs are dequantized with theirs (read from the model through LiteRT), exactly as
+the ``litert`` rows do, so the rows compare. No FP32 fallback for them: the ``precise``
+attribute is placed through the ONNX node names of the IR's layers, and OpenVINO exposes no
+intermediate tensors to probe with.
 """
 
 from __future__ import annotations
@@ -170,8 +178,87 @@ class _OvSession(Session):
                 for n in nodes if got.get(n) == {"f32"}}
 
 
+class _OvTfliteSession(_OvSession):
+    """A .tflite model: fed and read as the litert rows are (quantized inputs and outputs)."""
+
+    def __init__(self, compiled: Any, notes: List[str], model: str, work: str,
+                 io: "_TfliteIO") -> None:
+        super().__init__(compiled, notes, {}, model, work, [])
+        self.io = io
+        self.outputs = _pair_ports(compiled.outputs, io.output_names, "output")
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        feeds = self.io.quantize(feeds)
+        by_name = {}
+        for port, name in _pair_ports(self.compiled.inputs, self.io.input_names, "input"):
+            if name not in feeds:
+                raise ValueError(f"no value for input '{name}'")
+            by_name[port.get_any_name()] = np.asarray(feeds[name], order="C")
+        try:
+            result = self.request.infer(by_name)
+        except RuntimeError as err:
+            raise RuntimeError(_ov_message(err)) from None
+        return self.io.dequantize({name: np.array(result[port]) for port, name in self.outputs})
+
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        return {}  # nothing is kept in float32 for a .tflite model (module docstring)
+
+
+def _pair_ports(ports: Sequence[Any], names: Sequence[str], what: str) -> List[Any]:
+    """(OpenVINO port, the .tflite's tensor name): by name where a port carries one, else by
+    position (the frontend keeps the subgraph's order)."""
+    if not names:
+        return [(p, p.get_any_name()) for p in ports]
+    if len(ports) != len(names):
+        raise ValueError(f"OpenVINO read {len(ports)} {what}(s) from the .tflite model, LiteRT "
+                         f"{len(names)} ({', '.join(names)})")
+    pairs = []
+    for k, p in enumerate(ports):
+        named = [n for n in names if n in p.get_names()]
+        pairs.append((p, named[0] if named else names[k]))
+    return pairs
+
+
+class _TfliteIO:
+    """The .tflite's inputs and outputs as LiteRT declares them (names, quantization), and the
+    litert rows' own conversions: a float value for a quantized input is quantized with its
+    scale and zero point, integer outputs are dequantized with theirs."""
+
+    def __init__(self, model: str) -> None:
+        self.input_names: List[str] = []
+        self.output_names: List[str] = []
+        self.lite: Any = None
+        import importlib.util
+
+        if importlib.util.find_spec("ai_edge_litert") is None:
+            return  # OpenVINO's own names, values as they are (the guard's reference needs it)
+        from ..litert import _check_flatbuffer, _interpreter, _read_model
+        from ._backends import _LiteRTSession
+
+        data, name = _read_model(model)
+        _check_flatbuffer(data, name)
+        self.lite = _LiteRTSession(_interpreter(data, name, "reference", None, preserve=False),
+                                   name)
+        self.input_names = [d["name"] for d in self.lite.it.get_input_details()]
+        self.output_names = [d["name"] for d in self.lite.it.get_output_details()]
+
+    def quantize(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        return self.lite._feeds(feeds) if self.lite is not None else dict(feeds)
+
+    def dequantize(self, values: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        return self.lite._outputs(values) if self.lite is not None else dict(values)
+
+    def quantized(self) -> List[str]:
+        if self.lite is None:
+            return []
+        it = self.lite.it
+        return [d["name"] for d in it.get_input_details() + it.get_output_details()
+                if d.get("quantization", (0.0, 0))[0] and np.dtype(d["dtype"]).kind in "iu"]
+
+
 class OpenVinoBackend(Backend):
     family = "onnx"
+    also_runs = ("tflite",)  # OpenVINO reads .tflite files too (its TensorFlow Lite frontend)
 
     def __init__(self, name: str, precision: str, capability: Optional[str], summary: str,
                  note: str = "") -> None:
@@ -208,9 +295,19 @@ class OpenVinoBackend(Backend):
         from ..onnxruntime import _load_model
 
         core = _core()
+        tflite = model.lower().endswith(".tflite")
+        if tflite and keep_float32:
+            raise ValueError(f"{self.name} cannot keep nodes of a .tflite model in float32 (the "
+                             "precise attribute is placed by ONNX node names)")
         ov_model = core.read_model(model)
         notes: List[str] = []
         owners: Dict[str, str] = {}
+        io = _TfliteIO(model) if tflite else None
+        if io is not None:
+            quantized = io.quantized()
+            notes.append("read by OpenVINO's TensorFlow Lite frontend" + (
+                f"; quantized {', '.join(quantized)} fed and read as on LiteRT (scale, zero "
+                "point)" if quantized else ""))
         if keep_float32:
             # The attribute must come from the IR reader to be honoured (module docstring).
             proto, _, _ = _load_model(model)
@@ -236,7 +333,8 @@ class OpenVinoBackend(Backend):
                                           {"INFERENCE_PRECISION_HINT": self.precision})
         except RuntimeError as err:
             raise RuntimeError(_ov_message(err)) from None
-        session = _OvSession(compiled, notes, owners, model, work, names)
+        session = (_OvTfliteSession(compiled, notes, model, work, io) if io is not None else
+                   _OvSession(compiled, notes, owners, model, work, names))
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         got = hint.to_string() if hasattr(hint, "to_string") else str(hint)
         counts: Dict[str, int] = {}
