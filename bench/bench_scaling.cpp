@@ -2,7 +2,7 @@
 // a linear path grows ~4x, a quadratic one ~16x. Rows:
 //   model-explorer  report_to_model_explorer over N output pairs (compare --model-explorer)
 //   manifest-keys   DumpSet::parse_manifest with N metadata keys
-//   manifest-ranks  DumpSet::parse_manifest with N ranks (4N = 65,536, the spec's maximum)
+//   manifest-ranks  DumpSet::parse_manifest with N ranks (4N = 4,096, the spec's maximum)
 //   check           check() + its text and JSON reports on a dump of N constant tensors, one
 //                   finding each (the summary counts the distinct names)
 // Usage: ds_bench_scaling [--dir DIR] [--only ROW] [--scale S]  (S multiplies every N; default 1)

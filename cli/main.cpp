@@ -1,10 +1,25 @@
 // driftscope command-line entry point: builds the CLI11 app from the registered subcommands.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "command.hpp"
+
+namespace {
+// A dump set keeps each rank's file open while it is read (MappedFile::check_unchanged), and a
+// comparison opens two sets of up to 4,096 ranks (kMaxWorldSize): the soft descriptor limit,
+// often 1,024, is raised to the hard one for this process, as a file server would.
+void raise_descriptor_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? std::max<rlim_t>(rl.rlim_cur, 1u << 16)
+                                             : rl.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &rl);
+}
+}  // namespace
 
 namespace driftscope::cli {
 std::vector<CommandSpec>& command_registry() {
@@ -15,6 +30,7 @@ std::vector<CommandSpec>& command_registry() {
 
 int main(int argc, char** argv) {
   using namespace driftscope::cli;
+  raise_descriptor_limit();
   CLI::App app{
       "driftscope: record the intermediate tensors of two runs of a model and find the first\n"
       "tensor where they part ways.\n\n"

@@ -21,7 +21,11 @@ namespace driftscope {
 
 inline constexpr std::string_view kDumpSetManifest = "driftscope-set.json";
 inline constexpr std::string_view kDumpSetFormat = "driftscope.set/1";
-inline constexpr uint32_t kMaxWorldSize = 1u << 16;
+// Every rank of a set is mapped while the set is open, and a comparison opens two sets: 4,096
+// ranks keep that within the readers' 16,384 mapping slots, Linux's default vm.max_map_count
+// (65,530) and a descriptor limit the command raises (docs/dumpsets.md §9: was 65,536, which no
+// reader could open).
+inline constexpr uint32_t kMaxWorldSize = 4096;
 inline constexpr uint64_t kMaxManifestBytes = 16u << 20;
 
 // ---- shard annotations (docs/dumpsets.md §4) -----------------------------------------------------

@@ -32,7 +32,7 @@ ORDERS = ("lockstep", "pipeline")
 MAX_MANIFEST_BYTES = 16 << 20
 _GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}\Z")
 _ANNOTATION_GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_MAX_WORLD = 1 << 16  # the readers' limit (docs/dumpsets.md, include/driftscope/dumpset.hpp)
+_MAX_WORLD = 4096  # the readers' limit (docs/dumpsets.md, include/driftscope/dumpset.hpp)
 
 PathLike = Union[str, "os.PathLike[str]"]
 

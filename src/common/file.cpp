@@ -64,7 +64,8 @@ struct Slot {
   std::atomic<uintptr_t> end{0};    // page-rounded
   std::atomic<bool> faulted{false};
 };
-constexpr int kSlots = 4096;
+// Two dump sets of the maximum size (kMaxWorldSize ranks each) plus the files around them.
+constexpr int kSlots = 16384;
 Slot g_slots[kSlots];
 std::atomic<int> g_slots_in_use_bound{0};  // slots at or above this index were never used
 struct sigaction g_previous {};

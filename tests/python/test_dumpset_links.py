@@ -77,3 +77,36 @@ def test_a_link_that_stays_inside_the_set_is_read(tmp_path):
     os.replace(s / "rank-00001.tdump", s / "real" / "r1.tdump")
     os.symlink("real/r1.tdump", s / "rank-00001.tdump")
     assert run("verify", str(s)).returncode == 0
+
+
+def test_the_largest_set_is_read_and_one_rank_more_is_refused(tmp_path):
+    """4,096 ranks (the spec's maximum since 2026-12-04; 65,536 could not be mapped by any
+    reader): verified and compared with itself under a soft descriptor limit of 1,024, which the
+    command raises. 4,097 is a one-line limit_exceeded error."""
+    import resource
+
+    n = 4096
+    d = tmp_path / "big"
+    d.mkdir()
+    for r in range(n):
+        meta = {"ds.rank": str(r), "ds.world_size": str(n), "ds.coords": f"dp={r}"}
+        with driftscope.Writer(str(d / f"rank-{r:05d}.tdump"), meta=meta) as w:
+            w.write("x", np.full(2, r, np.float32))
+    sets.write_manifest(str(d), world_size=n, groups={"dp": n})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+
+    for args in (("verify", str(d)), ("compare", str(d), str(d))):
+        p = subprocess.run([BIN, *args], capture_output=True, text=True, preexec_fn=low_limit,
+                           timeout=600)
+        assert p.returncode == 0, (args, p.stderr[-2000:])
+    import json
+
+    m = json.loads((d / "driftscope-set.json").read_text())
+    m["world_size"] = n + 1
+    m["groups"] = {"dp": n + 1}
+    (d / "driftscope-set.json").write_text(json.dumps(m))
+    p = run("verify", str(d))
+    assert p.returncode == 2 and "limit_exceeded" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
