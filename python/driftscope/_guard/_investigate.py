@@ -157,7 +157,14 @@ class Investigator:
             if ps != cs:
                 return ProbeResult(None, f"recording changed the candidate's verdict from {ps} "
                                          f"to {cs} (observer effect: {effect})", sample)
-            why = (f"recording changed the candidate's outputs slightly ({effect}) but not its "
+            # "Slightly" only when the change is small next to what the verdict tolerates.
+            from ..onnxruntime import observer_effect_relative
+
+            rel = observer_effect_relative(run.get("plain_outputs") or {},
+                                           run.get("captured_outputs") or {})
+            size = ("slightly" if rel <= 0.1 * c.thresholds.rel_error_limit()
+                    else f"by up to {rel:.0%} of an output's range")
+            why = (f"recording changed the candidate's outputs {size} ({effect}) but not its "
                    f"verdict ({ps})")
         # Step by step (a stateful model, each backend carrying its own state): the first step
         # whose recording names where the failure starts.
