@@ -61,3 +61,24 @@ def test_the_error_names_the_guessed_dims(tmp_path):
     r = G.guard(tmp_path / "r.onnx", backends=["ort-noopt"], runs=1, probe="never",
                 fallback="never", dims={"n": 10})
     assert r.exit_code == 0
+
+
+def test_unsized_dims_grow_until_the_reference_runs(tmp_path):
+    """An STFT-like front end (a 400-sample frame, hop 160) cannot run on 16 samples: the guard
+    tries 64, 256, 1024 and says which size ran; --dim still wins."""
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    w = np.random.default_rng(1).standard_normal((8, 1, 400)).astype(np.float32) * 0.05
+    _save([helper.make_node("Unsqueeze", ["audio", "axes"], ["a3"]),
+           helper.make_node("Conv", ["a3", "w"], ["frames"], strides=[160])],
+          [helper.make_tensor_value_info("audio", T.FLOAT, [1, "samples"])],
+          [helper.make_tensor_value_info("frames", T.FLOAT, [1, 8, "frames"])],
+          {"w": w, "axes": np.array([1], np.int64)}, tmp_path / "stft.onnx")
+    r = G.guard(tmp_path / "stft.onnx", backends=["ort-noopt"], runs=1, probe="never",
+                fallback="never")
+    assert r.exit_code == 0 and r.inputs[0].shape == [1, 1024], r.inputs[0]
+    assert "unsized dimensions are 1024: the reference failed at 16, 64, 256" in r.inputs[0].how
+    r = G.guard(tmp_path / "stft.onnx", backends=["ort-noopt"], runs=1, probe="never",
+                fallback="never", dims={"samples": 16000})
+    assert r.inputs[0].shape == [1, 16000] and "unsized" not in r.inputs[0].how

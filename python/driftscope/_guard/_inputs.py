@@ -198,6 +198,7 @@ class InputInfo:
     shape: List[int]
     how: str
     guessed: List[str] = field(default_factory=list)
+    resizable: bool = False  # a guessed dimension other than the first axis (a retry can grow it)
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "how": self.how}
@@ -318,7 +319,8 @@ def named_dim(name: Optional[str]) -> bool:
 
 def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
             dims: Mapping[str, int],
-            guessed: Optional[Dict[str, List[str]]] = None) -> Dict[str, List[int]]:
+            guessed: Optional[Dict[str, List[str]]] = None,
+            default_dim: int = DEFAULT_DIM) -> Dict[str, List[int]]:
     """Concrete shapes for every input; checks --input arrays and --dim names. `guessed`
     receives, per input, the dynamic dimensions given the default size ("x:1 (seq) = 16")."""
     by_name = {s.name: s for s in specs}
@@ -370,7 +372,7 @@ def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
             elif isinstance(d, str) and d in bound:
                 out.append(bound[d])
             else:
-                out.append(DEFAULT_BATCH if axis == 0 else DEFAULT_DIM)
+                out.append(DEFAULT_BATCH if axis == 0 else default_dim)
                 if isinstance(d, str):
                     bound[d] = out[-1]
                 if guessed is not None:
@@ -476,7 +478,7 @@ def check_input_bytes(specs: Sequence[InputSpec], given: Mapping[str, Any],
 
 def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
                  dims: Mapping[str, int], seed: int, samples: int, steps: int = 1,
-                 max_bytes: Optional[int] = None
+                 max_bytes: Optional[int] = None, default_dim: int = DEFAULT_DIM
                  ) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
     """`samples` input dicts (sample k seeded with seed + k) and how each input was made.
     A torch entry point's own example inputs are sample 0. With steps > 1 each sample is a list
@@ -485,7 +487,7 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
     DEFAULT_MAX_BYTES); more is an InputError before anything is allocated."""
     given = adapt_scalars(specs, given)
     guessed: Dict[str, List[str]] = {}
-    shapes = resolve(specs, given, dims, guessed)
+    shapes = resolve(specs, given, dims, guessed, default_dim)
     check_input_bytes(specs, given, shapes, samples, steps,
                       _MAX_BYTES.get() if max_bytes is None else max_bytes)
     out: List[Any] = []
@@ -519,5 +521,7 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
         else:
             how = _rule(spec, shapes[spec.name])
         infos.append(InputInfo(spec.name, spec.dtype.name, shapes[spec.name], how,
-                               guessed.get(spec.name, [])))
+                               guessed.get(spec.name, []),
+                               any(not g.startswith(f"{spec.name}:0")
+                                   for g in guessed.get(spec.name, []))))
     return out, infos

@@ -32,6 +32,10 @@ from ._report import BackendResult, GuardReport, reason_line
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+# Sizes tried, in turn, for dynamic dimensions nothing sized when the reference cannot run at
+# the default 16 (within --max-input-bytes).
+RETRY_DIMS = (64, 256, 1024, 4096)
+
 DEFAULT_RUNS = 5
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -328,17 +332,33 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                              f"({', '.join(f'{a} = {b}' for a, b in rename.items())}) and the "
                              "state of a stateful model is carried by name: give both models "
                              "the same input names, or --state none", "input_mismatch")
-        try:
-            made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed, samples,
-                                         steps if pairs else 1, max_bytes=max_input_bytes)
-        except I.InputError as err:
-            raise GuardError(str(err), "input_mismatch") from err
-        feeds: List[Any] = made
-        for info in infos:
-            if info.name in paired:
-                other, how = paired[info.name]
-                info.how += (f"; is '{other}' of {os.path.basename(model)} (paired {how})"
-                             if other != info.name else "")
+        def prepare(default_dim: int) -> Tuple[List[Any], List[I.InputInfo]]:
+            """Every sample's feeds (with their steps) and how each input was made, the dynamic
+            dimensions nothing sized given `default_dim`."""
+            try:
+                made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed,
+                                             samples, steps if pairs else 1,
+                                             max_bytes=max_input_bytes, default_dim=default_dim)
+            except I.InputError as err:
+                raise GuardError(str(err), "input_mismatch") from err
+            feeds: List[Any] = made
+            for info in infos:
+                if info.name in paired:
+                    other, how = paired[info.name]
+                    info.how += (f"; is '{other}' of {os.path.basename(model)} (paired {how})"
+                                 if other != info.name else "")
+            if pairs:
+                per_sample = made if steps > 1 else [[m] for m in made]
+                feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
+                for info in infos:
+                    if info.name in pairs:
+                        out_name = pairs[info.name]
+                        info.how += (f"; steps 2..{steps}: the backend's own output "
+                                     f"'{out_name}'" if steps > 1 else
+                                     f"; state output '{out_name}'")
+            return feeds, infos
+
+        feeds, infos = prepare(I.DEFAULT_DIM)
 
         def runner(backend: str, m: str, samples: List[Any], *args: Any,
                    **kw: Any) -> Dict[str, Any]:
@@ -350,14 +370,6 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                     kw["calibration"] = _renamed(kw["calibration"], rename)
             return run_backend(backend, m, samples, *args, **kw)
 
-        if pairs:
-            per_sample = made if steps > 1 else [[m] for m in made]
-            feeds = S.make_steps([p[0] for p in per_sample], per_sample, pairs)
-            for info in infos:
-                if info.name in pairs:
-                    out_name = pairs[info.name]
-                    info.how += (f"; steps 2..{steps}: the backend's own output '{out_name}'"
-                                 if steps > 1 else f"; state output '{out_name}'")
         for flag, value, ok in (("max_rel_error", max_rel_error,
                                  max_rel_error is None or max_rel_error >= 0),
                                 ("max_norm_ratio", max_norm_ratio, max_norm_ratio >= 1),
@@ -383,6 +395,28 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
 
         tick(0, ref)
         ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
+        # Dimensions nothing sized start at 16; a model whose reference cannot run at that size
+        # (an STFT frame of 400 samples, a pooling pyramid) is tried at larger sizes, within the
+        # input budget, and the report says which size ran and which did not.
+        if ref_run.get("error") and any(i.resizable for i in infos):
+            first = ref_run
+            for size in RETRY_DIMS:
+                try:
+                    more, more_infos = prepare(size)
+                except GuardError:  # over the input budget: stop growing
+                    break
+                again = run_backend(ref, ref_model, more, runs, seed, timeout, pairs)
+                if not again.get("error"):
+                    feeds, infos, ref_run = more, more_infos, again
+                    for info in infos:
+                        if info.resizable:
+                            info.how += (f"; its unsized dimensions are {size}: the reference "
+                                         f"failed at {I.DEFAULT_DIM}"
+                                         + "".join(f", {s}" for s in RETRY_DIMS
+                                                   if s < size) + " (--dim sets them)")
+                    break
+            if ref_run.get("error"):
+                ref_run = first  # the error at the default size is the one to show
         if ref_run.get("error"):
             hint = ""
             if pairs and not state:
@@ -392,10 +426,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                         "runs one step without any)")
             guessed = [g for info in infos for g in info.guessed]
             if guessed:
+                grown = (f", and failed again with them at {', '.join(map(str, RETRY_DIMS))}"
+                         if any(i.resizable for i in infos) else "")
                 hint += (f" (on generated inputs whose dynamic dimensions were guessed: "
-                         f"{', '.join(guessed[:8])}{', ...' if len(guessed) > 8 else ''}; give "
-                         "real sizes with --dim NAME=SIZE or --dim INPUT:AXIS=SIZE, or real "
-                         "inputs with --input NAME=FILE.npy)")
+                         f"{', '.join(guessed[:8])}{', ...' if len(guessed) > 8 else ''}"
+                         f"{grown}; give real sizes with --dim NAME=SIZE or --dim "
+                         "INPUT:AXIS=SIZE, or real inputs with --input NAME=FILE.npy)")
             raise GuardError(f"the reference backend '{ref}' failed: "
                              f"{reason_line(ref_run['error'])}{hint}", "reference_failed")
         ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
