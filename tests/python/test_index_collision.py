@@ -13,8 +13,13 @@ import numpy as np
 import driftscope
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python", "driftscope"))
-import tdump_reader as tr  # noqa: E402
+# The reference reader is loaded by path: python/driftscope on sys.path would make `import torch`
+# find driftscope's torch.py in every later test of this worker (test_distributed's spawned
+# ranks failed so).
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from tdump_write import load_reader  # noqa: E402
+
+tr = load_reader()
 
 ALPHABET = b"abcdefghijklmnopqrstuvwxyz0123456789"
 PRIME, BASIS, M64 = 0x100000001B3, 0xCBF29CE484222325, (1 << 64) - 1

@@ -50,9 +50,9 @@ may take 1 GiB in all (every sample and step); a model whose declared dims need 
 verdicts per backend: PASS, NUMERICAL_INSTABILITY (NaN/Inf where the reference is finite),
 SILENT_ZERO_VECTOR (L2 norm < --min-norm where the reference's is not), CONSTANT_OUTPUT,
 PRECISION_DEGRADATION (cosine < --min-cosine, norm ratio outside --max-norm-ratio: scale errors
-a cosine cannot see, relative error > --max-rel-error, or, for an output of at most 4 values or a last axis of 1, a value off
-by more than 0.01 + 0.01|ref|), ARGMAX_FLIP (top-1 over a class axis changes beyond a near-tie,
-or a score crosses --decision-threshold), RUNTIME_ERROR, UNAVAILABLE. The class axis is found
+a cosine cannot see, relative error > --max-rel-error, or, for an output of at most 4 values, a
+value off by more than 0.01 + 0.01|ref|), ARGMAX_FLIP (top-1 over a class axis changes beyond a
+near-tie, or a score in [0, 1] crosses --decision-threshold), RUNTIME_ERROR, UNAVAILABLE. The class axis is found
 from a softmax or logits producer (--class-axis names it); elsewhere argmax is not applied.
 
 probe and fallback (default for failing backends): the reference and the failing backend run
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="PRECISION_DEGRADATION when the norm ratio cand/ref is outside [1/R, R] "
                         "(default 1.25)")
     p.add_argument("--decision-threshold", type=float, default=0.5, metavar="T",
-                   help="a score output (at most 4 values in [0, 1], or a last axis of 1) whose "
+                   help="a score output (values in [0, 1]; at most 4, or a last axis of 1) whose "
                         "value crosses T is a decision flip (default 0.5)")
     p.add_argument("--class-axis", action="append", default=[], metavar="AXIS|OUTPUT=AXIS|none",
                    help="the axis argmax flips are judged over, for every output or one "

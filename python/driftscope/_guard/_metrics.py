@@ -7,11 +7,12 @@ and flattened, F = positions finite in both:
   max_diff = max |r_F - c_F|
   rel_error = ||r_F - c_F||_2 / ||r_F||_2             (when ||r_F|| >= min_norm)
   norm_ratio = norm_cand / norm_ref                    (when norm_ref >= min_norm)
-  few values: an output of at most FEW (4) elements, or whose last axis is 1, where a cosine says
-              nothing (two one-element vectors always have cosine +-1): judged element-wise,
+  few values: an output of at most FEW (4) elements, where a cosine says nothing (two
+              one-element vectors always have cosine +-1): judged element-wise,
               |c - r| <= small_atol + small_rtol |r|
-  decision flip: for a few-values output whose reference lies in [0, 1] (a score), a position
-              where r and c fall on different sides of decision_threshold (0.5)
+  decision flip: for a few-values output, or one whose last axis is 1, whose reference lies in
+              [0, 1] (a score), a position where r and c fall on different sides of
+              decision_threshold (0.5), r more than flip_rtol from it
   argmax_flip = share of positions (all axes but the class axis) whose argmax over the class
               axis differs by more than a near-tie: r[i] - r[j] > flip_rtol * max|r| over the
               position (i the reference's top-1, j the candidate's); only where the output has a
@@ -55,7 +56,7 @@ SEVERITY = {NUMERICAL_INSTABILITY: 7, SILENT_ZERO_VECTOR: 6, CONSTANT_OUTPUT: 5,
             PASS: 0, REFERENCE: 0}
 
 
-# At most this many elements (or a last axis of 1): a cosine cannot judge the output.
+# At most this many elements: a cosine cannot judge the output.
 FEW = 4
 
 
@@ -194,15 +195,19 @@ def judge(name: str, ref: np.ndarray, cand: np.ndarray, t: Thresholds,
     if axis is not None and r.shape[axis] >= 2:
         res.argmax_flip, ties = _argmax_flips(r, c, rf, cf, axis, t.flip_rtol)
 
-    # A cosine says nothing about one or two values (two one-element vectors have cosine +-1):
-    # such outputs are judged element by element, and a score is judged by its decision.
-    few = r.size <= FEW or r.shape[-1] == 1
+    # A cosine says nothing about a few values (two one-element vectors have cosine +-1): such
+    # outputs are judged element by element. Scores (values in [0, 1], few of them or one per
+    # position: a last axis of 1) are judged by their decisions too; a reference within
+    # flip_rtol of the threshold is a tie, not a decision. (A face detector's [1, 896, 1]
+    # logits are many values: the cosine judges them.)
+    few = r.size <= FEW
     beyond = decisions = 0
     if few and a.size:
         beyond = int(np.count_nonzero(np.abs(a - b) > t.small_atol + t.small_rtol * np.abs(a)))
-        if bool(np.all((a >= 0.0) & (a <= 1.0))):
-            decisions = int(np.count_nonzero((a >= t.decision_threshold)
-                                             != (b >= t.decision_threshold)))
+    if (few or r.shape[-1] == 1) and a.size and bool(np.all((a >= 0.0) & (a <= 1.0))):
+        crossed = ((a >= t.decision_threshold) != (b >= t.decision_threshold)) & (
+            np.abs(a - t.decision_threshold) > t.flip_rtol)
+        decisions = int(np.count_nonzero(crossed))
     ratio = res.norm_cand / res.norm_ref if healthy else None
 
     reasons: List[str] = []
@@ -235,7 +240,7 @@ def judge(name: str, ref: np.ndarray, cand: np.ndarray, t: Thresholds,
         if reasons:
             res.status = PRECISION_DEGRADATION
         if decisions:
-            k = int(np.argmax((a >= t.decision_threshold) != (b >= t.decision_threshold)))
+            k = int(np.argmax(crossed))
             reasons.append(f"decision flip: {decisions} score(s) cross "
                            f"{t.decision_threshold:g} ({float(a[k]):.6g} -> {float(b[k]):.6g})")
             if res.status == PASS:
