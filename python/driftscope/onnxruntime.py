@@ -130,6 +130,53 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def external_data_files(proto: Any, model_path: Any) -> List[str]:
+    """The external-data files an ONNX model reads (every tensor stored outside the model:
+    initializers, sparse initializers, Constant attributes, subgraphs, functions), resolved
+    against the model's folder as ONNX does. Exporters such as paddle2onnx keep weights in
+    Constant nodes, so the main graph's initializers alone miss them."""
+    import onnx
+
+    base = os.path.dirname(os.path.abspath(model_path))
+    out: List[str] = []
+
+    def tensor(t: Any) -> None:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            loc = next((e.value for e in t.external_data if e.key == "location"), "")
+            if loc:
+                path = os.path.join(base, loc)
+                if path not in out:
+                    out.append(path)
+
+    def graph(g: Any) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for s in g.sparse_initializer:
+            tensor(s.values)
+            tensor(s.indices)
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+                for t in a.tensors:
+                    tensor(t)
+                if a.HasField("sparse_tensor"):
+                    tensor(a.sparse_tensor.values)
+                    tensor(a.sparse_tensor.indices)
+                if a.HasField("g"):
+                    graph(a.g)
+                for sub in a.graphs:
+                    graph(sub)
+
+    graph(proto.graph)
+    for f in getattr(proto, "functions", ()):
+        for node in f.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+    return out
+
+
 def _load_model(model: Any):
     """Returns (ModelProto without external data loaded, folder holding its external data or None,
     display name)."""
@@ -147,9 +194,7 @@ def _load_model(model: Any):
                              f"({_first_line(err)})") from err
     if not proto.graph.node and not proto.graph.output:
         raise ModelLoadError(f"cannot load ONNX model '{path}': the file parses but holds no graph")
-    from onnx.external_data_helper import uses_external_data
-
-    has_external = any(uses_external_data(t) for t in proto.graph.initializer)
+    has_external = bool(external_data_files(proto, path))
     return proto, (str(path.resolve().parent) if has_external else None), path.name
 
 

@@ -131,49 +131,11 @@ def output_onto_input(output: str, flag: str,
 
 
 def onnx_external_files(proto: Any, model_path: str) -> List[str]:
-    """The external-data files an ONNX model reads (every tensor stored outside the model:
-    initializers, sparse initializers, Constant attributes, subgraphs), resolved against the
-    model's folder as ONNX does. For the no-overwrite rule: they are inputs too."""
-    import onnx
+    """The external-data files an ONNX model reads (driftscope.onnxruntime.external_data_files):
+    for the no-overwrite rule, they are inputs too."""
+    from ..onnxruntime import external_data_files
 
-    base = os.path.dirname(os.path.abspath(model_path))
-    out: List[str] = []
-
-    def tensor(t: Any) -> None:
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            loc = next((e.value for e in t.external_data if e.key == "location"), "")
-            if loc:
-                path = os.path.join(base, loc)
-                if path not in out:
-                    out.append(path)
-
-    def graph(g: Any) -> None:
-        for t in g.initializer:
-            tensor(t)
-        for s in g.sparse_initializer:
-            tensor(s.values)
-            tensor(s.indices)
-        for node in g.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    tensor(a.t)
-                for t in a.tensors:
-                    tensor(t)
-                if a.HasField("sparse_tensor"):
-                    tensor(a.sparse_tensor.values)
-                    tensor(a.sparse_tensor.indices)
-                if a.HasField("g"):
-                    graph(a.g)
-                for sub in a.graphs:
-                    graph(sub)
-
-    graph(proto.graph)
-    for f in getattr(proto, "functions", ()):
-        for node in f.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    tensor(a.t)
-    return out
+    return external_data_files(proto, model_path)
 
 
 @dataclass
