@@ -878,7 +878,9 @@ def observer_effect_relative(plain: Dict[str, Any], captured: Dict[str, Any]) ->
         x, y = a.astype(np.float64), b.astype(np.float64)
         with np.errstate(invalid="ignore"):
             d = np.where(np.isnan(x) & np.isnan(y), 0.0, np.abs(x - y))
-        top = float(np.nanmax(d)) if d.size else 0.0
+        # NaN on one side only (or Inf against a number) is an unbounded change.
+        d = np.where(np.isnan(d), np.inf, d)
+        top = float(d.max()) if d.size else 0.0
         if top > 0:
             span = _output_range(x)
             worst = max(worst, top / span if span > 0 else math.inf)
