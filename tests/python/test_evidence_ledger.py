@@ -212,22 +212,12 @@ def test_head_must_be_a_hash(tmp_path, two_files):
 def runs(tmp_path_factory):
     """float32 and float64 reference runs of a small hash-initialised classifier, a bfloat16
     candidate (fails the strict rule k = 1, floor 0) and a float32 copy (passes it)."""
-    torch = pytest.importorskip("torch")
-    import copy
-
-    import numpy as np
-
-    import driftscope.torch as dt
-    from driftscope import reference as R
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+    from reference_runs import classifier_runs
 
     d = tmp_path_factory.mktemp("ledger")
-    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 10))
-    R.hash_init_(m)
-    x = torch.from_numpy(R.hash_integers("input", (64, 16), -8, 8).astype(np.float32) / 8)
-    paths = R.reference_runs(m, x, str(d / "refs"))
-    c = copy.deepcopy(m).to(torch.bfloat16)
-    with torch.no_grad(), dt.record(c, d / "bf16.tdump"):
-        c(x.to(torch.bfloat16))
+    paths = classifier_runs(d)
     shutil.copy(paths["float32"], d / "f32copy.tdump")
     paths.update(bf16=str(d / "bf16.tdump"), good=str(d / "f32copy.tdump"))
     return paths

@@ -5,6 +5,9 @@ and the flags that replace them."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,16 +16,12 @@ pytest.importorskip("onnxruntime")
 
 from driftscope import _guard as G  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+import guard_models as gm  # noqa: E402
+
 
 def _save(nodes, inputs, outputs, inits, path):
-    import onnx
-    from onnx import helper, numpy_helper
-
-    graph = helper.make_graph(nodes, path.stem, inputs, outputs,
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
+    gm.save_model(path, nodes, inputs, outputs, inits, path.stem)
 
 
 def test_question_mark_dims_are_independent(tmp_path):

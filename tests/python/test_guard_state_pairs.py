@@ -18,6 +18,9 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from driftscope import _guard as G  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+import guard_models as gm  # noqa: E402
 from driftscope._guard import _stateful as S  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +28,7 @@ BIN = Path(os.environ.get("DRIFTSCOPE_BIN", ROOT / "build" / "dev" / "driftscope
 
 
 def _save(nodes, inputs, outputs, inits, path):
-    import onnx
-    from onnx import helper, numpy_helper
-
-    graph = helper.make_graph(nodes, path.stem, inputs, outputs,
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
+    gm.save_model(path, nodes, inputs, outputs, inits, path.stem)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,9 @@ pytest.importorskip("onnxruntime")
 from driftscope import _guard as G  # noqa: E402
 from driftscope._guard._metrics import FEW, Thresholds, judge  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+import guard_models as gm  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("DRIFTSCOPE_BIN", ROOT / "build" / "dev" / "driftscope")).absolute()
 
@@ -81,12 +84,7 @@ register_backend(Changed("rounding", noise))
 
 
 def _save(graph, path):
-    import onnx
-    from onnx import helper
-
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
+    gm.save_model(path, graph.node, graph.input, graph.output, graph.initializer, graph.name)
 
 
 @pytest.fixture(scope="module")

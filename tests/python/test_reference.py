@@ -22,6 +22,8 @@ import driftscope  # noqa: E402
 from driftscope import reference as R  # noqa: E402
 from driftscope.reference import _hash  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests" / "vectors" / "hashinit" / "golden.json").read_text())
 DRIFTSCOPE = os.environ.get("DRIFTSCOPE_BIN", str(ROOT / "build" / "dev" / "driftscope"))
@@ -292,19 +294,11 @@ def test_periodic_pattern_is_rank_deficient_and_blows_up():
 def runs(tmp_path_factory):
     """float32 and float64 reference runs of a small hash-initialised classifier, a bfloat16
     candidate and a float32 rerun, on hash-integer inputs."""
-    import copy
-
-    import driftscope.torch as dt
+    from reference_runs import classifier_runs
 
     d = tmp_path_factory.mktemp("refs")
-    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 10))
-    R.hash_init_(m)
-    x = torch.from_numpy(R.hash_integers("input", (64, 16), -8, 8).astype(np.float32) / 8)
-    paths = R.reference_runs(m, x, str(d / "refs"))
-    c = copy.deepcopy(m).to(torch.bfloat16)
-    with torch.no_grad(), dt.record(c, d / "bf16.tdump"):
-        c(x.to(torch.bfloat16))
-    paths.update(bf16=str(d / "bf16.tdump"), dir=d)
+    paths = classifier_runs(d)
+    paths.update(dir=d)
     return paths
 
 

@@ -32,16 +32,26 @@ from typing import List, Sequence
 import numpy as np
 
 
-def _save(path, nodes, inits, in_shape, name: str) -> None:
+def save_model(path, nodes, inputs, outputs, inits=(), name: str = "g"):
+    """An opset-17 ONNX model of these nodes saved at `path` (the tests' one way to write one).
+    inits: TensorProtos, or a dict name -> numpy array."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper, numpy_helper
 
-    graph = helper.make_graph(nodes, name,
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    if isinstance(inits, dict):
+        inits = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
+    return model
+
+
+def _save(path, nodes, inits, in_shape, name: str) -> None:
+    from onnx import TensorProto, helper
+
+    save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, name)
 
 
 def _chain(before: Sequence[float], after: Sequence[float], tail: List[str]):
