@@ -98,7 +98,10 @@ def test_the_largest_set_is_read_and_one_rank_more_is_refused(tmp_path):
     def low_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
 
-    for args in (("verify", str(d)), ("compare", str(d), str(d))):
+    # Two open sets need 8,192 descriptors and more: the command raises its soft limit to the
+    # hard one, which a machine may set lower (then only the one-set verbs are checked).
+    both = hard == resource.RLIM_INFINITY or hard >= 2 * n + 256
+    for args in (("verify", str(d)),) + ((("compare", str(d), str(d)),) if both else ()):
         p = subprocess.run([BIN, *args], capture_output=True, text=True, preexec_fn=low_limit,
                            timeout=600)
         assert p.returncode == 0, (args, p.stderr[-2000:])
