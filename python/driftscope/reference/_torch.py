@@ -71,11 +71,209 @@ def native_rule(module: torch.nn.Module, param_name: str, param: torch.Tensor,
     return None
 
 
+# -- the transformers rules (docs/references.md "Hugging Face transformers models") ------------
+# A re-statement of transformers' own PreTrainedModel._init_weights and of the listed families'
+# overrides (transformers 5.x), keyed by class names so that the bytes depend on the module tree
+# and its config only, never on the transformers version installed.
+TRANSFORMERS_FAMILIES = ("Bert", "ViT", "GPT2", "Llama", "Qwen2", "Gemma", "Whisper", "T5")
+_HF_CONVS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+             torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d)
+_HF_NORMS = (torch.nn.GroupNorm, torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+# the hash's normal is Irwin-Hall of 4, bounded by 2*sqrt(3)*std: inside trunc_normal_'s
+# default (-2, 2) cut up to this std, where the truncated and the plain normal agree
+_TRUNC_MAX_STD = 2.0 / (2.0 * math.sqrt(3.0))
+
+
+def _mro_names(obj: Any) -> set:
+    return {c.__name__ for c in type(obj).__mro__}
+
+
+def _pretrained_base(obj: Any) -> bool:
+    return any(c.__name__ == "PreTrainedModel" and c.__module__.startswith("transformers")
+               for c in type(obj).__mro__)
+
+
+def _family(owner: torch.nn.Module) -> Optional[str]:
+    """The listed family whose _init_weights `owner` (a PreTrainedModel) runs; "" for the base
+    class's alone; None for an init this module does not restate."""
+    fn = getattr(type(owner), "_init_weights", None)
+    defined = getattr(fn, "__qualname__", "").split(".")[0]
+    if defined == "PreTrainedModel":
+        return ""
+    for fam in TRANSFORMERS_FAMILIES:
+        if defined == f"{fam}PreTrainedModel":
+            return fam
+    return None
+
+
+def _hf_std(config: Any) -> float:
+    if hasattr(config, "initializer_range"):
+        return float(config.initializer_range or 0.02)
+    if hasattr(config, "init_std"):
+        return float(config.init_std)
+    if hasattr(config, "initializer_factor"):
+        return float(config.initializer_factor)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return float(getattr(text, "initializer_range", 0.02))
+
+
+def _hf_module_rules(module: torch.nn.Module, fam: str, config: Any) -> Dict[str, Rule]:
+    """Rules by parameter name relative to `module`, as PreTrainedModel._init_weights and the
+    family's override set them when called on `module`."""
+    std = _hf_std(config)
+    out: Dict[str, Rule] = {}
+    names = _mro_names(module)
+
+    def own(attr: str) -> bool:
+        return isinstance(getattr(module, attr, None), torch.nn.Parameter)
+
+    if isinstance(module, _HF_CONVS):
+        if own("weight"):
+            out["weight"] = ("normal", std)
+        if own("bias"):
+            out["bias"] = ("constant", 0.0)
+    elif isinstance(module, torch.nn.LSTM):
+        for pn, p in module.named_parameters(recurse=False):
+            if "weight" in pn:
+                fi, fo = _fan_in_out(p)
+                out[pn] = ("uniform", math.sqrt(2.0 / (fi + fo)))  # xavier_uniform
+            elif "bias" in pn:
+                out[pn] = ("constant", 0.0)
+    elif isinstance(module, torch.nn.Embedding):
+        out["weight"] = ("normal", std)  # padding_idx row: zeroed by hash_init_ afterwards
+    elif isinstance(module, torch.nn.MultiheadAttention):
+        for pn, p in module.named_parameters(recurse=False):
+            r = native_rule(module, pn, p)
+            if r is not None:
+                out[pn] = r
+        if module.out_proj.bias is not None:
+            out["out_proj.bias"] = ("constant", 0.0)
+    elif (isinstance(module, _HF_NORMS) or "LayerNorm" in type(module).__name__
+          or "RMSNorm" in type(module).__name__):
+        if own("weight"):
+            out["weight"] = ("constant", 1.0)
+        if own("bias"):
+            out["bias"] = ("constant", 0.0)
+
+    if fam == "Bert" and "BertLMPredictionHead" in names and own("bias"):
+        out["bias"] = ("constant", 0.0)
+    elif fam == "ViT" and "ViTEmbeddings" in names:
+        r = float(config.initializer_range)
+        if r > _TRUNC_MAX_STD:
+            raise ValueError(f"ViT initializer_range {r} is above {_TRUNC_MAX_STD:.4f}, where "
+                             f"trunc_normal_(-2, 2) cuts the normal; give overrides for "
+                             f"cls_token and position_embeddings")
+        for attr in ("position_embeddings", "cls_token"):
+            if own(attr):
+                out[attr] = ("normal", r)  # trunc_normal_(std=initializer_range), cut at +-2
+        if own("mask_token"):
+            out["mask_token"] = ("constant", 0.0)
+    elif fam == "GPT2":
+        if "Conv1D" in names:
+            out["weight"] = ("normal", float(config.initializer_range))
+            if own("bias"):
+                out["bias"] = ("constant", 0.0)
+        if names & {"GPT2Attention", "GPT2MLP"}:
+            out["c_proj.weight"] = ("normal", float(config.initializer_range)
+                                    / math.sqrt(2 * config.n_layer))
+    elif fam == "Gemma" and "RMSNorm" in type(module).__name__ and own("weight"):
+        out["weight"] = ("constant", 0.0)  # Gemma's RMSNorm multiplies by (1 + weight)
+    elif fam == "Whisper":
+        if "WhisperEncoder" in names:
+            # the library copies fixed sinusoids here (values in [-1, 1]); their bits would depend
+            # on the platform's sin/cos, so the hash draws uniform in [-1, 1) instead
+            out["embed_positions.weight"] = ("uniform", 1.0 / math.sqrt(3.0))
+        elif ("WhisperForAudioClassification" in names and config.use_weighted_layer_sum
+              and own("layer_weights")):
+            out["layer_weights"] = ("constant", 1.0 / (config.num_hidden_layers + 1))
+    elif fam == "T5":
+        f = float(config.initializer_factor)
+        dm, dkv, dff, nh = config.d_model, config.d_kv, config.d_ff, config.num_heads
+
+        def lin(attr: str, s: float) -> None:
+            sub = getattr(module, attr, None)
+            if sub is None:
+                return
+            out[f"{attr}.weight"] = ("normal", s)
+            if getattr(sub, "bias", None) is not None:
+                out[f"{attr}.bias"] = ("constant", 0.0)
+
+        if "T5LayerNorm" in names:
+            out["weight"] = ("constant", f * 1.0)
+        elif names & {"T5Model", "T5ForConditionalGeneration", "T5EncoderModel",
+                      "T5ForQuestionAnswering"}:
+            out["shared.weight"] = ("normal", f * 1.0)
+            if hasattr(module, "lm_head") and not config.tie_word_embeddings:
+                out["lm_head.weight"] = ("normal", f * 1.0)
+            if hasattr(module, "qa_outputs"):
+                lin("qa_outputs", f * dm ** -0.5)
+        elif "T5ForTokenClassification" in names and hasattr(module, "classifier"):
+            lin("classifier", f * 1.0)
+        elif "T5ClassificationHead" in names:
+            lin("dense", f * dm ** -0.5)
+            lin("out_proj", f * dm ** -0.5)
+        elif "T5DenseActDense" in names:
+            lin("wi", f * dm ** -0.5)
+            lin("wo", f * dff ** -0.5)
+        elif "T5DenseGatedActDense" in names:
+            lin("wi_0", f * dm ** -0.5)
+            lin("wi_1", f * dm ** -0.5)
+            lin("wo", f * dff ** -0.5)
+        elif "T5Attention" in names:
+            out["q.weight"] = ("normal", f * (dm * dkv) ** -0.5)
+            out["k.weight"] = ("normal", f * dm ** -0.5)
+            out["v.weight"] = ("normal", f * dm ** -0.5)
+            out["o.weight"] = ("normal", f * (nh * dkv) ** -0.5)
+            if getattr(module, "has_relative_attention_bias", False):
+                out["relative_attention_bias.weight"] = ("normal", f * dm ** -0.5)
+    return out
+
+
+def transformers_rules(model: torch.nn.Module) -> Dict[int, Rule]:
+    """id(parameter) -> rule, applied in the library's order (children first, then the module;
+    the later rule wins; a PreTrainedModel inside the tree brings its own config and family)."""
+    rules: Dict[int, Rule] = {}
+
+    def visit(module: torch.nn.Module, owner: Optional[torch.nn.Module], fam: str) -> None:
+        if _pretrained_base(module):
+            owner, f = module, _family(module)
+            if f is None:
+                raise ValueError(f"{type(module).__name__}: its _init_weights is not one of the "
+                                 f"families hash_init_ restates "
+                                 f"({', '.join(TRANSFORMERS_FAMILIES)}); use rules='torch' or "
+                                 f"overrides")
+            fam = f
+        for child in module.children():
+            visit(child, owner, fam)
+        if owner is None:
+            return  # outside every PreTrainedModel: PyTorch's defaults (native_rule)
+        for rel, rule in _hf_module_rules(module, fam, owner.config).items():
+            rules[id(module.get_parameter(rel))] = rule
+        if module is owner:
+            for p in module.parameters():
+                rules.setdefault(id(p), None)  # type: ignore[arg-type]  # inside, no rule
+
+    visit(model, None, "")
+    return rules
+
+
+def _rules_kind(model: torch.nn.Module, rules: str) -> str:
+    if rules not in ("auto", "torch", "transformers"):
+        raise ValueError(f"rules={rules!r}: one of 'auto', 'torch', 'transformers'")
+    if rules != "auto":
+        if rules == "transformers" and not any(_pretrained_base(m) for m in model.modules()):
+            raise ValueError("rules='transformers' needs a transformers PreTrainedModel in the "
+                             "module tree")
+        return rules
+    hf = [m for m in model.modules() if _pretrained_base(m)]
+    return "transformers" if hf and all(_family(m) is not None for m in hf) else "torch"
+
+
 def _as_rule(value: Union[Rule, Sequence[Any]], where: str) -> Rule:
     if (not isinstance(value, (tuple, list)) or len(value) != 2
             or value[0] not in ("uniform", "normal", "constant")):
-        raise ValueError(f"{where}: a rule is (\"uniform\"|\"normal\"|\"constant\", number), "
-                         f"got {value!r}")
+        raise ValueError(f"{where}: a rule is ('uniform', std), ('normal', std) or "
+                         f"('constant', value), got {value!r}")
     return (str(value[0]), float(value[1]))
 
 
@@ -135,13 +333,19 @@ def _calibrate(model: torch.nn.Module,
 def hash_init_(model: torch.nn.Module, seed: int = 0, *,
                overrides: Optional[Mapping[str, Union[Rule, Sequence[Any]]]] = None,
                calibrate: Union[None, Callable[[torch.nn.Module], Any], Iterable[Any]] = None,
-               prefix: str = "") -> Dict[str, Any]:
+               prefix: str = "", rules: str = "auto") -> Dict[str, Any]:
     """Fills every parameter of `model` in place: parameter NAME (as named_parameters() spells it,
     after `prefix`) gets hash_tensor(prefix + NAME, shape, dist, std, seed) where dist and std are
-    those of its native PyTorch initializer (native_rule; constants such as LayerNorm's ones stay
-    constants). `overrides` maps parameter names or globs to rules and wins over the native rule:
-    {"*.weight": ("normal", 0.02)}. A parameter of an unknown module type without an override is
-    an error naming it.
+    those of its native initializer (constants such as LayerNorm's ones stay constants).
+
+    `rules` says whose initializer is native: "torch" (native_rule: PyTorch's defaults per module
+    type), "transformers" (the library's _init_weights, restated per family for
+    TRANSFORMERS_FAMILIES: Linear/Embedding normal(initializer_range), GPT-2's scaled c_proj, T5's
+    per-projection std, ...), or "auto" (the default): "transformers" when the tree holds
+    transformers models of those families (or of families that keep the base class's
+    _init_weights), "torch" otherwise. `overrides` maps parameter names or globs to rules and wins
+    over the native rule: {"*.weight": ("normal", 0.02)}; a rule is ("uniform", std),
+    ("normal", std) or ("constant", value). A parameter with no rule is an error naming it.
 
     With BatchNorm layers, `calibrate` (an iterable of input batches, each a tensor or a tuple of
     positional inputs; or a function called with the model) re-estimates their running statistics;
@@ -150,7 +354,9 @@ def hash_init_(model: torch.nn.Module, seed: int = 0, *,
 
     Returns the record of what was done (also stored as `model.driftscope_reference` and written
     by driftscope.torch recordings as the run metadata key "reference.init")."""
-    rules: Dict[str, Rule] = {}
+    kind = _rules_kind(model, rules)
+    hf = transformers_rules(model) if kind == "transformers" else {}
+    chosen: Dict[str, Rule] = {}
     over = {k: _as_rule(v, f"overrides[{k!r}]") for k, v in (overrides or {}).items()}
     owners: Dict[str, Tuple[torch.nn.Module, str, Optional[torch.nn.Module], str]] = {}
     for mname, module in model.named_modules():
@@ -170,19 +376,21 @@ def hash_init_(model: torch.nn.Module, seed: int = 0, *,
                     break
         if rule is None:
             module, pn, parent, attr = owners[name]
-            rule = native_rule(module, pn, param, parent, attr)
+            rule = (hf[id(param)] if id(param) in hf
+                    else native_rule(module, pn, param, parent, attr))
             if rule is None:
                 unknown.append(f"{name} ({type(module).__name__})")
                 continue
         if not param.is_floating_point():
             raise ValueError(f"parameter {name} has dtype {param.dtype}; the hash initialiser "
                              f"fills floating-point parameters")
-        rules[name] = rule
+        chosen[name] = rule
     if unknown:
-        raise ValueError("no native initializer known for " + ", ".join(unknown) +
-                         "; give one with overrides={name_or_glob: ('uniform'|'normal', std)}")
+        raise ValueError(f"no native initializer known ({kind} rules) for " + ", ".join(unknown) +
+                         "; give one with overrides={name_or_glob: rule}, a rule being "
+                         "('uniform', std), ('normal', std) or ('constant', value)")
     for name, param in model.named_parameters():
-        _fill(param, prefix + name, rules[name], seed)
+        _fill(param, prefix + name, chosen[name], seed)
     for m in model.modules():
         if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None:
             with torch.no_grad():
@@ -193,8 +401,8 @@ def hash_init_(model: torch.nn.Module, seed: int = 0, *,
         m.reset_running_stats()
     batches = _calibrate(model, calibrate) if (norms and calibrate is not None) else 0
     record: Dict[str, Any] = {
-        "scheme": SCHEME, "seed": str(seed), "prefix": prefix,
-        "parameters": {n: [k, v] for n, (k, v) in rules.items()},
+        "scheme": SCHEME, "seed": str(seed), "prefix": prefix, "rules": kind,
+        "parameters": {n: [k, v] for n, (k, v) in chosen.items()},
         "batchnorm": ("none" if not norms else
                       "calibrated" if calibrate is not None else "reset (not calibrated)"),
     }
