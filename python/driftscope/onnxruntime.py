@@ -774,7 +774,17 @@ def _drop_float16_round_trips(proto, kept: set) -> None:
     inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
     rename: Dict[str, str] = {}
     dead = set()
+    declared = {o.name: o for o in graph.output}
     for node in graph.node:
+        src = producer.get(node.input[0]) if node.input else None
+        if (cast_to(node) == FLOAT16 and node.output[0] in outputs and src is not None
+                and src.name in kept):
+            # A kept node's graph output: the converter casts its float32 value to float16 and
+            # declares the output float16 although keep_io_types was asked; a value above 65504
+            # became Inf there.
+            next(a for a in node.attribute if a.name == "to").i = FLOAT
+            declared[node.output[0]].type.tensor_type.elem_type = FLOAT
+            continue
         if cast_to(node) != FLOAT16 or not node.input or node.output[0] in outputs:
             continue
         src = producer.get(node.input[0])

@@ -95,6 +95,11 @@ class Backend:
     # to call after the import. Only imports that create no session and start no thread pool
     # belong here (never torch: its OpenMP pool does not survive fork).
     preload: Tuple[str, ...] = ()
+    # The deployment precision it stands for ("float16", "bfloat16"; None: float32, INT8) and
+    # whether it computes in it (False: storage only, as ort-fp16 on the CPU). A fallback for a
+    # precision is searched and verified where it is computed (_fallback.check_backends).
+    precision: Optional[str] = None
+    computes: bool = False
 
 
 BACKENDS: Dict[str, Backend] = {}
@@ -1037,13 +1042,22 @@ register_backend(TorchBackend("torch-fp16", "PyTorch eager, CPU, model and float
 def _register_more() -> None:
     """The backends of their own modules (OpenVINO, static QDQ INT8, torch.compile, the ONNX
     backends of a PyTorch model through an export, runtimes that are not installed)."""
-    from . import _more
+    from . import _fp16_arith, _more
 
+    for name, precision, computes in (("ort-fp16", "float16", False),
+                                      ("torch-fp16", "float16", True),
+                                      ("torch-bf16", "bfloat16", True)):
+        BACKENDS[name].precision, BACKENDS[name].computes = precision, computes
+    for b in _fp16_arith.ARITH.values():  # beside ort-fp16 in listings and reports
+        register_backend(b)
     for b in _more.backends([b for b in BACKENDS.values() if b.family == "onnx"]):
         register_backend(b)
     order = list(BACKENDS)  # the INT8 variants side by side in listings and reports
     order.remove("ort-qdq")
     order.insert(order.index("ort-int8") + 1, "ort-qdq")
+    for k, name in enumerate(("ort-fp16-exact", "ort-bf16-exact")):
+        order.remove(name)
+        order.insert(order.index("ort-fp16") + 1 + k, name)
     BACKENDS.update({n: BACKENDS.pop(n) for n in order})
 
 

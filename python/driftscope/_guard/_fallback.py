@@ -70,6 +70,42 @@ class FallbackResult:
     error: Optional[str] = None
     files: Dict[str, str] = field(default_factory=dict)
     start_note: Optional[str] = None
+    # The backend the search ran on (the arithmetic one for a float16 deployment), and the
+    # rebuilt variant's verdict on each backend it was checked on (check_backends): backend,
+    # status, cosine, proven, computes (False: the precision's storage only), error.
+    searched_on: Optional[str] = None
+    checks: List[Dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def verified_on(self) -> List[str]:
+        return [c["backend"] for c in self.checks
+                if c["status"] == PASS and c["proven"] and not c.get("error")]
+
+    @property
+    def storage_only(self) -> bool:
+        """Verified only where the precision is stored, never where it is computed."""
+        return bool(self.checks) and not any(c["computes"] for c in self.checks
+                                             if c["backend"] in self.verified_on)
+
+    @property
+    def names_where(self) -> bool:
+        """A float16 / bfloat16 fallback says where it was verified; an INT8 one, on its row."""
+        from ._backends import BACKENDS
+
+        return len(self.checks) > 1 or any(
+            getattr(BACKENDS.get(c["backend"]), "precision", None) for c in self.checks)
+
+    def _where(self) -> str:
+        from ._backends import BACKENDS
+
+        def what(c: Dict[str, Any]) -> str:
+            b = BACKENDS.get(c["backend"])
+            p = getattr(b, "precision", None)
+            if p is None:
+                return c["backend"]
+            return f"{c['backend']} ({p} {'arithmetic' if c['computes'] else 'storage only'})"
+
+        return ", ".join(what(c) for c in self.checks if c["backend"] in self.verified_on)
 
     @property
     def sentence(self) -> str:
@@ -92,13 +128,29 @@ class FallbackResult:
         if self.latency_change is not None:
             lat = f"; latency {self.latency_change * 100:+.1f}%"
         if self.verified:
+            where = "verified: every node proven float32 in the built variant"
+            if self.names_where:
+                where = (f"verified on {self._where()}: every node proven float32 in each "
+                         "built variant")
+            if self.storage_only:
+                where += (" only (storage only: no backend that computes the precision "
+                          "checked it, so its arithmetic is not verified)")
             return (f"{self.backend}: {head} restores cosine "
                     f"{cos(self.cosine_after, self.status_after)} (was "
                     f"{cos(self.cosine_before, self.status_before)}, {self.status_before})"
-                    f"{lat}; verified: every node proven float32 in the built variant")
-        why = self.error or (f"the variant is {self.status_after}" if self.status_after != PASS
-                             else "not proven float32 in the built variant: "
-                             + ", ".join(self.unproven))
+                    f"{lat}; {where}")
+        if self.error:
+            why = self.error
+        elif self.status_after != PASS:
+            why = f"the variant is {self.status_after}"
+        elif self.unproven:
+            why = "not proven float32 in the built variant: " + ", ".join(self.unproven)
+        else:  # it passed on the row's backend, not on one that computes the precision
+            why = "; ".join(f"on {c['backend']} the variant "
+                            + (f"failed: {c['error']}" if c.get("error") else
+                               f"is {c['status']}" if c["status"] != PASS else
+                               "has nodes not proven float32")
+                            for c in self.checks if c["backend"] not in self.verified_on)
         return f"{self.backend}: {head}: NOT verified ({why})"
 
     @property
@@ -141,8 +193,42 @@ class FallbackResult:
                 "runs": self.runs, "max_runs": self.cap,
                 "removal_fails": dict(self.removal_fails), "trail": list(self.trail),
                 "recipe": self.printed_recipe, "error": self.error, "files": dict(self.files),
-                "start": self.start_note,
+                "start": self.start_note, "searched_on": self.searched_on,
+                "verified_on": self.verified_on,
+                "verification": (None if not self.verified else "storage only"
+                                 if self.storage_only else "computed"),
+                "checks": [{k: (num(v) if k == "cosine" else v) for k, v in c.items()}
+                           for c in self.checks],
                 "summary": self.sentence}
+
+
+def check_backends(row: str, family: str, run: List[str]) -> Tuple[str, List[str]]:
+    """(the backend to search on, the backends to verify on: `row` first) for a fallback of
+    backend `row`. A float16 / bfloat16 deployment is searched on the arithmetic backend
+    (ort-fp16-exact: ort-fp16's own variant with float16 computed) when `row` only stores the
+    precision, and verified on `row`, on it, and on every backend of the run (`run`) that
+    computes the precision and can keep nodes in float32."""
+    from ._backends import BACKENDS, family_backends
+    from ._fp16_arith import ARITH
+
+    b = BACKENDS[row]
+    precision = getattr(b, "precision", None)
+    if precision is None:
+        return row, [row]
+    runs = {x.name for x in family_backends(family)}
+    arith = ARITH.get(precision)
+    if arith is not None and (arith.name not in runs or not arith.can_keep_float32()
+                              or arith.unavailable()):
+        arith = None
+    verify = [row] + ([arith.name] if arith is not None and arith.name != row else [])
+    for name in run:
+        other = BACKENDS.get(name)
+        if (other is not None and name not in verify and name in runs
+                and getattr(other, "precision", None) == precision
+                and getattr(other, "computes", False) and other.can_keep_float32()):
+            verify.append(name)
+    search = row if getattr(b, "computes", False) or arith is None else arith.name
+    return search, verify
 
 
 def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:

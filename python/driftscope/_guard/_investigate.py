@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from . import _backends as B
-from ._fallback import FallbackResult
+from ._fallback import FallbackResult, check_backends
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        by_position, judge_all)
 from ._probe import (RECORDED, ProbeResult, bisect_result, compare_dumps,
@@ -62,9 +62,18 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def _computes(name: str) -> bool:
+    """Does the backend compute what it deploys (False: float16 stored, computed in float32)?"""
+    b = B.BACKENDS[name]
+    return getattr(b, "precision", None) is None or bool(getattr(b, "computes", False))
+
+
 class Investigator:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # The backends of the run that ran (a fallback is verified on those computing its
+        # precision too).
+        self.run_backends: List[str] = []
         self.ref_dumps: Dict[int, str] = {}
         self._nodes: Optional[List[Any]] = None
 
@@ -322,7 +331,10 @@ class Investigator:
         if ref_dump is not None:
             ref_dump = self.dumps(ref_dump)[step]
         d = self._dir(row.name)
-        out = c.runner(row.name, c.model, c.samples, 0, c.seed, c.timeout, c.state,
+        # A float16 deployment is searched where float16 is computed (_fallback.check_backends).
+        search, verify = check_backends(row.name, c.family, self.run_backends or [row.name])
+        res.searched_on = search
+        out = c.runner(search, c.model, c.samples, 0, c.seed, c.timeout, c.state,
                        kind="fallback", probe_step=step if c.state else None,
                        names_from="candidate" if c.ref_model else "reference",
                        ref_outputs=c.ref_outputs,
@@ -361,7 +373,22 @@ class Investigator:
             res.latency_ms = statistics.median(times) * 1e3
             if row.latency_ms:
                 res.latency_change = res.latency_ms / row.latency_ms - 1.0
-        res.verified = res.status_after == PASS and not res.unproven
+        res.checks = [{"backend": row.name, "status": res.status_after,
+                       "cosine": res.cosine_after, "proven": not res.unproven,
+                       "computes": _computes(row.name), "error": None}]
+        for other in verify[1:]:  # the same nodes kept, on each backend computing the precision
+            run = c.runner(other, c.model, c.samples, 0, c.seed, c.timeout, c.state,
+                           keep_float32=keep, evidence=keep)
+            check = {"backend": other, "status": None, "cosine": None, "proven": False,
+                     "computes": _computes(other), "error": run.get("error")}
+            if not run.get("error"):
+                w = judge_all(c.ref_outputs, [self._as_ref(o) for o in run["outputs"]],
+                              c.thresholds)
+                check["status"], check["cosine"] = (w.status, w.cosine) if w else (PASS, None)
+                check["proven"] = all(n in (run.get("evidence") or {}) for n in keep)
+            res.checks.append(check)
+        res.verified = res.status_after == PASS and not res.unproven and all(
+            ch["status"] == PASS and ch["proven"] for ch in res.checks)
         if variant and os.path.isfile(variant):
             res.files["variant"] = variant
         return res
@@ -372,6 +399,7 @@ def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> Non
     if probe == "never":
         return
     inv = Investigator(ctx)
+    inv.run_backends = [r.name for r in rows if r.status not in (UNAVAILABLE, RUNTIME_ERROR)]
     for row in rows:
         if row.reference or row.status in (UNAVAILABLE, RUNTIME_ERROR, REFERENCE):
             continue

@@ -341,7 +341,7 @@ class GuardReport:
         lines.append("Findings")
         lines.extend(f"  - {shorten(printable(f))}" for f in self.findings)
         for name, fb in self.recipes:
-            state = "verified" if fb.verified else "NOT verified"
+            state = _recipe_state(fb)
             lines += ["", f"FP32 fallback recipe for {printable(name)} ({state}):"]
             lines.extend("    " + ln for ln in _recipe_lines(fb.printed_recipe))
         return "\n".join(lines) + "\n"
@@ -360,7 +360,7 @@ class GuardReport:
         out += ["", "**Findings**", ""] + [f"- {esc(shorten(printable(f)))}"
                                             for f in self.findings]
         for name, fb in self.recipes:
-            state = "verified" if fb.verified else "NOT verified"
+            state = _recipe_state(fb)
             # A fence longer than any run of backticks in the recipe (node names are the
             # model's text) cannot be closed by it (CommonMark 4.5).
             recipe = "\n".join(_recipe_lines(fb.printed_recipe))
@@ -396,6 +396,17 @@ class GuardReport:
 
     def __repr__(self) -> str:
         return f"<GuardReport {self.verdict} {self.model!r}: {len(self.backends)} backends>"
+
+
+def _recipe_state(fb: Any) -> str:
+    """"verified", or where: a float16 recipe says on which backends, and whether only where
+    float16 is stored (never plain "verified" then)."""
+    if not fb.verified:
+        return "NOT verified"
+    if not fb.names_where:
+        return "verified"
+    return "verified on " + fb._where() + (
+        " only: storage only, arithmetic not verified" if fb.storage_only else "")
 
 
 def _recipe_lines(recipe: str) -> List[str]:
