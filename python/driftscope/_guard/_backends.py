@@ -910,8 +910,10 @@ class _TorchSession(Session):
             if path is None:
                 out = _call(self.model, args)
             else:
-                with record(self.model, path, meta={"precision": str(self.dtype or
-                                                                   torch.float32)}):
+                # Module inputs too: the probe tells an error born in a parent's own forward,
+                # between its children, from one its child made (_probe._own_forward).
+                with record(self.model, path, inputs=True,
+                            meta={"precision": str(self.dtype or torch.float32)}):
                     out = _call(self.model, args)
         leaves, _ = _flat(out)
         result: Dict[str, np.ndarray] = {}
