@@ -915,8 +915,10 @@ class _TorchSession(Session):
             if path is None:
                 out = _call(self.model, args)
             else:
-                with record(self.model, path, meta={"precision": str(self.dtype or
-                                                                   torch.float32)}):
+                # Module inputs too: the probe tells an error born in a parent's own forward,
+                # between its children, from one its child made (_probe._own_forward).
+                with record(self.model, path, inputs=True,
+                            meta={"precision": str(self.dtype or torch.float32)}):
                     out = _call(self.model, args)
         leaves, _ = _flat(out)
         result: Dict[str, np.ndarray] = {}
@@ -953,39 +955,73 @@ class _TorchSession(Session):
         return found
 
 
-def _keep_module_float32(net: Any, name: str, dtype: Any, seen: Dict[str, Any]) -> Any:
-    """Module `name` of a model cast to `dtype` computes in float32: its parameters become
-    float32, a pre-hook casts its floating inputs up and a hook casts its output back down
-    (the usual mixed-precision fix). Hooks, not a wrapper: module paths stay the same."""
+def _keep_module_float32(net: Any, name: str, seen: Dict[str, Any]) -> Any:
+    """Module `name` of a model the fallback recipe has run on: watches its forward's output
+    before the recipe's hook casts it back (prepended, so it runs first), the evidence that the
+    module computed in float32 (_TorchSession.float32_evidence). Hooks, not a wrapper: module
+    paths stay the same."""
     import torch
 
-    try:
-        mod = net.get_submodule(name)
-    except AttributeError:
-        raise ValueError(f"the model has no module {name!r} (keep_float32)") from None
-    mod.float()
+    from ..torch import _flat
 
-    def up(x: Any) -> Any:
-        return x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+    mod = net.get_submodule(name)
 
-    def pre(m: Any, args: Any, kwargs: Any) -> Any:
-        return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
+    def watch(m: Any, args: Any, out: Any) -> None:
+        floats = [t for _, t in _flat(out)[0]
+                  if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        if floats:
+            seen[name] = floats[0].dtype
 
-    def post(m: Any, args: Any, out: Any) -> Any:
-        if isinstance(out, torch.Tensor):
-            seen[name] = out.dtype
-            return out.to(dtype) if out.is_floating_point() else out
-        if isinstance(out, (tuple, list)):
-            firsts = [o for o in out if isinstance(o, torch.Tensor)]
-            if firsts:
-                seen[name] = firsts[0].dtype
-            return type(out)(o.to(dtype) if isinstance(o, torch.Tensor)
-                             and o.is_floating_point() else o for o in out)
-        return out
-
-    mod.register_forward_pre_hook(pre, with_kwargs=True)
-    mod.register_forward_hook(post)
+    mod.register_forward_hook(watch, prepend=True)
     return mod
+
+
+# The fallback recipe of a PyTorch model, as printed and as run: TorchBackend.load executes this
+# very text on a freshly built model, so the variant verified is the code the user pastes. Its
+# hooks reach every tensor of the module's arguments (positional and keyword) and of its output
+# (tensor, tuple, list, dict, namedtuple, dataclass such as transformers' ModelOutput).
+_TORCH_RECIPE = """\
+import copy
+import dataclasses
+
+import torch
+
+RUN_DTYPE = torch.{dtype}  # the precision guard ran the model in (feed float inputs in it too)
+
+
+def cast_floats(x, dtype):
+    \"\"\"x with every floating-point tensor in it cast to dtype (a copy; x is left as it is).\"\"\"
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype) if x.is_floating_point() else x
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a namedtuple
+        return type(x)(*(cast_floats(v, dtype) for v in x))
+    if isinstance(x, (tuple, list)):
+        return type(x)(cast_floats(v, dtype) for v in x)
+    if isinstance(x, dict):  # also transformers' ModelOutput (a dict and a dataclass)
+        out = copy.copy(x)
+        for k, v in x.items():
+            out[k] = cast_floats(v, dtype)
+        return out
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.replace(x, **{{f.name: cast_floats(getattr(x, f.name), dtype)
+                                         for f in dataclasses.fields(x) if f.init}})
+    return x
+
+
+def float32_on_entry(module, args, kwargs):
+    return cast_floats(args, torch.float32), cast_floats(kwargs, torch.float32)
+
+
+def run_dtype_on_exit(module, args, output):
+    return cast_floats(output, RUN_DTYPE)
+
+
+model = model.to(RUN_DTYPE)
+for name in {listed}:
+    module = model.get_submodule(name).float()
+    module.register_forward_pre_hook(float32_on_entry, with_kwargs=True)
+    module.register_forward_hook(run_dtype_on_exit)
+"""
 
 
 class TorchBackend(Backend):
@@ -1008,11 +1044,24 @@ class TorchBackend(Backend):
             raise ValueError(f"{self.name} cannot keep modules in float32")
         net, example = torch_example(model, seed)
         dtype = getattr(torch, self.dtype) if self.dtype else None
-        if dtype is not None:
+        seen: Dict[str, Any] = {}
+        kept: Dict[str, Any] = {}
+        if keep_float32:
+            for n in keep_float32:
+                try:
+                    net.get_submodule(n)
+                except AttributeError:
+                    raise ValueError(f"the model has no module {n!r} (keep_float32)") from None
+            # The printed recipe itself, run on this fresh model: what is verified is what the
+            # user pastes (a recipe that fails here fails the variant).
+            scope: Dict[str, Any] = {"model": net}
+            code = compile(self.recipe(model, keep_float32), "<fallback recipe>", "exec")
+            exec(code, scope)  # noqa: S102 - the recipe is the product
+            net = scope["model"]
+            kept = {n: _keep_module_float32(net, n, seen) for n in keep_float32}
+        elif dtype is not None:
             net = net.to(dtype)
         net.eval()
-        seen: Dict[str, Any] = {}
-        kept = {n: _keep_module_float32(net, n, dtype, seen) for n in keep_float32}
         session = _TorchSession(net, example, dtype, kept)
         session.seen = seen
         if kept:
@@ -1021,15 +1070,7 @@ class TorchBackend(Backend):
 
     def recipe(self, model: str, nodes: Sequence[str]) -> str:
         listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
-        return ("import torch\n\n"
-                f"model = model.to(torch.{self.dtype})\n"
-                f"for name in {listed}:\n"
-                "    module = model.get_submodule(name).float()\n"
-                "    module.register_forward_pre_hook(lambda m, args: tuple(\n"
-                "        a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() "
-                "else a\n        for a in args))\n"
-                "    module.register_forward_hook(\n"
-                f"        lambda m, args, out: out.to(torch.{self.dtype}))\n")
+        return _TORCH_RECIPE.format(dtype=self.dtype, listed=listed)
 
 
 register_backend(TorchBackend("torch", "PyTorch eager, CPU, float32", None))

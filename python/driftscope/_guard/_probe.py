@@ -31,6 +31,8 @@ from .._text import printable
 from ._metrics import PASS, SEVERITY, Thresholds, judge
 
 RECORDED, BISECT = "recorded", "bisect"
+# How torch_bisect_job says that no leaf module is where the failure is.
+_OUTSIDE_LEAVES = "still fails with every leaf module in float32"
 
 
 def shown(text: str) -> str:
@@ -50,6 +52,9 @@ class ProbeFinding:
     origin: Optional[str] = None
     detail: str = ""
     index: Optional[int] = None
+    # The error arose in this module's own forward, between its children (its child's recorded
+    # input already had it): a bisection over leaf modules cannot name it.
+    own_forward: bool = field(default=False, compare=False)
 
     def to_json(self) -> Dict[str, Any]:
         return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor,
@@ -93,7 +98,7 @@ class ProbeResult:
                "first_silent_zero": f(self.first_silent_zero), "origin": f(self.origin),
                "runs": self.runs, "compare_summary": self.summary or None,
                "notes": list(self.notes), "error": self.error, "files": dict(self.files),
-               "agrees": self.agrees, "step": self.step}
+               "agrees": self.agreement, "step": self.step}
         if self.other is not None:
             out["cross_check"] = self.other.to_json()
         return out
@@ -117,11 +122,37 @@ class ProbeResult:
                 if x is not None and x is not self.origin and x.node != self.origin.node:
                     out.append(f"{backend} {label}: {x.describe()}.")
         out.extend(f"{backend} probe: {n}" for n in self.notes)
-        if self.other is not None and self.other.origin is not None:
-            same = "agrees" if self.agrees else "DISAGREES"
-            out.append(f"{backend} cross-check by {self.other.method}: {same} "
-                       f"({self.other.origin.node}, {self.other.runs} runs).")
+        if self.other is not None:
+            out.append(self.cross_check_sentence(backend))
         return out
+
+    @property
+    def agreement(self) -> Optional[bool]:
+        """--probe-method both: do the two methods say the same? The same node; or, where the
+        recording names a parent's own forward (between its children), a PyTorch bisection that
+        fails with every leaf module in float32 (the failure lies outside the leaves)."""
+        if self.agrees is not None or self.other is None or self.origin is None:
+            return self.agrees
+        if self.other.origin is None and self.other.method == BISECT and self.other.error:
+            if _OUTSIDE_LEAVES in self.other.error:
+                return self.origin.own_forward
+        return None
+
+    def cross_check_sentence(self, backend: str) -> str:
+        o = self.other
+        assert o is not None
+        if o.method is None:
+            return f"{backend} cross-check: not run: {o.error or o.why}."
+        if o.origin is None:
+            said = f"names no single module ({o.error})" if o.error else "names no node"
+            agree = self.agreement
+            verdict = ("" if agree is None else
+                       "agrees (the failure is not in a leaf module): " if agree else
+                       "DISAGREES: ")
+            return f"{backend} cross-check by {o.method}: {verdict}{said}, {o.runs} runs."
+        same = "agrees" if self.agreement else "DISAGREES"
+        return (f"{backend} cross-check by {o.method}: {same} ({shown(o.origin.node)}, "
+                f"{o.runs} runs).")
 
 
 # -- ONNX graph helpers ------------------------------------------------------------------------
@@ -382,9 +413,85 @@ def findings_from_report(report: Any, ref_dump: str) -> Dict[str, Optional[Probe
             out[key] = ProbeFinding(node=node, op_type=t.get("op_type", ""), tensor=t["name"],
                                     origin=t.get("origin"), detail=_detail(t),
                                     index=t.get("index_ref"))
+            out[key] = _own_forward(report, key, t, dump) or out[key]
     finally:
         dump.close()
     return out
+
+
+# The probe's PyTorch recordings hold every module's inputs too (role input, for _own_forward);
+# origins are localised on the rest, the data flow followed through the inputs left out.
+_NOT_INPUTS = "role=output,parameter,other"
+# A module's input that has an error at least 1/_INHERITED of its output's passed it on
+# (compare's amplification threshold: docs/compare.md §5).
+_INHERITED = 10.0
+_ROOT = "<root>"
+
+
+def _own_forward(report: Any, key: str, t: Any, names: Any) -> Optional[ProbeFinding]:
+    """A module output compare calls "introduced" whose module's recorded input already had
+    the error (new NaN/Inf there; or, for a divergence, an error on its first input at least
+    1/_INHERITED of the output's) was not introduced by that module: the error arose in its
+    caller's own forward, between its children (an attention module's QK^T before its output
+    projection). The finding names that parent; None when the inputs do not show it (or were
+    not recorded)."""
+    import driftscope
+
+    if t.get("role") != "output" or t.get("origin") != "introduced":
+        return None
+    name, cand_name = t["name"], t.get("candidate_name") or t["name"]
+    try:
+        ref = driftscope.open(report.data["reference"]["path"])
+    except (driftscope.Error, KeyError, TypeError):
+        return None
+    try:
+        cand = driftscope.open(report.data["candidate"]["path"])
+    except (driftscope.Error, KeyError, TypeError):
+        ref.close()
+        return None
+    try:
+        why, index = None, None
+        for i in range(64 if key == "first_nonfinite" else 1):
+            try:
+                r = ref.record(name, t["occurrence"], "input", i)
+                c = cand.record(cand_name, t["occurrence"], "input", i)
+            except driftscope.Error:
+                break
+            if r.dtype not in ("f64", "f32", "f16", "bf16") or r.shape != c.shape:
+                continue
+            rv = r.numpy().astype(np.float64)
+            cv = c.numpy().astype(np.float64)
+            new = ~np.isfinite(cv) & np.isfinite(rv)
+            if new.any():
+                why = (f"its input {i} already has {int(np.isnan(cv[new]).sum())} NaN and "
+                       f"{int(np.isinf(cv[new]).sum())} Inf where the reference is finite")
+            elif key != "first_nonfinite" and np.isfinite(cv).all():
+                norm = float(np.linalg.norm(rv))
+                e_in = float(np.linalg.norm(cv - rv)) / norm if norm else 0.0
+                e = t.get("rel_l2")
+                if e_in > 0 and e is not None and e < _INHERITED * e_in:
+                    why = (f"its input {i} already has relative error {e_in:.3g} "
+                           f"(its output {e:.3g})")
+            if why:
+                index = r.exec_index
+                break
+        if why is None:
+            return None
+        parent = name.rpartition(".")[0] or _ROOT
+        op = ""
+        try:
+            op = names.record(parent, 0, "output", 0).op_type
+        except driftscope.Error:
+            pass
+        where = ("the model's own forward" if parent == _ROOT
+                 else f"{shown(parent)}'s own forward")
+        return ProbeFinding(node=parent, op_type=op, tensor=name, origin="introduced",
+                            detail=f"{_detail(t)}; not introduced by {shown(name)}: {why}, "
+                                   f"so it arose in {where}, between its child modules",
+                            index=index, own_forward=True)
+    finally:
+        ref.close()
+        cand.close()
 
 
 def pick_origin(status: str, found: Dict[str, Optional[ProbeFinding]]) -> Optional[ProbeFinding]:
@@ -407,9 +514,9 @@ def compare_dumps(ref: str, cand: str, thresholds: Thresholds, policy: Optional[
 
     if policy:
         return driftscope.compare(ref, cand, policy=policy, allow_unpaired=True,
-                                  allow_incomparable=True)
+                                  allow_incomparable=True, filter=_NOT_INPUTS)
     return driftscope.compare(ref, cand, min_cosine=thresholds.min_cosine, allow_unpaired=True,
-                              allow_incomparable=True)
+                              allow_incomparable=True, filter=_NOT_INPUTS)
 
 
 def torch_modules(ref_dump: str) -> List[Tuple[str, str]]:
