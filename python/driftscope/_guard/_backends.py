@@ -330,7 +330,7 @@ class OrtBackend(Backend):
         if optimized is not None and not os.path.isfile(optimized):
             optimized = None
         if self.variant == "fp16" and optimized is not None:
-            notes.append(_float16_kernels(optimized))
+            notes.append(_float16_kernels(optimized, {n.name for n in proto.graph.node}))
         made = _OrtSession(session, notes, record_model, self.provider, self.optimize,
                            optimized, proto if self.variant else None)
         made.kept = tuple(keep)
@@ -709,32 +709,56 @@ def _with_weight_producers(proto, keep: Sequence[str]) -> Tuple[Any, List[str]]:
     return out, added
 
 
-def _float16_kernels(optimized_path: str) -> str:
+def _float16_kernels(optimized_path: str, source_names: Optional[set] = None) -> str:
     """What ONNX Runtime really computes in a float16 model: the graph it saved after its
     optimizations. Nodes without a float16 kernel for the provider (and isolated ones) get casts
-    around them and run in float32; the values they produce have no float16 type there."""
+    around them and run in float32; the values they produce have no float16 type there. Every
+    node of that graph is counted: where ONNX Runtime left a value untyped (its NCHWc layout
+    nodes, which it also renames), the node's type is its float inputs' (a Cast's, its target)."""
     import onnx
 
     q = onnx.load(optimized_path, load_external_data=False)
     types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(q.graph.value_info) + list(q.graph.output)}
+             for vi in list(q.graph.value_info) + list(q.graph.output) + list(q.graph.input)}
+    types.update({t.name: t.data_type for t in q.graph.initializer})
     f16, f32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
     half: Dict[str, int] = {}
     single = 0
-    for n in q.graph.node:
-        if n.op_type == "Cast":
-            continue
+    renamed: Dict[str, int] = {}
+    for n in q.graph.node:  # saved in topological order
         outs = [o for o in n.output if o]
+        if n.op_type == "Cast":
+            to = next((a.i for a in n.attribute if a.name == "to"), None)
+            for o in outs:
+                types.setdefault(o, to)
+            continue
+        ins = [types.get(i) for i in n.input if i and types.get(i) in (f16, f32)]
+        for o in outs:
+            if types.get(o) is None and o.startswith("InsertedPrecisionFreeCast_"):
+                types[o] = f32
+            elif types.get(o) is None and ins:
+                types[o] = f16 if f16 in ins else f32
         if any(types.get(o) == f16 for o in outs):
             half[n.op_type] = half.get(n.op_type, 0) + 1
-        elif any(types.get(o) == f32 or o.startswith("InsertedPrecisionFreeCast_") for o in outs):
+        elif any(types.get(o) == f32 for o in outs):
             single += 1
+        else:
+            continue
+        if source_names is not None and n.name not in source_names:
+            kind = f"{n.domain}:{n.op_type}" if n.domain else n.op_type
+            renamed[kind] = renamed.get(kind, 0) + 1
+    why = ""
+    if renamed:
+        why = (f" ({sum(renamed.values())} of them under names ONNX Runtime's graph "
+               "optimizations gave them: " + ", ".join(f"{v} {k}" for k, v in
+                                                       sorted(renamed.items())) + ")")
     if not half:
-        return (f"ONNX Runtime ran all {single} float node(s) in float32: only the rounding of "
-                "weights (and inputs) to float16 was exercised")
+        return (f"ONNX Runtime ran all {single} float node(s) of its optimized graph in "
+                f"float32{why}: only the rounding of weights (and inputs) to float16 was "
+                "exercised")
     kinds = ", ".join(f"{v} {k}" for k, v in sorted(half.items()))
     return (f"ONNX Runtime ran {sum(half.values())} node(s) with float16 kernels ({kinds}) and "
-            f"{single} in float32")
+            f"{single} in float32 in its optimized graph{why}")
 
 
 _FP16_NOTE = ("float16 storage, not float16 arithmetic: ONNX Runtime's CPU provider computes "

@@ -37,6 +37,10 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
     from ._backends import BACKENDS, load_plugins
 
     load_plugins()
+    if job.get("export_dir"):  # the guard run's one export of a PyTorch model (onnx-*)
+        from ._torch_extra import use_export_dir
+
+        use_export_dir(job["export_dir"])
     kind = job.get("kind", "run")
     if kind == "bisect":
         from ._probe import bisect_job
@@ -93,6 +97,8 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
         result["stage"] = "done"
     except Exception as err:  # noqa: BLE001 - every failure is reported, the guard goes on
         result["error"] = _first_line(err)
+        if getattr(err, "unavailable", False):  # it ran, but not what it is named for
+            result["error"], result["unavailable"] = str(err), True
     return result
 
 

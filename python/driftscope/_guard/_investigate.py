@@ -262,7 +262,13 @@ class Investigator:
         if res.origin is None:
             return res
         runs = res.runs
-        n = len(leaves)
+        skipped = list(out.get("skipped") or ())
+        n = len(leaves) - len(skipped)
+        if skipped:
+            res.notes.append(f"{len(skipped)} leaf module(s) with no arithmetic of their own in "
+                             f"{row.name} (exported to no node) skipped: "
+                             + ", ".join(shown(s) for s in skipped[:5])
+                             + (" ..." if len(skipped) > 5 else ""))
         res.notes.append(f"{runs} runs of {row.name} with the leaf modules after the cut kept in "
                          f"float32, for {n} leaf modules (log2 {n} = {np.log2(max(n, 1)):.1f}): "
                          f"{shown(res.origin.node)} is the first whose own {row.name} arithmetic fails "

@@ -364,20 +364,31 @@ def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
         detail = f"{worst.name}: {worst.detail}" if worst is not None else ""
         return status != PASS, status, detail
 
+    # A module that compiles to nothing in the candidate (an eval-mode Dropout or an Identity
+    # exported to no ONNX node) has no arithmetic to keep: no cut is placed after it.
+    without = getattr(cand, "modules_without_nodes", None)
+    skipped: List[str] = []
+    if without is not None:
+        empty = set(without(job["model"], job["work"], job["seed"], leaves))
+        skipped = [n for n in leaves if n in empty]
+        leaves = [n for n in leaves if n not in empty]
     lo, hi = -1, len(leaves) - 1  # cut lo passes (every leaf in float32), cut hi is to be seen
+    if not leaves:
+        return {"found": None, "runs": runs, "skipped": skipped,
+                "why": "no leaf module has arithmetic of its own in the candidate"}
     bad, status, detail = fails(hi)
     if not bad:
-        return {"found": None, "runs": runs,
+        return {"found": None, "runs": runs, "skipped": skipped,
                 "why": "the candidate passes on this sample when it is run again"}
     if fails(lo)[0]:
-        return {"found": None, "runs": runs,
+        return {"found": None, "runs": runs, "skipped": skipped,
                 "why": "it still fails with every leaf module in float32: the failure is in "
                        "operations outside the modules (a parent's own forward) or in the "
                        "low-precision values passed between them"}
     hi, status, detail = first_failing(fails, lo, hi, status, detail)
     ops = dict(job.get("ops") or {})
     return {"found": {"node": leaves[hi], "op_type": ops.get(leaves[hi], ""), "status": status,
-                      "detail": detail, "index": hi}, "runs": runs}
+                      "detail": detail, "index": hi}, "runs": runs, "skipped": skipped}
 
 
 # -- findings from a compare report -------------------------------------------------------------

@@ -136,7 +136,8 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
         with open(job_path, "wb") as f:
             pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
                          "runs": runs, "seed": seed, "work": work,
-                         "state": dict(state or {}), **extra}, f,
+                         "state": dict(state or {}),
+                         "export_dir": getattr(_local, "export_dir", None), **extra}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         forker = getattr(_local, "forker", None)
         ran = None
@@ -313,6 +314,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
     _local.forker = _start_forker(order)
+    # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (_torch_extra).
+    previous_export = getattr(_local, "export_dir", None)
+    _local.export_dir = (tempfile.mkdtemp(prefix="driftscope-export-")
+                         if family == "torch" else None)
     try:
         why = B.BACKENDS[ref].unavailable()
         if why:
@@ -457,8 +462,13 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             row.runs = len(run.get("latency_s", []))
             if row.latency_ms is not None and ref_ms:
                 row.latency_ratio = row.latency_ms / ref_ms
+            if run.get("unavailable"):  # it ran without exercising what it is named for
+                row.status, row.reason, row.note = UNAVAILABLE, run["error"], ""
+                results.append(row)
+                continue
             if run.get("error"):
                 row.status, row.error, row.signal = RUNTIME_ERROR, run["error"], run.get("signal")
+                row.note = ""  # what the backend exercises: said of rows that ran
                 results.append(row)
                 continue
             if ref_model != model and name != ref:
@@ -527,6 +537,11 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         if _local.forker is not None:
             _local.forker.close()
         _local.forker = previous
+        if _local.export_dir is not None:
+            import shutil
+
+            shutil.rmtree(_local.export_dir, ignore_errors=True)
+        _local.export_dir = previous_export
 
 
 
