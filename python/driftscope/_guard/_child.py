@@ -24,8 +24,9 @@ def _first_line(err: BaseException) -> str:
     """The exception's whole message (named by its type unless it is one of driftscope's own
     sentences), at most MAX_MESSAGE characters. (The name is kept for its callers.)"""
     text = str(err).strip()
-    if len(text) > MAX_MESSAGE:
-        text = text[:MAX_MESSAGE] + " [...]"
+    if len(text) > MAX_MESSAGE:  # head and tail: a traceback states its cause at the end
+        half = MAX_MESSAGE // 2
+        text = text[:half] + "\n    [...]\n" + text[-half:]  # indented: read as a frame
     from ..errors import Error
 
     if isinstance(err, Error):  # driftscope's own errors are written as sentences
@@ -95,7 +96,8 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
             result.update(record_session(session, job["samples"][job["record"]["sample"]],
                                          job["record"]["path"]))
         result["stage"] = "done"
-    except Exception as err:  # noqa: BLE001 - every failure is reported, the guard goes on
+    # Every failure is reported, a build() that calls sys.exit() too; the guard goes on.
+    except (Exception, SystemExit) as err:  # noqa: BLE001
         result["error"] = _first_line(err)
         if getattr(err, "unavailable", False):  # it ran, but not what it is named for
             result["error"], result["unavailable"] = str(err), True
@@ -120,7 +122,7 @@ def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, 
 def _guarded(fn: Any, job: Dict[str, Any]) -> Dict[str, Any]:
     try:
         return fn(job)
-    except Exception as err:  # noqa: BLE001 - reported, the guard goes on
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - reported, the guard goes on
         return {"error": _first_line(err)}
 
 

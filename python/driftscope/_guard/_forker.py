@@ -91,6 +91,7 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
                 null = os.open(os.devnull, os.O_RDWR)
                 os.dup2(null, 0)
                 os.dup2(null, 1)
+                os.close(out.fileno())  # the protocol is the server's alone
                 sys.stdin = open(os.devnull)  # noqa: SIM115 - closed by os._exit
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 die_with_parent()
@@ -134,10 +135,14 @@ def main(argv: Sequence[str] = ()) -> int:
     # kernel ends the server, and each child's own parent-death signal ends the child.
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The protocol has a descriptor of its own: what a preloaded runtime prints, through
+    # sys.stdout or to descriptor 1, goes where the server's stderr goes, never into its lines.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     preload(list(PRELOAD) + list(argv))
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    _serve(sys.stdin, sys.stdout)
+    proto.write("ready\n")
+    proto.flush()
+    _serve(sys.stdin, proto)
     return 0
 
 

@@ -161,9 +161,46 @@ class InputInfo:
     how: str
     guessed: List[str] = field(default_factory=list)
     resizable: bool = False  # a guessed dimension other than the first axis (a retry can grow it)
+    value: Optional[str] = None  # an entry point's argument that is not a tensor: its repr
 
     def to_json(self) -> Dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "how": self.how}
+        out = {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "how": self.how}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+    def text(self) -> str:
+        """The input as the report's inputs line shows it."""
+        if self.value is not None:
+            return f"{self.name}={self.value} ({self.dtype}): {self.how}"
+        return f"{self.name} {self.dtype}{list(self.shape)}: {self.how}"
+
+
+VALUE_CHARS = 200
+AS_IS = "the entry point's value, passed as is to every backend (not a tensor)"
+
+
+def constant_infos(example: Any, tensors: Mapping[str, Any]) -> List[InputInfo]:
+    """A PyTorch entry point's arguments that are not tensors (``sr=16000``), named as
+    torch_leaves names the tensors: they reach the model unchanged, and the report says so."""
+    if isinstance(example, Mapping):
+        named = [(str(k), v) for k, v in example.items()]
+    elif isinstance(example, (list, tuple)):
+        named = [(f"input{i}", v) for i, v in enumerate(example)]
+    else:
+        return []
+    out = []
+    for name, v in named:
+        if name in tensors:
+            continue
+        try:
+            text = repr(v)
+        except Exception:  # noqa: BLE001 - the user's object
+            text = f"<{type(v).__name__}>"
+        if len(text) > VALUE_CHARS:
+            text = text[:VALUE_CHARS - 3] + "..."
+        out.append(InputInfo(name, type(v).__name__, [], AS_IS, value=text))
+    return out
 
 
 # -- signatures --------------------------------------------------------------------------------

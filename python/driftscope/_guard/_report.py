@@ -23,23 +23,51 @@ _HEADLINE = {"pass": "PASS", "degraded": "DEGRADED", "incomplete": "INCOMPLETE",
 
 
 # Lines of a runtime's message that say where, not why: OpenVINO's "Exception from
-# src/inference/src/cpp/core.cpp:84:" and "Check '...' failed at ...", IREE's closing hint,
-# Python's traceback frames.
+# src/inference/src/cpp/core.cpp:84:", "Check '...' failed at ..." and "While validating node
+# '...':", IREE's closing hint, Python's traceback frames.
 _WHERE_NOT_WHY = re.compile(
-    r"^(Exception from \S+:\d+:?|Check '.*' failed at \S+.*|Need more information\?.*"
+    r"^(Exception from \S+:\d+:?|Check '.*' failed at \S+.*|While validating .*:"
+    r"|Need more information\?.*"
     r"|.*IREE_SAVE_TEMPS.*|Traceback \(most recent call last\):|File \".*\", line \d+.*|[\^~ ]+)$")
 _WHERE_INLINE = re.compile(r"Exception from \S+:\d+:\s*")
 REASON_CHARS = 300
+# Python's and TorchScript's tracebacks: this header, then frames (indented File, source and
+# marker lines), then the unindented line that states the exception. A TorchScript error opens
+# with a sentence that names the interpreter, not the cause; chained exceptions join their
+# tracebacks with one of two sentences.
+_TRACEBACK = re.compile(r"^([\w.]+: )?Traceback (\(most recent call last\)|of TorchScript\b.*"
+                        r"\(most recent call last\)):$")
+_BOILERPLATE = re.compile(
+    r"^(\w+: )?(The following operation failed in the TorchScript interpreter\."
+    r"|The above exception was the direct cause of the following exception:"
+    r"|During handling of the above exception, another exception occurred:)$")
+
+
+def _after_traceback(lines: List[str]) -> Optional[List[str]]:
+    """The lines after the frames of the message's last traceback (the exception it ends with),
+    or None when the message holds no traceback or ends inside one."""
+    heads = [i for i, ln in enumerate(lines) if _TRACEBACK.match(ln.strip())]
+    if not heads:
+        return None
+    k = heads[-1] + 1
+    while k < len(lines) and (not lines[k].strip() or lines[k][:1].isspace()):
+        k += 1
+    rest = [ln for ln in lines[k:] if ln.strip() and not _BOILERPLATE.match(ln.strip())]
+    return rest or None
 
 
 def reason_line(message: str) -> str:
-    """The text report's one line for a runtime's message: its lines that say why (where-lines
-    dropped), from the first compiler-style "error: " line when there is one (after the
-    message's first line), whitespace collapsed, at most REASON_CHARS characters. The JSON
-    report keeps the whole message."""
-    lines = [_WHERE_INLINE.sub("", ln).strip() for ln in message.splitlines()]
+    """The text report's one line for a runtime's message: when it holds a Python or
+    TorchScript traceback, the lines after the last one's frames (the exception that states the
+    cause); else its lines that say why (where-lines dropped), from the first compiler-style
+    "error: " line when there is one (after the message's first line). Whitespace collapsed, at
+    most REASON_CHARS characters. The JSON report keeps the whole message."""
+    raw = message.splitlines()
+    raw = _after_traceback(raw) or raw
+    lines = [_WHERE_INLINE.sub("", ln).strip() for ln in raw]
     lines = [ln for ln in lines if ln]
-    why = [ln for ln in lines if not _WHERE_NOT_WHY.match(ln)] or lines or [message.strip()]
+    why = [ln for ln in lines if not (_WHERE_NOT_WHY.match(ln) or _BOILERPLATE.match(ln))
+           ] or lines or [message.strip()]
     start = next((i for i, ln in enumerate(why) if i and re.search(r"\berror: ", ln)), 0)
     text = " ".join(" ".join(why[:1] + (["..."] if start > 1 else []) + why[max(start, 1):])
                     .split())
@@ -322,9 +350,7 @@ class GuardReport:
                  f"{printable(self.reference)}; "
                  f"{self.samples} sample(s), seed {self.seed}; latency = median of {self.runs} "
                  "runs of sample 1 (ratio to the reference)",
-                 "inputs     " + "; ".join(shorten(printable(f"{i.name} {i.dtype}"
-                                                            f"{list(i.shape)}: {i.how}"))
-                                            for i in self.inputs),
+                 "inputs     " + "; ".join(shorten(printable(i.text())) for i in self.inputs),
                  f"thresholds min cosine {self.thresholds.min_cosine:g}, max relative error "
                  f"{self.thresholds.rel_error_limit():.3g}, norm ratio within "
                  f"{self.thresholds.max_norm_ratio:g}x, min norm "

@@ -3,6 +3,7 @@ reference backend."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -61,7 +62,50 @@ def family_of(model: str) -> str:
                      "or a PyTorch entry point as file.py:FUNCTION (or module:FUNCTION)")
 
 
-def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """While the user's code runs in this process (a PyTorch entry point's import and build()),
+    what it prints goes to stderr: stdout carries the report (`--json -`, the verdict as the
+    first line). Descriptor 1 itself points at 2, for os.write(1, ...) and C extensions."""
+    _flush_stdout()
+    saved: Optional[int] = None
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2: sys.stdout alone is redirected
+        if saved is not None:
+            os.close(saved)
+            saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _flush_stdout()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_stdout() -> None:
+    """Python's streams and C's stdio buffers (a C extension's printf into a pipe is held there
+    and would reach descriptor 1 after it is restored)."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001 - None, or closed
+            pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001 - no C library to flush
+        pass
+
+
+def _signature(family: str, model: str, seed: int,
+               constants: Optional[List[I.InputInfo]] = None) -> List[I.InputSpec]:
+    """The model's inputs; a PyTorch entry point's arguments that are not tensors (passed as
+    they are to every backend) go into `constants`, for the report."""
     try:
         if family == "onnx":
             return I.onnx_signature(S.onnx_proto(model))
@@ -75,16 +119,20 @@ def _signature(family: str, model: str, seed: int) -> List[I.InputSpec]:
     except (Error, ImportError, OSError, ValueError) as err:
         raise GuardError(_first_line(err), "model_load_failed") from err
     try:
-        example = B.torch_example(model, seed)[1]
+        with _stdout_to_stderr():
+            example = B.torch_example(model, seed)[1]
         leaves = B.torch_leaves(example)
         import torch
 
+        if constants is not None:
+            constants.extend(I.constant_infos(example, leaves))
         return I.example_signature({
             k: (v.detach().float() if v.dtype == torch.bfloat16 else v.detach()).cpu().numpy()
             for k, v in leaves.items()})
     except Error as err:
         raise GuardError(_first_line(err), "model_load_failed") from err
-    except Exception as err:  # noqa: BLE001 - the user's entry point may raise anything
+    # The user's entry point may raise anything, sys.exit() too: exit 2 with its message.
+    except (Exception, SystemExit) as err:  # noqa: BLE001
         raise GuardError(f"--model {model}: {type(err).__name__}: {_first_line(err)}",
                          "model_load_failed") from err
 
@@ -323,7 +371,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         if why:
             raise GuardError(f"the reference backend '{ref}' is unavailable: {why}",
                              "reference_failed")
-        specs = _signature(ref_family, ref_model, seed)
+        constants: List[I.InputInfo] = []
+        specs = _signature(ref_family, ref_model, seed, constants)
         paired: Dict[str, Tuple[str, str]] = {}
         if ref_model != model:
             cand_specs = _signature(family, model, seed)
@@ -361,7 +410,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                         info.how += (f"; steps 2..{steps}: the backend's own output "
                                      f"'{out_name}'" if steps > 1 else
                                      f"; state output '{out_name}'")
-            return feeds, infos
+            return feeds, infos + constants
 
         feeds, infos = prepare(I.DEFAULT_DIM)
 
