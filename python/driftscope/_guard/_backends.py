@@ -90,6 +90,9 @@ class Backend:
     # Only nodes that read float32 weights (initializers) are worth keeping: dynamic INT8
     # quantizes weights, and activations only at the nodes that read quantized weights.
     fallback_weights_only: bool = False
+    # The type the variant stores values and weights in (_ranges.TargetRange): the fallback
+    # search starts from the nodes the reference's ranges say it cannot hold (None: no seed).
+    fallback_range: Any = None
     # What the guard's fork server imports before it forks this backend's children, so that
     # each child does not import its runtime again (_forker.py): modules, or MODULE:FUNCTION
     # to call after the import. Only imports that create no session and start no thread pool
@@ -220,6 +223,12 @@ class OrtBackend(Backend):
         if variant == "int8":
             self.fallback_ops = _DYNAMIC_INT8_OPS
             self.fallback_weights_only = True
+        elif variant == "fp16":
+            from ._ranges import FLOAT16, TargetRange
+
+            # onnxconverter-common clips weights at 1e4, below float16's own 65504.
+            self.fallback_range = TargetRange("float16", FLOAT16.value_max, _CONVERTER_MAX,
+                                              FLOAT16.value_min)
 
     def unavailable(self) -> Optional[str]:
         why = _missing("onnxruntime", "onnxruntime")
@@ -441,7 +450,17 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
     if optimized is not None:
         q = onnx.load(optimized, load_external_data=False)
         types = typed(q.graph)
+        nchwc = _nchwc_names(variant, want)
         for n in q.graph.node:
+            src = nchwc.get(n.name) or nchwc.get(n.name.rsplit("_token_", 1)[0])
+            if n.domain == "com.microsoft.nchwc" and src is not None and src not in found:
+                # ONNX Runtime's NCHWc layout (x86 CPUs) replaces a Conv, pool or
+                # BatchNormalization by a node named after its output; its kernels exist for
+                # float only (contrib_ops/cpu/nchwc_ops.cc) and its values have no saved type.
+                found[src] = (f"ONNX Runtime's optimized graph runs {src} as {n.op_type} "
+                              f"{n.name} of the com.microsoft.nchwc domain, whose kernels are "
+                              "float32 only")
+                continue
             if n.name not in want or n.name in found:
                 continue
             vals = [x for x in list(n.input) + list(n.output) if x]
@@ -493,6 +512,18 @@ def ort_float32_evidence(nodes: Sequence[str], variant: Any,
             found[n.name] = (f"quantize_dynamic left {n.name} a float {n.op_type} ({wdesc}; no "
                              "quantized input)")
     return found
+
+
+def _nchwc_names(variant: Any, want: set) -> Dict[str, str]:
+    """The names ONNX Runtime's NchwcTransformer gives the node replacing each of `want`
+    (GenerateNodeName(output + "_nchwc" or "_bn_nchwc"), "_token_N" added on a clash), mapped to
+    the source name."""
+    names: Dict[str, str] = {}
+    for n in variant.graph.node:
+        if n.name in want and n.output and n.output[0]:
+            for suffix in ("_nchwc", "_bn_nchwc"):
+                names[n.output[0] + suffix] = n.name
+    return names
 
 
 def _weights_not_float32(variant: Any, nodes: Sequence[str]) -> Dict[str, str]:

@@ -241,6 +241,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     from ._child import _first_line
     from ._ortqdq import use_row_samples
     from ._probe import compare_dumps, findings_from_report, pick_origin
+    from ._ranges import range_seed_of, tried
     from ._report import reason_line
     from ._stateful import StatefulSession, step_dump
 
@@ -303,10 +304,15 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
         return None
 
     keep = list(job["origins"])
+    seed = range_seed_of(job, backend, order)
+    grown = list(keep)  # where growing in topological order goes on from: not the seed
+    keep += [n for n in seed.nodes if n not in keep]
+    step = "seed: the reference's ranges" if len(keep) > len(grown) else "grow"
     passed = False
     stopped: Optional[str] = None
     while runs < cap:
-        status, cos, session = attempt(keep, "grow")
+        status, cos, session = attempt(keep, step)
+        step = "grow"
         if status == PASS:
             passed = True
             break
@@ -315,18 +321,20 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
             break
         nxt = reprobe(session, keep, status)
         if nxt is None:  # the next node in topological order after the last one kept
-            last = max(pos[k] for k in keep)
+            last = max(pos[k] for k in grown)
             rest = [n for n in order[last + 1:] if n not in keep] or [
                 n for n in reversed(order[:last]) if n not in keep]
             nxt = rest[0] if rest else None
         if nxt is None:
             break
         keep.append(nxt)
+        grown.append(nxt)
     if not passed:
+        why = stopped or (f"the cap of {cap} variant builds was reached" if runs >= cap
+                          else "no node is left to keep in float32")
         return {"nodes": keep, "passed": False, "runs": runs, "trail": trail,
-                "removal_fails": {},
-                "why": stopped or (f"the cap of {cap} variant builds was reached" if runs >= cap
-                                   else "no node is left to keep in float32")}
+                "removal_fails": {}, "ranges": seed.note,
+                "why": f"{why} ({tried(trail, seed)}); {seed.note}" if seed.note else why}
     removal: Dict[str, str] = {}
     for node in list(reversed(keep)):
         if len(keep) == 1 or runs >= cap:
@@ -338,4 +346,4 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
         else:
             removal[node] = status
     return {"nodes": keep, "passed": True, "runs": runs, "trail": trail,
-            "removal_fails": removal}
+            "removal_fails": removal, "ranges": seed.note}

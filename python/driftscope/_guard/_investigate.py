@@ -352,6 +352,9 @@ class Investigator:
             res.error = f"the search failed: {out['error']}"
             return res
         res.runs, res.trail = out["runs"], out["trail"]
+        if res.trail and res.trail[0]["step"].startswith("seed") and res.start_note is None:
+            res.start_note = (f"the first build kept {len(res.trail[0]['keep'])} node(s): "
+                              f"{out.get('ranges')}")
         res.nodes = [(n, op_of.get(n, "?")) for n in out["nodes"]]
         res.removal_fails = dict(out.get("removal_fails", {}))
         if len(out["nodes"]) == 1:  # without it the variant is the failing backend itself
