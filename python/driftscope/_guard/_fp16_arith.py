@@ -238,6 +238,13 @@ class ArithBackend(Backend):
         return (onnx.TensorProto.BFLOAT16 if self.precision == "bfloat16"
                 else onnx.TensorProto.FLOAT16)
 
+    @property
+    def fallback_range(self) -> Any:  # type: ignore[override]
+        # Its variant is ort-fp16's, so a float16 search on it is seeded by the same range
+        # (_ranges.range_seed_of); bfloat16 has float32's range and no converter clip.
+        return (getattr(BACKENDS.get("ort-fp16"), "fallback_range", None)
+                if self.precision == "float16" else None)
+
     def unavailable(self) -> Optional[str]:
         return BACKENDS["ort-fp16"].unavailable()
 
