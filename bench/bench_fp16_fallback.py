@@ -183,12 +183,16 @@ def fp16_computed(model: Any, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndar
                     s.run(None, {k: v for k, v in feeds.items() if k in names})))
 
 
-def evaluate(ref: Dict[str, np.ndarray], got: Dict[str, np.ndarray]) -> Dict[str, Any]:
-    """The worst output by guard's verdict rule, with its cosine, max |diff|, norm ratio; and the
-    NaN/Inf count over every output."""
+def evaluate(path: str, ref: Dict[str, np.ndarray], got: Dict[str, np.ndarray]
+             ) -> Dict[str, Any]:
+    """The worst output by guard's verdict rule (its default thresholds, argmax over the class
+    axes guard finds in the graph), with its cosine, max |diff|, norm ratio; and the NaN/Inf
+    count over every output."""
+    from driftscope._guard._classaxis import class_axes
     from driftscope._guard._metrics import Thresholds, judge_all
 
-    worst = judge_all([ref], [{k: v.astype(np.float32) for k, v in got.items()}], Thresholds())
+    t = Thresholds(class_axes=class_axes("onnx", path, None))
+    worst = judge_all([ref], [{k: v.astype(np.float32) for k, v in got.items()}], t)
     bad = 0
     for k, r in ref.items():
         if k in got and r.dtype.kind == "f":
@@ -326,7 +330,7 @@ def bench_model(name: str, work: str, ac_py: Optional[str], runs: int,
         if model is not None:
             r["kept"] = kept_float32(source, model)
             try:
-                r.update(evaluate(ref, fp16_computed(model, feeds)))
+                r.update(evaluate(path, ref, fp16_computed(model, feeds)))
             except Exception as e:  # noqa: BLE001 - the row says why
                 r["note"] = (note + "; " if note else "") + f"evaluator: {e}"[:160]
         rows.append(r)
