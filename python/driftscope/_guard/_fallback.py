@@ -307,6 +307,9 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     seed = range_seed_of(job, backend, order)
     grown = list(keep)  # where growing in topological order goes on from: not the seed
     keep += [n for n in seed.nodes if n not in keep]
+    if not keep:
+        return {"nodes": [], "passed": False, "runs": 0, "trail": [], "removal_fails": {},
+                "ranges": seed.note, "why": f"no node to start from; {seed.note}"}
     step = "seed: the reference's ranges" if len(keep) > len(grown) else "grow"
     passed = False
     stopped: Optional[str] = None
@@ -321,7 +324,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
             break
         nxt = reprobe(session, keep, status)
         if nxt is None:  # the next node in topological order after the last one kept
-            last = max(pos[k] for k in grown)
+            last = max(pos[k] for k in (grown or keep))
             rest = [n for n in order[last + 1:] if n not in keep] or [
                 n for n in reversed(order[:last]) if n not in keep]
             nxt = rest[0] if rest else None

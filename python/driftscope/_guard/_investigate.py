@@ -305,7 +305,7 @@ class Investigator:
         res = FallbackResult(row.name, status_before=row.status,
                              cosine_before=row.worst.cosine if row.worst else None,
                              cap=c.fallback_runs)
-        if probe.origin is None:
+        if probe.origin is None and getattr(b, "fallback_range", None) is None:
             res.error = "the probe named no node to start from"
             return res
         ops = b.fallback_ops
@@ -316,8 +316,10 @@ class Investigator:
         order = [(n, op) for n, op in self.nodes() if (ops is None or op in ops)
                  and (weighted is None or n in weighted)]
         names = {n for n, _ in order}
-        starts = [probe.origin.node]
-        if probe.origin.node not in names:
+        # No origin (the probe failed or named nothing) but a target range: the search starts
+        # from the nodes the reference's ranges name, and says so when they name none.
+        starts = [probe.origin.node] if probe.origin is not None else []
+        if probe.origin is not None and probe.origin.node not in names:
             # The probed node is one the variant does not change (INT8: a LayerNorm after a
             # quantized embedding): start from the nearest nodes above it that it does.
             if not inputs and c.family == "onnx":

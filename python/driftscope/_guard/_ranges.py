@@ -154,6 +154,13 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
             m = _abs_max(np.asarray(a)) if isinstance(a, np.ndarray) else None
             if m is not None:
                 values[name] = m
+    recorded_here = None
+    if not ref_dump and feeds:
+        # The probe bisected (or did not run), so nobody recorded the reference: record its
+        # float32 run of the probed sample here, for the values' ranges are the seed's main
+        # evidence (a LayerNorm's x^2 overflowing float16 is no weight and no input).
+        recorded_here = _record_reference(proto, feeds)
+        ref_dump = recorded_here.name if recorded_here is not None else None
     if ref_dump:
         import driftscope
 
@@ -178,6 +185,8 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
             flag(producer[v], f"output {v}: {why}")
         for c in consumers.get(v, []):
             flag(c, f"input {v}: {why}")
+    if recorded_here is not None:
+        recorded_here.cleanup()
     seed = RangeSeed([n.name for n in nodes if n.name in reasons], reasons)
     read = "weights and the probed sample's inputs" + (
         " and recorded values" if ref_dump else " (no recording of the reference: values not read)")
@@ -190,6 +199,36 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
         seed.note = (f"the reference's ranges ({read}) name no node: nothing has {bounds} for "
                      f"{target.dtype}, so the failure is precision within the range, not range")
     return seed
+
+
+class _Recorded:
+    """A recording of the reference made for the seed, removed with its folder once read."""
+
+    def __init__(self, folder: Any) -> None:
+        import os
+
+        self.folder = folder
+        self.name = os.path.join(folder.name, "reference.tdump")
+
+    def cleanup(self) -> None:
+        self.folder.cleanup()
+
+
+def _record_reference(proto: Any, feeds: Mapping[str, np.ndarray]) -> Optional[_Recorded]:
+    """The float32 model recorded by ONNX Runtime on `feeds` (every node output of the main
+    graph), or None where it cannot be (a model too large to pass in memory, a feed it refuses):
+    the seed then reads weights and inputs only, as the note says."""
+    import tempfile
+
+    from ..onnxruntime import record
+
+    rec = _Recorded(tempfile.TemporaryDirectory(prefix="driftscope-ranges-"))
+    try:
+        record(proto, dict(feeds), rec.name, check_observer=False)
+    except Exception:  # noqa: BLE001 - the seed is a shortcut, not the search
+        rec.cleanup()
+        return None
+    return rec
 
 
 def range_seed_of(job: Mapping[str, Any], backend: Any, order: Sequence[str]) -> RangeSeed:
