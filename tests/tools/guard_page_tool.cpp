@@ -5,7 +5,7 @@
 #include <string>
 
 #include "driftscope/file.hpp"
-#include "driftscope/guard.hpp"
+#include "driftscope/report.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -1,4 +1,4 @@
-// `driftscope check` logic (src/compare/check.cpp): each finding planted in a small dump, and
+// `driftscope check` logic (src/check/run_check.cpp): each finding planted in a small dump, and
 // its absence where the data is healthy.
 #include <cmath>
 
@@ -7,7 +7,7 @@
 #include "compare_test_util.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/check.hpp"
-#include "driftscope/guard.hpp"
+#include "driftscope/report.hpp"
 
 namespace {
 
