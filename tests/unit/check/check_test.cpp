@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compare_test_util.hpp"
+#include "unit/compare/compare_test_util.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/check.hpp"
 #include "driftscope/report.hpp"
