@@ -20,6 +20,7 @@
 #include "driftscope/check.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/dumpset.hpp"
+#include "driftscope/report.hpp"
 #include "driftscope/writer.hpp"
 
 using namespace driftscope;

@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "driftscope/check.hpp"
+#include "driftscope/report.hpp"
 #include "util.hpp"
 
 namespace driftscope::cli {

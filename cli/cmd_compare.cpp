@@ -14,6 +14,7 @@
 
 #include "command.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/report.hpp"
 #include "util.hpp"
 
 namespace driftscope::cli {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test suite (what `make test` and CI run):
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
-#      Java library's tests, java/build.sh, registered as ctest java.tdump)
+#      Java library's tests, java/build.sh, registered as ctest java.tdump, and the layer rule
+#      of HACKING.md over the includes, scripts/check-layers.sh, ctest layers.includes)
 #   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders;
 #      the wheel links the dev build's library), then the CPU-dependent guard tests once more
 #      with DRIFTSCOPE_HIDE_CPU=all (as on a CPU without native float16/bfloat16/AMX)

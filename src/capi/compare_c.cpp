@@ -10,6 +10,7 @@
 #include "capi/capi_internal.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/report.hpp"
 
 using namespace driftscope;
 using nlohmann::json;

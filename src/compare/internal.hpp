@@ -208,22 +208,13 @@ Result<Report> run_engine(const Reader& reference, const Reader& candidate, cons
 Result<Report> compare_sets(const std::string& reference, const std::string& candidate,
                             const CompareOptions& options);
 
-// ---- format helpers (report_text.cpp) -----------------------------------------------------------
+// ---- verdict_line.cpp: Report::summary and the formats of the engine's reasons ----------------
 std::string fmt_num(double v, int significant = 4);
 std::string fmt_shape(std::span<const uint64_t> shape);
 std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
+std::string fmt_where(const PairResult& p);     // "index 3, MatMul"
 std::string summary_line(const Report& report);
 // " on rank 1 (of 2)" for a pair of a dump-set report (docs/dumpsets.md §7); "" otherwise.
 std::string rank_text(const Report& report, const PairResult& pair);
-
-// The report pages (compare, guard, check; src/compare/html_page.cpp): fills a template's
-// %%DS_NAME%% markers. TITLE becomes escaped HTML text, STYLE and COMMON_JS the shared stylesheet
-// and script; every other marker takes the JSON given for it, written so that it cannot end its
-// <script type="application/json"> block. A marker without a value is left out.
-struct HtmlSlot {
-  std::string_view name;  // e.g. "REPORT" for %%DS_REPORT%%
-  std::string_view json;
-};
-std::string fill_html_page(std::string_view tmpl, std::string_view title, std::initializer_list<HtmlSlot> slots);
 
 }  // namespace driftscope::compare_detail

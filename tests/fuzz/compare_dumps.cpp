@@ -13,6 +13,7 @@
 
 #include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
+#include "driftscope/report.hpp"
 #include "tdump_crcs.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

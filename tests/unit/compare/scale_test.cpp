@@ -116,7 +116,7 @@ TEST(Scale, DamagedLargePayloadIsAReadError) {
   }
 }
 
-// The report is written straight to text (compare/json_writer.hpp); it must be what nlohmann
+// The report is written straight to text (report/json_writer.hpp); it must be what nlohmann
 // gives for the parsed document, in both layouts, strings that need escaping included.
 TEST(Scale, JsonTextIsNlohmannsDump) {
   ScratchDir d;

@@ -1,6 +1,6 @@
 // A double as nlohmann::json dumps it (nlohmann::detail::to_chars: Grisu2, then printf("%.17g")-like
 // layout), the same algorithm step for step: every integer computed is the one nlohmann computes,
-// so the text is byte for byte the same (tests/unit/compare/json_double_test.cpp holds it to
+// so the text is byte for byte the same (tests/unit/report/json_double_test.cpp holds it to
 // to_chars on edge cases and millions of random doubles). Three things are faster: the 64 x 64-bit
 // products are one 128-bit multiply (nlohmann builds them from four 32-bit products; rounded the
 // same: the high half of p + 2^63), normalising counts leading zeros (nlohmann shifts one bit at a

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compare/json_double.hpp"
+#include "report/json_double.hpp"
 
 namespace driftscope::compare_detail {
 

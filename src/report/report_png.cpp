@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope {
 namespace {

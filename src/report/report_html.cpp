@@ -1,4 +1,4 @@
-// The HTML report: the template src/compare/report.html (embedded at build time, hand-written
+// The HTML report: the template src/report/report.html (embedded at build time, hand-written
 // CSS and JS, no libraries) with two JSON blocks filled in: the JSON report itself
 // (docs/report-schema.json) and the per-pair detail (PairResult::detail), heatmaps as base64 bytes.
 #include <algorithm>
@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/internal.hpp"
+#include "report/render.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope {
 namespace {
@@ -93,7 +95,7 @@ std::string report_to_html(const Report& report) {
   }
   detail += ']';
 
-  return compare_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
+  return report_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
                                         {{"REPORT", report_json}, {"DETAIL", detail}});
 }
 

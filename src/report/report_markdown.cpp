@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/report.hpp"
 #include "driftscope/text.hpp"
 
 namespace driftscope {

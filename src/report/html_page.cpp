@@ -4,10 +4,10 @@
 // every network request, title, style) is written here once for every page: %%DS_HEAD%%.
 #include <string>
 
-#include "compare/internal.hpp"
+#include "report/render.hpp"
 #include "driftscope/text.hpp"
 
-namespace driftscope::compare_detail {
+namespace driftscope::report_detail {
 namespace {
 
 constexpr std::string_view kStyle =
@@ -90,4 +90,4 @@ std::string fill_html_page(std::string_view t, std::string_view title, std::init
   return out;
 }
 
-}  // namespace driftscope::compare_detail
+}  // namespace driftscope::report_detail

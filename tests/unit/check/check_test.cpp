@@ -1,13 +1,13 @@
-// `driftscope check` logic (src/compare/check.cpp): each finding planted in a small dump, and
+// `driftscope check` logic (src/check/run_check.cpp): each finding planted in a small dump, and
 // its absence where the data is healthy.
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
-#include "compare_test_util.hpp"
+#include "unit/compare/compare_test_util.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/check.hpp"
-#include "driftscope/guard.hpp"
+#include "driftscope/report.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // table cells, the text report honours colour and width, incomparable pairs carry reasons.
 #include <nlohmann/json.hpp>
 
-#include "compare_test_util.hpp"
+#include "unit/compare/compare_test_util.hpp"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/internal.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope {
 namespace {

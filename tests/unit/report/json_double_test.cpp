@@ -1,4 +1,4 @@
-// compare/json_double.hpp must print every double exactly as nlohmann::detail::to_chars does (the
+// report/json_double.hpp must print every double exactly as nlohmann::detail::to_chars does (the
 // JSON report's bytes are nlohmann's dump): edge cases of Grisu2 and of the layout, then millions
 // of doubles drawn from every exponent and from the values a report holds (metrics near 0 and 1).
 #include <cfloat>
@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "compare/json_double.hpp"
+#include "report/json_double.hpp"
 
 namespace {
 

@@ -11,7 +11,8 @@
 
 #include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
-#include "compare/json_writer.hpp"
+#include "driftscope/report.hpp"
+#include "report/json_writer.hpp"
 
 namespace driftscope {
 namespace {

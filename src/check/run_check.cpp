@@ -15,7 +15,6 @@
 #include <string_view>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
@@ -519,51 +518,6 @@ Result<CheckReport> check_file(const std::string& path, const CheckOptions& opti
   auto rep = Checker(*r, options).run();
   if (rep) rep->path = path;
   return rep;
-}
-
-std::string check_to_text(const CheckReport& r) {
-  std::string out = printable(r.summary) + "\n";
-  for (const auto& f : r.findings) {
-    std::string id = f.name;
-    if (f.role != Role::output || f.role_index != 0) id += fmt::format(" ({} {})", role_name(f.role), f.role_index);
-    if (f.occurrence) id += fmt::format(" #{}", f.occurrence);
-    out += printable(fmt::format("  {:<18} {} [index {}{}{}]: {}", f.code, id, f.exec_index,
-                                 f.op_type.empty() ? "" : ", ", f.op_type, f.message)) + "\n";
-  }
-  for (const auto& n : r.notes) out += "  note: " + printable(n) + "\n";
-  for (const auto& w : r.warnings) out += "  warning: " + printable(w) + "\n";
-  return out;
-}
-
-std::string check_to_json(const CheckReport& r, int indent) {
-  using nlohmann::ordered_json;
-  ordered_json o;
-  o["schema"] = CheckReport::kSchema;
-  o["path"] = r.path;
-  o["state"] = r.state;
-  o["verdict"] = r.verdict();
-  o["exit_code"] = r.exit_code();
-  o["summary"] = r.summary;
-  o["records"] = r.records;
-  o["tensors_checked"] = r.tensors_checked;
-  ordered_json fs = ordered_json::array();
-  for (const auto& f : r.findings) {
-    ordered_json j;
-    j["code"] = f.code;
-    j["name"] = f.name;
-    j["occurrence"] = f.occurrence;
-    j["role"] = role_name(f.role);
-    j["role_index"] = f.role_index;
-    j["op_type"] = f.op_type;
-    j["index"] = f.exec_index;
-    j["message"] = f.message;
-    j["value"] = std::isfinite(f.value) ? ordered_json(f.value) : ordered_json(nullptr);
-    fs.push_back(std::move(j));
-  }
-  o["findings"] = std::move(fs);
-  o["notes"] = r.notes;
-  o["warnings"] = r.warnings;
-  return o.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace driftscope

@@ -1,10 +1,10 @@
-// `driftscope guard --html` (include/driftscope/guard.hpp): src/compare/guard.html filled with the
+// `driftscope guard --html` (include/driftscope/report.hpp): src/report/guard.html filled with the
 // guard's JSON report, which the Python guard hands over as text.
-#include "driftscope/guard.hpp"
+#include "driftscope/report.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "compare/internal.hpp"
+#include "report/render.hpp"
 
 namespace driftscope {
 namespace {
@@ -23,7 +23,7 @@ Result<std::string> guard_report_to_html(std::string_view report_json) {
     return make_error(Errc::invalid_argument, "guard report: needs a string \"summary\" and an array \"backends\"");
   // Re-serialised compactly: one JSON text whatever the caller's layout; bad UTF-8 replaced.
   std::string compact = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return compare_detail::fill_html_page(kTemplate, "driftscope guard: " + summary->get<std::string>(),
+  return report_detail::fill_html_page(kTemplate, "driftscope guard: " + summary->get<std::string>(),
                                         {{"REPORT", compact}});
 }
 
