@@ -164,7 +164,7 @@ def test_the_html_page_lets_the_backend_table_grow_and_keeps_long_names_whole(tm
                         cosine_after=1.0, recipe=B.BACKENDS["ort-int8"].recipe("m.onnx", [LONG]))
     page = _report(fb, "ort-int8", diag=f"probe names {LONG} (Conv)").to_html()
     if "tablewrap grow" not in page:
-        pytest.fail("driftscope._core embeds an older src/compare/guard.html: rebuild the "
+        pytest.fail("driftscope._core embeds an older src/report/guard.html: rebuild the "
                     "Python extension")
     css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
     assert ".tablewrap.grow{max-height:none" in css
