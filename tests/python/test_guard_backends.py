@@ -311,3 +311,34 @@ def test_guard_backends_howto(tmp_path):
     for row in failing:
         assert row["probe"]["first_divergence"]["node"], row["name"]
         assert row["fallback"]["max_runs"] == 3 and 1 <= row["fallback"]["runs"] <= 3, row["name"]
+
+
+KEYWORD_MODEL = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, a, mask=None, b=None):
+        return self.proj(a) * 2 + b - 3 * mask
+
+
+def build():
+    g = torch.Generator().manual_seed(0)
+    # The dict's order is not forward()'s: bound by position, b would land in `mask`.
+    return Net(), {"b": torch.randn(1, 4, generator=g), "a": torch.randn(1, 4, generator=g),
+                   "mask": torch.randn(1, 4, generator=g)}
+'''
+
+
+def test_executorch_binds_a_dict_example_by_keyword(tmp_path):
+    pytest.importorskip("executorch")
+    (tmp_path / "kw.py").write_text(KEYWORD_MODEL)
+    r = driftscope.guard(f"{tmp_path / 'kw.py'}:build", backends=["executorch"], runs=1)
+    ex = r["executorch"]
+    # Positional binding (the old export) computed proj(a)*2 + None - ... or swapped b and mask:
+    # a RUNTIME_ERROR or a cosine far from 1.
+    assert ex.status == G.PASS and ex.worst.cosine > 0.99999 and ex.worst.max_diff < 1e-5, ex

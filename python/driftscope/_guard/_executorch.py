@@ -67,8 +67,15 @@ class ExecuTorchBackend(Backend):
         leaves = torch_leaves(example)
         with torch.no_grad():
             names = [p.lstrip(".") or "output" for p, _ in _flat(_call(net, example))[0]]
+        kwargs: Dict[str, Any] = {}
+        inputs = list(leaves)
         if isinstance(example, torch.Tensor):
             args: tuple = (example,)
+        elif isinstance(example, Mapping) and all(isinstance(v, torch.Tensor)
+                                                  for v in example.values()):
+            # By keyword, as the model is called: bound by position, a dict whose order is not
+            # forward()'s parameter order fed decoder_input_ids to Whisper's attention_mask.
+            args, kwargs = (), dict(example)
         elif isinstance(example, Mapping):
             args = tuple(example[k] for k in leaves)  # positional, in the dict's order
         else:
@@ -76,9 +83,11 @@ class ExecuTorchBackend(Backend):
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            exported = torch.export.export(net, args, kwargs=kwargs or None)
+            if kwargs:  # the program's flat inputs follow its own (args, kwargs) order
+                inputs = list(exported.example_inputs[1])
             program = to_edge_transform_and_lower(
-                torch.export.export(net, args), partitioner=[XnnpackPartitioner()]
-            ).to_executorch()
+                exported, partitioner=[XnnpackPartitioner()]).to_executorch()
         took = time.perf_counter() - start
         graph = program.exported_program().graph_module.graph
         delegated = portable = 0
@@ -98,4 +107,4 @@ class ExecuTorchBackend(Backend):
                 "operation(s) in ExecuTorch's portable kernels")
         if not delegated:
             note += " (XNNPACK took nothing: only the portable kernels were exercised)"
-        return _EtSession(method, list(leaves), names, [note])
+        return _EtSession(method, inputs, names, [note])
