@@ -2,6 +2,7 @@
 // files on the same threads, side by side in one run (issue 13 §5: target >= 35%).
 //
 //   ds_bench_compare_throughput [--mb N] [--tensor-mb M] [--threads T] [--repeat R] [--dir D] [BIN...]
+//   ds_bench_compare_throughput --startup BIN [--repeat R] [--dir D]
 //
 // Writes two dumps of N MiB of f32 each (default 512) in tensors of M MiB (default 16), the
 // candidate slightly off but passing (the common case: no failure diagnosis runs), and reads them once so that both live in the page cache. Then, best of
@@ -11,6 +12,11 @@
 //   BIN:     each `BIN compare A B -q -j T` given (an old and a new build: a change side by side),
 //            timed as a child process.
 // Both start from a fresh map, so both pay the same page-table faults. The dumps are deleted.
+//
+// --startup: the start-up cost of `BIN compare` (issue 30 item 3: two tiny dumps in <= 10 ms).
+// Two dumps of one 16-element f32 tensor; R rounds (default 31) alternate `BIN compare A B -q`
+// with `BIN --version` (process start, dynamic loading, static initialisers: the floor any
+// command pays) and print the medians and the difference, which is what compare itself adds.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -32,6 +38,7 @@
 #include "common/thread_pool.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/writer.hpp"
+#include "plain_read.h"
 
 namespace fs = std::filesystem;
 using namespace driftscope;
@@ -115,23 +122,7 @@ void mmap_read(const std::vector<std::string>& files, unsigned threads) {
   std::vector<uint64_t> sums(blocks.size());
   detail::parallel_for(
       blocks.size(),
-      [&](size_t b) {
-        uint64_t acc[8] = {};
-        const size_t words = blocks[b].n / 8;
-        size_t i = 0;
-        for (; i + 8 <= words; i += 8)
-          for (int k = 0; k < 8; ++k) {
-            uint64_t w;
-            std::memcpy(&w, blocks[b].p + 8 * (i + k), 8);
-            acc[k] += w;
-          }
-        for (; i < words; ++i) {
-          uint64_t w;
-          std::memcpy(&w, blocks[b].p + 8 * i, 8);
-          acc[0] += w;
-        }
-        sums[b] = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
-      },
+      [&](size_t b) { sums[b] = ds_plain_read_sum(blocks[b].p, blocks[b].n); },
       threads);
   uint64_t t = 0;
   for (uint64_t s : sums) t += s;
@@ -146,12 +137,60 @@ Best run_child(const std::vector<std::string>& argv) {
   return {c.wall, c.cpu};
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int run_startup(const std::string& bin, int repeat, const fs::path& dir) {
+  const std::string a = (dir / ("ds-bench-st-a-" + std::to_string(::getpid()) + ".tdump")).string();
+  const std::string b = (dir / ("ds-bench-st-b-" + std::to_string(::getpid()) + ".tdump")).string();
+  for (const auto& [path, scale] : {std::pair{a, 1.0f}, std::pair{b, 1.0f + 1e-7f}}) {
+    auto w = Writer::create(path);
+    if (!w) return 2;
+    std::vector<float> v(16);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f * scale;
+    TensorInfo info;
+    info.name = "x";
+    info.dtype = DType::f32;
+    info.shape = {4, 4};
+    if (!(*w)->write(info, std::as_bytes(std::span<const float>(v))) || !(*w)->close()) return 2;
+  }
+  std::vector<double> t_cmp, t_ver, c_cmp, c_ver;
+  for (int r = 0; r < repeat; ++r) {
+    const dsbench::ChildRun c = dsbench::run_child({bin, "compare", a, b, "-q", "--no-progress"});
+    const dsbench::ChildRun v = dsbench::run_child({bin, "--version"});
+    if (c.exit_code != 0 || v.exit_code != 0) {
+      std::fprintf(stderr, "ds_bench_compare_throughput: %s failed (exit %d / %d)\n", bin.c_str(),
+                   c.exit_code, v.exit_code);
+      fs::remove(a);
+      fs::remove(b);
+      return 2;
+    }
+    t_cmp.push_back(c.wall);
+    t_ver.push_back(v.wall);
+    c_cmp.push_back(c.cpu);
+    c_ver.push_back(v.cpu);
+  }
+  fs::remove(a);
+  fs::remove(b);
+  // CPU time (user + system) as well: on a shared machine the wall time is mostly waiting for a core.
+  const double mc = median(t_cmp), mv = median(t_ver), cc = median(c_cmp), cv = median(c_ver);
+  std::printf("start-up of %s, median of %d alternating runs\n", bin.c_str(), repeat);
+  std::printf("  --version                    %7.2f ms wall, %6.2f ms CPU (process start: the floor)\n",
+              1e3 * mv, 1e3 * cv);
+  std::printf("  compare of two tiny dumps    %7.2f ms wall, %6.2f ms CPU = %.2fx --version's CPU"
+              " (target <= 10 ms wall)\n", 1e3 * mc, 1e3 * cc, cc / cv);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   size_t mib = 512, tensor_mib = 16;
   int repeat = 3;
   unsigned threads = 0;
+  std::string startup;
   fs::path dir = fs::temp_directory_path();
   std::vector<std::string> bins;
   for (int i = 1; i < argc; ++i) {
@@ -171,11 +210,13 @@ int main(int argc, char** argv) {
     else if (s == "--threads") threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
     else if (s == "--repeat") repeat = std::max(1, std::atoi(v));
     else if (s == "--dir") dir = v;
+    else if (s == "--startup") startup = fs::absolute(v).string();
     else {
       std::fprintf(stderr, "ds_bench_compare_throughput: unknown option %s\n", s.c_str());
       return 2;
     }
   }
+  if (!startup.empty()) return run_startup(startup, repeat == 3 ? 31 : repeat, dir);
   const unsigned all = threads ? threads : detail::hardware_threads();
   const std::string a = (dir / ("ds-bench-tp-a-" + std::to_string(::getpid()) + ".tdump")).string();
   const std::string b = (dir / ("ds-bench-tp-b-" + std::to_string(::getpid()) + ".tdump")).string();

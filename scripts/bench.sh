@@ -10,9 +10,12 @@ run "format: small tensors (16 KiB)" $B/bench/ds_bench_format 64 16
 run "footer index: write, verify, open+lookup at 200k and 800k records, ordinary and FNV-1a-colliding names (4x linear)" \
   $B/bench/ds_bench_index 200000 /tmp
 run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
-run "metric kernels vs memory bandwidth" $B/bench/ds_bench_kernels
+run "metric kernels (f32, f16, bf16) against the plain read in C of the same bytes, same threads (targets 70%, 60%)" \
+  $B/bench/ds_bench_kernels
 run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%)" \
   $B/bench/ds_bench_compare_throughput --mb 512
+run "compare: start-up, two tiny dumps against --version (target <= 10 ms)" \
+  $B/bench/ds_bench_compare_throughput --startup $B/driftscope
 run "compare: peak RSS and time against the record count (plain, --json; target 1M: <= 1 GB, 10 s)" \
   $B/bench/ds_bench_compare_memory --records 10000,100000,1000000 $B/driftscope
 run "compare: the same with the data flow the PyTorch recorder writes (ds.inputs, ds.source)" \

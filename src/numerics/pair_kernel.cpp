@@ -80,7 +80,7 @@ struct State {
     // All finite is the common case: it needs no masking at all.
     if (!kTail && hn::AllTrue(d, fin)) {
       src.ulp(true);
-      return accumulate<false>(r, c, fin, hn::FirstN(d, 0), i, s);
+      return accumulate<false>(src, r, c, fin, hn::FirstN(d, 0), i, s);
     }
     src.ulp(false);
     const M nonfin = hn::AndNot(fin, valid);
@@ -96,7 +96,7 @@ struct State {
     inf_cand += hn::CountTrue(d, ic);
     inf_same += hn::CountTrue(d, same_inf);
     const M equal = nan_equal ? hn::Or(same_inf, both_nan) : same_inf;
-    accumulate<true>(r, c, fin, hn::AndNot(equal, nonfin), i, s);
+    accumulate<true>(src, r, c, fin, hn::AndNot(equal, nonfin), i, s);
   }
 
   // One vector of a stretch presumed all finite (RunChunk checks that afterwards).
@@ -106,13 +106,13 @@ struct State {
     V r, c;
     src.template load<false>(i, r, c);
     src.ulp(true);
-    accumulate<false>(r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
+    accumulate<false>(src, r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
   }
 
   // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
   // leaves a sum's bits unchanged) and nothing to minima, maxima and counts.
-  template <bool kMasked>
-  HWY_INLINE void accumulate(V r, V c, M fin, M nonfin_mismatch, size_t i, Sums& s) {
+  template <bool kMasked, class Src>
+  HWY_INLINE void accumulate(Src& src, V r, V c, M fin, M nonfin_mismatch, size_t i, Sums& s) {
     const D d;
     const V rz = kMasked ? hn::IfThenElseZero(fin, r) : r;
     const V cz = kMasked ? hn::IfThenElseZero(fin, c) : c;
@@ -143,23 +143,31 @@ struct State {
       max_rel_slack = hn::Mul(max_rel, slack);
       tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(max_rel_slack, eps), tiny));
     }
-    min_ref = hn::Min(min_ref, kMasked ? hn::IfThenElse(fin, r, pinf) : r);
-    max_ref = hn::Max(max_ref, kMasked ? hn::IfThenElse(fin, r, ninf) : r);
-    min_cand = hn::Min(min_cand, kMasked ? hn::IfThenElse(fin, c, pinf) : c);
-    max_cand = hn::Max(max_cand, kMasked ? hn::IfThenElse(fin, c, ninf) : c);
-    const M zr = kMasked ? hn::And(fin, hn::Eq(r, zero)) : hn::Eq(r, zero);
-    const M zc = kMasked ? hn::And(fin, hn::Eq(c, zero)) : hn::Eq(c, zero);
-    if (!hn::AllFalse(d, hn::Or(zr, zc))) {  // exact zeros are uncommon in activations
-      zero_ref_n += hn::CountTrue(d, zr);
-      zero_cand_n += hn::CountTrue(d, zc);
+    if constexpr (Src::kNarrowExtremes) {
+      src.template extremes<kMasked>();
+    } else {
+      min_ref = hn::Min(min_ref, kMasked ? hn::IfThenElse(fin, r, pinf) : r);
+      max_ref = hn::Max(max_ref, kMasked ? hn::IfThenElse(fin, r, ninf) : r);
+      min_cand = hn::Min(min_cand, kMasked ? hn::IfThenElse(fin, c, pinf) : c);
+      max_cand = hn::Max(max_cand, kMasked ? hn::IfThenElse(fin, c, ninf) : c);
+      const M zr = kMasked ? hn::And(fin, hn::Eq(r, zero)) : hn::Eq(r, zero);
+      const M zc = kMasked ? hn::And(fin, hn::Eq(c, zero)) : hn::Eq(c, zero);
+      if (!hn::AllFalse(d, hn::Or(zr, zc))) {  // exact zeros are uncommon in activations
+        zero_ref_n += hn::CountTrue(d, zr);
+        zero_cand_n += hn::CountTrue(d, zc);
+      }
     }
     // allclose: |r - c| > atol + rtol * |r| (r is the reference), docs/metrics.md.
     const M over = hn::Gt(ad, hn::Add(atol, hn::Mul(rtol, ar)));
     const M mis = kMasked ? hn::Or(hn::And(fin, over), nonfin_mismatch) : over;
     if (!hn::AllFalse(d, mis)) {
       mismatch += hn::CountTrue(d, mis);
-      const int64_t at = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis);
-      if (first < 0 || at < first) first = at;
+      // Vectors come in increasing i within a sweep: once one has failed, later ones cannot be
+      // first (a later sweep, j > 0, starts lower again and is tested).
+      if (first < 0 || static_cast<int64_t>(i) < first) {
+        const int64_t at = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis);
+        if (first < 0 || at < first) first = at;
+      }
     }
   }
 };
@@ -175,6 +183,7 @@ HWY_INLINE double reduce_with(V v, F f) {
 
 // Decoded float64 values, padded with zeros to a whole group of kLanes (pair_kernel.hpp).
 struct F64Source {
+  static constexpr bool kNarrowExtremes = false;
   const double* HWY_RESTRICT ref;
   const double* HWY_RESTRICT cand;
   template <bool kTail>
@@ -193,30 +202,46 @@ using DI = hn::Rebind<int32_t, D>;
 using DU = hn::Rebind<uint32_t, D>;
 
 // The float formats read in place. Storage type T; `high` holds each value's bits moved to the
-// top of a 32-bit lane (sign at bit 31) and `Widen` turns those into the exact float64 value.
+// top of a 32-bit lane (sign at bit 31) and `ToF32` turns those into the exact float32 value
+// (every f16 and bf16 is one), which PromoteTo widens exactly to float64.
+using DH = hn::Rebind<uint16_t, D>;
 struct F32Format {
   using T = uint32_t;
   static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
-  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high) { return hn::BitCast(DF(), high); }
 };
 struct BF16Format {  // bfloat16 is the upper half of a binary32
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7F80u << 16;
-  static HWY_INLINE V Widen(hn::Vec<DU> high) { return hn::PromoteTo(D(), hn::BitCast(DF(), high)); }
+  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH>) { return hn::BitCast(DF(), high); }
 };
 struct F16Format {
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7C00u << 16;
-  static HWY_INLINE V Widen(hn::Vec<DU> high) {
-    return hn::PromoteTo(D(), numerics::HWY_NAMESPACE::HalfBitsToFloat(DU(), hn::ShiftRight<16>(high)));
+  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH> raw) {
+#if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+    // AVX2 and AVX-512 have F16C: one exact vcvtph2ps instead of ~12 operations. (A signalling
+    // NaN comes out quiet; the kernel only asks whether a value is NaN, and takes the ULP
+    // distance from `high`.)
+    (void)high;
+    return hn::PromoteTo(DF(), hn::BitCast(hn::Rebind<hwy::float16_t, D>(), raw));
+#else
+    (void)raw;
+    return numerics::HWY_NAMESPACE::HalfBitsToFloat(DU(), hn::ShiftRight<16>(high));
+#endif
   }
 };
 
 // Payload values of one float format, widened in registers (exact), with the ULP distance of the
 // same loaded bits. The last partial group is read from zero-padded copies: nothing past n is
 // touched, and a padded lane (0 against 0) has distance 0.
+//
+// Minima, maxima and zero counts are taken on the float32 values, before widening: widening is
+// exact and monotonic, so they are the same numbers, and the float32 vectors are half as wide
+// (on AVX-512 a 256-bit operation instead of a 512-bit one, which Zen 4 splits in two).
 template <class Fmt>
 struct RawSource {
+  static constexpr bool kNarrowExtremes = true;
   using T = typename Fmt::T;
   static constexpr int kShift = 32 - 8 * static_cast<int>(sizeof(T));
   const T* HWY_RESTRICT ref;
@@ -226,6 +251,11 @@ struct RawSource {
   size_t tail_start;
   hn::Vec<DI> xr, xc;  // `high` bits of the last load, as signed lanes
   hn::Vec<DU> best;    // running max of (ULP distance << kShift) per lane
+  hn::Vec<DF> fr, fc;  // the float32 values of the last load
+  hn::Vec<DF> min_r, max_r, min_c, max_c;  // over finite pairs
+  uint64_t zero_r = 0, zero_c = 0;         // finite pairs only
+  size_t n = 0;                            // values in the chunk
+  size_t valid = kN;                       // lanes of the last load that hold values
 
   template <bool kTail>
   HWY_INLINE void load(size_t i, V& r, V& c) {
@@ -234,25 +264,67 @@ struct RawSource {
     if constexpr (kTail) {
       pr = ref_tail + (i - tail_start);
       pc = cand_tail + (i - tail_start);
+      valid = i < n ? (n - i < kN ? n - i : kN) : 0;
     } else {
+      valid = kN;
       // The payload streams from memory once: ask for it a few pages ahead, where the hardware
       // prefetchers (which stop at page boundaries) do not reach. Never faults; address only.
       hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
       hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
     }
-    const auto hr = High(pr), hc = High(pc);
-    r = Fmt::Widen(hr);
-    c = Fmt::Widen(hc);
+    hn::Vec<DU> hr, hc;
+    Load(pr, hr, fr);
+    Load(pc, hc, fc);
+    r = hn::PromoteTo(D(), fr);
+    c = hn::PromoteTo(D(), fc);
     xr = hn::BitCast(DI(), hr);
     xc = hn::BitCast(DI(), hc);
   }
-  static HWY_INLINE hn::Vec<DU> High(const T* p) {
+  // The `high` bits and the float32 values of kN elements at p.
+  static HWY_INLINE void Load(const T* p, hn::Vec<DU>& high, hn::Vec<DF>& f) {
     if constexpr (sizeof(T) == 4) {
-      return hn::LoadU(DU(), p);
+      high = hn::LoadU(DU(), p);
+      f = Fmt::ToF32(high);
     } else {
-      return hn::ShiftLeft<kShift>(hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<T, D>(), p)));
+      const auto raw = hn::LoadU(hn::Rebind<T, D>(), p);
+      high = hn::ShiftLeft<kShift>(hn::PromoteTo(DU(), raw));
+      f = Fmt::ToF32(high, raw);
     }
   }
+  // Over the finite pairs among the first `valid` lanes of the last load; kMasked false: the
+  // caller knows every lane is a finite pair. (The float64 mask of the caller cannot be rebound
+  // to 32-bit lanes in the Highway version we build with, so the test is redone here: 2 ops.)
+  template <bool kMasked>
+  HWY_INLINE void extremes() {
+    const DF df;
+    const auto pinf = hn::Set(df, std::numeric_limits<float>::infinity());
+    const auto zero = hn::Zero(df);
+    if constexpr (kMasked) {
+      const auto f = hn::And(hn::And(hn::IsFinite(fr), hn::IsFinite(fc)), hn::FirstN(df, valid));
+      min_r = hn::Min(min_r, hn::IfThenElse(f, fr, pinf));
+      max_r = hn::Max(max_r, hn::IfThenElse(f, fr, hn::Neg(pinf)));
+      min_c = hn::Min(min_c, hn::IfThenElse(f, fc, pinf));
+      max_c = hn::Max(max_c, hn::IfThenElse(f, fc, hn::Neg(pinf)));
+      const auto zr = hn::And(f, hn::Eq(fr, zero));
+      const auto zc = hn::And(f, hn::Eq(fc, zero));
+      if (!hn::AllFalse(df, hn::Or(zr, zc))) {
+        zero_r += hn::CountTrue(df, zr);
+        zero_c += hn::CountTrue(df, zc);
+      }
+    } else {
+      min_r = hn::Min(min_r, fr);
+      max_r = hn::Max(max_r, fr);
+      min_c = hn::Min(min_c, fc);
+      max_c = hn::Max(max_c, fc);
+      const auto zr = hn::Eq(fr, zero);
+      const auto zc = hn::Eq(fc, zero);
+      if (!hn::AllFalse(df, hn::Or(zr, zc))) {  // exact zeros are uncommon in activations
+        zero_r += hn::CountTrue(df, zr);
+        zero_c += hn::CountTrue(df, zc);
+      }
+    }
+  }
+
   // docs/metrics.md §5 on the `high` bits: ord(b) = sign ? -magnitude : magnitude, which for a
   // negative int32 b is INT32_MIN - b (wrapping). |ord(a) - ord(b)| < 2^32 is max - min in
   // wrapping uint32 arithmetic; for 16-bit formats it is the distance << 16, still below 2^32.
@@ -289,8 +361,9 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
   s.rtol = hn::Set(d, p.rtol);
   s.eps = hn::Set(d, p.rel_eps);
   s.max_abs = s.zero;
-  s.max_rel = s.zero;
-  s.max_rel_slack = s.zero;
+  s.max_rel = hn::Set(d, p.max_rel_floor);
+  s.max_rel_slack = hn::Mul(s.max_rel, s.slack);
+  s.tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(s.max_rel_slack, s.eps), s.tiny));
   s.min_ref = s.pinf;
   s.min_cand = s.pinf;
   s.max_ref = s.ninf;
@@ -373,9 +446,21 @@ HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_byte
   HWY_ALIGN T cand_tail[kLanes] = {};
   std::memcpy(ref_tail, ref_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
   std::memcpy(cand_tail, cand_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
-  RawSource<Fmt> src{ref, cand, ref_tail, cand_tail, tail_start, hn::Zero(DI()), hn::Zero(DI()),
-                     hn::Zero(DU())};
+  const auto pinf = hn::Set(DF(), std::numeric_limits<float>::infinity());
+  const auto zf = hn::Zero(DF());
+  RawSource<Fmt> src{ref,        cand,       ref_tail, cand_tail, tail_start,    hn::Zero(DI()),
+                     hn::Zero(DI()), hn::Zero(DU()), zf,   zf,        pinf,          hn::Neg(pinf),
+                     pinf,       hn::Neg(pinf)};
+  src.n = n;
   RunChunk(src, n, p, out);
+  const auto fmax = [](double a, double b) { return a < b ? b : a; };
+  const auto fmin = [](double a, double b) { return b < a ? b : a; };
+  out->min_ref = reduce_with(hn::PromoteTo(D(), src.min_r), fmin);
+  out->max_ref = reduce_with(hn::PromoteTo(D(), src.max_r), fmax);
+  out->min_cand = reduce_with(hn::PromoteTo(D(), src.min_c), fmin);
+  out->max_cand = reduce_with(hn::PromoteTo(D(), src.max_c), fmax);
+  out->zero_ref = src.zero_r;
+  out->zero_cand = src.zero_c;
   HWY_ALIGN uint32_t best[hn::MaxLanes(DU())];
   hn::Store(src.best, DU(), best);
   uint32_t m = 0;
@@ -476,7 +561,7 @@ void chunk_scalar(const double* ref, const double* cand, size_t n, const Params&
                   ChunkPartial* out) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   double sum[kNumSums][kLanes] = {};
-  double max_abs = 0, max_rel = 0, min_ref = inf, max_ref = -inf, min_cand = inf, max_cand = -inf;
+  double max_abs = 0, max_rel = p.max_rel_floor, min_ref = inf, max_ref = -inf, min_cand = inf, max_cand = -inf;
   uint64_t nonfinite = 0, nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0;
   uint64_t inf_same = 0, zero_ref = 0, zero_cand = 0, mismatch = 0;
   int64_t first = -1;

@@ -35,6 +35,11 @@ struct Params {
   double rtol = 0;
   double rel_eps = 1e-12;
   bool nan_equal = false;
+  // A lower bound for ChunkPartial::max_rel, which then reports max(max_rel_floor, the chunk's
+  // maximum): the caller passes the maximum of the chunks before, so the kernel's test for a new
+  // maximum (a branch and a division) fires on the few new records of the task, not on the ~6
+  // per lane that every chunk started from 0 would have. Not NaN, >= 0.
+  double max_rel_floor = 0;
 };
 
 // What one chunk contributes. Sums are per lane (reduced later by reduce_lanes); everything else

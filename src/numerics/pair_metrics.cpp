@@ -432,11 +432,13 @@ void crc_chunk(const Job& job, uint64_t s, size_t len, std::pair<uint32_t, uint3
 void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
                   std::pair<uint32_t, uint32_t>* crc) {
   ChunkPartial cp;
+  kernel::Params params = job.params;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
     const size_t size = job.ref->elem_size;
     const RawChunk ch{job.raw_format, job.ref_bytes + size * s, job.cand_bytes + size * s};
-    job.raw(ch.r, ch.c, len, job.params, &cp);
+    params.max_rel_floor = acc.max_rel;  // max_rel is a maximum: seeding it changes no bits
+    job.raw(ch.r, ch.c, len, params, &cp);
     crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
@@ -460,6 +462,7 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     top_c.heap.reserve(job.k);
   }
   std::vector<uint64_t> set_r, set_c;
+  kernel::Params params = job.params;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
     double* r = rbuf.get();
@@ -477,7 +480,8 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     const size_t padded = (len + kLanes - 1) / kLanes * kLanes;
     std::fill(r + len, r + padded, 0.0);
     std::fill(c + len, c + padded, 0.0);
-    job.fn(r, c, len, job.params, &cp);
+    params.max_rel_floor = acc.max_rel;  // as in run_task_raw
+    job.fn(r, c, len, params, &cp);
     absorb_chunk(DecodedChunk{r, c}, s, len, cp, acc);
     if (job.ulp) {
       const uint64_t* idx = job.options->cand_index.empty() ? nullptr : job.options->cand_index.data();

@@ -218,5 +218,39 @@ TEST(PairRawFused, WholeTensorEqualsTheDecodingPath) {
   }
 }
 
+// compare_pair seeds each chunk's max_rel with the maximum of the chunks before it
+// (Params::max_rel_floor), so that the kernel's test for a new maximum rarely fires. The chunk
+// then reports max(floor, its own maximum) and everything else unchanged, on every target, the
+// scalar reference included.
+TEST(PairRawFused, MaxRelFloorOnlyRaisesMaxRel) {
+  for (const Format& f : kFormats) {
+    for (bool adversarial : {false, true}) {
+      const size_t n = 1001;
+      std::vector<uint32_t> r, c;
+      fill_bits(f, adversarial, n, 5 + n, r, c);
+      const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+      for (const auto& t : kernel::targets()) {
+        SCOPED_TRACE(t + " " + f.name + (adversarial ? " adversarial" : ""));
+        kernel::Params params{1e-6, 1e-4, 1e-12, false};
+        ChunkPartial base;
+        kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &base);
+        ASSERT_GT(base.max_rel, 0.0);
+        for (double floor : {base.max_rel / 3, base.max_rel, base.max_rel * 3,
+                             std::numeric_limits<double>::infinity()}) {
+          params.max_rel_floor = floor;
+          ChunkPartial got;
+          kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
+          EXPECT_EQ(bits(got.max_rel), bits(std::max(floor, base.max_rel))) << "floor " << floor;
+          EXPECT_EQ(0, std::memcmp(got.lanes, base.lanes, sizeof got.lanes));
+          EXPECT_EQ(bits(got.max_abs), bits(base.max_abs));
+          EXPECT_EQ(got.mismatch, base.mismatch);
+          EXPECT_EQ(got.zero_ref, base.zero_ref);
+          EXPECT_EQ(got.max_ulp, base.max_ulp);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace driftscope::numerics
