@@ -298,3 +298,31 @@ def test_many_logits_on_a_last_axis_of_one_are_judged_by_the_cosine():
     p2 = p.copy()
     p2[0, 0, 0], q[0, 0, 0] = 0.50001, 0.49999
     assert judge("scores", p2, q, Thresholds(class_axes={}), 0).status == G.PASS
+
+
+def test_pytorch_named_outputs_other_than_logits_have_no_class_axis():
+    """Issue 33 follow-up: the argmax over Whisper's ['encoder_last_hidden_state'] (hidden
+    features on the last axis) flagged seven backends whose tokens all agreed."""
+    from driftscope._guard._classaxis import TORCH_RULE, class_axes, parse_class_axis
+
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((1, 50, 64))
+    cand = ref + 0.05 * rng.standard_normal(ref.shape)  # cosine ~0.999, many top-1 swaps
+    t = Thresholds()  # class_axes None: a PyTorch model without --class-axis
+    hidden = judge("['encoder_last_hidden_state']", ref, cand, t, 0)
+    assert hidden.argmax_flip is None and hidden.status == "PASS", hidden
+    for name in ("['logits']", "['start_scores']", "output", ".0"):
+        out = judge(name, ref, cand, t, 0)
+        assert out.argmax_flip is not None and out.argmax_flip > 0.0, (name, out)
+        assert out.status == "ARGMAX_FLIP", (name, out)
+    # OUTPUT=none is accepted; outputs not named keep the PyTorch rule.
+    spec = parse_class_axis(["['logits']=none"])
+    assert spec == {"['logits']": None}
+    axes = class_axes("torch", "m.py:build", spec)
+    assert axes == {TORCH_RULE: -1, "['logits']": None}
+    t = Thresholds(class_axes=axes)
+    assert judge("['logits']", ref, cand, t, 0).argmax_flip is None
+    assert judge("output", ref, cand, t, 0).argmax_flip is not None
+    assert judge("['last_hidden_state']", ref, cand, t, 0).argmax_flip is None
+    with pytest.raises(ValueError, match="OUTPUT=none"):
+        parse_class_axis(["['logits']=nothing"])

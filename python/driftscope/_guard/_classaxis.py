@@ -8,15 +8,35 @@ only where the axis holds classes:
     logits head: Gemm or MatMul, or an Add of a bias to one (per-token logits included);
   * LiteRT: the producer (through DEQUANTIZE/QUANTIZE/CAST) is SOFTMAX/LOG_SOFTMAX, or
     FULLY_CONNECTED with a rank-2 output;
-  * PyTorch: the last axis of every output (the module's graph is not read; --class-axis
-    overrides).
+  * PyTorch: the module's graph is not read. An output the model names (a dict or ModelOutput
+    key: ``['logits']``, ``['last_hidden_state']``) has its last axis as class axis only if its
+    name says so (logits, scores, probabilities, classes): a hidden state's last axis holds
+    features, and an argmax over Whisper's encoder_last_hidden_state flagged seven backends whose
+    tokens all agreed. An unnamed output (a tensor, a tuple position) keeps the last axis.
+    --class-axis overrides, OUTPUT=none included.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Dict, Mapping, Optional, Sequence, Union
 
-ClassAxisSpec = Union[None, int, str, Mapping[str, int]]
+ClassAxisSpec = Union[None, int, str, Mapping[str, Optional[int]]]
+
+# The key of Thresholds.class_axes that says: outputs not named in it follow the PyTorch rule.
+TORCH_RULE = "<torch>"
+_NAMED = re.compile(r"(?:\['([^']*)'\]|\.([A-Za-z_]\w*))$")
+_CLASSY = re.compile(r"logit|score|prob|class", re.I)
+
+
+def torch_class_axis(name: str, ndim: int) -> Optional[int]:
+    """The PyTorch rule (module docstring): the last axis, unless the model names the output and
+    the name is not one of logits/scores/probabilities/classes."""
+    m = _NAMED.search(name)
+    key = m.group(1) if m and m.group(1) is not None else (m.group(2) if m else None)
+    if key is not None and not _CLASSY.search(key):
+        return None
+    return ndim - 1
 
 _ONNX_PASS = {"Identity", "Cast"}
 _TFLITE_PASS = {"DEQUANTIZE", "QUANTIZE", "CAST"}
@@ -29,14 +49,20 @@ def parse_class_axis(values: Sequence[str]) -> ClassAxisSpec:
         return None
     if list(values) == ["none"]:
         return "none"
-    by_name: Dict[str, int] = {}
+    by_name: Dict[str, Optional[int]] = {}
     every: Optional[int] = None
     for v in values:
         name, sep, axis = v.rpartition("=")
+        if sep and axis == "none":  # OUTPUT=none: no argmax on that output
+            if not name:
+                raise ValueError(f"--class-axis {v!r}: the output name is empty")
+            by_name[name] = None
+            continue
         try:
             n = int(axis)
         except ValueError:
-            raise ValueError(f"--class-axis {v!r}: expected AXIS, OUTPUT=AXIS or none") from None
+            raise ValueError(f"--class-axis {v!r}: expected AXIS, OUTPUT=AXIS, OUTPUT=none or "
+                             "none") from None
         if sep:
             if not name:
                 raise ValueError(f"--class-axis {v!r}: the output name is empty")
@@ -94,10 +120,11 @@ def _tflite_axes(model: str) -> Dict[str, int]:
     return out
 
 
-def class_axes(family: str, model: str, spec: ClassAxisSpec) -> Optional[Dict[str, int]]:
-    """Output name -> class axis for the judge (Thresholds.class_axes; "*": every output).
-    None for a PyTorch model without --class-axis: the judge then uses every output's last
-    axis."""
+def class_axes(family: str, model: str, spec: ClassAxisSpec
+               ) -> Optional[Dict[str, Optional[int]]]:
+    """Output name -> class axis (None: no argmax) for the judge (Thresholds.class_axes; "*":
+    every output; TORCH_RULE: outputs not named follow the PyTorch rule). None for a PyTorch
+    model without --class-axis: the judge then applies the PyTorch rule to every output."""
     if spec == "none":
         return {}
     if isinstance(spec, int):
@@ -109,5 +136,7 @@ def class_axes(family: str, model: str, spec: ClassAxisSpec) -> Optional[Dict[st
         found = _tflite_axes(model)
     if spec:
         found = dict(found or {})
+        if family not in ("onnx", "tflite"):
+            found[TORCH_RULE] = -1
         found.update(spec)  # type: ignore[arg-type]
     return found

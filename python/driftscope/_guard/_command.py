@@ -139,10 +139,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--decision-threshold", type=float, default=0.5, metavar="T",
                    help="a score output (values in [0, 1]; at most 4, or a last axis of 1) whose "
                         "value crosses T is a decision flip (default 0.5)")
-    p.add_argument("--class-axis", action="append", default=[], metavar="AXIS|OUTPUT=AXIS|none",
+    p.add_argument("--class-axis", action="append", default=[],
+                   metavar="AXIS|OUTPUT=AXIS|OUTPUT=none|none",
                    help="the axis argmax flips are judged over, for every output or one "
-                        "(repeatable); none: never (default: found from a softmax or logits "
-                        "producer; the last axis for PyTorch models)")
+                        "(repeatable); OUTPUT=none: not that output; none: never (default: "
+                        "found from a softmax or logits producer; for PyTorch models the last "
+                        "axis, except outputs named other than logits/scores/probs/classes)")
     p.add_argument("--require", action="append", default=[], metavar="NAME",
                    help="this backend must be available here (repeatable; comma lists too)")
     p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",

@@ -135,11 +135,15 @@ def _as_f64(a: np.ndarray) -> np.ndarray:
 def class_axis(name: str, t: Thresholds, ndim: int) -> Optional[int]:
     """The axis argmax runs over for output `name` ("y[step 2]" is y), or None. Without
     class_axes (a direct call of judge()), the last axis, as before class axes existed."""
+    from ._classaxis import TORCH_RULE, torch_class_axis
+
     if ndim < 1:
         return None
-    if t.class_axes is None:
-        return ndim - 1
     base = name.split("[step ", 1)[0]
+    if t.class_axes is None:
+        return torch_class_axis(base, ndim)
+    if base not in t.class_axes and "*" not in t.class_axes and TORCH_RULE in t.class_axes:
+        return torch_class_axis(base, ndim)
     axis = t.class_axes.get(base, t.class_axes.get("*"))
     if axis is None or not -ndim <= axis < ndim:
         return None

@@ -191,9 +191,24 @@ class GuardReport:
 
     def argmax_text(self) -> str:
         """Where an argmax flip is judged: over which axis of which output (guard.md §5)."""
+        from ._classaxis import TORCH_RULE, torch_class_axis
+
         axes = self.thresholds.class_axes
-        if axes is None:
-            return "over the last axis of every output"
+        if axes is None or (TORCH_RULE in axes and "*" not in axes):
+            axes = {n: a for n, a in (axes or {}).items() if n != TORCH_RULE}
+            for n in self.output_names:  # the PyTorch rule: -1 (last axis) or None
+                if n not in axes:
+                    axes[n] = None if torch_class_axis(n, 1) is None else -1
+            named = [n for n in self.output_names if axes.get(n) is None]
+            over = [n if axes[n] == -1 else f"{n} (axis {axes[n]})"
+                    for n in self.output_names if axes.get(n) is not None]
+            parts = [("over the last axis of " + ", ".join(over)) if len(over) < len(
+                self.output_names) or any("(axis" in o for o in over)
+                else "over the last axis of every output"] if over else []
+            if named:
+                parts.append("not applied to " + ", ".join(named) + " (named outputs other "
+                             "than logits/scores/probabilities/classes; --class-axis names one)")
+            return "; ".join(parts) or "not applied"
         every = axes.get("*")
         over = [f"{n} (axis {axes.get(n, every)})" for n in self.output_names
                 if axes.get(n, every) is not None]
