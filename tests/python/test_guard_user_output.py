@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import driftscope
-from driftscope._guard import _child
+from driftscope._guard import _messages
 from driftscope._guard._report import reason_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ def _raised(fn):
     try:
         fn()
     except Exception as err:  # noqa: BLE001
-        return _child._first_line(err)  # as the backend's child reports it
+        return _messages.whole_message(err)  # as the backend's child reports it
     raise AssertionError("expected the runtime to raise")
 
 
@@ -315,9 +315,9 @@ def test_a_message_over_the_bound_keeps_its_cause_at_the_end():
                        f"    _{k} = (self.m{k}).forward(x, )\n           ~~~~~~ <--- HERE"
                        for k in range(400))
     message = head + frames + "\n\nTraceback of TorchScript, original code" + tail
-    assert len(message) > _child.MAX_MESSAGE
-    kept = _child._first_line(RuntimeError(message))
-    assert len(kept) <= _child.MAX_MESSAGE + 40
+    assert len(message) > _messages.MAX_MESSAGE
+    kept = _messages.whole_message(RuntimeError(message))
+    assert len(kept) <= _messages.MAX_MESSAGE + 40
     assert kept.startswith("RuntimeError: The following operation failed")
     assert kept.rstrip().endswith(CAUSE)
     assert reason_line(kept) == f"RuntimeError: {CAUSE}"

@@ -14,32 +14,15 @@ import sys
 import time
 from typing import Any, Dict, List
 
-
-# A runtime's whole message is kept (the JSON report has it); the text report shows the line
-# that states the reason (_report.reason_line). Bounded: a runtime may print megabytes.
-MAX_MESSAGE = 16384
-
-
-def _first_line(err: BaseException) -> str:
-    """The exception's whole message (named by its type unless it is one of driftscope's own
-    sentences), at most MAX_MESSAGE characters. (The name is kept for its callers.)"""
-    text = str(err).strip()
-    if len(text) > MAX_MESSAGE:  # head and tail: a traceback states its cause at the end
-        half = MAX_MESSAGE // 2
-        text = text[:half] + "\n    [...]\n" + text[-half:]  # indented: read as a frame
-    from ..errors import Error
-
-    if isinstance(err, Error):  # driftscope's own errors are written as sentences
-        return text or type(err).__name__
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+from ._messages import whole_message
 
 
 def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
-    from ._backends import BACKENDS, load_plugins
+    from .backends.registry import BACKENDS, load_plugins
 
     load_plugins()
     if job.get("export_dir"):  # the guard run's one export of a PyTorch model (onnx-*)
-        from ._torch_extra import use_export_dir
+        from .backends.torch_extra import use_export_dir
 
         use_export_dir(job["export_dir"])
     kind = job.get("kind", "run")
@@ -98,7 +81,7 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
         result["stage"] = "done"
     # Every failure is reported, a build() that calls sys.exit() too; the guard goes on.
     except (Exception, SystemExit) as err:  # noqa: BLE001
-        result["error"] = _first_line(err)
+        result["error"] = whole_message(err)
         if getattr(err, "unavailable", False):  # it ran, but not what it is named for
             result["error"], result["unavailable"] = str(err), True
     return result
@@ -107,7 +90,7 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
 def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, Any]:
     """Records one run with intermediates; says whether recording changed the final outputs
     (observer effect) or whether the backend cannot record at all."""
-    from ..onnxruntime import _observer_effect
+    from ..recorders.api import onnx_observer_effect as _observer_effect
 
     plain = session.run(feeds)
     try:
@@ -123,7 +106,7 @@ def _guarded(fn: Any, job: Dict[str, Any]) -> Dict[str, Any]:
     try:
         return fn(job)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - reported, the guard goes on
-        return {"error": _first_line(err)}
+        return {"error": whole_message(err)}
 
 
 def main(argv: List[str]) -> int:

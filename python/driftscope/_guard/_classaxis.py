@@ -75,7 +75,7 @@ def _onnx_axes(model: str) -> Dict[str, int]:
 
 
 def _tflite_axes(model: str) -> Dict[str, int]:
-    from ..litert import _interpreter, _read_model
+    from ..recorders.api import litert_interpreter as _interpreter, litert_read_model as _read_model
 
     data, name = _read_model(model)
     it = _interpreter(data, name, "reference", None, preserve=False)

@@ -90,13 +90,13 @@ class FallbackResult:
     @property
     def names_where(self) -> bool:
         """A float16 / bfloat16 fallback says where it was verified; an INT8 one, on its row."""
-        from ._backends import BACKENDS
+        from .backends.registry import BACKENDS
 
         return len(self.checks) > 1 or any(
             getattr(BACKENDS.get(c["backend"]), "precision", None) for c in self.checks)
 
     def _where(self) -> str:
-        from ._backends import BACKENDS
+        from .backends.registry import BACKENDS
 
         def what(c: Dict[str, Any]) -> str:
             b = BACKENDS.get(c["backend"])
@@ -116,7 +116,7 @@ class FallbackResult:
 
         if self.error and not self.nodes:
             return f"{self.backend}: no FP32 fallback: {self.error}"
-        from ._probe import shown
+        from .._text import printable as shown
 
         names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
             f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
@@ -208,8 +208,8 @@ def check_backends(row: str, family: str, run: List[str]) -> Tuple[str, List[str
     (ort-fp16-exact: ort-fp16's own variant with float16 computed) when `row` only stores the
     precision, and verified on `row`, on it, and on every backend of the run (`run`) that
     computes the precision and can keep nodes in float32."""
-    from ._backends import BACKENDS, family_backends
-    from ._fp16_arith import ARITH
+    from .backends.registry import BACKENDS, family_backends
+    from .backends.fp16_arith import ARITH
 
     b = BACKENDS[row]
     precision = getattr(b, "precision", None)
@@ -237,9 +237,9 @@ def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:
 
 def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
-    from ._backends import BACKENDS
-    from ._child import _first_line
-    from ._ortqdq import use_row_samples
+    from .backends.registry import BACKENDS
+    from ._messages import whole_message
+    from .backends.ortqdq import use_row_samples
     from ._probe import compare_dumps, findings_from_report, pick_origin
     from ._ranges import range_seed_of, tried
     from ._report import reason_line
@@ -269,7 +269,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
                 session = StatefulSession(session, job["state"])
             outs = [by_position(session.run(f), ref_names) for f in samples]
         except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
-            message = _first_line(err)
+            message = whole_message(err)
             failures[message] = failures.get(message, 0) + 1
             trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
                           "cosine": None, "error": message})

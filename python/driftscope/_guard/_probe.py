@@ -159,7 +159,9 @@ class ProbeResult:
 
 def onnx_nodes(model: str) -> List[Tuple[str, str]]:
     """(name, op type) of the model's nodes that compute from the inputs, topological order."""
-    from ..onnxruntime import _load_model, _static_values, _topological_nodes
+    from ..recorders.api import (onnx_load_model as _load_model,
+                                 onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     proto, _, _ = _load_model(model)
     nodes = _topological_nodes(proto.graph)
@@ -173,7 +175,7 @@ def onnx_weights_and_producers(model: str) -> Tuple[set, Dict[str, List[str]]]:
     change), and for every node the names of the nodes that produce its inputs."""
     import onnx
 
-    from ..onnxruntime import _load_model
+    from ..recorders.api import onnx_load_model as _load_model
 
     proto, _, _ = _load_model(model)
     floats = {t.name for t in proto.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
@@ -246,9 +248,11 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     each prefix; the verdict is the guard's own (judge) on the cut's values."""
     import onnx
 
-    from ..onnxruntime import _load_model, _static_values, _topological_nodes
-    from ._backends import BACKENDS
-    from ._ortqdq import use_row_samples
+    from ..recorders.api import (onnx_load_model as _load_model,
+                                 onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
+    from .backends.registry import BACKENDS
+    from .backends.ortqdq import use_row_samples
     from ._stateful import first_steps
 
     proto, external_dir, _ = _load_model(job["model"])
@@ -343,7 +347,7 @@ def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     float32 (the fallback's mechanism: float32 parameters and arithmetic, the output cast back),
     and a binary search finds the first k whose run fails the guard's verdict on the model's
     outputs: the module whose low-precision arithmetic breaks it, in about log2(modules) runs."""
-    from ._backends import BACKENDS
+    from .backends.registry import BACKENDS
     from ._metrics import judge_all
     from ._stateful import StatefulSession
 

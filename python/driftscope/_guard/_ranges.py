@@ -51,7 +51,7 @@ class RangeSeed:
     note: str = ""   # one clause for the report: what the ranges suggest
 
     def describe(self, limit: int = 4) -> str:
-        from ._probe import shown
+        from .._text import printable as shown
 
         listed = "; ".join(f"{shown(n)}: {self.reasons[n]}" for n in self.nodes[:limit])
         more = f"; and {len(self.nodes) - limit} more" if len(self.nodes) > limit else ""
@@ -90,7 +90,8 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
     import onnx
     from onnx import numpy_helper
 
-    from ..onnxruntime import _static_values, _topological_nodes
+    from ..recorders.api import (onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     graph = proto.graph
@@ -208,9 +209,9 @@ def range_seed_of(job: Mapping[str, Any], backend: Any, order: Sequence[str]) ->
     try:
         return range_seed(job["model"], target, order, dump, feeds)
     except Exception as err:  # noqa: BLE001 - the seed is a shortcut, not the search
-        from ._child import _first_line
+        from ._messages import whole_message
 
-        return RangeSeed(note=f"the reference's ranges could not be read ({_first_line(err)})")
+        return RangeSeed(note=f"the reference's ranges could not be read ({whole_message(err)})")
 
 
 def tried(trail: Sequence[Mapping[str, Any]], seed: RangeSeed) -> str:

@@ -20,7 +20,8 @@ import numpy as np
 
 from .._pyexec import kill_group, module_command
 from ..errors import Error
-from . import _backends as B
+from .backends import registry as B
+from .backends.torch import torch_example, torch_leaves
 from . import _cpu
 from . import _inputs as I
 from . import _stateful as S
@@ -110,7 +111,9 @@ def _signature(family: str, model: str, seed: int,
         if family == "onnx":
             return I.onnx_signature(S.onnx_proto(model))
         if family == "tflite":
-            from ..litert import _check_flatbuffer, _interpreter, _read_model
+            from ..recorders.api import (litert_check_flatbuffer as _check_flatbuffer,
+                                         litert_interpreter as _interpreter,
+                                         litert_read_model as _read_model)
 
             data, name = _read_model(model)
             _check_flatbuffer(data, name)
@@ -120,8 +123,8 @@ def _signature(family: str, model: str, seed: int,
         raise GuardError(_first_line(err), "model_load_failed") from err
     try:
         with _stdout_to_stderr():
-            example = B.torch_example(model, seed)[1]
-        leaves = B.torch_leaves(example)
+            example = torch_example(model, seed)[1]
+        leaves = torch_leaves(example)
         import torch
 
         if constants is not None:
@@ -362,7 +365,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
     _local.forker = _start_forker(order)
-    # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (_torch_extra).
+    # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (backends/torch_extra.py).
     previous_export = getattr(_local, "export_dir", None)
     _local.export_dir = (tempfile.mkdtemp(prefix="driftscope-export-")
                          if family == "torch" else None)
@@ -658,7 +661,8 @@ def _signature_names(family: str, model: str) -> Dict[str, str]:
     if family != "tflite":
         return {}
     try:
-        from ..litert import _interpreter, _read_model
+        from ..recorders.api import (litert_interpreter as _interpreter,
+                                     litert_read_model as _read_model)
 
         data, name = _read_model(model)
         it = _interpreter(data, name, "reference", None, preserve=False)

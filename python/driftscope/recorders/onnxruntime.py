@@ -5,7 +5,7 @@
 
 How it works: every node output of the main graph is added to the graph's outputs (ONNX Runtime
 only hands back graph outputs), the session runs once, and the values are written in topological
-order with op type = node op type. Names follow ``driftscope._naming``: the last output inside each
+order with op type = node op type. Names follow ``driftscope.recorders.naming``: the last output inside each
 module scope of a ``torch.onnx.export``-ed graph is written under the module path, so
 ``driftscope compare torch.tdump ort.tdump`` lines up module by module without a name map.
 Quantisation plumbing (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear) is written with
@@ -41,11 +41,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
-from ._cli import add_record_inputs, add_record_options, parse_args, run_recorder
-from ._dataflow import DataFlow, GraphNode
-from ._naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
-from .errors import Error
+from .. import _core
+from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
+from .dataflow import DataFlow, GraphNode
+from .naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
+from ..errors import Error
 
 __all__ = [
     "Recording",
@@ -1118,7 +1118,7 @@ class TensorSink:
     def offer(self, name: str, value: np.ndarray, *, op_type: str, role_index: int = 0,
               attrs: Optional[Mapping[str, str]] = None, axes: Optional[str] = None,
               encoding: Optional[Mapping[str, Any]] = None, role: str = "output") -> Any:
-        from ._writer import numpy_to_tdump_dtype
+        from .._writer import numpy_to_tdump_dtype
 
         index = self.offered
         self.offered += 1

@@ -10,9 +10,9 @@ import json
 import os
 from typing import Any, Dict, List, Sequence, Union
 
-from . import _core
-from ._compare import _reader
-from ._dump import Dump
+from .. import _core
+from .._dump import Dump
+from .api import _reader
 
 __all__ = ["check", "CheckReport", "Finding"]
 

@@ -44,9 +44,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 import numpy as np
 
-from ._cli import add_record_inputs, add_record_options, parse_args, run_recorder
-from ._dataflow import DataFlow, GraphNode
-from .errors import Error  # noqa: F401  (callers catch driftscope.litert.Error)
+from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
+from .dataflow import DataFlow, GraphNode
+from ..errors import Error  # noqa: F401  (callers catch driftscope.litert.Error)
 from .onnxruntime import (
     InputMismatchError,
     ModelLoadError,
