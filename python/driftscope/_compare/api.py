@@ -21,15 +21,19 @@ __all__ = ["compare", "Report", "TensorResult"]
 PathOrDump = Union[str, "os.PathLike[str]", Dump]
 
 
-class TensorResult(dict):
-    """One tensor pair of a report: a dict of the JSON fields, also readable as attributes
-    (``t.cosine``, ``t.status``, ``t.max_abs_diff``, ``t.first_mismatch_index``, ...)."""
+class Fields(dict):
+    """A dict of a report's JSON fields, also readable as attributes."""
 
     def __getattr__(self, key: str) -> Any:
         try:
             return self[key]
         except KeyError:
             raise AttributeError(key) from None
+
+
+class TensorResult(Fields):
+    """One tensor pair of a report: a dict of the JSON fields, also readable as attributes
+    (``t.cosine``, ``t.status``, ``t.max_abs_diff``, ``t.first_mismatch_index``, ...)."""
 
     def __repr__(self) -> str:
         return (f"<TensorResult {self.get('name')!r} occurrence={self.get('occurrence')} "

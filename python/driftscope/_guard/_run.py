@@ -27,7 +27,7 @@ from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
-                       by_position, judge, worse)
+                       by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
 from ._report import BackendResult, GuardReport, reason_line
@@ -111,13 +111,9 @@ def _signature(family: str, model: str, seed: int,
         if family == "onnx":
             return I.onnx_signature(S.onnx_proto(model))
         if family == "tflite":
-            from ..recorders.api import (litert_check_flatbuffer as _check_flatbuffer,
-                                         litert_interpreter as _interpreter,
-                                         litert_read_model as _read_model)
+            from ..recorders.api import litert_open
 
-            data, name = _read_model(model)
-            _check_flatbuffer(data, name)
-            it = _interpreter(data, name, "reference", None, preserve=False)
+            it, _ = litert_open(model)
             return I.litert_signature(it.get_input_details())
     except (Error, ImportError, OSError, ValueError) as err:
         raise GuardError(_first_line(err), "model_load_failed") from err
@@ -533,14 +529,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                         if oname not in unjudged:
                             unjudged.append(oname)
                         continue
-                    if oname not in c_out:
-                        res = OutputResult(oname, RUNTIME_ERROR, k,
-                                           detail="the backend returned no output of this name")
-                    else:
-                        try:
-                            res = judge(oname, rv, c_out[oname], thresholds, k)
-                        except TypeError as err:
-                            res = OutputResult(oname, RUNTIME_ERROR, k, detail=str(err))
+                    res = judge_named(oname, rv, c_out, thresholds, k)
                     if name == ref:
                         res.status = REFERENCE
                     old = worst_by_output.get(oname)
@@ -661,11 +650,9 @@ def _signature_names(family: str, model: str) -> Dict[str, str]:
     if family != "tflite":
         return {}
     try:
-        from ..recorders.api import (litert_interpreter as _interpreter,
-                                     litert_read_model as _read_model)
+        from ..recorders.api import litert_open
 
-        data, name = _read_model(model)
-        it = _interpreter(data, name, "reference", None, preserve=False)
+        it, _ = litert_open(model)
         by_index = {int(d["index"]): d["name"] for d in it.get_input_details()}
         found: Dict[str, str] = {}
         for sig in it._get_full_signature_list().values():

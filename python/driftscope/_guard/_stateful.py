@@ -230,13 +230,9 @@ def io_specs(family: str, model: str) -> Tuple[Dict[str, str], Optional[Dict[str
                 {vi.name: shape(vi) for vi in ins},
                 {vi.name: shape(vi) for vi in proto.graph.output})
     if family == "tflite":
-        from ..recorders.api import (litert_check_flatbuffer as _check_flatbuffer,
-                                     litert_interpreter as _interpreter,
-                                     litert_read_model as _read_model)
+        from ..recorders.api import litert_open
 
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        it = _interpreter(data, name, "reference", None, preserve=False)
+        it, _ = litert_open(model)
 
         def tshape(d) -> Shape:
             sig = d.get("shape_signature")

@@ -31,10 +31,7 @@ LENT: Dict[str, Tuple[str, str]] = {
     "onnx_observer_effect": ("onnxruntime", "_observer_effect"),
     "onnx_observer_effect_relative": ("onnxruntime", "observer_effect_relative"),
     "onnx_load_cli_inputs": ("onnxruntime", "load_cli_inputs"),
-    # driftscope.litert: reading and checking a .tflite, an interpreter, feeding and invoking it
-    "litert_read_model": ("litert", "_read_model"),
-    "litert_check_flatbuffer": ("litert", "_check_flatbuffer"),
-    "litert_interpreter": ("litert", "_interpreter"),
+    # driftscope.litert: feeding and invoking an interpreter (litert_open below loads one)
     "litert_feed": ("litert", "_feed"),
     "litert_invoke": ("litert", "_invoke"),
     "litert_record": ("litert", "record"),
@@ -48,7 +45,18 @@ LENT: Dict[str, Tuple[str, str]] = {
     "split_scope": ("naming", "split_scope"),
 }
 
-__all__ = sorted(LENT)
+__all__ = sorted(LENT) + ["litert_open"]
+
+
+def litert_open(model: Any, kernels: str = "reference") -> Tuple[Any, str]:
+    """A .tflite model (a path or its bytes) read, its flatbuffer checked (a hostile file is a
+    one-line ModelLoadError, never a crash in the runtime) and loaded: (interpreter, name). The
+    interpreter keeps no intermediate tensors (the recorder's own loading keeps them)."""
+    from . import litert
+
+    data, name = litert._read_model(model)
+    litert._check_flatbuffer(data, name)
+    return litert._interpreter(data, name, kernels, None, preserve=False), name
 
 
 def __getattr__(name: str) -> Any:

@@ -53,6 +53,7 @@ from .onnxruntime import (
     ModelRunError,
     Recording,
     TensorSink,
+    _feeds_by_name,
     _first_line,
     load_cli_inputs,
     parse_meta,
@@ -173,19 +174,7 @@ def _shape_text(d: Mapping[str, Any]) -> str:
 def _feed(it, inputs: Any, name: str) -> None:
     """Sets the inputs; resizes dynamic dims; errors name the input and the expected shape."""
     declared = it.get_input_details()
-    if isinstance(inputs, Mapping):
-        feeds = dict(inputs)
-    elif isinstance(inputs, (list, tuple)):
-        if len(inputs) != len(declared):
-            raise InputMismatchError(
-                f"the model takes {len(declared)} input(s) "
-                f"({', '.join(d['name'] for d in declared)}), got {len(inputs)}")
-        feeds = {d["name"]: v for d, v in zip(declared, inputs)}
-    elif len(declared) == 1:
-        feeds = {declared[0]["name"]: inputs}
-    else:
-        raise InputMismatchError("inputs must be a dict of name -> array for a model with "
-                                 f"{len(declared)} inputs")
+    feeds = _feeds_by_name(inputs, [d["name"] for d in declared])
     by_name = {d["name"]: d for d in declared}
     # Converted models name input tensors "serving_default_image:0"; their SignatureDef keeps the
     # names the user knows ("image"). Accept those too when they are unambiguous.

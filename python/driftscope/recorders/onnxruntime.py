@@ -822,23 +822,28 @@ def _describe_type(arg) -> str:
     return f"{arg.type.replace('tensor(', '').rstrip(')')} [{shape}]"
 
 
+def _feeds_by_name(inputs: Any, names: Sequence[str]) -> Dict[str, Any]:
+    """`inputs` (a dict by name, a list in the model's order, or the one input itself) as a dict
+    by input name; the errors name the model's inputs (ONNX and LiteRT alike)."""
+    if isinstance(inputs, Mapping):
+        return dict(inputs)
+    listed = ", ".join(names)
+    if isinstance(inputs, (list, tuple)):
+        if len(inputs) != len(names):
+            raise InputMismatchError(f"the model takes {len(names)} input(s) ({listed}), "
+                                     f"got {len(inputs)}")
+        return dict(zip(names, inputs))
+    if len(names) == 1:
+        return {names[0]: inputs}
+    raise InputMismatchError("inputs must be a dict of name -> array for a model with "
+                             f"{len(names)} inputs ({listed})")
+
+
 def _check_inputs(session, inputs: Any) -> Dict[str, np.ndarray]:
     """Checks `inputs` against the session's declared inputs; errors name the input and what
     the model expects."""
     declared = session.get_inputs()
-    if isinstance(inputs, Mapping):
-        feeds = dict(inputs)
-    elif isinstance(inputs, (list, tuple)):
-        if len(inputs) != len(declared):
-            raise InputMismatchError(
-                f"the model takes {len(declared)} input(s) "
-                f"({', '.join(a.name for a in declared)}), got {len(inputs)}")
-        feeds = {a.name: v for a, v in zip(declared, inputs)}
-    elif len(declared) == 1:
-        feeds = {declared[0].name: inputs}
-    else:
-        raise InputMismatchError("inputs must be a dict of name -> array for a model with "
-                                 f"{len(declared)} inputs ({', '.join(a.name for a in declared)})")
+    feeds = _feeds_by_name(inputs, [a.name for a in declared])
     names = {a.name for a in declared}
     unknown = [k for k in feeds if k not in names]
     if unknown:

@@ -78,14 +78,10 @@ class LiteRTBackend(Backend):
         return _missing("ai_edge_litert", "ai-edge-litert")
 
     def load(self, model: str, work: str, seed: int) -> Session:
-        from ...recorders.api import (litert_check_flatbuffer as _check_flatbuffer,
-                                     litert_interpreter as _interpreter,
-                                     litert_read_model as _read_model)
+        from ...recorders.api import litert_open
 
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        return _LiteRTSession(_interpreter(data, name, self.kernels, None, preserve=False), name,
-                              model, self.kernels)
+        it, name = litert_open(model, self.kernels)
+        return _LiteRTSession(it, name, model, self.kernels)
 
 
 class LiteRTGpuBackend(Backend):

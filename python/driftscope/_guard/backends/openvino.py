@@ -232,15 +232,10 @@ class _TfliteIO:
 
         if importlib.util.find_spec("ai_edge_litert") is None:
             return  # OpenVINO's own names, values as they are (the guard's reference needs it)
-        from ...recorders.api import (litert_check_flatbuffer as _check_flatbuffer,
-                                     litert_interpreter as _interpreter,
-                                     litert_read_model as _read_model)
+        from ...recorders.api import litert_open
         from .litert import _LiteRTSession
 
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        self.lite = _LiteRTSession(_interpreter(data, name, "reference", None, preserve=False),
-                                   name)
+        self.lite = _LiteRTSession(*litert_open(model))
         self.input_names = [d["name"] for d in self.lite.it.get_input_details()]
         self.output_names = [d["name"] for d in self.lite.it.get_output_details()]
 
