@@ -90,6 +90,7 @@ def test_a_search_whose_builds_fail_the_same_way_stops_with_the_reason(tmp_path)
     from dataclasses import asdict
 
     from driftscope._guard._fallback import search_job
+    from driftscope._guard._job import Job
     from driftscope._guard._metrics import Thresholds
 
     _qdq_model(tmp_path / "q.onnx")
@@ -97,10 +98,11 @@ def test_a_search_whose_builds_fail_the_same_way_stops_with_the_reason(tmp_path)
     try:
         order = [("add", "Add"), ("mm", "MatMul"), ("relu", "Relu"), ("mm2", "MatMul")]
         x = {"x": np.ones((1, 4), np.float32)}
-        out = search_job({"backend": "refusing-test", "model": str(tmp_path / "q.onnx"),
-                          "samples": [x], "ref_outputs": [{"y": np.ones((1, 8), np.float32)}],
-                          "thresholds": asdict(Thresholds()), "order": order,
-                          "origins": ["add"], "cap": 20, "work": str(tmp_path), "seed": 0})
+        out = search_job(Job(kind="fallback", backend="refusing-test", runs=0,
+                             model=str(tmp_path / "q.onnx"), samples=[x],
+                             ref_outputs=[{"y": np.ones((1, 8), np.float32)}],
+                             thresholds=asdict(Thresholds()), order=order, origins=["add"],
+                             cap=20, work=str(tmp_path), seed=0))
     finally:
         G.BACKENDS.pop("refusing-test", None)
     # Before: it went on to the next node, and the next, and said "no node is left" (or "the

@@ -129,6 +129,7 @@ def test_the_fork_server_protocol_survives_a_preload_that_prints(tmp_path):
     import pickle
 
     from driftscope._guard._forker import Forker
+    from driftscope._guard._job import Job
     from driftscope._guard._run import _child_env
 
     (tmp_path / "chatty_runtime.py").write_text(
@@ -136,8 +137,8 @@ def test_the_fork_server_protocol_survives_a_preload_that_prints(tmp_path):
     env = _child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     job, result = tmp_path / "job.pkl", tmp_path / "result.pkl"
-    job.write_bytes(pickle.dumps({"backend": "no-such-backend", "model": "m.onnx",
-                                  "samples": [], "runs": 1, "seed": 0, "work": str(tmp_path)}))
+    job.write_bytes(pickle.dumps(Job(backend="no-such-backend", model="m.onnx", samples=[],
+                                     runs=1, seed=0, work=str(tmp_path))))
     forker = Forker(env, ["chatty_runtime"])
     try:
         ran = forker.run(str(job), str(result), str(tmp_path / "stderr.txt"), 120.0)

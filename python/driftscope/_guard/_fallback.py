@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._job import Job
 from ._metrics import PASS, OutputResult, Thresholds, by_position, judge_all
 
 DEFAULT_FALLBACK_RUNS = 20
@@ -235,7 +236,7 @@ def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:
     return (res.status, res.cosine) if res is not None else (PASS, None)
 
 
-def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
+def search_job(job: Job) -> Dict[str, Any]:
     """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
     from .backends.registry import BACKENDS
     from ._messages import whole_message
@@ -245,15 +246,15 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     from ._report import reason_line
     from ._stateful import StatefulSession, step_dump
 
-    backend = BACKENDS[job["backend"]]
-    samples, refs = job["samples"], job["ref_outputs"]
+    backend = BACKENDS[job.backend]
+    samples, refs = job.samples, job.ref_outputs
     # Every variant is calibrated (where its backend calibrates) on the feeds the row ran.
-    use_row_samples(job.get("calibration") or samples)
+    use_row_samples(job.calibration or samples)
     ref_names = list(refs[0]) if refs else []
-    t = Thresholds(**job["thresholds"])
-    order: List[str] = [n for n, _ in job["order"]]
+    t = Thresholds(**job.thresholds)
+    order: List[str] = [n for n, _ in job.order]
     pos = {n: i for i, n in enumerate(order)}
-    cap = job["cap"]
+    cap = job.cap
     trail: List[Dict[str, Any]] = []
     runs = 0
     failures: Dict[str, int] = {}  # a build's error message -> how many builds failed with it
@@ -261,12 +262,12 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     def attempt(keep: List[str], why: str) -> Tuple[str, Optional[float], Any]:
         nonlocal runs
         runs += 1
-        work = os.path.join(job["work"], f"variant{runs}")
+        work = os.path.join(job.work, f"variant{runs}")
         os.makedirs(work, exist_ok=True)
         try:
-            session = backend.load(job["model"], work, job["seed"], keep_float32=list(keep))
-            if job.get("state"):  # a stateful model: every step, carrying the state
-                session = StatefulSession(session, job["state"])
+            session = backend.load(job.model, work, job.seed, keep_float32=list(keep))
+            if job.state:  # a stateful model: every step, carrying the state
+                session = StatefulSession(session, job.state)
             outs = [by_position(session.run(f), ref_names) for f in samples]
         except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
             message = whole_message(err)
@@ -280,17 +281,17 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
         return status, cos, session
 
     def reprobe(session: Any, keep: List[str], status: str) -> Optional[str]:
-        if session is None or not job.get("ref_dump"):
+        if session is None or not job.ref_dump:
             return None
-        path = os.path.join(job["work"], f"reprobe{runs}.tdump")
+        path = os.path.join(job.work, f"reprobe{runs}.tdump")
         try:
-            session.record(samples[job["probe_sample"]], path)
+            session.record(samples[job.probe_sample], path)
         except Exception:  # noqa: BLE001 - no recorder, or it failed: grow by order instead
             return None
-        if job.get("probe_step") is not None:  # the step the probe found the failure in
-            path = step_dump(path, job["probe_step"])
-        report = compare_dumps(job["ref_dump"], path, t, job.get("policy"))
-        names = path if job.get("names_from") == "candidate" else job["ref_dump"]
+        if job.probe_step is not None:  # the step the probe found the failure in
+            path = step_dump(path, job.probe_step)
+        report = compare_dumps(job.ref_dump, path, t, job.policy)
+        names = path if job.names_from == "candidate" else job.ref_dump
         found = pick_origin(status, findings_from_report(report, names))
         if found is not None and found.node in pos and found.node not in keep:
             return found.node
@@ -303,7 +304,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
                         f"kept: {reason_line(message)}")
         return None
 
-    keep = list(job["origins"])
+    keep = list(job.origins)
     seed = range_seed_of(job, backend, order)
     grown = list(keep)  # where growing in topological order goes on from: not the seed
     keep += [n for n in seed.nodes if n not in keep]

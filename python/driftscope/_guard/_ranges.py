@@ -31,6 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ._job import Job
+
 
 @dataclass(frozen=True)
 class TargetRange:
@@ -193,21 +195,21 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
     return seed
 
 
-def range_seed_of(job: Mapping[str, Any], backend: Any, order: Sequence[str]) -> RangeSeed:
+def range_seed_of(job: Job, backend: Any, order: Sequence[str]) -> RangeSeed:
     """The seed of a fallback search job (_fallback.search_job): empty where the backend
     declares no target range (INT8, torch, LiteRT) or the model is not ONNX. A seed that cannot
     be read is said, and the search grows as it would without one."""
     target = getattr(backend, "fallback_range", None)
     if target is None or getattr(backend, "family", None) != "onnx":
         return RangeSeed()
-    samples = job.get("samples") or []
-    at = job.get("probe_sample") or 0
+    samples = job.samples or []
+    at = job.probe_sample or 0
     feeds = samples[at] if at < len(samples) else None
     # With --reference-model the recording is of another model: its values are not named by
     # this graph's values.
-    dump = job.get("ref_dump") if job.get("names_from") != "candidate" else None
+    dump = job.ref_dump if job.names_from != "candidate" else None
     try:
-        return range_seed(job["model"], target, order, dump, feeds)
+        return range_seed(job.model, target, order, dump, feeds)
     except Exception as err:  # noqa: BLE001 - the seed is a shortcut, not the search
         from ._messages import whole_message
 

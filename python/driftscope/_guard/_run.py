@@ -30,6 +30,7 @@ from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult
                        by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
+from ._job import Job
 from ._report import BackendResult, GuardReport, reason_line
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -181,10 +182,9 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
         job_path = os.path.join(work, "job.pkl")
         out_path = os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
-            pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
-                         "runs": runs, "seed": seed, "work": work,
-                         "state": dict(state or {}),
-                         "export_dir": getattr(_local, "export_dir", None), **extra}, f,
+            pickle.dump(Job(backend=backend, model=os.fspath(model), samples=samples,
+                            runs=runs, seed=seed, work=work, state=dict(state or {}),
+                            export_dir=getattr(_local, "export_dir", None), **extra), f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         forker = getattr(_local, "forker", None)
         ran = None

@@ -45,16 +45,16 @@ def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray
     """The inputs the row ran on, which every variant of it is calibrated on (a variant
     calibrated on other inputs is another variant, and inputs made by the default rules may not
     even run: a --dim the model needs): the samples a job handed over (use_row_samples), else the
-    child's job file in `work` (driftscope._guard._run.run_backend): its "calibration" (a probe's
-    recording runs one sample of the row's) or its "samples". Outside a guard run (neither),
+    child's job file in `work` (driftscope._guard._run.run_backend): its calibration (a probe's
+    recording runs one sample of the row's) or its samples. Outside a guard run (neither),
     four samples made by the guard's input rules from the model's signature."""
     if _ROW_SAMPLES:
         return list(_ROW_SAMPLES)
     job = os.path.join(work, "job.pkl")
     if os.path.isfile(job):
         with open(job, "rb") as f:
-            data = pickle.load(f)
-        samples = data.get("calibration") or data.get("samples")
+            data = pickle.load(f)  # a _job.Job
+        samples = data.calibration or data.samples
         if samples:
             from .._stateful import first_steps
 
