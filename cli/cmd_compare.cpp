@@ -32,7 +32,7 @@ struct CompareArgs {
   std::optional<int64_t> ray_parts;
 };
 
-// `--engine ray` runs in the Python package (driftscope/_compare_cli.py, docs/howto/cluster.md),
+// `--engine ray` runs in the Python package (driftscope/_compare/cli.py, docs/howto/cluster.md),
 // which measures the pairs as Ray tasks and assembles the report with this library: the command
 // line is handed over flag by flag, numbers in their shortest round-trip spelling.
 std::vector<std::string> ray_args(const CompareArgs& a) {

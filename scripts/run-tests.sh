@@ -3,7 +3,8 @@
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
 #      Java library's tests, java/build.sh, registered as ctest java.tdump, and the layer rule
 #      of HACKING.md over the includes, scripts/check-layers.sh, ctest layers.includes)
-#   2. the Python package built from this tree + pytest   (CLI, vectors, metrics vs numpy, recorders;
+#   2. the Python package's import layers (scripts/check-python-layers.py), the package built from
+#      this tree + pytest                                 (CLI, vectors, metrics vs numpy, recorders;
 #      the wheel links the dev build's library), then the CPU-dependent guard tests once more
 #      with DRIFTSCOPE_HIDE_CPU=all (as on a CPU without native float16/bfloat16/AMX)
 #   3. the C++ unit suite and the CLI tests under ASan+UBSan (asan preset, clang)
@@ -33,6 +34,8 @@ fi
 
 if has python; then
   banner "Python package and tests"
+  # The package's import circles and layer rules (HACKING.md), from the source: under a second.
+  python3 scripts/check-python-layers.py || failed+=(python-layers)
   if [ -f pyproject.toml ]; then
     # `pip install .` as a user runs it (scikit-build-core, the wheel's install rules, its
     # command), except that the wheel links the library build/dev has just compiled instead of

@@ -21,8 +21,8 @@ import importlib
 from typing import Any
 
 from . import _core
-from ._check import CheckReport, Finding, check
-from ._compare import Report, TensorResult, compare
+from ._compare.api import Report, TensorResult, compare
+from ._compare.check import CheckReport, Finding, check
 from ._dump import Dump, Integrity, Record, open
 from ._dumpset import DumpSet, Rank, open_set
 from ._interop import ExportResult, ImportResult, export_file, import_file

@@ -136,7 +136,7 @@ def _dispatch(args: List[str]) -> int:
 
         return evidence_main(args[1:])
     if args[0] == "compare":  # `driftscope compare --engine ray` (cli/cmd_compare.cpp)
-        from ._compare_cli import main as compare_main
+        from ._compare.cli import main as compare_main
 
         return compare_main(args[1:])
     if args[0] == "guard":

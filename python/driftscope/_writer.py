@@ -57,7 +57,7 @@ def as_payload(data: Any, dtype: Optional[str] = None,
     A C-contiguous little-endian array is not copied.
     """
     if type(data).__module__.partition(".")[0] == "torch":
-        from .torch import tensor_payload  # torch is already imported by whoever made `data`
+        from ._torch_tensor import tensor_payload  # torch is already imported by whoever made `data`
         return tensor_payload(data)
     if isinstance(data, (bytes, bytearray, memoryview)):
         if dtype is None or shape is None:

@@ -67,7 +67,7 @@ PyReport finish(Report report, const PyReader& reference, const PyReader& candid
   return PyReport{std::make_shared<const Report>(std::move(report))};
 }
 
-// A comparison in parts (compare.hpp; driftscope/_ray.py runs the parts as Ray tasks).
+// A comparison in parts (compare.hpp; driftscope/_compare/ray.py runs the parts as Ray tasks).
 std::vector<size_t> run_work(const PyReader& reference, const PyReader& candidate,
                              const CompareSettings& settings) {
   CompareOptions o = unwrap(settings.resolve());
@@ -117,7 +117,7 @@ PyReport run_compare_files(const std::string& reference, const std::string& cand
   return PyReport{std::make_shared<const Report>(unwrap(std::move(*result)))};
 }
 
-// A set comparison in parts (compare.hpp prepare_sets; driftscope/_ray.py): the logical dumps are
+// A set comparison in parts (compare.hpp prepare_sets; driftscope/_compare/ray.py): the logical dumps are
 // written in `directory`, compared by the parts API, and finish() makes their report the sets'.
 struct PySetComparison {
   std::shared_ptr<const SetComparison> prepared;

@@ -240,7 +240,7 @@ import sys
 import time
 
 from driftscope._guard import Backend, register_backend
-from driftscope._guard._backends import OrtBackend
+from driftscope._guard.backends.onnxruntime import OrtBackend
 
 
 class Hangs(Backend):

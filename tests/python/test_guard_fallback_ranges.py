@@ -21,7 +21,7 @@ from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
 import driftscope  # noqa: E402
-from driftscope._guard import _backends as B  # noqa: E402
+from driftscope._guard.backends import registry as B  # noqa: E402
 from driftscope._guard._ranges import FLOAT16, BFLOAT16, range_seed  # noqa: E402
 
 C = 16  # a multiple of ONNX Runtime's NCHWc block: it runs these BatchNormalizations as Convs

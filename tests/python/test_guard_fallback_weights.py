@@ -26,7 +26,9 @@ from onnx import numpy_helper as nh  # noqa: E402
 
 import driftscope  # noqa: E402
 from driftscope import _guard as G  # noqa: E402
-from driftscope._guard import _backends as B  # noqa: E402
+from driftscope._guard.backends.base import Backend  # noqa: E402
+from driftscope._guard.backends.onnxruntime import ort_float32_evidence, save_optimized_graph  # noqa: E402
+from driftscope._guard.backends.registry import register_backend  # noqa: E402
 
 
 def _save(path, nodes, inputs, outputs, inits=()):
@@ -73,7 +75,7 @@ def test_qdq_bisection_and_fallback_calibrate_on_the_users_dims(tmp_path):
     assert sorted(n for n, _ in fb.nodes) == ["add", "mm"]
 
 
-class _Refusing(B.Backend):
+class _Refusing(Backend):
     name, family = "refusing-test", "onnx"
 
     def can_keep_float32(self):
@@ -88,17 +90,19 @@ def test_a_search_whose_builds_fail_the_same_way_stops_with_the_reason(tmp_path)
     from dataclasses import asdict
 
     from driftscope._guard._fallback import search_job
+    from driftscope._guard._job import Job
     from driftscope._guard._metrics import Thresholds
 
     _qdq_model(tmp_path / "q.onnx")
-    B.register_backend(_Refusing())
+    register_backend(_Refusing())
     try:
         order = [("add", "Add"), ("mm", "MatMul"), ("relu", "Relu"), ("mm2", "MatMul")]
         x = {"x": np.ones((1, 4), np.float32)}
-        out = search_job({"backend": "refusing-test", "model": str(tmp_path / "q.onnx"),
-                          "samples": [x], "ref_outputs": [{"y": np.ones((1, 8), np.float32)}],
-                          "thresholds": asdict(Thresholds()), "order": order,
-                          "origins": ["add"], "cap": 20, "work": str(tmp_path), "seed": 0})
+        out = search_job(Job(kind="fallback", backend="refusing-test", runs=0,
+                             model=str(tmp_path / "q.onnx"), samples=[x],
+                             ref_outputs=[{"y": np.ones((1, 8), np.float32)}],
+                             thresholds=asdict(Thresholds()), order=order, origins=["add"],
+                             cap=20, work=str(tmp_path), seed=0))
     finally:
         G.BACKENDS.pop("refusing-test", None)
     # Before: it went on to the next node, and the next, and said "no node is left" (or "the
@@ -206,16 +210,16 @@ def test_float32_io_fed_a_float16_weight_through_a_cast_is_not_proven(tmp_path, 
     variant = _crafted(tmp_path / "v.onnx", var_type)
     options = ort.SessionOptions()
     optimized = str(tmp_path / "v.opt.onnx")
-    B.save_optimized_graph(options, optimized)
+    save_optimized_graph(options, optimized)
     ort.InferenceSession(str(tmp_path / "v.onnx"), options, providers=["CPUExecutionProvider"])
     # ONNX Runtime folds the Cast: its graph holds a float32 initializer (the clipped values).
     opt = onnx.load(optimized, load_external_data=False)
     assert [n.op_type for n in opt.graph.node] == ["BatchNormalization"]
-    proof = B.ort_float32_evidence(["bn"], variant, optimized, kept=["bn"])
+    proof = ort_float32_evidence(["bn"], variant, optimized, kept=["bn"])
     if var_type == T.FLOAT16:
         assert proof == {}  # before: "bn ... with 6 float32 input/output value(s)"
         # Not built to keep bn (the probe asks of the plain variant): the weight is named.
-        said = B.ort_float32_evidence(["bn"], variant, optimized)["bn"]
+        said = ort_float32_evidence(["bn"], variant, optimized)["bn"]
         assert "but its weight var16 comes from Constant var_node" in said
     else:
         assert "weights are float32 up to" in proof["bn"]

@@ -25,7 +25,7 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
 import driftscope  # noqa: E402
-from driftscope._guard import _backends as B  # noqa: E402
+from driftscope._guard.backends import registry as B  # noqa: E402
 from driftscope._guard._fallback import FallbackResult  # noqa: E402
 from driftscope._guard._report import _recipe_state  # noqa: E402
 

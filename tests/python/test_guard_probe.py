@@ -127,8 +127,8 @@ def test_removing_a_fallback_node_brings_the_failure_back(howto):
              ["backends"][1]["fallback"]["nodes"]]
     spec = f"{howto / 'tiny_encoder.py'}:build"
     b = G.BACKENDS["torch-fp16"]
-    tokens = G._backends.torch_leaves(G._backends.torch_example(spec, 0)[1])["input"].numpy()
-    ref_model, _ = G._backends.torch_example(spec, 0)
+    tokens = G.backends.torch.torch_leaves(G.backends.torch.torch_example(spec, 0)[1])["input"].numpy()
+    ref_model, _ = G.backends.torch.torch_example(spec, 0)
     with torch.no_grad():
         ref = ref_model(torch.from_numpy(tokens)).numpy().astype(np.float64)
 
@@ -266,7 +266,7 @@ def test_the_fp16_recipe_builds_the_verified_variant(howto, tmp_path):
 
 OPAQUE = '''
 from driftscope._guard import register_backend
-from driftscope._guard._backends import OrtBackend
+from driftscope._guard.backends.onnxruntime import OrtBackend
 
 
 class Opaque(OrtBackend):
@@ -408,7 +408,7 @@ LITERT_PLUGIN = '''
 import os
 
 from driftscope._guard import register_backend
-from driftscope._guard._backends import LiteRTBackend
+from driftscope._guard.backends.litert import LiteRTBackend
 
 import tflite_models as tm
 

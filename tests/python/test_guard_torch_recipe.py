@@ -76,19 +76,19 @@ def test_the_backend_builds_the_variant_by_running_the_recipe_text(tmp_path):
     can never be verified), and one that works is the variant that runs."""
     spec = f"{MODELS / 'torch_structured_outputs.py'}:build"
 
-    class Marked(G._backends.TorchBackend):
+    class Marked(G.backends.torch.TorchBackend):
         def recipe(self, model, nodes):
             return super().recipe(model, nodes) + "model.recipe_ran = list(" + repr(
                 list(nodes)) + ")\n"
 
-    class Broken(G._backends.TorchBackend):
+    class Broken(G.backends.torch.TorchBackend):
         def recipe(self, model, nodes):
             return super().recipe(model, nodes) + "raise RuntimeError('as printed')\n"
 
     s = Marked("m", "", "float16").load(spec, str(tmp_path), 0, keep_float32=["a", "b"])
     assert s.model.recipe_ran == ["a", "b"]
     assert set(s.float32_evidence(["a", "b"])) == set()  # nothing ran yet: no proof
-    x = G._backends.torch_leaves(G._backends.torch_example(spec, 0)[1])["input"].numpy()
+    x = G.backends.torch.torch_leaves(G.backends.torch.torch_example(spec, 0)[1])["input"].numpy()
     assert np.isfinite(s.run({"input": x})["output"]).all()
     assert set(s.float32_evidence(["a", "b"])) == {"a", "b"}
     with pytest.raises(RuntimeError, match="as printed"):

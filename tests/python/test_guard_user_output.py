@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import driftscope
-from driftscope._guard import _child
+from driftscope._guard import _messages
 from driftscope._guard._report import reason_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,6 +129,7 @@ def test_the_fork_server_protocol_survives_a_preload_that_prints(tmp_path):
     import pickle
 
     from driftscope._guard._forker import Forker
+    from driftscope._guard._job import Job
     from driftscope._guard._run import _child_env
 
     (tmp_path / "chatty_runtime.py").write_text(
@@ -136,8 +137,8 @@ def test_the_fork_server_protocol_survives_a_preload_that_prints(tmp_path):
     env = _child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     job, result = tmp_path / "job.pkl", tmp_path / "result.pkl"
-    job.write_bytes(pickle.dumps({"backend": "no-such-backend", "model": "m.onnx",
-                                  "samples": [], "runs": 1, "seed": 0, "work": str(tmp_path)}))
+    job.write_bytes(pickle.dumps(Job(backend="no-such-backend", model="m.onnx", samples=[],
+                                     runs=1, seed=0, work=str(tmp_path))))
     forker = Forker(env, ["chatty_runtime"])
     try:
         ran = forker.run(str(job), str(result), str(tmp_path / "stderr.txt"), 120.0)
@@ -184,7 +185,7 @@ def _raised(fn):
     try:
         fn()
     except Exception as err:  # noqa: BLE001
-        return _child._first_line(err)  # as the backend's child reports it
+        return _messages.whole_message(err)  # as the backend's child reports it
     raise AssertionError("expected the runtime to raise")
 
 
@@ -315,9 +316,9 @@ def test_a_message_over_the_bound_keeps_its_cause_at_the_end():
                        f"    _{k} = (self.m{k}).forward(x, )\n           ~~~~~~ <--- HERE"
                        for k in range(400))
     message = head + frames + "\n\nTraceback of TorchScript, original code" + tail
-    assert len(message) > _child.MAX_MESSAGE
-    kept = _child._first_line(RuntimeError(message))
-    assert len(kept) <= _child.MAX_MESSAGE + 40
+    assert len(message) > _messages.MAX_MESSAGE
+    kept = _messages.whole_message(RuntimeError(message))
+    assert len(kept) <= _messages.MAX_MESSAGE + 40
     assert kept.startswith("RuntimeError: The following operation failed")
     assert kept.rstrip().endswith(CAUSE)
     assert reason_line(kept) == f"RuntimeError: {CAUSE}"

@@ -37,7 +37,7 @@ PLUGIN = '''
 import numpy as np
 
 from driftscope._guard import register_backend
-from driftscope._guard._backends import OrtBackend
+from driftscope._guard.backends.onnxruntime import OrtBackend
 
 
 class Changed(OrtBackend):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from driftscope import onnxruntime as dort
-from driftscope._guard import _backends as B
+from driftscope._guard.backends import registry as B
 from driftscope._guard._fallback import FallbackResult
 from driftscope._guard._inputs import InputInfo
 from driftscope._guard._metrics import OutputResult, Thresholds

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import driftscope  # noqa: E402
 import driftscope.onnxruntime as dort  # noqa: E402
-from driftscope._naming import NodeInfo, plan_names, split_scope  # noqa: E402
+from driftscope.recorders.naming import NodeInfo, plan_names, split_scope  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(1234)

@@ -19,7 +19,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import driftscope  # noqa: E402
-from driftscope import _ray  # noqa: E402
+from driftscope._compare import ray as _ray  # noqa: E402
+from driftscope._compare.api import Report, options  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.abspath(os.environ.get("DRIFTSCOPE_BIN", os.path.join(ROOT, "build", "dev", "driftscope")))
@@ -115,8 +116,8 @@ def _run_with_a_kill(ref, cand, retries):
     killer = threading.Thread(target=_kill_one_running_task, args=(done, killed))
     killer.start()
     try:
-        out["report"] = _ray.compare_on_ray(ref, cand, {}, parts=2, max_retries=retries,
-                                            _task_delay_s=2.0)
+        out["report"] = Report(_ray.compare_on_ray(ref, cand, options({}), parts=2,
+                                                   max_retries=retries, _task_delay_s=2.0))
     except driftscope.Error as e:
         out["error"] = e
     finally:

@@ -16,8 +16,9 @@ verdicts and their formulas, and docs/guard-schema.json for the JSON report.
 
 from __future__ import annotations
 
-from ._backends import (BACKENDS, DEFAULT_REFERENCE, Backend, Session, family_backends,
-                        register_backend)
+# Plugins subclass Backend and Session and call register_backend (docs/howto/guard-backends.md).
+from .backends.base import Backend, Session
+from .backends.registry import BACKENDS, DEFAULT_REFERENCE, family_backends, register_backend
 from ._command import cli_main
 from ._run import GuardError, guard
 from ._inputs import InputInfo

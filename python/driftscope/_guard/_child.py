@@ -1,6 +1,7 @@
 """One backend in its own process: ``python -m driftscope._guard._child JOB.pkl RESULT.pkl``.
 
-The guard writes the job (backend name, model, input samples, timed runs, seed), this process
+The guard writes the job (a pickled _job.Job: backend name, model, input samples, timed runs,
+seed; or the probe's or the fallback's work on that backend), this process
 loads the model through the backend, runs every sample once, times `runs` more runs of sample 0,
 and writes the result. Whatever goes wrong in Python comes back as an error message; a crash
 (a signal) is seen by the parent as the child's exit status, so the guard goes on.
@@ -14,35 +15,19 @@ import sys
 import time
 from typing import Any, Dict, List
 
-
-# A runtime's whole message is kept (the JSON report has it); the text report shows the line
-# that states the reason (_report.reason_line). Bounded: a runtime may print megabytes.
-MAX_MESSAGE = 16384
+from ._job import Job
+from ._messages import whole_message
 
 
-def _first_line(err: BaseException) -> str:
-    """The exception's whole message (named by its type unless it is one of driftscope's own
-    sentences), at most MAX_MESSAGE characters. (The name is kept for its callers.)"""
-    text = str(err).strip()
-    if len(text) > MAX_MESSAGE:  # head and tail: a traceback states its cause at the end
-        half = MAX_MESSAGE // 2
-        text = text[:half] + "\n    [...]\n" + text[-half:]  # indented: read as a frame
-    from ..errors import Error
-
-    if isinstance(err, Error):  # driftscope's own errors are written as sentences
-        return text or type(err).__name__
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
-    from ._backends import BACKENDS, load_plugins
+def run_job(job: Job) -> Dict[str, Any]:
+    from .backends.registry import BACKENDS, load_plugins
 
     load_plugins()
-    if job.get("export_dir"):  # the guard run's one export of a PyTorch model (onnx-*)
-        from ._torch_extra import use_export_dir
+    if job.export_dir:  # the guard run's one export of a PyTorch model (onnx-*)
+        from .backends.torch_extra import use_export_dir
 
-        use_export_dir(job["export_dir"])
-    kind = job.get("kind", "run")
+        use_export_dir(job.export_dir)
+    kind = job.kind
     if kind == "bisect":
         from ._probe import bisect_job
 
@@ -58,19 +43,19 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
     result: Dict[str, Any] = {"outputs": [], "latency_s": [], "load_s": None, "notes": [],
                               "error": None, "stage": "load"}
     try:
-        backend = BACKENDS[job["backend"]]
-        keep = list(job.get("keep_float32") or ())
+        backend = BACKENDS[job.backend]
+        keep = list(job.keep_float32 or ())
         start = time.perf_counter()
         # Only a fallback passes keep_float32: plugins written before it keep working.
-        session = (backend.load(job["model"], job["work"], job["seed"], keep_float32=keep)
-                   if keep else backend.load(job["model"], job["work"], job["seed"]))
-        if job.get("state"):  # a stateful model: run step by step, carrying the state
+        session = (backend.load(job.model, job.work, job.seed, keep_float32=keep)
+                   if keep else backend.load(job.model, job.work, job.seed))
+        if job.state:  # a stateful model: run step by step, carrying the state
             from ._stateful import StatefulSession
 
-            session = StatefulSession(session, job["state"])
+            session = StatefulSession(session, job.state)
         result["load_s"] = time.perf_counter() - start
         result["notes"] = list(getattr(session, "notes", []))
-        for k, feeds in enumerate(job["samples"]):
+        for k, feeds in enumerate(job.samples):
             result["stage"] = f"sample {k + 1}"
             start = time.perf_counter()
             outputs = session.run(feeds)
@@ -79,26 +64,26 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
             if k == 0:
                 result["first_run_s"] = first
                 times: List[float] = []
-                for _ in range(job["runs"]):
+                for _ in range(job.runs):
                     start = time.perf_counter()
                     session.run(feeds)
                     times.append(time.perf_counter() - start)
                 result["latency_s"] = times
-        if job.get("evidence") is not None:
+        if job.evidence is not None:
             result["stage"] = "float32 evidence"
-            result["evidence"] = dict(session.float32_evidence(list(job["evidence"])))
-        if job.get("save_variant") and getattr(session, "variant_proto", None) is not None:
+            result["evidence"] = dict(session.float32_evidence(list(job.evidence)))
+        if job.save_variant and getattr(session, "variant_proto", None) is not None:
             import onnx
 
-            onnx.save(session.variant_proto, job["save_variant"])
-        if job.get("record"):
+            onnx.save(session.variant_proto, job.save_variant)
+        if job.record:
             result["stage"] = "recording intermediates"
-            result.update(record_session(session, job["samples"][job["record"]["sample"]],
-                                         job["record"]["path"]))
+            result.update(record_session(session, job.samples[job.record["sample"]],
+                                         job.record["path"]))
         result["stage"] = "done"
     # Every failure is reported, a build() that calls sys.exit() too; the guard goes on.
     except (Exception, SystemExit) as err:  # noqa: BLE001
-        result["error"] = _first_line(err)
+        result["error"] = whole_message(err)
         if getattr(err, "unavailable", False):  # it ran, but not what it is named for
             result["error"], result["unavailable"] = str(err), True
     return result
@@ -107,7 +92,7 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
 def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, Any]:
     """Records one run with intermediates; says whether recording changed the final outputs
     (observer effect) or whether the backend cannot record at all."""
-    from ..onnxruntime import _observer_effect
+    from ..recorders.api import onnx_observer_effect as _observer_effect
 
     plain = session.run(feeds)
     try:
@@ -119,11 +104,11 @@ def record_session(session: Any, feeds: Dict[str, Any], path: str) -> Dict[str, 
             "record_error": None, "plain_outputs": plain, "captured_outputs": captured}
 
 
-def _guarded(fn: Any, job: Dict[str, Any]) -> Dict[str, Any]:
+def _guarded(fn: Any, job: Job) -> Dict[str, Any]:
     try:
         return fn(job)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - reported, the guard goes on
-        return {"error": _first_line(err)}
+        return {"error": whole_message(err)}
 
 
 def main(argv: List[str]) -> int:

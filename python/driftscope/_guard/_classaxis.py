@@ -101,10 +101,9 @@ def _onnx_axes(model: str) -> Dict[str, int]:
 
 
 def _tflite_axes(model: str) -> Dict[str, int]:
-    from ..litert import _interpreter, _read_model
+    from ..recorders.api import litert_open
 
-    data, name = _read_model(model)
-    it = _interpreter(data, name, "reference", None, preserve=False)
+    it, _ = litert_open(model)
     ops = [op for op in it._get_ops_details() if op["op_name"] != "DELEGATE"]
     producer = {int(t): op for op in ops for t in op["outputs"]}
     out: Dict[str, int] = {}

@@ -11,7 +11,7 @@ from .._cli import parse_args, write_output
 from .._progress import Progress
 from .._text import printable
 from ..errors import Error
-from . import _backends as B
+from .backends import registry as B
 from ._classaxis import parse_class_axis
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
@@ -266,7 +266,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         if args.model is not None and ":" not in args.model:
             raise GuardError(f"--model '{args.model}': expected file.py:FUNCTION or "
                              "module:FUNCTION")
-        from ..onnxruntime import load_cli_inputs
+        from ..recorders.api import onnx_load_cli_inputs as load_cli_inputs
 
         # Refused before minutes of runs, not after: a report never replaces what guard reads.
         # An ONNX model's external data is read too: --json weights.bin would replace it.

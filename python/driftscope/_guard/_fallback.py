@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._job import Job
 from ._metrics import PASS, OutputResult, Thresholds, by_position, judge_all
 
 DEFAULT_FALLBACK_RUNS = 20
@@ -90,13 +91,13 @@ class FallbackResult:
     @property
     def names_where(self) -> bool:
         """A float16 / bfloat16 fallback says where it was verified; an INT8 one, on its row."""
-        from ._backends import BACKENDS
+        from .backends.registry import BACKENDS
 
         return len(self.checks) > 1 or any(
             getattr(BACKENDS.get(c["backend"]), "precision", None) for c in self.checks)
 
     def _where(self) -> str:
-        from ._backends import BACKENDS
+        from .backends.registry import BACKENDS
 
         def what(c: Dict[str, Any]) -> str:
             b = BACKENDS.get(c["backend"])
@@ -116,7 +117,7 @@ class FallbackResult:
 
         if self.error and not self.nodes:
             return f"{self.backend}: no FP32 fallback: {self.error}"
-        from ._probe import shown
+        from .._text import printable as shown
 
         names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
             f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
@@ -208,8 +209,8 @@ def check_backends(row: str, family: str, run: List[str]) -> Tuple[str, List[str
     (ort-fp16-exact: ort-fp16's own variant with float16 computed) when `row` only stores the
     precision, and verified on `row`, on it, and on every backend of the run (`run`) that
     computes the precision and can keep nodes in float32."""
-    from ._backends import BACKENDS, family_backends
-    from ._fp16_arith import ARITH
+    from .backends.registry import BACKENDS, family_backends
+    from .backends.fp16_arith import ARITH
 
     b = BACKENDS[row]
     precision = getattr(b, "precision", None)
@@ -235,25 +236,25 @@ def _status(res: Optional[OutputResult]) -> Tuple[str, Optional[float]]:
     return (res.status, res.cosine) if res is not None else (PASS, None)
 
 
-def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
+def search_job(job: Job) -> Dict[str, Any]:
     """In a child process: the grow-then-shrink search. Returns nodes, passed, runs, trail."""
-    from ._backends import BACKENDS
-    from ._child import _first_line
-    from ._ortqdq import use_row_samples
+    from .backends.registry import BACKENDS
+    from ._messages import whole_message
+    from .backends.ortqdq import use_row_samples
     from ._probe import compare_dumps, findings_from_report, pick_origin
     from ._ranges import range_seed_of, tried
     from ._report import reason_line
     from ._stateful import StatefulSession, step_dump
 
-    backend = BACKENDS[job["backend"]]
-    samples, refs = job["samples"], job["ref_outputs"]
+    backend = BACKENDS[job.backend]
+    samples, refs = job.samples, job.ref_outputs
     # Every variant is calibrated (where its backend calibrates) on the feeds the row ran.
-    use_row_samples(job.get("calibration") or samples)
+    use_row_samples(job.calibration or samples)
     ref_names = list(refs[0]) if refs else []
-    t = Thresholds(**job["thresholds"])
-    order: List[str] = [n for n, _ in job["order"]]
+    t = Thresholds(**job.thresholds)
+    order: List[str] = [n for n, _ in job.order]
     pos = {n: i for i, n in enumerate(order)}
-    cap = job["cap"]
+    cap = job.cap
     trail: List[Dict[str, Any]] = []
     runs = 0
     failures: Dict[str, int] = {}  # a build's error message -> how many builds failed with it
@@ -261,15 +262,15 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
     def attempt(keep: List[str], why: str) -> Tuple[str, Optional[float], Any]:
         nonlocal runs
         runs += 1
-        work = os.path.join(job["work"], f"variant{runs}")
+        work = os.path.join(job.work, f"variant{runs}")
         os.makedirs(work, exist_ok=True)
         try:
-            session = backend.load(job["model"], work, job["seed"], keep_float32=list(keep))
-            if job.get("state"):  # a stateful model: every step, carrying the state
-                session = StatefulSession(session, job["state"])
+            session = backend.load(job.model, work, job.seed, keep_float32=list(keep))
+            if job.state:  # a stateful model: every step, carrying the state
+                session = StatefulSession(session, job.state)
             outs = [by_position(session.run(f), ref_names) for f in samples]
         except Exception as err:  # noqa: BLE001 - a variant that fails is a failing step
-            message = _first_line(err)
+            message = whole_message(err)
             failures[message] = failures.get(message, 0) + 1
             trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
                           "cosine": None, "error": message})
@@ -280,17 +281,17 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
         return status, cos, session
 
     def reprobe(session: Any, keep: List[str], status: str) -> Optional[str]:
-        if session is None or not job.get("ref_dump"):
+        if session is None or not job.ref_dump:
             return None
-        path = os.path.join(job["work"], f"reprobe{runs}.tdump")
+        path = os.path.join(job.work, f"reprobe{runs}.tdump")
         try:
-            session.record(samples[job["probe_sample"]], path)
+            session.record(samples[job.probe_sample], path)
         except Exception:  # noqa: BLE001 - no recorder, or it failed: grow by order instead
             return None
-        if job.get("probe_step") is not None:  # the step the probe found the failure in
-            path = step_dump(path, job["probe_step"])
-        report = compare_dumps(job["ref_dump"], path, t, job.get("policy"))
-        names = path if job.get("names_from") == "candidate" else job["ref_dump"]
+        if job.probe_step is not None:  # the step the probe found the failure in
+            path = step_dump(path, job.probe_step)
+        report = compare_dumps(job.ref_dump, path, t, job.policy)
+        names = path if job.names_from == "candidate" else job.ref_dump
         found = pick_origin(status, findings_from_report(report, names))
         if found is not None and found.node in pos and found.node not in keep:
             return found.node
@@ -303,7 +304,7 @@ def search_job(job: Dict[str, Any]) -> Dict[str, Any]:
                         f"kept: {reason_line(message)}")
         return None
 
-    keep = list(job["origins"])
+    keep = list(job.origins)
     seed = range_seed_of(job, backend, order)
     grown = list(keep)  # where growing in topological order goes on from: not the seed
     keep += [n for n in seed.nodes if n not in keep]

@@ -42,7 +42,7 @@ from .._pyexec import die_with_parent, kill_group, module_command
 # What every child needs before its runtime; none of it starts threads of its own or holds
 # state a runtime could corrupt across fork (numpy's BLAS pool handles fork itself).
 PRELOAD = ("numpy", "onnx", "driftscope", "driftscope._guard._child",
-           "driftscope._guard._backends", "driftscope._guard._inputs")
+           "driftscope._guard.backends.registry", "driftscope._guard._inputs")
 
 
 def _busy_threads() -> List[str]:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from . import _backends as B
+from .backends import registry as B
 from ._fallback import FallbackResult, check_backends
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        by_position, judge_all)
@@ -167,7 +167,7 @@ class Investigator:
                 return ProbeResult(None, f"recording changed the candidate's verdict from {ps} "
                                          f"to {cs} (observer effect: {effect})", sample)
             # "Slightly" only when the change is small next to what the verdict tolerates.
-            from ..onnxruntime import observer_effect_relative
+            from ..recorders.api import onnx_observer_effect_relative as observer_effect_relative
 
             rel = observer_effect_relative(run.get("plain_outputs") or {},
                                            run.get("captured_outputs") or {})

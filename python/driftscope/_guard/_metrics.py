@@ -276,6 +276,19 @@ def worse(a: OutputResult, b: OutputResult) -> bool:
     return ca < cb
 
 
+def judge_named(name: str, ref: np.ndarray, cand_outputs: Dict[str, Any], t: Thresholds,
+                sample: int) -> OutputResult:
+    """The reference's output `name` against the candidate's output of that name: RUNTIME_ERROR
+    when the candidate has none or it cannot be compared (the guard's rows and judge_all)."""
+    if name not in cand_outputs:
+        return OutputResult(name, RUNTIME_ERROR, sample,
+                            detail="the backend returned no output of this name")
+    try:
+        return judge(name, ref, cand_outputs[name], t, sample)
+    except TypeError as err:
+        return OutputResult(name, RUNTIME_ERROR, sample, detail=str(err))
+
+
 def judge_all(refs: Any, cands: Any, t: Thresholds) -> Optional[OutputResult]:
     """The worst output over every sample (lists of {output name: array}); None when nothing
     numeric was compared. An output the candidate lacks is RUNTIME_ERROR."""
@@ -284,14 +297,7 @@ def judge_all(refs: Any, cands: Any, t: Thresholds) -> Optional[OutputResult]:
         for name, rv in r_out.items():
             if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
                 continue
-            if name not in c_out:
-                res = OutputResult(name, RUNTIME_ERROR, k,
-                                   detail="the backend returned no output of this name")
-            else:
-                try:
-                    res = judge(name, rv, c_out[name], t, k)
-                except TypeError as err:
-                    res = OutputResult(name, RUNTIME_ERROR, k, detail=str(err))
+            res = judge_named(name, rv, c_out, t, k)
             if worst is None or worse(res, worst):
                 worst = res
     return worst

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .._text import printable
+from ._job import Job
 from ._metrics import PASS, SEVERITY, Thresholds, judge
 
 RECORDED, BISECT = "recorded", "bisect"
@@ -159,7 +160,9 @@ class ProbeResult:
 
 def onnx_nodes(model: str) -> List[Tuple[str, str]]:
     """(name, op type) of the model's nodes that compute from the inputs, topological order."""
-    from ..onnxruntime import _load_model, _static_values, _topological_nodes
+    from ..recorders.api import (onnx_load_model as _load_model,
+                                 onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     proto, _, _ = _load_model(model)
     nodes = _topological_nodes(proto.graph)
@@ -173,7 +176,7 @@ def onnx_weights_and_producers(model: str) -> Tuple[set, Dict[str, List[str]]]:
     change), and for every node the names of the nodes that produce its inputs."""
     import onnx
 
-    from ..onnxruntime import _load_model
+    from ..recorders.api import onnx_load_model as _load_model
 
     proto, _, _ = _load_model(model)
     floats = {t.name for t in proto.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
@@ -241,28 +244,30 @@ def prefix_model(proto: Any, k: int, order: List[Any], static: set) -> Tuple[Any
     return m, frontier
 
 
-def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
+def bisect_job(job: Job) -> Dict[str, Any]:
     """In a child process: binary search for the first node whose cut fails. Both backends run
     each prefix; the verdict is the guard's own (judge) on the cut's values."""
     import onnx
 
-    from ..onnxruntime import _load_model, _static_values, _topological_nodes
-    from ._backends import BACKENDS
-    from ._ortqdq import use_row_samples
+    from ..recorders.api import (onnx_load_model as _load_model,
+                                 onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
+    from .backends.registry import BACKENDS
+    from .backends.ortqdq import use_row_samples
     from ._stateful import first_steps
 
-    proto, external_dir, _ = _load_model(job["model"])
+    proto, external_dir, _ = _load_model(job.model)
     if external_dir is not None:
-        proto = onnx.load(job["model"])
+        proto = onnx.load(job.model)
     order = _topological_nodes(proto.graph)
     static = _static_values(proto.graph, order)
     cand_idx = [i for i, n in enumerate(order) if any(o and o not in static for o in n.output)]
-    ref, cand = BACKENDS[job["reference"]], BACKENDS[job["backend"]]
+    ref, cand = BACKENDS[job.reference], BACKENDS[job.backend]
     # One feed dict, or one per step of a stateful model (each with the reference's state).
-    steps = job["feeds"] if isinstance(job["feeds"], list) else [job["feeds"]]
+    steps = job.feeds if isinstance(job.feeds, list) else [job.feeds]
     feeds = steps[0]
-    calibration = first_steps(job.get("calibration") or [steps[0]])
-    t = Thresholds(**job["thresholds"])
+    calibration = first_steps(job.calibration or [steps[0]])
+    t = Thresholds(**job.thresholds)
     # The argmax of an intermediate value's last axis means nothing (a Reshape, an attention
     # score), nor does a "decision" of a scalar inside the graph (a shape, an epsilon): cuts are
     # judged by NaN/Inf, silent zero, constant, cosine, relative error and norm ratio; the
@@ -276,7 +281,7 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     def fails(pos: int) -> Tuple[bool, str, str]:
         k = cand_idx[pos]
         m, outs = prefix_model(proto, k, order, static)
-        d = os.path.join(job["work"], f"prefix{k}")
+        d = os.path.join(job.work, f"prefix{k}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "prefix.onnx")
         onnx.save(m, path)
@@ -285,8 +290,8 @@ def bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
         # A backend that calibrates (ort-qdq) calibrates the prefix on the row's own feeds, as
         # the row's variant was, cut to the inputs the prefix reads.
         use_row_samples([{n: v for n, v in s.items() if n in names} for s in calibration])
-        r = ref.load(path, d, job["seed"]).run(sub)
-        c = cand.load(path, d, job["seed"]).run(sub)
+        r = ref.load(path, d, job.seed).run(sub)
+        c = cand.load(path, d, job.seed).run(sub)
         worst, detail = PASS, ""
         for o in outs:
             if o not in r:
@@ -337,27 +342,27 @@ def torch_leaves(names: Sequence[str]) -> List[str]:
     return [n for n in names if not any(o.startswith(n + ".") for o in names)]
 
 
-def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
+def torch_bisect_job(job: Job) -> Dict[str, Any]:
     """In a child process: a PyTorch model has no graph to cut, so the cut is a precision
     boundary. The candidate runs in its own dtype with the leaf modules after position k kept in
     float32 (the fallback's mechanism: float32 parameters and arithmetic, the output cast back),
     and a binary search finds the first k whose run fails the guard's verdict on the model's
     outputs: the module whose low-precision arithmetic breaks it, in about log2(modules) runs."""
-    from ._backends import BACKENDS
+    from .backends.registry import BACKENDS
     from ._metrics import judge_all
     from ._stateful import StatefulSession
 
-    cand = BACKENDS[job["backend"]]
-    leaves: List[str] = list(job["leaves"])
-    feeds, ref = job["feeds"], job["ref_outputs"]
-    t = Thresholds(**job["thresholds"])
+    cand = BACKENDS[job.backend]
+    leaves: List[str] = list(job.leaves)
+    feeds, ref = job.feeds, job.ref_outputs
+    t = Thresholds(**job.thresholds)
     runs: List[Dict[str, Any]] = []
 
     def fails(pos: int) -> Tuple[bool, str, str]:
-        session = cand.load(job["model"], job["work"], job["seed"],
+        session = cand.load(job.model, job.work, job.seed,
                             keep_float32=leaves[pos + 1:])
-        if job.get("state"):
-            session = StatefulSession(session, job["state"])
+        if job.state:
+            session = StatefulSession(session, job.state)
         worst = judge_all([ref], [session.run(feeds)], t)
         status = worst.status if worst is not None else PASS
         runs.append({"node": leaves[pos] if pos >= 0 else "", "status": status})
@@ -369,7 +374,7 @@ def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
     without = getattr(cand, "modules_without_nodes", None)
     skipped: List[str] = []
     if without is not None:
-        empty = set(without(job["model"], job["work"], job["seed"], leaves))
+        empty = set(without(job.model, job.work, job.seed, leaves))
         skipped = [n for n in leaves if n in empty]
         leaves = [n for n in leaves if n not in empty]
     lo, hi = -1, len(leaves) - 1  # cut lo passes (every leaf in float32), cut hi is to be seen
@@ -386,7 +391,7 @@ def torch_bisect_job(job: Dict[str, Any]) -> Dict[str, Any]:
                        "operations outside the modules (a parent's own forward) or in the "
                        "low-precision values passed between them"}
     hi, status, detail = first_failing(fails, lo, hi, status, detail)
-    ops = dict(job.get("ops") or {})
+    ops = dict(job.ops or {})
     return {"found": {"node": leaves[hi], "op_type": ops.get(leaves[hi], ""), "status": status,
                       "detail": detail, "index": hi}, "runs": runs, "skipped": skipped}
 

@@ -31,6 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ._job import Job
+
 
 @dataclass(frozen=True)
 class TargetRange:
@@ -51,7 +53,7 @@ class RangeSeed:
     note: str = ""   # one clause for the report: what the ranges suggest
 
     def describe(self, limit: int = 4) -> str:
-        from ._probe import shown
+        from .._text import printable as shown
 
         listed = "; ".join(f"{shown(n)}: {self.reasons[n]}" for n in self.nodes[:limit])
         more = f"; and {len(self.nodes) - limit} more" if len(self.nodes) > limit else ""
@@ -90,7 +92,8 @@ def range_seed(model: Any, target: TargetRange, candidates: Sequence[str],
     import onnx
     from onnx import numpy_helper
 
-    from ..onnxruntime import _static_values, _topological_nodes
+    from ..recorders.api import (onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     graph = proto.graph
@@ -220,7 +223,7 @@ def _record_reference(proto: Any, feeds: Mapping[str, np.ndarray]) -> Optional[_
     the seed then reads weights and inputs only, as the note says."""
     import tempfile
 
-    from ..onnxruntime import record
+    from ..recorders.api import onnx_record as record
 
     rec = _Recorded(tempfile.TemporaryDirectory(prefix="driftscope-ranges-"))
     try:
@@ -231,25 +234,25 @@ def _record_reference(proto: Any, feeds: Mapping[str, np.ndarray]) -> Optional[_
     return rec
 
 
-def range_seed_of(job: Mapping[str, Any], backend: Any, order: Sequence[str]) -> RangeSeed:
+def range_seed_of(job: Job, backend: Any, order: Sequence[str]) -> RangeSeed:
     """The seed of a fallback search job (_fallback.search_job): empty where the backend
     declares no target range (INT8, torch, LiteRT) or the model is not ONNX. A seed that cannot
     be read is said, and the search grows as it would without one."""
     target = getattr(backend, "fallback_range", None)
     if target is None or getattr(backend, "family", None) != "onnx":
         return RangeSeed()
-    samples = job.get("samples") or []
-    at = job.get("probe_sample") or 0
+    samples = job.samples or []
+    at = job.probe_sample or 0
     feeds = samples[at] if at < len(samples) else None
     # With --reference-model the recording is of another model: its values are not named by
     # this graph's values.
-    dump = job.get("ref_dump") if job.get("names_from") != "candidate" else None
+    dump = job.ref_dump if job.names_from != "candidate" else None
     try:
-        return range_seed(job["model"], target, order, dump, feeds)
+        return range_seed(job.model, target, order, dump, feeds)
     except Exception as err:  # noqa: BLE001 - the seed is a shortcut, not the search
-        from ._child import _first_line
+        from ._messages import whole_message
 
-        return RangeSeed(note=f"the reference's ranges could not be read ({_first_line(err)})")
+        return RangeSeed(note=f"the reference's ranges could not be read ({whole_message(err)})")
 
 
 def tried(trail: Sequence[Mapping[str, Any]], seed: RangeSeed) -> str:

@@ -20,15 +20,17 @@ import numpy as np
 
 from .._pyexec import kill_group, module_command
 from ..errors import Error
-from . import _backends as B
+from .backends import registry as B
+from .backends.torch import torch_example, torch_leaves
 from . import _cpu
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
 from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
-                       by_position, judge, worse)
+                       by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
+from ._job import Job
 from ._report import BackendResult, GuardReport, reason_line
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -110,18 +112,16 @@ def _signature(family: str, model: str, seed: int,
         if family == "onnx":
             return I.onnx_signature(S.onnx_proto(model))
         if family == "tflite":
-            from ..litert import _check_flatbuffer, _interpreter, _read_model
+            from ..recorders.api import litert_open
 
-            data, name = _read_model(model)
-            _check_flatbuffer(data, name)
-            it = _interpreter(data, name, "reference", None, preserve=False)
+            it, _ = litert_open(model)
             return I.litert_signature(it.get_input_details())
     except (Error, ImportError, OSError, ValueError) as err:
         raise GuardError(_first_line(err), "model_load_failed") from err
     try:
         with _stdout_to_stderr():
-            example = B.torch_example(model, seed)[1]
-        leaves = B.torch_leaves(example)
+            example = torch_example(model, seed)[1]
+        leaves = torch_leaves(example)
         import torch
 
         if constants is not None:
@@ -182,10 +182,9 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
         job_path = os.path.join(work, "job.pkl")
         out_path = os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
-            pickle.dump({"backend": backend, "model": os.fspath(model), "samples": samples,
-                         "runs": runs, "seed": seed, "work": work,
-                         "state": dict(state or {}),
-                         "export_dir": getattr(_local, "export_dir", None), **extra}, f,
+            pickle.dump(Job(backend=backend, model=os.fspath(model), samples=samples,
+                            runs=runs, seed=seed, work=work, state=dict(state or {}),
+                            export_dir=getattr(_local, "export_dir", None), **extra), f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         forker = getattr(_local, "forker", None)
         ran = None
@@ -362,7 +361,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
     _local.forker = _start_forker(order)
-    # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (_torch_extra).
+    # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (backends/torch_extra.py).
     previous_export = getattr(_local, "export_dir", None)
     _local.export_dir = (tempfile.mkdtemp(prefix="driftscope-export-")
                          if family == "torch" else None)
@@ -530,14 +529,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                         if oname not in unjudged:
                             unjudged.append(oname)
                         continue
-                    if oname not in c_out:
-                        res = OutputResult(oname, RUNTIME_ERROR, k,
-                                           detail="the backend returned no output of this name")
-                    else:
-                        try:
-                            res = judge(oname, rv, c_out[oname], thresholds, k)
-                        except TypeError as err:
-                            res = OutputResult(oname, RUNTIME_ERROR, k, detail=str(err))
+                    res = judge_named(oname, rv, c_out, thresholds, k)
                     if name == ref:
                         res.status = REFERENCE
                     old = worst_by_output.get(oname)
@@ -658,10 +650,9 @@ def _signature_names(family: str, model: str) -> Dict[str, str]:
     if family != "tflite":
         return {}
     try:
-        from ..litert import _interpreter, _read_model
+        from ..recorders.api import litert_open
 
-        data, name = _read_model(model)
-        it = _interpreter(data, name, "reference", None, preserve=False)
+        it, _ = litert_open(model)
         by_index = {int(d["index"]): d["name"] for d in it.get_input_details()}
         found: Dict[str, str] = {}
         for sig in it._get_full_signature_list().values():

@@ -22,7 +22,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._backends import Session
+from .backends.base import Session
 
 DEFAULT_STEPS = 3
 
@@ -192,7 +192,7 @@ def onnx_proto(model: str):
 
 @functools.lru_cache(maxsize=2)
 def _onnx_proto(path: str, size: int, mtime_ns: int):
-    from ..onnxruntime import _load_model
+    from ..recorders.api import onnx_load_model as _load_model
 
     return _load_model(path)[0]
 
@@ -230,11 +230,9 @@ def io_specs(family: str, model: str) -> Tuple[Dict[str, str], Optional[Dict[str
                 {vi.name: shape(vi) for vi in ins},
                 {vi.name: shape(vi) for vi in proto.graph.output})
     if family == "tflite":
-        from ..litert import _check_flatbuffer, _interpreter, _read_model
+        from ..recorders.api import litert_open
 
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        it = _interpreter(data, name, "reference", None, preserve=False)
+        it, _ = litert_open(model)
 
         def tshape(d) -> Shape:
             sig = d.get("shape_signature")

@@ -82,7 +82,7 @@ def _init(argv: Sequence[str]) -> int:
         import onnx  # noqa: F401
     except ImportError as e:
         return _err(prog, f"the onnx package is not installed ({e}); pip install onnx")
-    from .._guard._inputs import output_onto_input, parse_size
+    from .._limits import output_onto_input, parse_size
     from .._text import printable
     from ._onnx import InitError, model_files, read_model, rewrite_file, summary
 
@@ -124,7 +124,7 @@ def _run(argv: Sequence[str]) -> int:
         import torch  # noqa: F401
     except ImportError as e:
         return _err(prog, f"the torch package is not installed ({e})")
-    from ..torch import _load_entry_point
+    from ..recorders.api import torch_load_entry_point as _load_entry_point
     from ._runs import reference_runs
     from ._torch import hash_init_
 

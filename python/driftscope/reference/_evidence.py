@@ -231,7 +231,7 @@ def _now() -> str:
 
 def _version() -> str:
     try:
-        from driftscope import __version__
+        from .._core import __version__
         return __version__
     except ImportError:  # pragma: no cover - the package without its extension
         return "unknown"

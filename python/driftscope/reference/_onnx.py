@@ -135,7 +135,7 @@ def read_model(src: str) -> Any:
 
 def model_files(model: Any, src: str) -> List[Tuple[str, str]]:
     """(path, role) of every file `reference init` reads: the model and its external data."""
-    from .._guard._inputs import onnx_external_files
+    from ..recorders.api import onnx_external_data_files as onnx_external_files
 
     return [(src, "the model")] + [(f, f"external data of {src}")
                                    for f in onnx_external_files(model, src)]
@@ -153,7 +153,7 @@ def _stored(t: Any, base: str) -> Optional[Tuple[int, int]]:
     import onnx
     from onnx import helper
 
-    from .._guard._inputs import numel
+    from .._limits import numel
 
     n = numel(t.dims)
     dt = t.data_type
@@ -200,7 +200,7 @@ def check_sizes(model: Any, src: str, max_bytes: int) -> None:
     max_bytes. Sizes are Python ints: no dims can wrap them."""
     import onnx
 
-    from .._guard._inputs import format_size, max_bytes_error, numel
+    from .._limits import format_size, max_bytes_error, numel
     from .._text import printable
 
     base = os.path.dirname(os.path.abspath(src))
@@ -237,7 +237,7 @@ def check_sizes(model: Any, src: str, max_bytes: int) -> None:
 def _type_shape(t: Any) -> str:
     import onnx
 
-    from .._guard._inputs import shape_text
+    from .._limits import shape_text
 
     name = onnx.TensorProto.DataType.Name(t.data_type).lower() \
         if t.data_type in onnx.TensorProto.DataType.values() else f"type {t.data_type}"
@@ -254,7 +254,7 @@ def rewrite_file(src: str, dst: str, seed: int = 0, max_bytes: Optional[int] = N
     import onnx
     from onnx.external_data_helper import load_external_data_for_model
 
-    from .._guard._inputs import DEFAULT_MAX_BYTES
+    from .._limits import DEFAULT_MAX_BYTES
 
     model = read_model(src) if model is None else model
     check_sizes(model, src, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)

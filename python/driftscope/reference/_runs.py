@@ -16,7 +16,8 @@ def reference_runs(model: torch.nn.Module, inputs: Any, out_dir: str, *, filter:
     """Records `model(inputs)` twice into out_dir/float32.tdump and out_dir/float64.tdump. The
     float64 run uses a copy of the model cast with .double() (the float32 weights, exactly) and
     floating inputs cast the same way, so the two runs differ only in arithmetic width."""
-    from driftscope.torch import _call, _convert_inputs, record
+    from ..recorders.api import (torch_call as _call, torch_convert_inputs as _convert_inputs,
+                                 torch_record as record)
 
     os.makedirs(out_dir, exist_ok=True)
     paths = {}

@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._backends import Backend, Session, torch_example, torch_leaves
+from .base import Backend, Session
+from .torch import torch_example, torch_leaves
 
 
 class _EtSession(Session):
@@ -60,7 +61,7 @@ class ExecuTorchBackend(Backend):
         from executorch.exir import to_edge_transform_and_lower
         from executorch.runtime import Runtime
 
-        from ..torch import _call, _flat
+        from ...recorders.api import torch_call as _call, torch_flat as _flat
 
         net, example = torch_example(model, seed)
         net.eval()

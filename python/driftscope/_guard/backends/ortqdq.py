@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._backends import Backend, Session, _OrtSession, _missing, save_optimized_graph
+from .base import Backend, Session, _missing
+
+from .onnxruntime import _OrtSession, save_optimized_graph
 
 _INTEGER_KINDS = ("QLinear", "DynamicQuantize", "QuantizeLinear", "DequantizeLinear")
 
@@ -32,7 +34,7 @@ def use_row_samples(samples: Optional[Sequence[Any]]) -> None:
     dict per sample or a stateful sample's steps), not on generated ones."""
     global _ROW_SAMPLES
     if samples:
-        from ._stateful import first_steps
+        from .._stateful import first_steps
 
         _ROW_SAMPLES = first_steps(samples)
     else:
@@ -43,22 +45,22 @@ def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray
     """The inputs the row ran on, which every variant of it is calibrated on (a variant
     calibrated on other inputs is another variant, and inputs made by the default rules may not
     even run: a --dim the model needs): the samples a job handed over (use_row_samples), else the
-    child's job file in `work` (driftscope._guard._run.run_backend): its "calibration" (a probe's
-    recording runs one sample of the row's) or its "samples". Outside a guard run (neither),
+    child's job file in `work` (driftscope._guard._run.run_backend): its calibration (a probe's
+    recording runs one sample of the row's) or its samples. Outside a guard run (neither),
     four samples made by the guard's input rules from the model's signature."""
     if _ROW_SAMPLES:
         return list(_ROW_SAMPLES)
     job = os.path.join(work, "job.pkl")
     if os.path.isfile(job):
         with open(job, "rb") as f:
-            data = pickle.load(f)
-        samples = data.get("calibration") or data.get("samples")
+            data = pickle.load(f)  # a _job.Job
+        samples = data.calibration or data.samples
         if samples:
-            from ._stateful import first_steps
+            from .._stateful import first_steps
 
             return first_steps(samples)
-    from ..onnxruntime import _load_model
-    from . import _inputs as I
+    from ...recorders.api import onnx_load_model as _load_model
+    from .. import _inputs as I
 
     proto, _, _ = _load_model(model)
     return I.make_samples(I.onnx_signature(proto), {}, {}, seed, 4)[0]
@@ -147,7 +149,7 @@ class OrtQdqBackend(Backend):
         import onnxruntime as ort
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-        from .. import onnxruntime as dort
+        from ...recorders.api import onnx_make_session
 
         name = os.path.basename(model)
         samples = guard_samples(work, model, seed)
@@ -172,7 +174,7 @@ class OrtQdqBackend(Backend):
         options.log_severity_level = 3
         optimized = os.path.join(work, "qdq-optimized.onnx")
         save_optimized_graph(options, optimized)
-        session = dort._make_session(out, ["CPUExecutionProvider"], options,
+        session = onnx_make_session(out, ["CPUExecutionProvider"], options,
                                      None, f"'{name}' (QDQ)")
         opt = onnx.load(optimized, load_external_data=False) if os.path.isfile(optimized) else q
         fused: Dict[str, int] = {}

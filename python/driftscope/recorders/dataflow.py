@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import _core
+from .. import _core
 
 __all__ = ["GraphNode", "DataFlow", "SHAPE_OPS", "MASK_OPS", "INDEX_OPS"]
 

@@ -1,145 +1,18 @@
-"""The runner interface and the backends guard knows.
-
-A backend is one runtime + precision (``ort-fp16``: ONNX Runtime, CPU provider, the model
-converted to float16). The guard asks it, in its own process, whether it can run here
-(:meth:`Backend.unavailable`, with the reason), and then, in a child process per backend, to
-load the model (:meth:`Backend.load`, which builds the variant: a float16 or INT8 copy) and run
-it (:meth:`Session.run`). A backend that crashes its child (a segfault in a runtime) takes only
-the child down.
-
-More backends come from plugins: modules named in ``$DRIFTSCOPE_GUARD_PLUGINS`` (comma
-separated) are imported by the guard and by every child, and call :func:`register_backend`.
+"""The ONNX Runtime backends (ort, ort-noopt, ort-fp16, ort-int8, ort-cuda): the model as is, as
+float16 (onnxconverter-common plus driftscope.onnxruntime.to_float16's loading fixes) or as
+dynamic INT8; the fallback's recipes and the proofs that a kept node runs in float32.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-FAMILIES = ("onnx", "tflite", "torch")
-DEFAULT_REFERENCE = {"onnx": "ort", "tflite": "litert-ref", "torch": "torch"}
+from .base import Backend, Session, _gpu_device, _missing
 
-
-class Session:
-    """A loaded model. ``notes`` say what the variant really is (nodes kept in float32, how many
-    nodes were quantized); they go into the report row."""
-
-    notes: List[str]
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
-        """For each of `nodes` (the SOURCE model's node names / module paths) that the built
-        variant provably runs in float32: how the variant shows it (the optimized graph's types,
-        the parameters' and the recorded output's dtype). A node missing from the answer is not
-        proven, and a fallback that keeps it is not reported as verified. Call after run()."""
-        return {}
-
-    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
-        """Runs once and records the intermediate tensors into the TDUMP file `path` through
-        driftscope's recorders, named by the source model's node / module names; returns that
-        run's outputs (the guard compares them with run()'s: an observer effect makes it bisect
-        instead). NotImplementedError: this backend cannot expose intermediates."""
-        raise NotImplementedError
-
-
-class Backend:
-    """One runtime + precision. Subclasses set the class attributes and implement load()."""
-
-    name: str = ""
-    family: str = ""        # which models it runs: "onnx", "tflite" or "torch"
-    also_runs: Tuple[str, ...] = ()  # other families whose models it runs too (by file suffix)
-    summary: str = ""       # one line: what runs
-    # What it really exercises where that is less than its name suggests; completes the
-    # sentence "NAME exercises ..." in every report that runs it.
-    note: str = ""
-    # Run when --backends is not given (the slow opt-in ones, such as the ONNX backends of a
-    # PyTorch model through an export, are not).
-    default: bool = True
-
-    def unavailable(self) -> Optional[str]:
-        """None when this backend can run on this machine, else the reason it cannot."""
-        return None
-
-    def can_keep_float32(self) -> bool:
-        """Does load(..., keep_float32=...) work: can this backend's variant keep chosen nodes
-        in float32 (the FP32 fallback)?"""
-        return False
-
-    def load(self, model: str, work: str, seed: int,
-             keep_float32: Sequence[str] = ()) -> Session:
-        """In the child process: build this backend's variant of `model` (files go in the
-        folder `work`) and load it. Raise on failure; the message becomes the report's.
-        keep_float32: nodes named by the SOURCE model's node names (ONNX node names, torch
-        module paths) that the variant keeps in float32 (only when can_keep_float32())."""
-        raise NotImplementedError
-
-    def recipe(self, model: str, nodes: Sequence[str]) -> str:
-        """How to build the variant with `nodes` kept in float32, in the runtime's own terms
-        (code a user pastes); "" when there is no such mechanism."""
-        return ""
-
-    # Op types worth keeping in float32 (None: every node). INT8 backends name the ops they
-    # quantize, so the fallback does not spend re-runs on nodes the variant never changed.
-    fallback_ops: Optional[frozenset] = None
-    # Only nodes that read float32 weights (initializers) are worth keeping: dynamic INT8
-    # quantizes weights, and activations only at the nodes that read quantized weights.
-    fallback_weights_only: bool = False
-    # The type the variant stores values and weights in (_ranges.TargetRange): the fallback
-    # search starts from the nodes the reference's ranges say it cannot hold (None: no seed).
-    fallback_range: Any = None
-    # What the guard's fork server imports before it forks this backend's children, so that
-    # each child does not import its runtime again (_forker.py): modules, or MODULE:FUNCTION
-    # to call after the import. Only imports that create no session and start no thread pool
-    # belong here (never torch: its OpenMP pool does not survive fork).
-    preload: Tuple[str, ...] = ()
-    # The deployment precision it stands for ("float16", "bfloat16"; None: float32, INT8) and
-    # whether it computes in it (False: storage only, as ort-fp16 on the CPU). A fallback for a
-    # precision is searched and verified where it is computed (_fallback.check_backends).
-    precision: Optional[str] = None
-    computes: bool = False
-
-
-BACKENDS: Dict[str, Backend] = {}
-
-
-def register_backend(backend: Backend) -> Backend:
-    """Adds (or replaces) a backend by name; returns it."""
-    for family in (backend.family, *backend.also_runs):
-        if family not in FAMILIES:
-            raise ValueError(f"backend {backend.name!r}: family {family!r} is not one of "
-                             f"{', '.join(FAMILIES)}")
-    BACKENDS[backend.name] = backend
-    return backend
-
-
-def load_plugins() -> None:
-    for name in filter(None, (s.strip() for s in
-                              os.environ.get("DRIFTSCOPE_GUARD_PLUGINS", "").split(","))):
-        importlib.import_module(name)
-
-
-def _missing(module: str, pip: str) -> Optional[str]:
-    try:
-        importlib.import_module(module)
-    except ImportError as err:
-        return f"the {module} package is not installed ({err}); pip install {pip}"
-    return None
-
-
-def _gpu_device() -> Optional[str]:
-    import glob
-
-    found = sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/dri/renderD*"))
-    return found[0] if found else None
-
-
-# -- ONNX Runtime ------------------------------------------------------------------------------
 
 class _OrtSession(Session):
     def __init__(self, session: Any, notes: List[str], record_model: Any, provider: str,
@@ -160,17 +33,17 @@ class _OrtSession(Session):
         return self._variant
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        from ..onnxruntime import _check_inputs, _run
+        from ...recorders.api import onnx_check_inputs as _check_inputs, onnx_run as _run
 
         checked = _check_inputs(self.session, dict(feeds))
         return dict(zip(self.names, _run(self.session, checked, "the model")))
 
     def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
-        from .. import onnxruntime as dort
+        from ...recorders.api import onnx_record
 
         if callable(self.record_model):  # built on first use (ort-int8's renamed copy)
             self.record_model = self.record_model()
-        rec = dort.record(self.record_model, dict(feeds), path, providers=[self.provider],
+        rec = onnx_record(self.record_model, dict(feeds), path, providers=[self.provider],
                           session_options=_ort_options(self.optimize), check_observer=False)
         return {k: v for k, v in rec.outputs.items() if v is not None}
 
@@ -224,7 +97,7 @@ class OrtBackend(Backend):
             self.fallback_ops = _DYNAMIC_INT8_OPS
             self.fallback_weights_only = True
         elif variant == "fp16":
-            from ._ranges import FLOAT16, TargetRange
+            from .._ranges import FLOAT16, TargetRange
 
             # onnxconverter-common clips weights at 1e4, below float16's own 65504.
             self.fallback_range = TargetRange("float16", FLOAT16.value_max, _CONVERTER_MAX,
@@ -252,13 +125,13 @@ class OrtBackend(Backend):
 
     def load(self, model: str, work: str, seed: int,
              keep_float32: Sequence[str] = ()) -> Session:
-        from .. import onnxruntime as dort
+        from ...recorders.api import onnx_load_model, onnx_make_session, onnx_to_float16
 
         keep = list(keep_float32)
         if keep and not self.can_keep_float32():
             raise ValueError(f"{self.name} cannot keep nodes in float32")
         if self.variant == "fp16" or keep:
-            proto, external_dir, name = dort._load_model(model)
+            proto, external_dir, name = onnx_load_model(model)
         else:  # ONNX Runtime and quantize_dynamic read the file themselves
             proto, external_dir, name = None, None, os.path.basename(model)
         if keep:
@@ -279,7 +152,7 @@ class OrtBackend(Backend):
                 full = proto if external_dir is None else onnx.load(model)
                 source, weights = _with_weight_producers(full, keep)
                 external_dir = None
-            converted, kept = dort._to_float16(source if external_dir is None else model,
+            converted, kept = onnx_to_float16(source if external_dir is None else model,
                                                [self.provider], keep=keep + weights)
             if external_dir is None:  # a model with external data is not read whole for this
                 clamped = _clamped_weights(source, set(keep + weights + kept))
@@ -330,7 +203,7 @@ class OrtBackend(Backend):
         source = (model if self.variant is None else
                   os.path.join(work, "int8.onnx") if self.variant == "int8" else
                   proto.SerializeToString())
-        session = dort._make_session(source, [self.provider], options,
+        session = onnx_make_session(source, [self.provider], options,
                                      None if self.variant is None else external_dir, f"'{name}'")
         active = session.get_providers()
         if not active or active[0] != self.provider:
@@ -352,9 +225,9 @@ class OrtBackend(Backend):
         if self.variant == "fp16":
             # The variant kept the nodes computing the kept nodes' weights too (load): named in
             # the lists where the model names them and no other node reads them.
-            from .. import onnxruntime as dort
+            from ...recorders.api import onnx_load_model
 
-            source = dort._load_model(model)[0]
+            source = onnx_load_model(model)[0]
             extra = _with_weight_producers(source, nodes)[1]
             named = {n.name for n in source.graph.node if n.name}
             note = ""
@@ -387,9 +260,9 @@ class OrtBackend(Backend):
 def _int8_for_recorder(variant: str, model: str) -> Any:
     import onnx
 
-    from .. import onnxruntime as dort
+    from ...recorders.api import onnx_load_model
 
-    return _named_like_source(onnx.load(variant), dort._load_model(model)[0])
+    return _named_like_source(onnx.load(variant), onnx_load_model(model)[0])
 
 
 def _named_like_source(variant: Any, source: Any) -> Any:
@@ -400,7 +273,7 @@ def _named_like_source(variant: Any, source: Any) -> Any:
     recorder would otherwise name a module after its quantization node) and are not recorded."""
     import onnx
 
-    from ..onnxruntime import _INSERTED
+    from ...recorders.api import onnx_float16_marker as _INSERTED
 
     made = {o: n.name for n in source.graph.node for o in n.output if o}
     out = onnx.ModelProto()
@@ -535,7 +408,8 @@ def _weights_not_float32(variant: Any, nodes: Sequence[str]) -> Dict[str, str]:
     value, not a float32 one."""
     import onnx
 
-    from ..onnxruntime import _static_values, _topological_nodes
+    from ...recorders.api import (onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     T = onnx.TensorProto
     FLOAT = T.FLOAT
@@ -599,7 +473,7 @@ def _float_tensors(proto, blocked: set) -> Iterator[Tuple[str, Any]]:
     read it then fail to load converted and are kept in float32 (onnxruntime._to_float16)."""
     import onnx
 
-    from ..onnxruntime import _all_graphs
+    from ...recorders.api import onnx_all_graphs as _all_graphs
 
     try:
         from onnxconverter_common.float16 import DEFAULT_OP_BLOCK_LIST as ops
@@ -648,7 +522,7 @@ def _clamped_weights(proto, blocked: set = frozenset()) -> Optional[str]:
         return None
     listed = ""
     if names:
-        from ._probe import shown
+        from ..._text import printable as shown
 
         listed = ("; clipped: " + ", ".join(shown(n) for n in names[:5])
                   + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
@@ -665,7 +539,8 @@ def _with_weight_producers(proto, keep: Sequence[str]) -> Tuple[Any, List[str]]:
     still read the converted value; the names of the nodes to keep besides `keep`)."""
     import onnx
 
-    from ..onnxruntime import _static_values, _topological_nodes
+    from ...recorders.api import (onnx_static_values as _static_values,
+                                 onnx_topological_nodes as _topological_nodes)
 
     out = onnx.ModelProto()
     out.CopyFrom(proto)
@@ -795,7 +670,8 @@ def _float16_kernels(optimized_path: str, source_names: Optional[set] = None) ->
 _FP16_NOTE = ("float16 storage, not float16 arithmetic: ONNX Runtime's CPU provider computes "
               "most float16 nodes in float32 behind inserted casts")
 
-for _b in (
+# In --list-backends order (registry.py registers them).
+BUILT_IN = (
     OrtBackend("ort", "ONNX Runtime, CPU provider, float32, default graph optimizations"),
     OrtBackend("ort-noopt", "ONNX Runtime, CPU provider, float32, graph optimizations off",
                optimize=False),
@@ -805,364 +681,4 @@ for _b in (
                "(onnxruntime.quantization.quantize_dynamic)", variant="int8"),
     OrtBackend("ort-cuda", "ONNX Runtime, CUDA provider, float32",
                provider="CUDAExecutionProvider"),
-):
-    register_backend(_b)
-
-
-# -- LiteRT ------------------------------------------------------------------------------------
-
-class _LiteRTSession(Session):
-    def __init__(self, it: Any, name: str, model: Any = None, kernels: str = "optimized"
-                 ) -> None:
-        self.it, self.name, self.notes = it, name, []
-        self.model, self.kernels = model, kernels
-
-    def _feeds(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        feeds = dict(feeds)
-        for d in self.it.get_input_details():
-            # A float value for a quantized input (--reference-model: the inputs follow the
-            # float reference): quantized with the input's own scale and zero point.
-            v = feeds.get(d["name"])
-            scale, zero = d.get("quantization", (0.0, 0))
-            if v is not None and scale and np.dtype(d["dtype"]).kind in "iu" and \
-                    np.asarray(v).dtype.kind == "f":
-                info = np.iinfo(d["dtype"])
-                feeds[d["name"]] = np.clip(np.round(np.asarray(v, np.float64) / scale) + zero,
-                                           info.min, info.max).astype(d["dtype"])
-        return feeds
-
-    def _outputs(self, values: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        out: Dict[str, np.ndarray] = {}
-        for d in self.it.get_output_details():
-            if d["name"] not in values:
-                continue
-            v = np.array(values[d["name"]])
-            scale, zero = d.get("quantization", (0.0, 0))
-            if scale and v.dtype.kind in "iu":  # judge what the integers stand for
-                v = float(scale) * (v.astype(np.float64) - int(zero))
-            out[d["name"]] = v
-        return out
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        from ..litert import _feed, _invoke
-
-        _feed(self.it, self._feeds(feeds), self.name)
-        _invoke(self.it, self.name)
-        return self._outputs({d["name"]: self.it.get_tensor(d["index"])
-                              for d in self.it.get_output_details()})
-
-    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
-        """driftscope.litert's recorder, on the same kernels: every op output in model order
-        under its tensor name (the same names on litert-ref and litert, so the probe compares
-        them name by name); quantized tensors keep their encoding."""
-        if self.model is None:
-            raise NotImplementedError
-        import warnings
-
-        from ..litert import record
-
-        with warnings.catch_warnings():  # tensors LiteRT cannot hand out: left out, not fatal
-            warnings.simplefilter("ignore", RuntimeWarning)
-            rec = record(self.model, self._feeds(feeds), path, kernels=self.kernels,
-                         check_observer=False)
-        return self._outputs(rec.outputs)
-
-
-class LiteRTBackend(Backend):
-    family = "tflite"
-
-    def __init__(self, name: str, summary: str, kernels: str) -> None:
-        self.name, self.summary, self.kernels = name, summary, kernels
-
-    def unavailable(self) -> Optional[str]:
-        return _missing("ai_edge_litert", "ai-edge-litert")
-
-    def load(self, model: str, work: str, seed: int) -> Session:
-        from ..litert import _check_flatbuffer, _interpreter, _read_model
-
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        return _LiteRTSession(_interpreter(data, name, self.kernels, None, preserve=False), name,
-                              model, self.kernels)
-
-
-class LiteRTGpuBackend(Backend):
-    name = "litert-gpu"
-    family = "tflite"
-    summary = "LiteRT GPU accelerator"
-
-    def unavailable(self) -> Optional[str]:
-        if _gpu_device() is None:
-            return "this machine has no GPU device (no /dev/dri render node, no /dev/nvidia*)"
-        return "the LiteRT GPU runner is not implemented in this version of driftscope guard"
-
-
-register_backend(LiteRTBackend("litert", "LiteRT interpreter, default kernels (builtin + "
-                               "XNNPACK delegate, what an app gets)", "optimized"))
-register_backend(LiteRTBackend("litert-ref", "LiteRT interpreter, reference kernels "
-                               "(BuiltinRefOpResolver)", "reference"))
-register_backend(LiteRTGpuBackend())
-
-
-# -- PyTorch -----------------------------------------------------------------------------------
-
-def torch_example(spec: str, seed: int) -> Any:
-    """Calls FUNCTION of ``file.py:FUNCTION`` (or ``module:FUNCTION``) after seeding torch, and
-    returns its (model, inputs)."""
-    import torch
-
-    from ..errors import InvalidArgumentError
-    from ..torch import _load_entry_point
-
-    torch.manual_seed(seed)
-    made = _load_entry_point(spec)()
-    if not (isinstance(made, tuple) and len(made) == 2):
-        raise InvalidArgumentError(f"--model {spec}: the function must return (model, inputs), "
-                                   f"got {type(made).__name__}", 1, "invalid_argument")
-    return made
-
-
-def torch_leaves(inputs: Any) -> Dict[str, Any]:
-    """The tensors of an entry point's inputs, by the name guard gives them: the key of a dict,
-    ``input0``, ``input1``... of a tuple, ``input`` of a single tensor."""
-    import torch
-
-    if isinstance(inputs, torch.Tensor):
-        return {"input": inputs}
-    if isinstance(inputs, Mapping):
-        return {str(k): v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-    if isinstance(inputs, (list, tuple)):
-        return {f"input{i}": v for i, v in enumerate(inputs) if isinstance(v, torch.Tensor)}
-    raise TypeError(f"the entry point's inputs are a {type(inputs).__name__}; expected a "
-                    "tensor, a tuple of positional arguments or a dict of keyword arguments")
-
-
-def _rebuild(inputs: Any, feeds: Mapping[str, np.ndarray], dtype: Any) -> Any:
-    import torch
-
-    def conv(v: np.ndarray) -> Any:
-        t = torch.from_numpy(np.ascontiguousarray(v))
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
-
-    if isinstance(inputs, torch.Tensor):
-        return conv(feeds["input"])
-    if isinstance(inputs, Mapping):
-        return {k: conv(feeds[str(k)]) if isinstance(v, torch.Tensor) else v
-                for k, v in inputs.items()}
-    return type(inputs)(conv(feeds[f"input{i}"]) if isinstance(v, torch.Tensor) else v
-                        for i, v in enumerate(inputs))
-
-
-class _TorchSession(Session):
-    def __init__(self, model: Any, example: Any, dtype: Any, kept: Dict[str, Any]) -> None:
-        self.model, self.example, self.dtype, self.notes = model, example, dtype, []
-        # Module path -> the dtype of the last output its forward computed, before the cast
-        # back to the model's dtype (the evidence that it ran in float32).
-        self.kept, self.seen = kept, {}
-
-    def _outputs(self, feeds: Mapping[str, np.ndarray], path: Optional[str]) -> Dict[str, Any]:
-        import torch
-
-        from ..torch import _call, _flat, record
-
-        with torch.no_grad():
-            args = _rebuild(self.example, feeds, self.dtype)
-            if path is None:
-                out = _call(self.model, args)
-            else:
-                # Module inputs too: the probe tells an error born in a parent's own forward,
-                # between its children, from one its child made (_probe._own_forward).
-                with record(self.model, path, inputs=True,
-                            meta={"precision": str(self.dtype or torch.float32)}):
-                    out = _call(self.model, args)
-        leaves, _ = _flat(out)
-        result: Dict[str, np.ndarray] = {}
-        for p, t in leaves:
-            t = t.detach().cpu()
-            if t.dtype in (torch.bfloat16, torch.float16):
-                t = t.float()  # exact: every bf16/f16 value is a float32
-            result[p.lstrip(".") or "output"] = t.numpy().copy()
-        return result
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        return self._outputs(feeds, None)
-
-    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
-        return self._outputs(feeds, path)
-
-    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
-        import torch
-
-        found: Dict[str, str] = {}
-        for name in nodes:
-            mod = self.kept.get(name)
-            if mod is None or self.seen.get(name) != torch.float32:
-                continue  # not kept, or its forward never produced a float32 output
-            params = [(n, p.dtype) for n, p in mod.named_parameters()]
-            bufs = [(n, b.dtype) for n, b in mod.named_buffers() if b.is_floating_point()]
-            if any(d != torch.float32 for _, d in params + bufs):
-                continue
-            what = (f"{len(params)} parameter(s) ({', '.join(n for n, _ in params[:4])}"
-                    f"{', ...' if len(params) > 4 else ''}) float32, " if params else
-                    "no parameters, ")
-            found[name] = (f"{name} ({type(mod).__name__}): {what}its forward's output was "
-                           f"float32 (cast to {str(self.dtype).replace('torch.', '')} after)")
-        return found
-
-
-def _keep_module_float32(net: Any, name: str, seen: Dict[str, Any]) -> Any:
-    """Module `name` of a model the fallback recipe has run on: watches its forward's output
-    before the recipe's hook casts it back (prepended, so it runs first), the evidence that the
-    module computed in float32 (_TorchSession.float32_evidence). Hooks, not a wrapper: module
-    paths stay the same."""
-    import torch
-
-    from ..torch import _flat
-
-    mod = net.get_submodule(name)
-
-    def watch(m: Any, args: Any, out: Any) -> None:
-        floats = [t for _, t in _flat(out)[0]
-                  if isinstance(t, torch.Tensor) and t.is_floating_point()]
-        if floats:
-            seen[name] = floats[0].dtype
-
-    mod.register_forward_hook(watch, prepend=True)
-    return mod
-
-
-# The fallback recipe of a PyTorch model, as printed and as run: TorchBackend.load executes this
-# very text on a freshly built model, so the variant verified is the code the user pastes. Its
-# hooks reach every tensor of the module's arguments (positional and keyword) and of its output
-# (tensor, tuple, list, dict, namedtuple, dataclass such as transformers' ModelOutput).
-_TORCH_RECIPE = """\
-import copy
-import dataclasses
-
-import torch
-
-RUN_DTYPE = torch.{dtype}  # the precision guard ran the model in (feed float inputs in it too)
-
-
-def cast_floats(x, dtype):
-    \"\"\"x with every floating-point tensor in it cast to dtype (a copy; x is left as it is).\"\"\"
-    if isinstance(x, torch.Tensor):
-        return x.to(dtype) if x.is_floating_point() else x
-    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a namedtuple
-        return type(x)(*(cast_floats(v, dtype) for v in x))
-    if isinstance(x, (tuple, list)):
-        return type(x)(cast_floats(v, dtype) for v in x)
-    if isinstance(x, dict):  # also transformers' ModelOutput (a dict and a dataclass)
-        out = copy.copy(x)
-        for k, v in x.items():
-            out[k] = cast_floats(v, dtype)
-        return out
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return dataclasses.replace(x, **{{f.name: cast_floats(getattr(x, f.name), dtype)
-                                         for f in dataclasses.fields(x) if f.init}})
-    return x
-
-
-def float32_on_entry(module, args, kwargs):
-    return cast_floats(args, torch.float32), cast_floats(kwargs, torch.float32)
-
-
-def run_dtype_on_exit(module, args, output):
-    return cast_floats(output, RUN_DTYPE)
-
-
-model = model.to(RUN_DTYPE)
-for name in {listed}:
-    module = model.get_submodule(name).float()
-    module.register_forward_pre_hook(float32_on_entry, with_kwargs=True)
-    module.register_forward_hook(run_dtype_on_exit)
-"""
-
-
-class TorchBackend(Backend):
-    family = "torch"
-
-    def __init__(self, name: str, summary: str, dtype: Optional[str]) -> None:
-        self.name, self.summary, self.dtype = name, summary, dtype
-
-    def unavailable(self) -> Optional[str]:
-        return _missing("torch", "torch")
-
-    def can_keep_float32(self) -> bool:
-        return self.dtype is not None
-
-    def load(self, model: str, work: str, seed: int,
-             keep_float32: Sequence[str] = ()) -> Session:
-        import torch
-
-        if keep_float32 and not self.can_keep_float32():
-            raise ValueError(f"{self.name} cannot keep modules in float32")
-        net, example = torch_example(model, seed)
-        dtype = getattr(torch, self.dtype) if self.dtype else None
-        seen: Dict[str, Any] = {}
-        kept: Dict[str, Any] = {}
-        if keep_float32:
-            for n in keep_float32:
-                try:
-                    net.get_submodule(n)
-                except AttributeError:
-                    raise ValueError(f"the model has no module {n!r} (keep_float32)") from None
-            # The printed recipe itself, run on this fresh model: what is verified is what the
-            # user pastes (a recipe that fails here fails the variant).
-            scope: Dict[str, Any] = {"model": net}
-            code = compile(self.recipe(model, keep_float32), "<fallback recipe>", "exec")
-            exec(code, scope)  # noqa: S102 - the recipe is the product
-            net = scope["model"]
-            kept = {n: _keep_module_float32(net, n, seen) for n in keep_float32}
-        elif dtype is not None:
-            net = net.to(dtype)
-        net.eval()
-        session = _TorchSession(net, example, dtype, kept)
-        session.seen = seen
-        if kept:
-            session.notes.append(f"{len(kept)} module(s) kept in float32 (fallback)")
-        return session
-
-    def recipe(self, model: str, nodes: Sequence[str]) -> str:
-        listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
-        return _TORCH_RECIPE.format(dtype=self.dtype, listed=listed)
-
-
-register_backend(TorchBackend("torch", "PyTorch eager, CPU, float32", None))
-register_backend(TorchBackend("torch-bf16", "PyTorch eager, CPU, model and float inputs in "
-                              "bfloat16", "bfloat16"))
-register_backend(TorchBackend("torch-fp16", "PyTorch eager, CPU, model and float inputs in "
-                              "float16 (float16 arithmetic)", "float16"))
-
-
-def _register_more() -> None:
-    """The backends of their own modules (OpenVINO, static QDQ INT8, torch.compile, the ONNX
-    backends of a PyTorch model through an export, runtimes that are not installed)."""
-    from . import _fp16_arith, _more
-
-    for name, precision, computes in (("ort-fp16", "float16", False),
-                                      ("torch-fp16", "float16", True),
-                                      ("torch-bf16", "bfloat16", True)):
-        BACKENDS[name].precision, BACKENDS[name].computes = precision, computes
-    for b in _fp16_arith.ARITH.values():  # beside ort-fp16 in listings and reports
-        register_backend(b)
-    for b in _more.backends([b for b in BACKENDS.values() if b.family == "onnx"]):
-        register_backend(b)
-    order = list(BACKENDS)  # the INT8 variants side by side in listings and reports
-    order.remove("ort-qdq")
-    order.insert(order.index("ort-int8") + 1, "ort-qdq")
-    for k, name in enumerate(("ort-fp16-exact", "ort-bf16-exact")):
-        order.remove(name)
-        order.insert(order.index("ort-fp16") + 1 + k, name)
-    BACKENDS.update({n: BACKENDS.pop(n) for n in order})
-
-
-_register_more()
-
-
-def family_backends(family: str) -> List[Backend]:
-    return [b for b in BACKENDS.values() if b.family == family or family in b.also_runs]
-
-
-def names(backends: Sequence[Backend]) -> str:
-    return ", ".join(b.name for b in backends)
+)

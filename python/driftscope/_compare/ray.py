@@ -19,9 +19,10 @@ import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from . import _core
-from ._dump import Dump, open as _open
-from .errors import Error, InvalidArgumentError
+from .. import _core
+from .._dump import Dump, open as _open
+from ..errors import Error, InvalidArgumentError
+from .settings import settings
 
 # Keyword arguments of compare() that name files: tasks get them as absolute paths.
 _PATH_ARGS = ("reference64", "mapping")
@@ -44,8 +45,6 @@ def _path(x: Any) -> str:
 def _measure_part(reference: str, candidate: str, kwargs: Dict[str, Any], pairs: List[int],
                   delay_s: float) -> bytes:
     """One Ray task: the measured blob of `pairs` (compare.hpp measure_pairs)."""
-    from ._compare import settings
-
     if delay_s:
         time.sleep(delay_s)  # tests: keeps a task running while its worker is killed
     s = settings(kwargs)
@@ -109,16 +108,14 @@ def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
                    address: Optional[str] = None, parts: Optional[int] = None,
                    scratch: Optional[Any] = None, max_retries: int = DEFAULT_MAX_RETRIES,
                    _task_delay_s: float = 0.0) -> Any:
-    from ._compare import Report
-
     if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
         raise InvalidArgumentError(f"ray_parts={parts!r} is not a positive integer", 1,
                                    "invalid_argument")
     run = dict(address=address, parts=parts, max_retries=max_retries, delay_s=_task_delay_s)
     if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
            for x in (reference, candidate)):
-        return Report(_sets_on_ray(_path(reference), _path(candidate), kwargs, scratch, run))
-    return Report(_pairs_on_ray(reference, candidate, kwargs, **run))
+        return _sets_on_ray(_path(reference), _path(candidate), kwargs, scratch, run)
+    return _pairs_on_ray(reference, candidate, kwargs, **run)
 
 
 def _sets_on_ray(reference: str, candidate: str, kwargs: Mapping[str, Any],
@@ -127,8 +124,6 @@ def _sets_on_ray(reference: str, candidate: str, kwargs: Mapping[str, Any],
     directory every worker sees (compare.hpp prepare_sets), the workers measure their pairs,
     and the library's finish() makes the report the sets' one: the steps of the local set
     compare, so the report is the local one. The scratch directory is removed afterwards."""
-    from ._compare import settings
-
     s = settings(kwargs)
     directory = _scratch_directory(reference, candidate, scratch)
     try:
@@ -165,8 +160,6 @@ def _pairs_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
                   address: Optional[str], parts: Optional[int], max_retries: int,
                   delay_s: float) -> Any:
     """The report (_core.Report) of two single dumps, their pairs measured as Ray tasks."""
-    from ._compare import settings
-
     s = settings(kwargs)  # checked (resolve) by compare_work below, before any task runs
     ref_path, cand_path = _path(reference), _path(candidate)
     ref = reference if isinstance(reference, Dump) else _open(ref_path)

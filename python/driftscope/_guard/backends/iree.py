@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._pyexec import module_command
-from ._backends import Backend, Session, _missing
+from ..._pyexec import module_command
+from .base import Backend, Session, _missing
 
 
 class _IreeSession(Session):
@@ -49,7 +49,7 @@ class IreeBackend(Backend):
         import iree.compiler as ic
         import iree.runtime as rt
 
-        from ._stateful import onnx_proto
+        from .._stateful import onnx_proto
 
         proto = onnx_proto(model)
         inits = {t.name for t in proto.graph.initializer}

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._backends import BACKENDS, Backend, Session
+from .base import Backend, Session
 
 # The rounding casts: not part of the source model (the recorder and the proofs skip them).
 ROUNDING = "driftscope: rounding to {} (arithmetic emulation)"
@@ -185,7 +185,7 @@ class _ArithSession(Session):
         return self._variant
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        from ..onnxruntime import _check_inputs, _run
+        from ...recorders.api import onnx_check_inputs as _check_inputs, onnx_run as _run
 
         checked = _check_inputs(self.session, dict(feeds))
         return dict(zip(self.names, _run(self.session, checked, "the model")))
@@ -195,7 +195,7 @@ class _ArithSession(Session):
         inputs and outputs (so the emulation rounds none of them) and float32 weights."""
         import onnx
 
-        from ._backends import _weights_not_float32
+        from .onnxruntime import _weights_not_float32
 
         F32 = onnx.TensorProto.FLOAT
         floats = (F32, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
@@ -227,6 +227,9 @@ class ArithBackend(Backend):
     default = False
     computes = True
     preload = ("onnxruntime", "driftscope.onnxruntime", "onnxconverter_common.float16")
+    # The backends it was registered among (registry.py sets it): it runs the variant of the one
+    # named ort-fp16 there, so a plugin that replaces ort-fp16 is followed.
+    registry: Mapping[str, Backend] = {}
 
     def __init__(self, name: str, precision: str, summary: str, note: str) -> None:
         self.name, self.precision, self.summary, self.note = name, precision, summary, note
@@ -242,11 +245,11 @@ class ArithBackend(Backend):
     def fallback_range(self) -> Any:  # type: ignore[override]
         # Its variant is ort-fp16's, so a float16 search on it is seeded by the same range
         # (_ranges.range_seed_of); bfloat16 has float32's range and no converter clip.
-        return (getattr(BACKENDS.get("ort-fp16"), "fallback_range", None)
+        return (getattr(self.registry.get("ort-fp16"), "fallback_range", None)
                 if self.precision == "float16" else None)
 
     def unavailable(self) -> Optional[str]:
-        return BACKENDS["ort-fp16"].unavailable()
+        return self.registry["ort-fp16"].unavailable()
 
     def can_keep_float32(self) -> bool:
         # Its recipe is ort-fp16's (the converter's node_block_list); bfloat16 has none for ONNX.
@@ -256,19 +259,19 @@ class ArithBackend(Backend):
              keep_float32: Sequence[str] = ()) -> Session:
         import onnxruntime as ort
 
-        from .. import onnxruntime as dort
+        from ...recorders.api import onnx_load_model, onnx_make_session
 
         if keep_float32 and not self.can_keep_float32():
             raise ValueError(f"{self.name} cannot keep nodes in float32")
         # ort-fp16's own variant: what its recipe builds, kept nodes, loading fixes and all.
-        half = BACKENDS["ort-fp16"].load(model, work, seed, keep_float32=list(keep_float32))
+        half = self.registry["ort-fp16"].load(model, work, seed, keep_float32=list(keep_float32))
         variant = half.variant_proto
-        source = dort._load_model(model)[0] if self.precision == "bfloat16" else None
+        source = onnx_load_model(model)[0] if self.precision == "bfloat16" else None
         emulated, rounded = emulate(variant, self._low, source, self.name)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = dort._make_session(emulated.SerializeToString(), ["CPUExecutionProvider"],
+        session = onnx_make_session(emulated.SerializeToString(), ["CPUExecutionProvider"],
                                      options, None, f"'{model}'")
         types = _types(variant)
         acc: Dict[str, int] = {}
@@ -284,7 +287,7 @@ class ArithBackend(Backend):
         return _ArithSession(session, notes, variant, types, keep_float32, self.precision)
 
     def recipe(self, model: str, nodes: Sequence[str]) -> str:
-        return BACKENDS["ort-fp16"].recipe(model, nodes) if self.can_keep_float32() else ""
+        return self.registry["ort-fp16"].recipe(model, nodes) if self.can_keep_float32() else ""
 
 
 _NOTE = ("{p} arithmetic emulated on the CPU: every {p} node's result rounded to {p}, matrix "

@@ -11,24 +11,29 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _core
-from ._dump import Dump, open as _open
-from .errors import InvalidArgumentError, NotFoundError
+from .. import _core
+from .._dump import Dump, open as _open
+from ..errors import InvalidArgumentError, NotFoundError
+from .settings import settings
 
 __all__ = ["compare", "Report", "TensorResult"]
 
 PathOrDump = Union[str, "os.PathLike[str]", Dump]
 
 
-class TensorResult(dict):
-    """One tensor pair of a report: a dict of the JSON fields, also readable as attributes
-    (``t.cosine``, ``t.status``, ``t.max_abs_diff``, ``t.first_mismatch_index``, ...)."""
+class Fields(dict):
+    """A dict of a report's JSON fields, also readable as attributes."""
 
     def __getattr__(self, key: str) -> Any:
         try:
             return self[key]
         except KeyError:
             raise AttributeError(key) from None
+
+
+class TensorResult(Fields):
+    """One tensor pair of a report: a dict of the JSON fields, also readable as attributes
+    (``t.cosine``, ``t.status``, ``t.max_abs_diff``, ``t.first_mismatch_index``, ...)."""
 
     def __repr__(self) -> str:
         return (f"<TensorResult {self.get('name')!r} occurrence={self.get('occurrence')} "
@@ -173,15 +178,6 @@ def _reader(x: PathOrDump) -> Any:
     return _open(x)._live()
 
 
-def _policy(policy: Union[None, str, "os.PathLike[str]", Mapping[str, Any]]):
-    """(text, path) for the engine: a mapping becomes JSON text, anything else is a file."""
-    if policy is None:
-        return "", ""
-    if isinstance(policy, Mapping):
-        return json.dumps(policy), ""
-    return "", os.fspath(policy)
-
-
 def compare(reference: PathOrDump, candidate: PathOrDump, *,
             atol: Optional[float] = None, rtol: Optional[float] = None,
             min_cosine: Optional[float] = None, min_sqnr: Optional[float] = None,
@@ -241,10 +237,10 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
               if k not in ("reference", "candidate", "progress", "engine", "ray_address",
                            "ray_parts", "ray_scratch")}
     if engine == "ray":
-        from ._ray import compare_on_ray
+        from .ray import compare_on_ray
 
-        return compare_on_ray(reference, candidate, kwargs, address=ray_address,
-                              parts=ray_parts, scratch=ray_scratch)
+        return Report(compare_on_ray(reference, candidate, kwargs, address=ray_address,
+                                     parts=ray_parts, scratch=ray_scratch))
     if engine != "local":
         raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
                                    "invalid_argument")
@@ -256,31 +252,13 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     return Report(_core.compare(_reader(reference), _reader(candidate), s, progress))
 
 
-def settings(given: Mapping[str, Any]) -> Any:
-    """The engine's CompareSettings from a mapping of compare()'s keyword arguments; those not
-    given take compare()'s defaults (unchecked: the engine's one validator checks them when it
-    runs)."""
+def options(given: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every keyword argument of compare(): `given`, the others at compare()'s defaults (what
+    the engines take: settings.settings, ray.compare_on_ray)."""
     o = {n: p.default for n, p in inspect.signature(compare).parameters.items()
          if p.kind is inspect.Parameter.KEYWORD_ONLY}
     o.update(given)
-    s = _core.CompareSettings()
-    for attr in ("atol", "rtol", "min_cosine", "min_sqnr", "max_ulp", "max_rel_l2",
-                 "max_mismatch_fraction", "pairs", "threads", "top_k", "r64_floor",
-                 "amplification_threshold", "max_amplifiers"):
-        setattr(s, attr, o[attr])
-    for attr in ("reshape", "nan_equal", "stop_at_first", "allow_unpaired", "allow_incomparable",
-                 "details"):
-        setattr(s, attr, bool(o[attr]))
-    s.min_argmax, s.min_topk = o["min_argmax_agreement"], o["min_topk_overlap"]
-    s.policy_text, s.policy = _policy(o["policy"])
-    s.map_a, s.map_b, s.classes = list(o["map_a"]), list(o["map_b"]), list(o["classes"])
-    s.exact = [(str(a), str(b)) for a, b in (o["names"] or {}).items()]
-    s.map_file = os.fspath(o["mapping"]) if o["mapping"] is not None else ""
-    s.filter = o["filter"] or ""
-    s.reference64 = os.fspath(o["reference64"]) if o["reference64"] is not None else ""
-    k = o["r64_k"]
-    s.r64_k = [f"{n}={v!r}" for n, v in k.items()] if isinstance(k, Mapping) else list(k)
-    return s
+    return o
 
 
 def _path(x: PathOrDump) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import _core
-from .errors import InvalidArgumentError
-from .sets import Layout, ShardSpec, annotate_axes, write_manifest
+from .. import _core
+from ..errors import InvalidArgumentError
+from ..sets import Layout, ShardSpec, annotate_axes, write_manifest
 
 
 def _bad(message: str) -> InvalidArgumentError:

@@ -12,8 +12,8 @@ import shutil
 import sys
 from typing import List, Optional, Sequence
 
-from ._cli import parse_args, refuse_output_onto_inputs, write_output
-from ._text import printable
+from .._cli import parse_args, refuse_output_onto_inputs, write_output
+from .._text import printable
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
-    from ._compare import compare
+    from .api import compare
 
     a = parse_args(_parser(), argv)
     inputs = [a.reference, a.candidate] + [x for x in (a.reference64, a.policy, a.map_file) if x]

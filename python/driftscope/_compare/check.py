@@ -10,22 +10,16 @@ import json
 import os
 from typing import Any, Dict, List, Sequence, Union
 
-from . import _core
-from ._compare import _reader
-from ._dump import Dump
+from .. import _core
+from .._dump import Dump
+from .api import Fields, _reader
 
 __all__ = ["check", "CheckReport", "Finding"]
 
 
-class Finding(dict):
+class Finding(Fields):
     """One finding: a dict of the JSON fields (code, name, occurrence, role, role_index, op_type,
     index, message, value), also readable as attributes (``f.code``, ``f.message``)."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
 
     def __repr__(self) -> str:
         return f"<Finding {self.get('code')} {self.get('name')!r}: {self.get('message')}>"

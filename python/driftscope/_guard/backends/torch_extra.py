@@ -12,7 +12,7 @@ Names map back to the PyTorch model: the dynamo exporter records each node's mod
 its ``pkg.torch.onnx.name_scopes`` metadata (``['', 'h.0', 'h.0.attn', 'h.0.attn.c_attn',
 'addmm']``: module ``h.0.attn.c_attn``); the TorchScript exporter names every node after the
 module scope it was traced in (``/encoder/layer.0/attention/self/query/MatMul`` is module
-``encoder.layer.0.attention.self.query``, driftscope._naming.split_scope). Nodes to keep in
+``encoder.layer.0.attention.self.query``, driftscope.recorders.naming.split_scope). Nodes to keep in
 float32 are given as module paths (or ONNX node names) and mapped to every node of the module;
 a module that exports to no node (an eval-mode Dropout, an Identity, anything folded away) has
 nothing to keep and is skipped.
@@ -32,8 +32,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._backends import (Backend, Session, TorchBackend, _missing, _TorchSession, torch_example,
-                        torch_leaves)
+from .base import Backend, Session, _missing
+from .torch import TorchBackend, _TorchSession, torch_example, torch_leaves
 
 
 # -- torch.compile -----------------------------------------------------------------------------
@@ -108,7 +108,7 @@ class NothingCompiled(RuntimeError):
 def module_of(node_name: str) -> str:
     """The PyTorch module path of a node of the TorchScript exporter (``""`` for a node outside
     any module)."""
-    from .._naming import split_scope
+    from ...recorders.api import split_scope
 
     scope, _ = split_scope(node_name)
     return ".".join(scope)
@@ -167,7 +167,7 @@ def _export(spec: str, seed: int, folder: str) -> Dict[str, Any]:
     model's module paths, the dynamo exporter's failure); raises when both fail."""
     import torch
 
-    from ..torch import _call, _flat
+    from ...recorders.api import torch_call as _call, torch_flat as _flat
 
     net, example = torch_example(spec, seed)
     net.eval()

@@ -33,9 +33,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
 
-from ._backends import Backend, Session, _missing
-from ._cpu import ENV as HIDE_ENV
-from ._cpu import openvino_capabilities
+from .base import Backend, Session, _missing
+from .._cpu import ENV as HIDE_ENV
+from .._cpu import openvino_capabilities
 
 _FLOATS = {"f32", "f16", "bf16"}
 
@@ -152,7 +152,7 @@ class _OvSession(Session):
         if not self.owners:  # layer names are the same in the IR of the model as read
             import openvino as ov
 
-            from ..onnxruntime import _load_model
+            from ...recorders.api import onnx_load_model as _load_model
 
             xml = os.path.join(self.work, "openvino-names.xml")
             ov.save_model(_core().read_model(self.model), xml, compress_to_fp16=False)
@@ -232,13 +232,10 @@ class _TfliteIO:
 
         if importlib.util.find_spec("ai_edge_litert") is None:
             return  # OpenVINO's own names, values as they are (the guard's reference needs it)
-        from ..litert import _check_flatbuffer, _interpreter, _read_model
-        from ._backends import _LiteRTSession
+        from ...recorders.api import litert_open
+        from .litert import _LiteRTSession
 
-        data, name = _read_model(model)
-        _check_flatbuffer(data, name)
-        self.lite = _LiteRTSession(_interpreter(data, name, "reference", None, preserve=False),
-                                   name)
+        self.lite = _LiteRTSession(*litert_open(model))
         self.input_names = [d["name"] for d in self.lite.it.get_input_details()]
         self.output_names = [d["name"] for d in self.lite.it.get_output_details()]
 
@@ -264,7 +261,7 @@ class OpenVinoBackend(Backend):
                  note: str = "") -> None:
         self.name, self.precision, self.capability = name, precision, capability
         self.summary, self.note = summary, note
-        self.preload = ("openvino", "driftscope._guard._openvino:warm")
+        self.preload = ("openvino", "driftscope._guard.backends.openvino:warm")
 
     def unavailable(self) -> Optional[str]:
         why = _missing("openvino", "openvino")
@@ -292,7 +289,7 @@ class OpenVinoBackend(Backend):
              ) -> Session:
         import openvino as ov
 
-        from ..onnxruntime import _load_model
+        from ...recorders.api import onnx_load_model as _load_model
 
         core = _core()
         tflite = model.lower().endswith(".tflite")
