@@ -69,11 +69,3 @@ Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {}
 Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
 
 }  // namespace driftscope
-
-// The renderers of a check (check_to_text, _json, _html) are declared in
-// driftscope/report.hpp. Callers written before it was split off still see them through this
-// header; the library's measuring code (src/compare, src/check: DRIFTSCOPE_NO_RENDERERS) does
-// not, so that it cannot call a renderer (HACKING.md, module map).
-#ifndef DRIFTSCOPE_NO_RENDERERS
-#include "driftscope/report.hpp"
-#endif

@@ -538,11 +538,3 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
                                    const CompareOptions& options, const std::string& directory);
 
 }  // namespace driftscope
-
-// The renderers (report_to_json, _text, _markdown, _html, _png, _model_explorer) are declared in
-// driftscope/report.hpp. Callers written before it was split off still see them through this
-// header; the library's measuring code (src/compare, src/check: DRIFTSCOPE_NO_RENDERERS) does
-// not, so that it cannot call a renderer (HACKING.md, module map).
-#ifndef DRIFTSCOPE_NO_RENDERERS
-#include "driftscope/report.hpp"
-#endif

@@ -14,51 +14,52 @@
 
 namespace driftscope {
 
+// Every value, its meaning and the C ABI status are tabled in docs/c-api.md ("Status codes").
 enum class Errc : int32_t {
-  ok = 0,
+  ok = 0,  // success; never the code of an Error
   // usage and environment
-  invalid_argument = 1,    // a caller passed a value outside the documented range
-  io_error = 2,            // open/read/write/sync/mmap failed (message has strerror)
-  not_found = 3,           // lookup by name found nothing
-  filter_syntax = 4,       // a filter string did not parse (docs/filters.md)
-  unsupported = 5,         // valid request the implementation does not support
-  closed = 6,              // operation on a closed writer
+  invalid_argument = 1,      // a caller passed a value outside the documented range
+  io_error = 2,              // open/read/write/sync/mmap failed (message has strerror)
+  not_found = 3,             // a lookup by name found nothing
+  filter_syntax = 4,         // a filter string did not parse (docs/filters.md)
+  unsupported = 5,           // valid request the implementation does not support
+  closed = 6,                // a write, flush or commit on a writer or output already closed
   // file header (docs/format.md §2)
-  truncated_header = 20,   // file shorter than its header
-  bad_magic = 21,
-  unsupported_version = 22,
-  bad_byte_order = 23,
-  unsupported_feature = 24,
-  bad_header_checksum = 25,
+  truncated_header = 20,     // the file is shorter than its header
+  bad_magic = 21,            // the file does not start with the TDUMP magic: not a dump
+  unsupported_version = 22,  // format major version is not 1
+  bad_byte_order = 23,       // the byte-order mark is not 0x01020304
+  unsupported_feature = 24,  // required feature bits this reader does not know
+  bad_header_checksum = 25,  // the header's CRC-32 does not match
   // records (§3)
-  bad_record_magic = 40,
-  bad_frame_checksum = 41,
-  bad_record_checksum = 42,
-  salt_mismatch = 43,
-  unknown_record_kind = 44,
-  record_after_end = 45,
-  bad_index = 46,
+  bad_record_magic = 40,     // a record frame does not start with the record magic
+  bad_frame_checksum = 41,   // a record frame's CRC-32 does not match
+  bad_record_checksum = 42,  // a record's meta+payload CRC-32 does not match
+  salt_mismatch = 43,        // a record carries another file's salt (spliced bytes)
+  unknown_record_kind = 44,  // an unknown record kind not marked skippable (§3.2)
+  record_after_end = 45,     // bytes follow the END record
+  bad_index = 46,            // the footer INDEX disagrees with the records or its layout (§3.4)
   // field values (§3.3)
-  reserved_nonzero = 60,
-  nonzero_padding = 61,
-  length_mismatch = 62,
-  limit_exceeded = 63,
-  shape_overflow = 64,
-  bad_dtype = 65,
-  bad_enum = 66,
-  bad_encoding = 67,
-  bad_value = 68,
-  bad_utf8 = 69,
-  empty_name = 70,
-  duplicate_key = 71,
-  bad_axes = 72,
-  duplicate_tensor = 73,
+  reserved_nonzero = 60,     // a reserved field or flag bit is not zero (§1)
+  nonzero_padding = 61,      // alignment padding is not zero (§1)
+  length_mismatch = 62,      // a length disagrees with its parts, or a meta ends inside a field
+  limit_exceeded = 63,       // a count or length is over a limit (§6), checked before allocating
+  shape_overflow = 64,       // element count or byte size overflows 64 bits
+  bad_dtype = 65,            // a dtype code is not defined
+  bad_enum = 66,             // another enumerated field (role, encoding, kind) is out of range
+  bad_encoding = 67,         // quantisation fields that do not fit the tensor
+  bad_value = 68,            // a field's value is outside its allowed range (a non-finite scale)
+  bad_utf8 = 69,             // a name, key or value that must be UTF-8 is not
+  empty_name = 70,           // a tensor name is empty
+  duplicate_key = 71,        // a metadata key or attribute appears twice
+  bad_axes = 72,             // axis names do not match the rank, or one is empty or has a comma
+  duplicate_tensor = 73,     // a tensor identity appears twice (a reader warning; first one used)
   // other input formats (import)
-  bad_npz = 80,
-  bad_safetensors = 81,
+  bad_npz = 80,              // a malformed .npy/.npz input (ZIP or npy header)
+  bad_safetensors = 81,      // a malformed .safetensors input
   // compare
-  incomparable = 90,
-  bad_policy = 91,
+  incomparable = 90,         // a pair that cannot be compared (element counts differ)
+  bad_policy = 91,           // an invalid policy or mapping file (ORIGIN:LINE:COLUMN: what)
 };
 
 // Stable snake_case name of a code ("bad_magic"); "unknown" for values not in the enum.

@@ -82,6 +82,15 @@ namespace detail {
 struct ReaderAccess;  // the library's record-at-a-time access (src/format/record_table.hpp)
 }
 
+// Threads: every const member may be called from any number of threads at once on one Reader
+// (header, integrity, records, record_count, bytes, find, find_all, verify_payload,
+// check_unchanged). The lazily built tables behind records() and find() are built once under
+// std::call_once: the first callers wait for that build, later calls only read. The Record
+// pointers, spans and string views handed out stay valid, and the same, until the Reader is
+// destroyed (moving a Reader keeps them: its state lives behind a pointer). Not safe: moving,
+// assigning or destroying a Reader while another thread uses it, and the caller's bytes of
+// from_memory() changing while it lives (those are the caller's to keep). A file shrinking under
+// a mapped Reader is not a race: reads past the new end see zeros and check_unchanged() reports it.
 class Reader {
  public:
   // Fails only when the file cannot be opened, mapped, or its header is invalid. Damage to

@@ -1,4 +1,4 @@
-#include "common/file.hpp"
+#include "common/out_file.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -12,7 +12,7 @@
 
 #include "common/bytes.hpp"
 #include "common/crc32.hpp"
-#include "common/file.hpp"
+#include "common/out_file.hpp"
 #include "driftscope/limits.hpp"
 #include "format/codec.hpp"
 #include "format/index.hpp"

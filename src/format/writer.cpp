@@ -15,7 +15,7 @@
 
 #include "common/bytes.hpp"
 #include "common/crc32.hpp"
-#include "common/file.hpp"
+#include "common/out_file.hpp"
 #include "driftscope/reader.hpp"
 #include "format/codec.hpp"
 #include "format/index.hpp"

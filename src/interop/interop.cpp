@@ -15,14 +15,14 @@
 
 #include <fmt/format.h>
 
-#include "common/file.hpp"
+#include "common/out_file.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/limits.hpp"
 #include "driftscope/writer.hpp"
 #include "interop/npz.hpp"
 #include "interop/safetensors.hpp"
-#include "interop/text.hpp"
+#include "interop/quote.hpp"
 
 namespace driftscope {
 

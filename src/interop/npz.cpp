@@ -11,7 +11,7 @@
 
 #include "driftscope/limits.hpp"
 #include "common/bytes.hpp"
-#include "interop/text.hpp"
+#include "interop/quote.hpp"
 
 namespace driftscope::interop {
 

@@ -11,7 +11,7 @@
 
 #include "common/bytes.hpp"
 #include "driftscope/limits.hpp"
-#include "interop/text.hpp"
+#include "interop/quote.hpp"
 
 namespace driftscope::interop {
 

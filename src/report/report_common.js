@@ -1,5 +1,5 @@
 // Helpers shared by the report pages (compare, guard, check), embedded into each page by the
-// library (src/compare/html_page.cpp) as a script before the page's own.
+// library (src/report/html_page.cpp) as a script before the page's own.
 "use strict";
 // Text from the dumps is shown as text (never parsed as markup), with what would trick a reader
 // spelled out: the rule of driftscope::printable (include/driftscope/text.hpp).

@@ -17,6 +17,8 @@
 #include "driftscope/compare.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/reader.hpp"
+// The tests read a comparison through its JSON and text reports (report_to_json, report_to_text).
+#include "driftscope/report.hpp"
 #include "driftscope/writer.hpp"
 
 namespace ds_test {

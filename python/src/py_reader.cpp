@@ -19,7 +19,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
-#include "core.hpp"
+#include "py_core.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/reader.hpp"
 

@@ -15,9 +15,10 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
-#include "core.hpp"
+#include "py_core.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/dumpset.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope::py {
 

@@ -21,7 +21,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "core.hpp"
+#include "py_core.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/writer.hpp"
 

@@ -14,9 +14,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "core.hpp"
+#include "py_core.hpp"
 #include "driftscope/check.hpp"
-#include "driftscope/guard.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope::py {
 
@@ -46,7 +46,7 @@ void bind_check(nb::module_& m) {
         return std::make_tuple(check_to_json(rep, 0), check_to_text(rep), check_to_html(rep));
       },
       nb::arg("reader"), nb::arg("options"));
-  // The guard's page (include/driftscope/guard.hpp) from its JSON report.
+  // The guard's page (include/driftscope/report.hpp) from its JSON report.
   m.def(
       "guard_report_html", [](std::string_view report_json) { return unwrap(guard_report_to_html(report_json)); },
       nb::arg("report_json"));
