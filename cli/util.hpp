@@ -1,6 +1,6 @@
 // Helpers shared by the subcommands: how the CLI reports trouble, formats numbers and tables,
 // maps input files and writes output files atomically. Only the public API (include/driftscope)
-// is used here: the CLI is a client of the library, never of its internals (shared/DESIGN.md).
+// is used here: the CLI is a client of the library, never of its internals.
 #pragma once
 
 #include <cstddef>
