@@ -8,7 +8,7 @@ import stat
 import sys
 import tempfile
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, TypeVar, Union
 
 from ._progress import Progress
 from .errors import Error
@@ -137,27 +137,33 @@ def run_recorder(prog: str, args: argparse.Namespace,
     return 0
 
 
-def write_output(path: str, text: str) -> None:
-    """Writes a report by the command's output rules (include/driftscope/file.hpp, OutputFile):
-    "-" is stdout; an existing FIFO or character device (/dev/null, a pipe) is written in place, as
-    the stream it is; anything else goes to a temporary file in the same folder, renamed into
-    place, so the file is complete or absent (check refuse_output_onto_inputs first)."""
+def write_output(path: str, data: Union[str, bytes]) -> None:
+    """Writes a report (text, or bytes such as a PNG) by the command's output rules
+    (include/driftscope/file.hpp, OutputFile): "-" is stdout; an existing FIFO or character device
+    (/dev/null, a pipe) is written in place, as the stream it is; anything else goes to a
+    temporary file in the same folder, renamed into place, so the file is complete or absent
+    (check refuse_output_onto_inputs first)."""
     if path == "-":
-        sys.stdout.write(text)
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
         return
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
     try:
         mode = os.stat(path).st_mode
     except OSError:
         mode = 0
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(path, "wb") as f:
+            f.write(raw)
         return
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
                                dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

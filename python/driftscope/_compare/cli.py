@@ -76,11 +76,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             if out:
                 write_output(out, render())
         if a.plot:
-            png = rep.to_png()
-            if a.plot == "-":
-                sys.stdout.buffer.write(png)
-            else:
-                _write_bytes(a.plot, png)
+            write_output(a.plot, rep.to_png())
     except Exception as e:  # noqa: BLE001 - one line, exit 2, as the command
         print(f"driftscope: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
               file=sys.stderr)
@@ -97,21 +93,6 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                                          all=a.all))
     sys.stdout.flush()
     return rep.exit_code
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main(argv: List[str]) -> int:
