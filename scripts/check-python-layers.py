@@ -30,7 +30,9 @@ LAYERS = {
     "core": ((), ()),
     "recorders": (("recorders",), ("core",)),
     "compare": (("_compare", "_check"), ("core",)),
-    "guard": (("_guard",), ("core", "recorders")),
+    # Replay (issue 26) runs models on the guard's backends and the guard replays at the origins
+    # its probe names: one layer, two rooms.
+    "guard": (("_guard", "_replay"), ("core", "recorders")),
     "reference": (("reference",), ("core", "recorders")),
     # The public front: the package's __init__, `python -m driftscope` and the public module
     # paths kept for the recorders (driftscope.torch ...). They may import every layer.
