@@ -274,6 +274,41 @@ std::function<int()> setup_python_verb(CLI::App& app, const char* name, const ch
   return [sub, name, help] { return run_python(name, help, sub->remaining()); };
 }
 
+// `replay` and `repro` (docs/howto/replay.md, docs/howto/repro.md) run the guard's backends
+// with values substituted inside the model: Python, as `guard` is.
+constexpr const char* kReplayHelp = R"(Usage: driftscope replay MODEL.onnx|MODEL.tflite|--model FILE.py:FUNCTION
+                        --reference BACKEND --candidate BACKEND [--at TENSOR]... [options]
+
+Is this op really the cause? Runs the candidate backend with the reference's value put back at
+TENSOR and reports each output's error before and after (output replay), runs TENSOR's op alone
+on the reference's inputs (op replay: introduced or inherited), --isolate does that for every op
+in one pass, and the shares of each output's error the origins account for (attribution).
+Backends are the guard's names (driftscope guard --list-backends). Like `guard`, this runs the
+driftscope Python package: PYTHON -m driftscope replay ARGS... ; see docs/howto/replay.md.
+)";
+
+constexpr const char* kReproHelp = R"(Usage: driftscope repro MODEL.onnx --reference BACKEND --candidate BACKEND --at TENSOR
+                       -o DIR [--anonymize] [options]
+
+Writes the smallest subgraph around TENSOR that still reproduces the candidate's error as a
+standalone bundle (model, inputs, expected outputs, run.py that exits 1 when it reproduces,
+README with runtime versions, SHA256SUMS); --anonymize replaces names and weights by
+hash-initialised ones and re-runs the bundle to prove it still reproduces. Runs the driftscope
+Python package: PYTHON -m driftscope repro ARGS... ; see docs/howto/repro.md.
+)";
+
+std::function<int()> setup_replay(CLI::App& app) {
+  return setup_python_verb(app, "replay",
+                           "Put the reference's value back at a tensor: is this op the cause?",
+                           kReplayHelp);
+}
+
+std::function<int()> setup_repro(CLI::App& app) {
+  return setup_python_verb(app, "repro",
+                           "Write a shareable minimal repro bundle around an origin",
+                           kReproHelp);
+}
+
 std::function<int()> setup_reference(CLI::App& app) {
   return setup_python_verb(app, "reference",
                            "Checkpoint-free reference weights, float64 reference runs, ordering rule",
@@ -292,5 +327,7 @@ DRIFTSCOPE_COMMAND(record, 5, setup_record);
 DRIFTSCOPE_COMMAND(guard, 37, setup_guard);
 DRIFTSCOPE_COMMAND(reference, 38, setup_reference);
 DRIFTSCOPE_COMMAND(evidence, 39, setup_evidence);
+DRIFTSCOPE_COMMAND(replay, 41, setup_replay);
+DRIFTSCOPE_COMMAND(repro, 42, setup_repro);
 
 }  // namespace driftscope::cli
