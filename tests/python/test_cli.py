@@ -1,6 +1,7 @@
-"""Tests of the `driftscope` command (issue 2 §5), zstd style: every directory under
-tests/cli/cases/ holds `cmd` (a bash script run in a scratch folder holding the fixture files
-below), and the exact expected `stdout`, `stderr` and `exit`. Then the properties a sidecar
+"""Tests of the `driftscope` command (issue 2 §5), in zstd's tests/cli-tests layout: every
+`tests/cli/<area>/<name>.sh` (area: the subcommand, or a concern such as usage or fifo) is a bash
+script run in a scratch folder holding the fixture files below, beside its exact expected output
+`<name>.sh.stdout.exact`, `<name>.sh.stderr.exact` and exit status `<name>.sh.exit`. Then the properties a sidecar
 cannot show: hostile .npz/.safetensors inputs each rejected with exit 2 and their exact message,
 import -> export round trips equal in numpy, verify's exit status at every cut offset, and the
 examples of docs/cli.md run as written.
@@ -38,7 +39,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = ROOT / "tests" / "cli" / "cases"
+CASES = ROOT / "tests" / "cli"
 DOC = ROOT / "docs" / "cli.md"
 BIN = Path(os.environ.get("DRIFTSCOPE_BIN", ROOT / "build" / "dev" / "driftscope")).absolute()
 UPDATE = os.environ.get("DRIFTSCOPE_UPDATE_CASES") == "1"
@@ -228,30 +229,39 @@ def normalise(text: str, version: str) -> str:
 
 # ---- sidecar cases ------------------------------------------------------------------------------
 
-CASE_NAMES = sorted(p.name for p in CASES.iterdir() if (p / "cmd").exists()) if CASES.exists() else []
+# "<area>/<name>" for every tests/cli/<area>/<name>.sh
+CASE_NAMES = sorted(str(p.relative_to(CASES).with_suffix(""))
+                    for p in CASES.glob("*/*.sh")) if CASES.exists() else []
+SIDECARS = {"stdout": ".sh.stdout.exact", "stderr": ".sh.stderr.exact", "exit": ".sh.exit"}
+
+
+def sidecar(case: str, kind: str) -> Path:
+    return CASES / (case + SIDECARS[kind])
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_case(case, fixtures, bindir, version, tmp_path):
-    cdir = CASES / case
     work = scratch(fixtures, tmp_path)
-    p = subprocess.run(["bash", "-o", "pipefail", str(cdir / "cmd")], cwd=work,
+    p = subprocess.run(["bash", "-o", "pipefail", str(CASES / (case + ".sh"))], cwd=work,
                        capture_output=True, text=True, env=case_env(bindir), timeout=120)
     got = {"stdout": normalise(p.stdout, version), "stderr": normalise(p.stderr, version),
            "exit": f"{p.returncode}\n"}
     if UPDATE:
         for k, v in got.items():
-            (cdir / k).write_text(v)
+            sidecar(case, k).write_text(v)
     for k, v in got.items():
-        want = (cdir / k).read_text()
+        want = sidecar(case, k).read_text()
         assert v == want, f"{case}: {k} differs\n--- want\n{want}\n--- got\n{v}"
 
 
 def test_every_case_has_sidecars():
-    assert CASE_NAMES, "no CLI cases found"
+    assert len(CASE_NAMES) >= 73, f"CLI cases missing: {len(CASE_NAMES)} found"
     for c in CASE_NAMES:
-        for k in ("stdout", "stderr", "exit"):
-            assert (CASES / c / k).exists(), f"{c}/{k} missing"
+        for k in SIDECARS:
+            assert sidecar(c, k).exists(), f"{c}{SIDECARS[k]} missing"
+    # A sidecar without its script is a case that silently stopped running.
+    for p in CASES.glob("*/*.sh.*"):
+        assert p.name.split(".sh.")[0] + ".sh" in {q.name for q in p.parent.glob("*.sh")}, p
 
 
 # ---- help ---------------------------------------------------------------------------------------

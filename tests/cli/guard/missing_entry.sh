@@ -1,0 +1,2 @@
+# --model FILE.py:FUNCTION whose file does not exist.
+driftscope guard --model no_such_file.py:build

@@ -1,0 +1,2 @@
+# A dump given where a model belongs: the suffix says what guard runs.
+driftscope guard run.tdump
