@@ -110,8 +110,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, metavar="T",
                    help="steps to run a stateful model, carrying its state (default 3); every "
                         "step's outputs are judged")
-    p.add_argument("--samples", type=int, default=1, metavar="N",
-                   help="run N seeded input samples; each backend reports its worst (default 1)")
+    p.add_argument("--data", metavar="DIR|FILE|FILE.py:FN",
+                   help="judge on your own inputs: a folder of .npz samples (arrays named by "
+                        "input; .npy for a one-input model), one .npz/.npy file, or a Python "
+                        "generator FILE.py:FN yielding {input: array} dicts; inputs a sample "
+                        "lacks are generated. Verdicts on generated inputs alone are marked "
+                        "synthetic in the report")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="run N seeded input samples; each backend reports its worst (default "
+                        "1; with --data: every sample, at most N, a generator's first 16)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the generated inputs (default 0)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
@@ -229,6 +236,16 @@ def _number_inputs(specs: Sequence[str]) -> tuple:
     return numbers, files
 
 
+def _data_files(data: Optional[str]) -> list:
+    """What --data reads: the file, the generator's file, or the folder's sample files."""
+    if not data:
+        return []
+    if os.path.isdir(data):
+        return [(os.path.join(data, f), "--data") for f in sorted(os.listdir(data))
+                if f.endswith((".npz", ".npy"))]
+    return [(data if os.path.exists(data) else data.rpartition(":")[0], "--data")]
+
+
 def _split(values: Sequence[str]) -> list:
     return [x.strip() for v in values for x in v.split(",") if x.strip()]
 
@@ -274,7 +291,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                  + ([(args.model.rpartition(":")[0], "--model")] if args.model else [])
                  + [(spec.partition("=")[2] or spec, "--input") for spec in args.input]
                  + _model_files(args.reference_model, "--reference-model")
-                 + ([(args.policy, "--policy")] if args.policy else []))
+                 + ([(args.policy, "--policy")] if args.policy else [])
+                 + _data_files(args.data))
         outputs = [("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)]
         for flag, out in outputs:
             same = output_onto_input(out, flag, reads) if out and out != "-" else None
@@ -303,7 +321,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                 input_budget(args.max_input_bytes):
             report = guard(model, backends=_split([args.backends]) if args.backends else None,
                            reference=args.reference, inputs=given, samples=args.samples,
-                           seed=args.seed, dims=dims, min_cosine=args.min_cosine,
+                           data=args.data, seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                            max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,
                            decision_threshold=args.decision_threshold,

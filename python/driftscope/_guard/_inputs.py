@@ -51,6 +51,11 @@ _MAX_BYTES: contextvars.ContextVar[int] = contextvars.ContextVar(
     "driftscope_guard_max_input_bytes", default=DEFAULT_MAX_BYTES)
 
 
+def budget() -> int:
+    """The input byte budget in force (--max-input-bytes, else DEFAULT_MAX_BYTES)."""
+    return _MAX_BYTES.get()
+
+
 @contextlib.contextmanager
 def input_budget(max_bytes: int) -> Iterator[None]:
     token = _MAX_BYTES.set(int(max_bytes))
@@ -249,13 +254,20 @@ def named_dim(name: Optional[str]) -> bool:
 def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
             dims: Mapping[str, int],
             guessed: Optional[Dict[str, List[str]]] = None,
-            default_dim: int = DEFAULT_DIM) -> Dict[str, List[int]]:
+            default_dim: int = DEFAULT_DIM,
+            where: Optional[Mapping[str, str]] = None) -> Dict[str, List[int]]:
     """Concrete shapes for every input; checks --input arrays and --dim names. `guessed`
-    receives, per input, the dynamic dimensions given the default size ("x:1 (seq) = 16")."""
+    receives, per input, the dynamic dimensions given the default size ("x:1 (seq) = 16").
+    where: input name -> how the errors name a given array (default "--input 'NAME'"; --data
+    names the sample's file)."""
     by_name = {s.name: s for s in specs}
+
+    def said(name: str) -> str:
+        return (where or {}).get(name, f"--input '{name}'")
+
     for name in given:
         if name not in by_name:
-            raise InputError(f"--input '{name}': the model has no input of that name; its inputs "
+            raise InputError(f"{said(name)}: the model has no input of that name; its inputs "
                              "are: " + ", ".join(f"{s.name} ({_describe(s)})" for s in specs))
     symbolic = {d for s in specs for d in s.shape if isinstance(d, str)}
     for key in dims:
@@ -274,16 +286,16 @@ def resolve(specs: Sequence[InputSpec], given: Mapping[str, np.ndarray],
     for name, value in given.items():
         spec = by_name[name]
         if value.dtype != spec.dtype:
-            raise InputError(f"--input '{name}' has dtype {value.dtype}, the model expects "
+            raise InputError(f"{said(name)} has dtype {value.dtype}, the model expects "
                              f"{_describe(spec)}")
         if value.ndim != len(spec.shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(spec.shape, value.shape)):
-            raise InputError(f"--input '{name}' has shape {tuple(value.shape)}, the model "
+            raise InputError(f"{said(name)} has shape {tuple(value.shape)}, the model "
                              f"expects {_describe(spec)}")
         for d, s in zip(spec.shape, value.shape):
             if isinstance(d, str):
                 if d in bound and bound[d] != s and d not in dims:
-                    raise InputError(f"--input '{name}' gives dimension '{d}' size {s}, another "
+                    raise InputError(f"{said(name)} gives dimension '{d}' size {s}, another "
                                      f"input gives it {bound[d]}")
                 bound.setdefault(d, int(s))
     shapes: Dict[str, List[int]] = {}
@@ -407,18 +419,22 @@ def check_input_bytes(specs: Sequence[InputSpec], given: Mapping[str, Any],
 
 def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
                  dims: Mapping[str, int], seed: int, samples: int, steps: int = 1,
-                 max_bytes: Optional[int] = None, default_dim: int = DEFAULT_DIM
-                 ) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
+                 max_bytes: Optional[int] = None, default_dim: int = DEFAULT_DIM,
+                 data: Any = None) -> Tuple[List[Dict[str, np.ndarray]], List[InputInfo]]:
     """`samples` input dicts (sample k seeded with seed + k) and how each input was made.
     A torch entry point's own example inputs are sample 0. With steps > 1 each sample is a list
     of `steps` dicts, drawn in turn from the sample's generator (step 1 is what steps=1 gives).
     The generated arrays may take max_bytes in all (default: input_budget()'s, else
-    DEFAULT_MAX_BYTES); more is an InputError before anything is allocated."""
+    DEFAULT_MAX_BYTES); more is an InputError before anything is allocated.
+    data: a _data.DataSet (--data): one sample per data sample, `samples` ignored; the inputs a
+    data sample does not give are generated for it."""
     given = adapt_scalars(specs, given)
+    budget = _MAX_BYTES.get() if max_bytes is None else max_bytes
+    if data is not None:
+        return _data_samples(specs, given, dims, seed, steps, budget, default_dim, data)
     guessed: Dict[str, List[str]] = {}
     shapes = resolve(specs, given, dims, guessed, default_dim)
-    check_input_bytes(specs, given, shapes, samples, steps,
-                      _MAX_BYTES.get() if max_bytes is None else max_bytes)
+    check_input_bytes(specs, given, shapes, samples, steps, budget)
     out: List[Any] = []
     for k in range(samples):
         rng = np.random.default_rng(seed + k)
@@ -454,3 +470,77 @@ def make_samples(specs: Sequence[InputSpec], given: Mapping[str, Any],
                                any(not g.startswith(f"{spec.name}:0")
                                    for g in guessed.get(spec.name, []))))
     return out, infos
+
+
+REAL = "real"  # InputInfo.how starts with it when the values came from --data
+
+
+def _as_dtype(value: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """A --data array in the input's dtype where that loses nothing a user would miss: float64
+    data for a float32 input (numpy's default), int64 ids for an int32 input when every value
+    fits. Anything else is left for resolve() to refuse with the dtype it expected."""
+    want = spec.dtype
+    if value.dtype == want:
+        return value
+    if value.dtype.kind == "f" and want.kind == "f":
+        return value.astype(want)
+    if value.dtype.kind in "iu" and want.kind in "iu":
+        cast = value.astype(want)
+        if np.array_equal(cast.astype(value.dtype), value):
+            return cast
+    return value
+
+
+def _data_samples(specs: Sequence[InputSpec], given: Mapping[str, Any], dims: Mapping[str, int],
+                  seed: int, steps: int, budget: int, default_dim: int, data: Any
+                  ) -> Tuple[List[Any], List[InputInfo]]:
+    by_name = {s.name: s for s in specs}
+    out: List[Any] = []
+    first_shapes: Dict[str, List[int]] = {}
+    guessed: Dict[str, List[str]] = {}
+    generated = 0
+    for k, raw in enumerate(data.samples):
+        origin = data.origins[k]
+        sample = {n: _as_dtype(a, by_name[n]) if n in by_name else a for n, a in raw.items()}
+        merged = {**sample, **given}  # --input fixes an input for every sample
+        where = {n: f"--data {origin}: input '{n}'" for n in sample if n not in given}
+        shapes = resolve(specs, merged, dims, guessed if k == 0 else None, default_dim, where)
+        if k == 0:
+            first_shapes = shapes
+        for spec in specs:
+            if spec.name not in merged:
+                generated += numel(shapes[spec.name]) * spec.dtype.itemsize * steps
+        over = max_bytes_error(generated, budget, MAX_INPUT_BYTES_FLAG,
+                               f"the inputs generated beside --data's (up to sample {origin}) "
+                               "would take")
+        if over:
+            raise InputError(over)
+        rng = np.random.default_rng(seed + k)
+        per_step: List[Dict[str, np.ndarray]] = []
+        for _ in range(steps):
+            per_step.append({spec.name: merged[spec.name] if spec.name in merged
+                             else _value(spec, shapes[spec.name], rng) for spec in specs})
+        out.append(per_step if steps > 1 else per_step[0])
+    n = len(data.samples)
+    infos = []
+    for spec in specs:
+        count = sum(spec.name in s for s in data.samples)
+        if spec.name in given:
+            how = "given (--input)"
+        elif count == n:
+            how = f"{REAL}: --data {data.source} ({n} sample{'s' if n != 1 else ''})"
+        elif count:
+            how = (f"{REAL} in {count} of {n} samples (--data {data.source}); the others: "
+                   f"{_rule(spec, first_shapes[spec.name])} (synthetic)")
+        else:
+            how = f"{_rule(spec, first_shapes[spec.name])} (synthetic: not in --data)"
+        infos.append(InputInfo(spec.name, spec.dtype.name, first_shapes[spec.name], how,
+                               guessed.get(spec.name, []), False))
+    return out, infos
+
+
+def synthetic(infos: Sequence[InputInfo]) -> bool:
+    """Were the verdicts reached on generated values only (no --data, no --input, no entry
+    point's own example)?"""
+    return not any(i.how.startswith((REAL, "given", "the entry point")) for i in infos
+                   if i.value is None)

@@ -246,6 +246,27 @@ class GuardReport:
         return self.verdict == "pass"
 
     @property
+    def inputs_source(self) -> str:
+        """Where the values judged came from: "synthetic" (generated from the signature: a
+        verdict reached on them alone may not hold on real data), "real" (every input from
+        --data, --input or the entry point's own example) or "mixed"."""
+        from ._inputs import REAL
+
+        made = [i for i in self.inputs if i.value is None]
+        real = [i.how.startswith((REAL, "given", "the entry point")) for i in made]
+        if not made or all(real):
+            return "real" if made else "synthetic"
+        return "mixed" if any(real) else "synthetic"
+
+    def _samples_text(self) -> str:
+        src, n = self.inputs_source, self.samples
+        if src == "real":
+            return f"{n} real sample(s)"
+        if src == "mixed":
+            return f"{n} sample(s) of real and synthetic inputs, seed {self.seed}"
+        return f"{n} synthetic sample(s) (generated; --data judges real ones), seed {self.seed}"
+
+    @property
     def summary(self) -> str:
         """The first line of the text report."""
         rows = [b for b in self.backends if not b.reference]
@@ -363,7 +384,7 @@ class GuardReport:
         lines = [printable(self.summary), "",
                  f"model      {printable(self.model)} ({self.family}); reference "
                  f"{printable(self.reference)}; "
-                 f"{self.samples} sample(s), seed {self.seed}; latency = median of {self.runs} "
+                 f"{self._samples_text()}; latency = median of {self.runs} "
                  "runs of sample 1 (ratio to the reference)",
                  "inputs     " + "; ".join(shorten(printable(i.text())) for i in self.inputs),
                  f"thresholds min cosine {self.thresholds.min_cosine:g}, max relative error "
@@ -392,7 +413,7 @@ class GuardReport:
         out = [f"### driftscope guard: {esc(self.summary)}", "",
                f"Model {markdown_code(self.model)} ({self.family}), reference "
                f"{markdown_code(self.reference)}, "
-               f"{self.samples} sample(s), seed {self.seed}.", "",
+               f"{self._samples_text()}.", "",
                "| backend | status | cosine | norm ref/cand | max diff | latency | diagnostics |",
                "|---|---|---:|---:|---:|---:|---|"]
         for b in self.backends:
@@ -416,6 +437,7 @@ class GuardReport:
                 "reference": self.reference, "verdict": self.verdict,
                 "exit_code": self.exit_code, "summary": self.summary,
                 "samples": self.samples, "seed": self.seed, "runs": self.runs,
+                "inputs_source": self.inputs_source,
                 "thresholds": self.thresholds.to_json(), "required": list(self.required),
                 "inputs": [i.to_json() for i in self.inputs],
                 "backends": [b.to_json() for b in self.backends],

@@ -19,10 +19,11 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 
 from .._pyexec import kill_group, module_command
-from ..errors import Error
+from ..errors import Error, InvalidArgumentError
 from .backends import registry as B
 from .backends.torch import torch_example, torch_leaves
 from . import _cpu
+from . import _data as D
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
@@ -267,7 +268,8 @@ def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference:
 
 def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           reference: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
-          samples: int = 1, seed: int = 0, dims: Optional[Mapping[str, int]] = None,
+          samples: Optional[int] = None, seed: int = 0,
+          dims: Optional[Mapping[str, int]] = None, data: Optional[PathLike] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
           decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
@@ -287,7 +289,11 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         returns (model, inputs) (called after torch.manual_seed(seed), in every process).
     inputs: arrays by input name that replace the generated ones (every sample).
     samples / seed: sample k's inputs come from numpy.random.default_rng(seed + k); each
-        backend's row shows its worst sample.
+        backend's row shows its worst sample (default 1 sample; with `data`, every sample it
+        has, and `samples` caps how many are read).
+    data: the user's own samples (guard.md "Real inputs"): a folder of .npz/.npy files, one
+        .npz/.npy file, or a generator "file.py:FUNCTION"; every sample is judged, probed and
+        calibrated on, and the report says which inputs were real and which synthetic.
     dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
     min_cosine / min_norm / max_argmax_flip / max_rel_error / max_norm_ratio /
         decision_threshold: the thresholds (docs/howto/guard.md §5); max_rel_error None: the
@@ -322,7 +328,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     """
     B.load_plugins()
     model = os.fspath(model)
-    if not isinstance(samples, int) or samples < 1:
+    if samples is not None and (not isinstance(samples, int) or samples < 1):
         raise GuardError(f"samples={samples!r}: must be an integer >= 1", "invalid_argument")
     if not isinstance(runs, int) or runs < 1:
         raise GuardError(f"runs={runs!r}: must be an integer >= 1", "invalid_argument")
@@ -385,13 +391,26 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                              f"({', '.join(f'{a} = {b}' for a, b in rename.items())}) and the "
                              "state of a stateful model is carried by name: give both models "
                              "the same input names, or --state none", "input_mismatch")
+        dataset = None
+        if data is not None:
+            try:
+                dataset = D.load(os.fspath(data), [sp.name for sp in specs], samples,
+                                 max_input_bytes if max_input_bytes is not None
+                                 else I.budget())
+            except (I.InputError, InvalidArgumentError) as err:
+                raise GuardError(str(err), "input_mismatch") from err
+            samples = len(dataset.samples)
+        elif samples is None:
+            samples = 1
+
         def prepare(default_dim: int) -> Tuple[List[Any], List[I.InputInfo]]:
             """Every sample's feeds (with their steps) and how each input was made, the dynamic
             dimensions nothing sized given `default_dim`."""
             try:
                 made, infos = I.make_samples(specs, dict(inputs or {}), dict(dims or {}), seed,
                                              samples, steps if pairs else 1,
-                                             max_bytes=max_input_bytes, default_dim=default_dim)
+                                             max_bytes=max_input_bytes, default_dim=default_dim,
+                                             data=dataset)
             except I.InputError as err:
                 raise GuardError(str(err), "input_mismatch") from err
             feeds: List[Any] = made

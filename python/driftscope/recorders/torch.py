@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import importlib
-import importlib.util
 import inspect
 import os
 import platform
@@ -42,6 +40,7 @@ import torch
 from .. import _core
 from .._cli import parse_args, refuse_output_onto_inputs
 from .._progress import Progress
+from .._entry import load_function
 from .torch_sets import SetRecording
 from .._torch_tensor import TORCH_TO_TDUMP, tensor_payload
 from .._torch_tensor import Unsupported as _Unsupported, dim_names as _dim_names, prepare as _prepare
@@ -720,33 +719,8 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
 # -- python -m driftscope record torch -----------------------------------------------------------
 
 def _load_entry_point(spec: str) -> Callable[..., Any]:
-    module_part, sep, func_name = spec.rpartition(":")
-    if not sep or not module_part or not func_name:
-        raise InvalidArgumentError(
-            f"--model {spec!r}: expected MODULE:FUNCTION or path/to/file.py:FUNCTION", 1,
-            "invalid_argument")
-    if module_part.endswith(".py") or os.sep in module_part:
-        if not os.path.isfile(module_part):
-            raise InvalidArgumentError(f"--model: no such file {module_part!r}", 1,
-                                       "invalid_argument")
-        mod_name = "_driftscope_model_" + os.path.splitext(os.path.basename(module_part))[0]
-        # The file's own modules import beside it, but after every installed package: a
-        # numpy.py in a downloaded model's folder does not replace numpy (SECURITY.md).
-        folder = os.path.dirname(os.path.abspath(module_part))
-        if folder not in sys.path:
-            sys.path.append(folder)
-        loader_spec = importlib.util.spec_from_file_location(mod_name, module_part)
-        assert loader_spec is not None and loader_spec.loader is not None
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[mod_name] = module
-        loader_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_part)
-    try:
-        return getattr(module, func_name)
-    except AttributeError:
-        raise InvalidArgumentError(f"--model: {module_part} has no function {func_name!r}", 1,
-                                   "invalid_argument") from None
+    # One loader for every FILE.py:FUNCTION on the command line (driftscope._entry).
+    return load_function(spec, "--model")
 
 
 def _convert_inputs(obj: Any, dtype: Optional[torch.dtype], device: Optional[str]) -> Any:
