@@ -4,6 +4,7 @@
     python -m driftscope record onnx   MODEL.onnx --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope record tflite MODEL.tflite --input NAME=FILE.npy -o run.tdump [...]
     python -m driftscope guard MODEL.onnx|MODEL.tflite|--model FILE.py:FUNCTION [...]
+    python -m driftscope replay --model FILE.py:FUNCTION --candidate BACKEND --at TENSOR [...]
     python -m driftscope reference {init,run,check} ...   (docs/references.md)
     python -m driftscope evidence {declare,measure,verify} LEDGER ...
     python -m driftscope compare REF CAND --engine ray [...]   (docs/howto/cluster.md)
@@ -30,6 +31,7 @@ RECORDERS = {
 
 USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
        python -m driftscope guard MODEL [OPTIONS]   (python -m driftscope guard --help)
+       python -m driftscope replay MODEL --candidate BACKEND [--at TENSOR ...]   (--help)
        python -m driftscope reference {init,run,check} ...
        python -m driftscope evidence {declare,measure,verify} LEDGER ...
        python -m driftscope --version
@@ -143,8 +145,15 @@ def _dispatch(args: List[str]) -> int:
         from ._guard import cli_main as guard_main
 
         return guard_main(args[1:])
+    if args[0] == "replay":
+        from ._replay.cli import cli_main as replay_main
+
+        try:
+            return replay_main(args[1:])
+        except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+            return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record', 'guard', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
+          f"'record', 'guard', 'replay', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
           file=sys.stderr)
     return 2
 
