@@ -31,6 +31,7 @@ LENT: Dict[str, Tuple[str, str]] = {
     "onnx_observer_effect": ("onnxruntime", "_observer_effect"),
     "onnx_observer_effect_relative": ("onnxruntime", "observer_effect_relative"),
     "onnx_load_cli_inputs": ("onnxruntime", "load_cli_inputs"),
+    "onnx_plan_names": ("onnxruntime", "_plan"),                  # the names a dump gives values
     # driftscope.litert: feeding and invoking an interpreter (litert_open below loads one)
     "litert_feed": ("litert", "_feed"),
     "litert_invoke": ("litert", "_invoke"),
