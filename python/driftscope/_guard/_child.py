@@ -69,6 +69,17 @@ def run_job(job: Job) -> Dict[str, Any]:
                     session.run(feeds)
                     times.append(time.perf_counter() - start)
                 result["latency_s"] = times
+        if job.metric:
+            result["stage"] = "task metric"
+            from ._task import MetricError, evaluate
+
+            refs = job.metric_refs if job.metric_refs is not None else result["outputs"]
+            try:
+                result["metric"] = evaluate(job.metric, refs, result["outputs"],
+                                            job.metric_samples or [{}] * len(refs),
+                                            finite=job.metric_refs is None)
+            except MetricError as err:
+                result["metric_error"] = str(err)
         if job.evidence is not None:
             result["stage"] = "float32 evidence"
             result["evidence"] = dict(session.float32_evidence(list(job.evidence)))

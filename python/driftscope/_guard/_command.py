@@ -116,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
                         "generator FILE.py:FN yielding {input: array} dicts; inputs a sample "
                         "lacks are generated. Verdicts on generated inputs alone are marked "
                         "synthetic in the report")
+    p.add_argument("--metric", metavar="NAME|FILE.py:FN",
+                   help="judge by a task metric instead of cosine: top1, topk:K, cosine, "
+                        "neg-max-abs, iou (each with an optional :OUTPUT), or FN(reference "
+                        "outputs, candidate outputs, sample) -> float, higher is better; arrays in "
+                        "--data files that are not inputs reach the sample as labels")
+    p.add_argument("--max-drop", type=float, default=0.01, metavar="X",
+                   help="with --metric: a backend fails when its mean metric drop over the "
+                        "samples exceeds X (default 0.01)")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="run N seeded input samples; each backend reports its worst (default "
                         "1; with --data: every sample, at most N, a generator's first 16)")
@@ -292,7 +300,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                  + [(spec.partition("=")[2] or spec, "--input") for spec in args.input]
                  + _model_files(args.reference_model, "--reference-model")
                  + ([(args.policy, "--policy")] if args.policy else [])
-                 + _data_files(args.data))
+                 + _data_files(args.data)
+                 + ([(args.metric.rpartition(":")[0], "--metric")]
+                    if args.metric and args.metric.rpartition(":")[0].endswith(".py") else []))
         outputs = [("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)]
         for flag, out in outputs:
             same = output_onto_input(out, flag, reads) if out and out != "-" else None
@@ -321,7 +331,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                 input_budget(args.max_input_bytes):
             report = guard(model, backends=_split([args.backends]) if args.backends else None,
                            reference=args.reference, inputs=given, samples=args.samples,
-                           data=args.data, seed=args.seed, dims=dims, min_cosine=args.min_cosine,
+                           data=args.data, metric=args.metric, max_drop=args.max_drop,
+                           seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                            max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,
                            decision_threshold=args.decision_threshold,

@@ -38,6 +38,8 @@ class DataSet:
 
     source: str
     samples: List[Dict[str, np.ndarray]] = field(default_factory=list)
+    # per sample, the arrays that are not model inputs (labels for --metric)
+    labels: List[Dict[str, np.ndarray]] = field(default_factory=list)
     origins: List[str] = field(default_factory=list)  # file name or "FN() item k", per sample
 
     def names(self) -> List[str]:
@@ -100,26 +102,31 @@ def _bytes(sample: Mapping[str, np.ndarray]) -> int:
     return sum(int(a.nbytes) for a in sample.values())
 
 
-def load(source: str, inputs: Sequence[str], limit: Optional[int], max_bytes: int) -> DataSet:
+def load(source: str, inputs: Sequence[str], limit: Optional[int], max_bytes: int,
+         labels_ok: bool = False) -> DataSet:
     """Read the samples `source` names for a model whose inputs are `inputs` (the reference's
-    signature). limit: --samples when given. Raises InputError."""
+    signature). limit: --samples when given. labels_ok (--metric): arrays that are not inputs
+    are kept apart as the sample's labels instead of refused. Raises InputError."""
     data = DataSet(source)
     total = 0
 
     def add(sample: Dict[str, np.ndarray], origin: str) -> None:
         nonlocal total
         unknown = [k for k in sample if k not in inputs]
-        if unknown:
+        labels = {k: sample.pop(k) for k in unknown} if labels_ok else {}
+        if unknown and not labels_ok:
             raise InputError(f"--data {origin}: input '{unknown[0]}' is not an input of the "
-                             f"model; its inputs are: {', '.join(inputs)}")
+                             f"model; its inputs are: {', '.join(inputs)} (other arrays are "
+                             "labels, for --metric only)")
         if not sample:
             raise InputError(f"--data {origin}: the sample gives no input")
-        total += _bytes(sample)
+        total += _bytes(sample) + _bytes(labels)
         if total > max_bytes:
             raise InputError(f"--data {origin}: the samples read so far take {format_size(total)}, "
                              f"over the input budget {format_size(max_bytes)} "
                              "(--max-input-bytes; or fewer samples with --samples)")
         data.samples.append(sample)
+        data.labels.append(labels)
         data.origins.append(origin)
 
     if os.path.isdir(source):

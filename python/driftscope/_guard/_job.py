@@ -45,6 +45,12 @@ class Job:
     probe_step: Optional[int] = None
     policy: Any = None
     names_from: Optional[str] = None              # "candidate" with --reference-model
+    # kind "run" with --metric (_task.py): evaluated in this child on its own outputs against
+    # metric_refs (None: the reference's own run, judged against itself), per sample with
+    # metric_samples[k] (the inputs and --data's label arrays)
+    metric: Optional[str] = None
+    metric_refs: Optional[List[Any]] = None
+    metric_samples: Optional[List[Any]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

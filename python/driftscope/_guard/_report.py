@@ -102,6 +102,17 @@ def shorten(text: str) -> str:
     return _LONG.sub(lambda m: short_name(m.group(0)), text)
 
 
+def _task_json(task: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    if not task:
+        return None
+
+    def num(x: Any) -> Any:
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    return {k: ([num(v) for v in val] if isinstance(val, list) else num(val))
+            for k, val in task.items()}
+
+
 @dataclass
 class BackendResult:
     """One backend's row. ``status`` is its worst output over every sample (``REFERENCE`` for
@@ -125,10 +136,25 @@ class BackendResult:
     runs: int = 0
     probe: Optional[Any] = None            # _probe.ProbeResult when probed
     fallback: Optional[Any] = None         # _fallback.FallbackResult when searched
+    task: Optional[Dict[str, Any]] = None  # --metric: reference, candidate, drop, spread, ...
+
+    def task_text(self) -> str:
+        """The task metric's cell: 'top1 1 -> 0.875, drop 0.125 +- 0.217 > 0.01'."""
+        t = self.task
+        if not t:
+            return ""
+        if self.reference:
+            return f"{t['metric']} {t['reference']:.4g} (reference, {t['samples']} samples)"
+        rel = ">" if t["drop"] > t["max_drop"] else "<="
+        spread = "" if not math.isfinite(t["spread"]) else f" +- {t['spread']:.3g}"
+        return (f"{t['metric']} {t['reference']:.4g} -> {t['candidate']:.4g}, drop "
+                f"{t['drop']:.3g}{spread} {rel} {t['max_drop']:g}")
 
     @property
     def diagnostics(self) -> str:
         parts: List[str] = []
+        if self.task and self.status != UNAVAILABLE:
+            parts.append("task metric " + self.task_text())
         if self.status == UNAVAILABLE:
             parts.append(self.reason or "")
         elif self.error:
@@ -156,7 +182,8 @@ class BackendResult:
                 "worst_output": self.worst.name if self.worst else None,
                 "outputs": [o.to_json() for o in self.outputs],
                 "probe": self.probe.to_json() if self.probe is not None else None,
-                "fallback": self.fallback.to_json() if self.fallback is not None else None}
+                "fallback": self.fallback.to_json() if self.fallback is not None else None,
+                "task_metric": _task_json(self.task)}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -180,7 +207,9 @@ class GuardReport:
                  runs: int, thresholds: Thresholds, required: List[str],
                  reference_nonfinite: Dict[str, int], probe: str = "never",
                  fallback: str = "never", out: Optional[str] = None,
-                 output_names: Sequence[str] = ()) -> None:
+                 output_names: Sequence[str] = (), metric: Optional[str] = None,
+                 max_drop: Optional[float] = None) -> None:
+        self.metric, self.max_drop = metric, max_drop
         self.model, self.family, self.reference = model, family, reference
         self.output_names = list(output_names)  # the reference's, for the argmax line
         self.backends, self.inputs = backends, inputs
@@ -305,6 +334,16 @@ class GuardReport:
             if b.status == UNAVAILABLE:
                 req = " It is required, so the guard is incomplete." if b.required else ""
                 out.append(f"{b.name} was not checked: {b.reason}.{req}")
+            elif b.task and b.status in (PASS, "PRECISION_DEGRADATION"):
+                t = b.task
+                worst = max(range(len(t["per_sample"])), key=lambda k: t["per_sample"][k])
+                verdict = ("loses more than --max-drop" if b.status != PASS
+                           else "stays within --max-drop")
+                cos = (f"; worst cosine {_fmt(w.cosine, '.6f')}" if w is not None
+                       and w.cosine is not None else "")
+                out.append(f"{b.name} {verdict} of the task metric {t['metric']}: "
+                           f"{b.task_text()} over {t['samples']} sample(s), the worst sample "
+                           f"{worst + 1}{cos}.")
             elif b.status == RUNTIME_ERROR:
                 if b.signal:
                     out.append(f"{b.name} crashed ({b.signal}); the other backends ran on.")
@@ -392,7 +431,12 @@ class GuardReport:
                  f"{self.thresholds.max_norm_ratio:g}x, min norm "
                  f"{self.thresholds.min_norm:g}, max argmax flip "
                  f"{self.thresholds.max_argmax_flip:g}",
-                 "argmax     " + printable(self.argmax_text()), ""]
+                 "argmax     " + printable(self.argmax_text())]
+        if self.metric:
+            lines.append(f"metric     {printable(self.metric)}: a backend fails when its mean "
+                         f"drop over the samples exceeds {self.max_drop:g} (--max-drop); the "
+                         "cosine rules no longer decide a degradation")
+        lines.append("")
 
         def line(cells: List[str]) -> str:
             return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
@@ -438,6 +482,8 @@ class GuardReport:
                 "exit_code": self.exit_code, "summary": self.summary,
                 "samples": self.samples, "seed": self.seed, "runs": self.runs,
                 "inputs_source": self.inputs_source,
+                "metric": ({"name": self.metric, "max_drop": self.max_drop}
+                           if self.metric else None),
                 "thresholds": self.thresholds.to_json(), "required": list(self.required),
                 "inputs": [i.to_json() for i in self.inputs],
                 "backends": [b.to_json() for b in self.backends],

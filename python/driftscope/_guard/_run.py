@@ -27,7 +27,8 @@ from . import _data as D
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
-from ._metrics import (PASS, REFERENCE, RUNTIME_ERROR, UNAVAILABLE, OutputResult, Thresholds,
+from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE,
+                       OutputResult, Thresholds,
                        by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
@@ -42,6 +43,8 @@ RETRY_DIMS = (64, 256, 1024, 4096)
 
 DEFAULT_RUNS = 5
 DEFAULT_TIMEOUT_S = 600.0
+# --max-drop: a backend may lose this much of the task metric (mean over the samples)
+DEFAULT_MAX_DROP = 0.01
 
 
 class GuardError(Error, ValueError):
@@ -270,6 +273,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           reference: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
           samples: Optional[int] = None, seed: int = 0,
           dims: Optional[Mapping[str, int]] = None, data: Optional[PathLike] = None,
+          metric: Optional[str] = None, max_drop: float = DEFAULT_MAX_DROP,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
           decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
@@ -294,6 +298,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     data: the user's own samples (guard.md "Real inputs"): a folder of .npz/.npy files, one
         .npz/.npy file, or a generator "file.py:FUNCTION"; every sample is judged, probed and
         calibrated on, and the report says which inputs were real and which synthetic.
+    metric / max_drop: a task metric (guard.md "Task metric": a built-in such as "top1", or
+        "file.py:FUNCTION" taking (reference outputs, candidate outputs, sample) -> float,
+        higher is better), evaluated per sample in each backend's child; a backend whose mean
+        drop exceeds max_drop is PRECISION_DEGRADATION, one within it PASS whatever its cosine
+        (silent failures keep their own rules). Arrays in --data files that are not model
+        inputs reach the metric's sample (labels).
     dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
     min_cosine / min_norm / max_argmax_flip / max_rel_error / max_norm_ratio /
         decision_threshold: the thresholds (docs/howto/guard.md §5); max_rel_error None: the
@@ -391,12 +401,14 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                              f"({', '.join(f'{a} = {b}' for a, b in rename.items())}) and the "
                              "state of a stateful model is carried by name: give both models "
                              "the same input names, or --state none", "input_mismatch")
+        if metric is not None:
+            _check_metric(metric, max_drop)
         dataset = None
         if data is not None:
             try:
                 dataset = D.load(os.fspath(data), [sp.name for sp in specs], samples,
                                  max_input_bytes if max_input_bytes is not None
-                                 else I.budget())
+                                 else I.budget(), labels_ok=metric is not None)
             except (I.InputError, InvalidArgumentError) as err:
                 raise GuardError(str(err), "input_mismatch") from err
             samples = len(dataset.samples)
@@ -466,7 +478,16 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 progress(done, len(order), name)
 
         tick(0, ref)
-        ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs)
+        task: Dict[str, Any] = {}
+        if metric is not None:
+            if pairs:
+                raise GuardError("--metric: a stateful model (state carried between steps) is "
+                                 "not supported yet; give --state none to judge one step",
+                                 "invalid_argument")
+            task = {"metric": metric, "metric_samples": [
+                dict(f, **(dataset.labels[k] if dataset is not None else {}))
+                for k, f in enumerate(feeds)]}
+        ref_run = run_backend(ref, ref_model, feeds, runs, seed, timeout, pairs, **task)
         # Dimensions nothing sized start at 16; a model whose reference cannot run at that size
         # (an STFT frame of 400 samples, a pooling pyramid) is tried at larger sizes, within the
         # input budget, and the report says which size ran and which did not.
@@ -506,6 +527,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                          "INPUT:AXIS=SIZE, or real inputs with --input NAME=FILE.npy)")
             raise GuardError(f"the reference backend '{ref}' failed: "
                              f"{reason_line(ref_run['error'])}{hint}", "reference_failed")
+        if ref_run.get("metric_error"):
+            raise GuardError(f"{ref_run['metric_error']} (on the reference {ref})",
+                             "invalid_argument")
         ref_outputs: List[Dict[str, np.ndarray]] = ref_run["outputs"]
         ref_ms = _median_ms(ref_run["latency_s"])
         results: List[BackendResult] = []
@@ -522,7 +546,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                     row.status, row.reason = UNAVAILABLE, why
                     results.append(row)
                     continue
-                run = runner(name, model, feeds, runs, seed, timeout, pairs)
+                run = runner(name, model, feeds, runs, seed, timeout, pairs,
+                             **(dict(task, metric_refs=ref_outputs) if task else {}))
             row.notes = list(run.get("notes", []))
             row.load_s = run.get("load_s")
             row.latency_ms = _median_ms(run.get("latency_s", []))
@@ -565,6 +590,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 row.status = row.worst.status
             elif name == ref:
                 row.status = REFERENCE
+            if task:
+                _judge_task(row, run, ref_run, metric, max_drop)
             results.append(row)
         if probe != "never":
             if out is not None:
@@ -586,7 +613,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                            thresholds=thresholds, required=list(require),
                            reference_nonfinite=_nonfinite(ref_outputs), probe=probe,
                            fallback=fallback, out=os.fspath(out) if out is not None else None,
-                           output_names=list(ref_outputs[0]) if ref_outputs else [])
+                           output_names=list(ref_outputs[0]) if ref_outputs else [],
+                           metric=metric, max_drop=max_drop if metric else None)
     except BaseException:
         # Interrupted (^C, or SIGTERM/SIGHUP turned into an exception by the command) or
         # failed: the running backend child goes with the server, not after it.
@@ -603,6 +631,53 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             shutil.rmtree(_local.export_dir, ignore_errors=True)
         _local.export_dir = previous_export
 
+
+
+def _check_metric(metric: str, max_drop: float) -> None:
+    """--metric / --max-drop checked before anything runs (the metric itself is loaded only in
+    the children: the user's code never runs in the guard's own process)."""
+    from . import _task
+
+    if not (isinstance(max_drop, (int, float)) and math.isfinite(max_drop)):
+        raise GuardError(f"max_drop={max_drop!r}: must be a finite number", "invalid_argument")
+    head = metric.partition(":")[0]
+    if head in _task.BUILTINS:
+        if head == "topk":
+            try:
+                _task.load(metric)
+            except _task.MetricError as err:
+                raise GuardError(str(err), "invalid_argument") from None
+        return
+    file_part = metric.rpartition(":")[0]
+    if not file_part or not metric.rpartition(":")[2]:
+        raise GuardError(f"--metric {metric!r}: not a built-in ({', '.join(_task.BUILTINS)}) "
+                         "and not FILE.py:FUNCTION", "invalid_argument")
+    if file_part.endswith(".py") and not os.path.isfile(file_part):
+        raise GuardError(f"--metric: no such file {file_part!r}", "invalid_argument")
+
+
+def _judge_task(row: BackendResult, run: Dict[str, Any], ref_run: Dict[str, Any],
+                metric: str, max_drop: float) -> None:
+    """The task metric's verdict on one row (_task.py): it replaces the cosine rules' PASS /
+    PRECISION_DEGRADATION / ARGMAX_FLIP; silent failures and runtime errors stay."""
+    from . import _task
+
+    if run.get("metric_error"):
+        raise GuardError(f"{run['metric_error']} (on {row.name})", "invalid_argument")
+    if row.status in (RUNTIME_ERROR, UNAVAILABLE) or "metric" not in run:
+        return
+    ref_mean, cand_mean, drop, spread = _task.summary(ref_run["metric"], run["metric"])
+    row.task = {"metric": metric, "reference": ref_mean, "candidate": cand_mean, "drop": drop,
+                "spread": spread, "max_drop": max_drop, "samples": len(run["metric"]),
+                "per_sample": [a - b for a, b in zip(ref_run["metric"], run["metric"])]}
+    if row.reference or row.status in SILENT:
+        return
+    if drop > max_drop:
+        row.status = PRECISION_DEGRADATION
+        row.task["verdict"] = "drop beyond --max-drop"
+    else:
+        row.status = PASS
+        row.task["verdict"] = "within --max-drop"
 
 
 def _check_policy(path: str) -> None:
