@@ -1,0 +1,1 @@
+"""Graph surgery: cut a model into pieces at named tensors (ONNX, .tflite)."""

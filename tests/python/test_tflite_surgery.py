@@ -1,0 +1,266 @@
+""".tflite surgery (issue 27 item 1): prefix / suffix / middle / one-op pieces of a flatbuffer
+model, checked by running the pieces chained on LiteRT's reference kernels (the litert-ref
+backend's BuiltinRefOpResolver) and getting the whole model's values bit for bit, on every
+.tflite model the tests build (float, INT8, INT8 in and out, float16 weights, resource
+variables) and on a real model from a PyPI package (pymicro_wakeword) where it is installed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+
+from driftscope._guard.surgery import tflite as cut  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+import tflite_f16  # noqa: E402
+import tflite_models as tm  # noqa: E402
+
+
+def _wakeword():
+    try:
+        import pymicro_wakeword
+    except ImportError:
+        return None
+    path = Path(pymicro_wakeword.__file__).parent / "models" / "okay_nabu.tflite"
+    return path.read_bytes() if path.is_file() else None
+
+
+MODELS = {
+    "float": tm.build_float,
+    "int8": tm.build_int8,
+    "int8io": tflite_f16.build_int8_io,
+    "f16": tflite_f16.build_f16_weights,
+    "stateful": tm.build_stateful,
+}
+
+
+def _model(name):
+    if name == "okay_nabu":
+        data = _wakeword()
+        if data is None:
+            pytest.skip("pymicro_wakeword (a PyPI package shipping .tflite models) is not installed")
+        return data
+    return MODELS[name]()
+
+
+def _interpreter(data, preserve=False):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                     experimental_preserve_all_tensors=preserve)
+    it.allocate_tensors()
+    return it
+
+
+def _feeds(data):
+    rng = np.random.default_rng(3)
+    out = {}
+    for d in _interpreter(data).get_input_details():
+        if np.dtype(d["dtype"]).kind == "f":
+            out[d["name"]] = rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
+        else:
+            info = np.iinfo(d["dtype"])
+            out[d["name"]] = rng.integers(max(info.min, -100), min(info.max, 100),
+                                          d["shape"]).astype(d["dtype"])
+    return out
+
+
+def _run(data, feeds):
+    it = _interpreter(data)
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], feeds[d["name"]])
+    it.invoke()
+    return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+def _whole(data, feeds):
+    """Every tensor's value after one run of the whole model (by index: names need not be
+    unique), and its outputs."""
+    it = _interpreter(data, preserve=True)
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], feeds[d["name"]])
+    it.invoke()
+    g = cut.load(data)
+    values = {}
+    for i, name in enumerate(g.type_names):
+        if name in ("RESOURCE", "VARIANT", "STRING") or g.constant(i):
+            continue
+        try:
+            values[i] = it.get_tensor(i).copy()
+        except ValueError:
+            pass
+    return values, {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+ALL = list(MODELS) + ["okay_nabu"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_prefix_and_suffix_chained_give_the_whole_model_bit_for_bit(name):
+    data = _model(name)
+    g = cut.load(data)
+    feeds = _feeds(data)
+    _, whole = _whole(data, feeds)
+    honoured = refused = 0
+    for k in range(len(g.operators) - 1):
+        try:
+            head = cut.cut_after(g, k)
+            tail = cut.suffix(g, head.outputs)
+        except cut.CutRefused as err:
+            refused += 1
+            assert str(err).startswith("cannot cut here: op ") and "\n" not in str(err)
+            continue
+        honoured += 1
+        mid = _run(head.data, feeds)
+        assert sorted(mid) == sorted(head.outputs)
+        got = _run(tail.data, {**feeds, **mid})
+        assert sorted(got) == sorted(whole)
+        for out, v in whole.items():
+            assert got[out].dtype == v.dtype and np.array_equal(got[out], v), (name, k, out)
+    if name in ("stateful", "okay_nabu"):
+        # Every prefix holds CALL_ONCE and the variable reads: refused, each with its reason.
+        assert honoured == 0 and refused == len(g.operators) - 1
+    else:
+        assert refused == 0 and honoured == len(g.operators) - 1
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_one_op_pieces_chained_give_every_value_bit_for_bit(name):
+    """Each operator alone, fed what the pieces before it computed (a value whose producer
+    cannot be cut, a resource variable's read, comes from the whole model's run): every value
+    the whole model computes, bit for bit. The refused operators are the state and control
+    flow ones, named with their reason."""
+    data = _model(name)
+    g = cut.load(data)
+    feeds = _feeds(data)
+    values, whole = _whole(data, feeds)
+    by_name = {g.name(t): t for t in range(len(g.tensors))}
+    have = {by_name[n]: v for n, v in feeds.items()}
+    checked, refused = 0, set()
+    for k in range(len(g.operators)):
+        why = cut.refusal(g, k)
+        if why is not None:
+            refused.add(g.op_types[k])
+            with pytest.raises(cut.CutRefused, match="cannot cut here: op "):
+                cut.one_op(g, k)
+            for o in g.operators[k].outputs:
+                if o in values:
+                    have[int(o)] = values[int(o)]
+            continue
+        piece = cut.one_op(g, k)
+        got = _run(piece.data, {n: have[g.index(n)] for n in piece.inputs})
+        for n, v in got.items():
+            t = g.index(n)
+            assert np.array_equal(v, values[t]) and v.dtype == values[t].dtype, (name, k, n)
+            have[t] = v
+            checked += 1
+    for out, v in whole.items():
+        assert np.array_equal(have[g.index(out)], v)
+    expected = {"stateful": {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"},
+                "okay_nabu": {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}}
+    assert refused == expected.get(name, set())
+    assert checked >= len(g.operators) - 4 * len(refused) - 20 * (name == "okay_nabu")
+
+
+def test_a_middle_piece_keeps_shapes_types_and_quantization_and_drops_unused_buffers():
+    data = tm.build_int8()
+    g = cut.load(data)
+    piece = cut.middle(g, ["conv1"], ["pool"])
+    assert piece.inputs == ["conv1"] and piece.outputs == ["pool"]
+    assert [g.op_types[k] for k in piece.ops] == ["DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D"]
+    whole = {d["name"]: d for d in _interpreter(data).get_tensor_details()}
+    it = _interpreter(piece.data)
+    for d in it.get_tensor_details():
+        w = whole[d["name"]]
+        assert list(d["shape"]) == list(w["shape"]) and d["dtype"] == w["dtype"], d["name"]
+        for key in ("scales", "zero_points"):
+            assert np.array_equal(d["quantization_parameters"][key],
+                                  w["quantization_parameters"][key]), (d["name"], key)
+        assert d["quantization_parameters"]["quantized_dimension"] == \
+            w["quantization_parameters"]["quantized_dimension"]
+    p = cut.load(piece.data)
+    # The depthwise weights and bias, nothing of conv1 or fc; two operator codes.
+    assert sum(p.constant(t) for t in range(len(p.tensors))) == 2
+    assert len([b for b in p.model.buffers if b.data is not None and len(b.data)]) == 2
+    assert len(p.model.operatorCodes) == 2
+    assert len(piece.data) < len(data) // 2
+    # The piece's own inputs and outputs, and nothing else of the source's signature.
+    assert [d["name"] for d in it.get_input_details()] == ["conv1"]
+    assert [d["name"] for d in it.get_output_details()] == ["pool"]
+
+
+def test_middle_adds_the_model_inputs_a_piece_still_needs():
+    data = tm.build_stateful(2)
+    g = cut.load(data)
+    # add1 = add0 + state1/read; out = add1 * 2: from add0 alone it still needs the read.
+    piece = cut.middle(g, ["add0", "state1/read"], ["out"])
+    assert piece.inputs == ["add0", "state1/read"] and piece.outputs == ["out"]
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    got = _run(piece.data, {"add0": x, "state1/read": x + 1})["out"]
+    assert np.array_equal(got, 2 * (2 * x + 1))
+
+
+def _with_custom_op(data, k):
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    m = s.ModelT.InitFromPackedBuf(data, 0)
+    oc = s.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = s.BuiltinOperator.CUSTOM
+    oc.customCode = "MyVendorConv"
+    m.operatorCodes.append(oc)
+    m.subgraphs[0].operators[k].opcodeIndex = len(m.operatorCodes) - 1
+    fb = flatbuffers.Builder(1024)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())
+
+
+def test_cuts_it_cannot_honour_are_refused_with_one_reason():
+    data = _with_custom_op(tm.build_float(), 1)
+    with pytest.raises(cut.CutRefused) as e:
+        cut.prefix(data, ["pool"])
+    assert str(e.value) == ("cannot cut here: op 1 (CUSTOM:MyVendorConv, output 'dwconv') is the "
+                            "custom op 'MyVendorConv', whose kernel is not LiteRT's: a piece "
+                            "holding it may not load where the whole model does")
+    # Around it the model is cut as usual.
+    assert cut.prefix(data, ["conv1"]).ops == [0]
+    assert cut.suffix(data, ["dwconv"]).ops == [2, 3, 4, 5]
+    state = tm.build_stateful(2)
+    with pytest.raises(cut.CutRefused, match=r"^cannot cut here: op 0 \(CALL_ONCE\) runs "
+                                             r"subgraph\(s\) 1, and a piece is the main subgraph "
+                                             r"alone$"):
+        cut.cut_after(state, 3)
+    with pytest.raises(cut.CutRefused, match=r"^cannot cut here: op 1 \(VAR_HANDLE, output "
+                                             r"'state0/handle'\) reads or writes a resource "
+                                             "variable, state kept between invocations that a "
+                                             "piece cannot carry$"):
+        cut.prefix(state, ["add0"])
+    with pytest.raises(cut.CutRefused, match=r"op 2 \(READ_VARIABLE, output 'state0/read'\) "
+                                             "reads or writes a resource variable"):
+        cut.one_op(state, 2)
+    for bad, fragment in [(lambda: cut.prefix(b"junk" * 4, ["x"]), "not a TFLite flatbuffer"),
+                          (lambda: cut.prefix(tm.build_float()[:200], ["x"]), "cannot be read"),
+                          (lambda: cut.prefix(tm.build_float(), ["nope"]), "no tensor named 'nope'"),
+                          (lambda: cut.suffix(tm.build_float(), ["conv1/weights"]),
+                           "is a constant (weights)"),
+                          (lambda: cut.one_op(tm.build_float(), 6), "outside the main subgraph's 6"),
+                          (lambda: cut.prefix(tm.build_float(), [99]), "tensor index 99")]:
+        with pytest.raises(cut.CutRefused, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            bad()
+
+
+def test_surgery_never_changes_its_input(tmp_path):
+    path = tmp_path / "m.tflite"
+    data = tm.build_int8()
+    path.write_bytes(data)
+    g = cut.load(path)
+    for k in range(len(g.operators) - 1):
+        cut.suffix(g, cut.cut_after(g, k).outputs)
+    assert path.read_bytes() == data
+    # The parsed model is shared by every cut and left as it was: cutting again gives the same.
+    assert cut.cut_after(g, 3).data == cut.cut_after(cut.load(data), 3).data
