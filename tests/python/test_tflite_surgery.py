@@ -43,7 +43,8 @@ def _model(name):
     if name == "okay_nabu":
         data = _wakeword()
         if data is None:
-            pytest.skip("pymicro_wakeword (a PyPI package shipping .tflite models) is not installed")
+            pytest.skip("pymicro_wakeword (a PyPI package shipping .tflite models) is not "
+                        "installed")
         return data
     return MODELS[name]()
 
@@ -245,10 +246,12 @@ def test_cuts_it_cannot_honour_are_refused_with_one_reason():
         cut.one_op(state, 2)
     for bad, fragment in [(lambda: cut.prefix(b"junk" * 4, ["x"]), "not a TFLite flatbuffer"),
                           (lambda: cut.prefix(tm.build_float()[:200], ["x"]), "cannot be read"),
-                          (lambda: cut.prefix(tm.build_float(), ["nope"]), "no tensor named 'nope'"),
+                          (lambda: cut.prefix(tm.build_float(), ["nope"]),
+                           "no tensor named 'nope'"),
                           (lambda: cut.suffix(tm.build_float(), ["conv1/weights"]),
                            "is a constant (weights)"),
-                          (lambda: cut.one_op(tm.build_float(), 6), "outside the main subgraph's 6"),
+                          (lambda: cut.one_op(tm.build_float(), 6),
+                           "outside the main subgraph's 6"),
                           (lambda: cut.prefix(tm.build_float(), [99]), "tensor index 99")]:
         with pytest.raises(cut.CutRefused, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             bad()
@@ -264,3 +267,102 @@ def test_surgery_never_changes_its_input(tmp_path):
     assert path.read_bytes() == data
     # The parsed model is shared by every cut and left as it was: cutting again gives the same.
     assert cut.cut_after(g, 3).data == cut.cut_after(cut.load(data), 3).data
+
+
+# -- the guard bisects a .tflite backend with prefix models (issue 27 item 2) ---------------------
+
+import math  # noqa: E402
+
+import driftscope  # noqa: E402
+from driftscope import _guard as G  # noqa: E402
+
+import tflite_planted  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("planted") / "planted.tflite"
+    path.write_bytes(tflite_planted.build())
+    return path
+
+
+@pytest.mark.filterwarnings("ignore:Warning. Enabling .experimental_preserve_all_tensors")
+def test_the_planted_fault_is_xnnpack_s_alone():
+    # The reference kernels agree with the pieces chained (the model is sound), and only the
+    # planted op's value differs between them and the default kernels (XNNPACK).
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    data = tflite_planted.build()
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    got = {}
+    for kind in (OpResolverType.BUILTIN_REF, OpResolverType.BUILTIN):
+        it = Interpreter(model_content=data, experimental_op_resolver_type=kind,
+                         experimental_preserve_all_tensors=True)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        got[kind] = {d["name"]: it.get_tensor(d["index"]).copy()
+                     for d in it.get_tensor_details() if d["name"] in tflite_planted.OPS}
+    ref, opt = got[OpResolverType.BUILTIN_REF], got[OpResolverType.BUILTIN]
+    assert [n for n in tflite_planted.OPS if not np.array_equal(ref[n], opt[n])][:1] == ["planted"]
+
+
+def test_a_failing_tflite_backend_is_bisected_with_prefix_models(planted):
+    """Before: "bisection needs an ONNX graph or a PyTorch model to cut (this is a tflite
+    model)". Now the guard cuts the .tflite after each candidate op and names the planted one
+    within ceil(log2(ops)) + 2 runs, and the report says bisection found it."""
+    r = driftscope.guard(planted, backends=["litert"], runs=1, probe_method="bisect")
+    row = r["litert"]
+    assert row.status == G.PRECISION_DEGRADATION, row.status
+    p = row.probe
+    assert p.method == "bisect" and p.error is None, (p.why, p.error)
+    assert p.origin.node == "planted" and p.origin.op_type == "FULLY_CONNECTED"
+    ops = len(tflite_planted.OPS)
+    assert p.runs <= math.ceil(math.log2(ops)) + 2, p.runs
+    text = r.to_text()
+    assert ("litert probe (bisection over the model's operator order "
+            f"({p.runs} prefix runs); --probe-method bisect)" in text
+            and "names planted (FULLY_CONNECTED)" in text), text
+    assert f"prefix runs of each backend for {ops} operators" in text
+    # Both methods: the recording names the same op, and the report says they agree.
+    both = driftscope.guard(planted, backends=["litert"], runs=1,
+                            probe_method="both")["litert"]
+    assert both.probe.method == "recorded" and both.probe.origin.node == "planted"
+    assert both.probe.other.method == "bisect" and both.probe.agrees is True
+
+
+def test_bisection_says_which_cuts_it_cannot_honour(tmp_path):
+    # Every prefix of a resource-variable model holds CALL_ONCE: no cut, one reason.
+    (tmp_path / "s.tflite").write_bytes(tm.build_stateful(2))
+    r = driftscope.guard(tmp_path / "s.tflite", backends=["litert"], runs=1, probe="always",
+                         probe_method="bisect")
+    p = r["litert"].probe
+    assert p.method == "bisect" and p.origin is None
+    assert p.error == ("no prefix of this model can be cut: no cut from op 0 on is honoured: "
+                       "op 0 (CALL_ONCE) runs subgraph(s) 1, and a piece is the main subgraph "
+                       "alone")
+    # A passing backend: the whole model cut at its last op passes, in one run.
+    (tmp_path / "f.tflite").write_bytes(tm.build_float())
+    p = driftscope.guard(tmp_path / "f.tflite", backends=["litert"], runs=1, probe="always",
+                         probe_method="bisect")["litert"].probe
+    assert p.method == "bisect" and p.origin is None and p.runs == 1
+    assert p.error.startswith("the whole model cut at its last operator passes")
+
+
+def test_openvino_rows_of_a_tflite_model_are_bisected_too(planted):
+    """OpenVINO exposes no intermediates, so its rows on a .tflite were not probed ("this
+    backend cannot expose its intermediate tensors" and nothing more). Its float requantization
+    rounds the planted ties to even as XNNPACK does; bisection now names the op, and no
+    fallback search is started for a .tflite model (it could build nothing)."""
+    pytest.importorskip("openvino")
+    r = driftscope.guard(planted, backends=["openvino", "openvino-bf16"], runs=1)
+    row = r["openvino"]
+    assert row.status == G.PRECISION_DEGRADATION, row.status
+    assert row.probe.method == "bisect" and row.probe.origin.node == "planted"
+    assert row.probe.why == "this backend cannot expose its intermediate tensors"
+    bf16 = r["openvino-bf16"]
+    if bf16.status != G.UNAVAILABLE:  # it keeps ONNX nodes in float32, not a .tflite's
+        assert bf16.probe.origin.node == "planted"
+        assert bf16.fallback is not None and bf16.fallback.runs == 0
+        assert bf16.fallback.error.startswith("a .tflite model's nodes cannot be kept in "
+                                              "float32")

@@ -247,6 +247,9 @@ def prefix_model(proto: Any, k: int, order: List[Any], static: set) -> Tuple[Any
 def bisect_job(job: Job) -> Dict[str, Any]:
     """In a child process: binary search for the first node whose cut fails. Both backends run
     each prefix; the verdict is the guard's own (judge) on the cut's values."""
+    with open(job.model, "rb") as f:
+        if f.read(8)[4:] == b"TFL3":  # a .tflite flatbuffer, whichever backend runs it
+            return tflite_bisect_job(job)
     import onnx
 
     from ..recorders.api import (onnx_load_model as _load_model,
@@ -321,6 +324,91 @@ def bisect_job(job: Job) -> Dict[str, Any]:
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
                       "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def _inner(t: Thresholds) -> Thresholds:
+    """How a value inside the model is judged at a cut (bisect_job says why)."""
+    return Thresholds(t.min_cosine, t.min_norm, 1.0, max_rel_error=t.max_rel_error,
+                      max_norm_ratio=t.max_norm_ratio, small_atol=float("inf"),
+                      decision_threshold=float("inf"), class_axes={})
+
+
+def tflite_bisect_job(job: Job) -> Dict[str, Any]:
+    """In a child process: bisection of a .tflite model (surgery/tflite.py). The model is cut
+    after operator k of its order (the order LiteRT runs them): a prefix model whose outputs are
+    the values operators 0..k computed that a later one or the model output reads. Both backends
+    run the prefix; a binary search finds the first k whose cut fails the verdict. Cuts surgery
+    refuses (a prefix holding a custom, control-flow or resource-variable op) are left out and
+    the search runs over the rest, the first refusal said when it matters."""
+    from .backends.registry import BACKENDS
+    from .surgery import tflite as cut
+
+    g = cut.load(job.model)
+    ref, cand = BACKENDS[job.reference], BACKENDS[job.backend]
+    steps = job.feeds if isinstance(job.feeds, list) else [job.feeds]
+    t = Thresholds(**job.thresholds)
+    inner = _inner(t)
+    graph_outputs = {g.name(o) for o in g.outputs}
+    model_inputs = [g.name(i) for i in g.inputs]
+    cuts: List[int] = []
+    refused: Optional[str] = None
+    for k in range(len(g.operators)):
+        why = cut.refusal(g, k)
+        if why is not None:
+            refused = f"no cut from op {k} on is honoured: {why}"
+            break
+        cuts.append(k)
+    ops = {"ops": len(g.operators), "cuts": len(cuts)}
+    if not cuts:
+        return {"found": None, "runs": [], **ops,
+                "why": f"no prefix of this model can be cut: {refused}"}
+    runs: List[Dict[str, Any]] = []
+
+    def fails(pos: int, feeds: Dict[str, np.ndarray]) -> Tuple[bool, str, str]:
+        k = cuts[pos]
+        piece = cut.cut_after(g, k)
+        d = os.path.join(job.work, f"prefix{k}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "prefix.tflite")
+        with open(path, "wb") as f:
+            f.write(piece.data)
+        # A piece has no SignatureDef: samples named by the model's signature go by position.
+        if not all(n in feeds for n in piece.inputs) and len(feeds) == len(model_inputs):
+            feeds = dict(zip(model_inputs, feeds.values()))
+        sub = {n: feeds[n] for n in piece.inputs}
+        r = ref.load(path, d, job.seed).run(sub)
+        c = cand.load(path, d, job.seed).run(sub)
+        worst, detail = PASS, ""
+        for o in piece.outputs:
+            if o not in r:
+                continue
+            if o not in c:
+                worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
+                break
+            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
+            if SEVERITY[res.status] > SEVERITY[worst]:
+                worst, detail = res.status, f"{o}: {res.detail}"
+        runs.append({"node": g.op_label(k), "status": worst})
+        return worst != PASS, worst, detail
+
+    lo, hi = -1, len(cuts) - 1
+    step, feeds = 0, steps[0]
+    for step, feeds in enumerate(steps):
+        bad, status, detail = fails(hi, feeds)
+        if bad:
+            break
+    else:
+        where = ("the whole model cut at its last operator passes" if refused is None else
+                 f"the model cut after op {cuts[-1]} passes, and {refused}")
+        return {"found": None, "runs": runs, **ops,
+                "why": f"{where} (the failure is not in the values the model computes there, "
+                       "or needs more than one sample)"}
+    hi, status, detail = first_failing(lambda pos: fails(pos, feeds), lo, hi, status, detail)
+    k = cuts[hi]
+    outs = [g.name(o) for o in g.operators[k].outputs if o >= 0]
+    return {"found": {"node": outs[0] if outs else g.op_label(k), "op_type": g.op_types[k],
+                      "status": status, "detail": detail, "index": k, "step": step},
+            "runs": runs, **ops}
 
 
 def first_failing(fails: Callable[[int], Tuple[bool, str, str]], lo: int, hi: int, status: str,
