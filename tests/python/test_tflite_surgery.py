@@ -30,8 +30,24 @@ def _wakeword():
     return path.read_bytes() if path.is_file() else None
 
 
+def _two_outputs():
+    """The float model with conv1 an output too: a cut tensor that is also the model's output
+    is both an input and an output of the suffix."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    data = tm.build_float()
+    g = cut.load(data)
+    m = s.ModelT.InitFromPackedBuf(data, 0)
+    m.subgraphs[0].outputs = [g.index("conv1"), g.index("probs")]
+    fb = flatbuffers.Builder(1024)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())
+
+
 MODELS = {
     "float": tm.build_float,
+    "two_outputs": _two_outputs,
     "int8": tm.build_int8,
     "int8io": tflite_f16.build_int8_io,
     "f16": tflite_f16.build_f16_weights,
@@ -331,22 +347,51 @@ def test_a_failing_tflite_backend_is_bisected_with_prefix_models(planted):
     assert both.probe.other.method == "bisect" and both.probe.agrees is True
 
 
-def test_bisection_says_which_cuts_it_cannot_honour(tmp_path):
-    # Every prefix of a resource-variable model holds CALL_ONCE: no cut, one reason.
-    (tmp_path / "s.tflite").write_bytes(tm.build_stateful(2))
-    r = driftscope.guard(tmp_path / "s.tflite", backends=["litert"], runs=1, probe="always",
-                         probe_method="bisect")
+def test_bisection_runs_over_the_cuts_surgery_honours(tmp_path):
+    """A streaming prelude (CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE) before the
+    planted op: no prefix holding it can be cut, so those operators are never cut after and the
+    variable's read is fed to both backends' prefixes from one reference-kernel run."""
+    model = tmp_path / "streaming.tflite"
+    model.write_bytes(tflite_planted.build(stateful=True))
+    g = cut.load(model)
+    ops = len(g.operators)
+    assert ops == 13 and sum(cut.refusal(g, k) is not None for k in range(ops)) == 4
+    r = driftscope.guard(model, backends=["litert"], runs=1, probe_method="bisect")
     p = r["litert"].probe
-    assert p.method == "bisect" and p.origin is None
-    assert p.error == ("no prefix of this model can be cut: no cut from op 0 on is honoured: "
-                       "op 0 (CALL_ONCE) runs subgraph(s) 1, and a piece is the main subgraph "
-                       "alone")
+    assert p.method == "bisect" and p.origin is not None, (p.why, p.error)
+    assert p.origin.node == "planted" and p.runs <= math.ceil(math.log2(ops)) + 2, p.runs
+    assert any(n.startswith("4 operator(s) surgery cannot cut (custom, control flow, resource "
+                            "variables) left out") for n in p.notes), p.notes
     # A passing backend: the whole model cut at its last op passes, in one run.
-    (tmp_path / "f.tflite").write_bytes(tm.build_float())
-    p = driftscope.guard(tmp_path / "f.tflite", backends=["litert"], runs=1, probe="always",
+    (tmp_path / "s.tflite").write_bytes(tm.build_stateful(2))
+    p = driftscope.guard(tmp_path / "s.tflite", backends=["litert"], runs=1, probe="always",
                          probe_method="bisect")["litert"].probe
     assert p.method == "bisect" and p.origin is None and p.runs == 1
     assert p.error.startswith("the whole model cut at its last operator passes")
+
+
+def test_cut_after_refused_feeds_what_refused_ops_hand_on():
+    # Every cut of the streaming test model and of okay_nabu that is not after a refused
+    # operator, fed the model inputs and the refused operators' values: bit for bit.
+    for data, expected in ((tm.build_stateful(3), 4), (_wakeword(), 42)):
+        if data is None:
+            continue
+        g = cut.load(data)
+        feeds = _feeds(data)
+        values, _ = _whole(data, feeds)
+        honoured = 0
+        for k in range(len(g.operators)):
+            try:
+                piece = cut.cut_after_refused(g, k)
+            except cut.CutRefused as err:
+                assert cut.refusal(g, k) is not None or "only values of refused" in str(err)
+                continue
+            honoured += 1
+            got = _run(piece.data, {n: feeds[n] if n in feeds else values[g.index(n)]
+                                    for n in piece.inputs})
+            for n, v in got.items():
+                assert np.array_equal(v, values[g.index(n)]), (k, n)
+        assert honoured == expected  # 3 ADDs and the output's; okay_nabu: 42 of 61
 
 
 def test_openvino_rows_of_a_tflite_model_are_bisected_too(planted):

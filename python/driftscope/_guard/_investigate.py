@@ -241,6 +241,10 @@ class Investigator:
         res.notes.append(f"{runs} prefix runs of each backend for {n} "
                          f"{'operators' if tflite else 'nodes'} "
                          f"(log2 {n} = {np.log2(max(n, 1)):.1f})")
+        if tflite and out.get("refused"):
+            res.notes.append(f"{out['refused']} operator(s) surgery cannot cut (custom, control "
+                             "flow, resource variables) left out; the values they hand on were "
+                             "fed to both backends from one reference-kernel run")
         if c.state:
             res.step = int(out["found"].get("step", 0)) + 1
             res.notes.append(f"step {res.step} is the first whose whole graph fails with both "

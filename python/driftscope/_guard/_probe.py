@@ -337,9 +337,10 @@ def tflite_bisect_job(job: Job) -> Dict[str, Any]:
     """In a child process: bisection of a .tflite model (surgery/tflite.py). The model is cut
     after operator k of its order (the order LiteRT runs them): a prefix model whose outputs are
     the values operators 0..k computed that a later one or the model output reads. Both backends
-    run the prefix; a binary search finds the first k whose cut fails the verdict. Cuts surgery
-    refuses (a prefix holding a custom, control-flow or resource-variable op) are left out and
-    the search runs over the rest, the first refusal said when it matters."""
+    run the prefix; a binary search finds the first k whose cut fails the verdict. Operators
+    surgery refuses (custom, control flow, resource variables) are never cut after; the values
+    they hand on (a streaming model's variable reads) are fed to both backends' prefixes from
+    one run of the whole model on the reference kernels, so the search runs over the rest."""
     from .backends.registry import BACKENDS
     from .surgery import tflite as cut
 
@@ -351,30 +352,51 @@ def tflite_bisect_job(job: Job) -> Dict[str, Any]:
     graph_outputs = {g.name(o) for o in g.outputs}
     model_inputs = [g.name(i) for i in g.inputs]
     cuts: List[int] = []
-    refused: Optional[str] = None
+    pieces: Dict[int, Any] = {}
+    refused: List[str] = []
     for k in range(len(g.operators)):
-        why = cut.refusal(g, k)
-        if why is not None:
-            refused = f"no cut from op {k} on is honoured: {why}"
-            break
-        cuts.append(k)
-    ops = {"ops": len(g.operators), "cuts": len(cuts)}
+        try:
+            pieces[k] = cut.cut_after_refused(g, k)
+            cuts.append(k)
+        except cut.CutRefused as err:
+            if cut.refusal(g, k) is not None:
+                refused.append(str(err).replace("cannot cut here: ", "", 1))
+    ops = {"ops": len(g.operators), "cuts": len(cuts), "refused": len(refused)}
     if not cuts:
         return {"found": None, "runs": [], **ops,
-                "why": f"no prefix of this model can be cut: {refused}"}
+                "why": "no cut of this model can be made: " + (refused[0] if refused else
+                                                                  "no operator")}
     runs: List[Dict[str, Any]] = []
+
+    def named(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        # A piece has no SignatureDef: samples named by the model's signature go by position.
+        if not all(n in feeds for n in model_inputs) and len(feeds) == len(model_inputs):
+            return dict(zip(model_inputs, feeds.values()))
+        return feeds
+
+    def handed_on(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """What the refused operators hand on, from one reference-kernel run of the model."""
+        if not refused:
+            return {}
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        it = Interpreter(model_path=job.model, experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], np.asarray(feeds[d["name"]], d["dtype"]))
+        it.invoke()
+        need = {n for p in pieces.values() for n in p.inputs} - set(model_inputs)
+        return {n: it.get_tensor(g.index(n)).copy() for n in need}
 
     def fails(pos: int, feeds: Dict[str, np.ndarray]) -> Tuple[bool, str, str]:
         k = cuts[pos]
-        piece = cut.cut_after(g, k)
+        piece = pieces[k]
         d = os.path.join(job.work, f"prefix{k}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "prefix.tflite")
         with open(path, "wb") as f:
             f.write(piece.data)
-        # A piece has no SignatureDef: samples named by the model's signature go by position.
-        if not all(n in feeds for n in piece.inputs) and len(feeds) == len(model_inputs):
-            feeds = dict(zip(model_inputs, feeds.values()))
         sub = {n: feeds[n] for n in piece.inputs}
         r = ref.load(path, d, job.seed).run(sub)
         c = cand.load(path, d, job.seed).run(sub)
@@ -392,14 +414,17 @@ def tflite_bisect_job(job: Job) -> Dict[str, Any]:
         return worst != PASS, worst, detail
 
     lo, hi = -1, len(cuts) - 1
-    step, feeds = 0, steps[0]
-    for step, feeds in enumerate(steps):
+    step, feeds = 0, {}
+    for step, sample in enumerate(steps):
+        feeds = named(sample)
+        feeds = {**feeds, **handed_on(feeds)}
         bad, status, detail = fails(hi, feeds)
         if bad:
             break
     else:
-        where = ("the whole model cut at its last operator passes" if refused is None else
-                 f"the model cut after op {cuts[-1]} passes, and {refused}")
+        where = ("the whole model cut at its last operator passes" if cuts[-1] ==
+                 len(g.operators) - 1 else f"the model cut after op {cuts[-1]}, its last cut, "
+                                           "passes")
         return {"found": None, "runs": runs, **ops,
                 "why": f"{where} (the failure is not in the values the model computes there, "
                        "or needs more than one sample)"}

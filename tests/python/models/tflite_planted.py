@@ -20,12 +20,35 @@ N = 16
 OPS = ["input_q", "fc1", "fc2", "coarse", "planted", "fc5", "fc6", "out"]
 
 
-def build() -> bytes:
+def build(stateful: bool = False) -> bytes:
+    """`stateful`: the input first goes through a streaming prelude as converted keyword
+    spotters have one (CALL_ONCE of an init subgraph, VAR_HANDLE, READ_VARIABLE, ADD of the
+    state, ASSIGN_VARIABLE of the sum): operators .tflite surgery refuses, before the fault."""
     s = tm._schema()
     T, Op, Opt = s.TensorType, s.BuiltinOperator, s.BuiltinOptions
     b = tm._Builder()
     rng = np.random.default_rng(5)
     x = b.tensor("input", [1, N], T.FLOAT32)
+    init = tm._Builder()
+    if stateful:
+        init.buffers, init.opcodes, init.opcode_index = b.buffers, b.opcodes, b.opcode_index
+        once = s.CallOnceOptionsT()
+        once.initSubgraphIndex = 1
+        b.op(Op.CALL_ONCE, 1, [], [], Opt.CallOnceOptions, once)
+        handle = s.VarHandleOptionsT()
+        handle.sharedName = "state"
+        h0 = init.tensor("init/handle", [], T.RESOURCE)
+        v0 = init.tensor("init/value", [1, N], T.FLOAT32, np.zeros((1, N), np.float32))
+        init.op(Op.VAR_HANDLE, 1, [], [h0], Opt.VarHandleOptions, handle)
+        init.op(Op.ASSIGN_VARIABLE, 1, [h0, v0], [])
+        h = b.tensor("state/handle", [], T.RESOURCE)
+        b.op(Op.VAR_HANDLE, 1, [], [h], Opt.VarHandleOptions, handle)
+        r = b.tensor("state/read", [1, N], T.FLOAT32)
+        b.op(Op.READ_VARIABLE, 1, [h], [r])
+        mixed = b.tensor("mixed", [1, N], T.FLOAT32)
+        b.op(Op.ADD, 1, [x, r], [mixed], Opt.AddOptions, s.AddOptionsT())
+        b.op(Op.ASSIGN_VARIABLE, 1, [h, mixed], [])
+        x = mixed
     cur = b.tensor("input_q", [1, N], T.INT8, scale=1 / 64, zero_point=0)
     b.op(Op.QUANTIZE, 1, [x], [cur])
     s_in = 1 / 64
@@ -50,5 +73,18 @@ def build() -> bytes:
     fc("fc6", rng.normal(0, 0.3, (N, N)), 0.0004)
     out = b.tensor("out", [1, N], T.FLOAT32)
     b.op(Op.DEQUANTIZE, 2, [cur], [out])
-    return b.finish([x], [out], "driftscope test model (int8, a tie-rounding fault planted in "
+    data = b.finish([0], [out], "driftscope test model (int8, a tie-rounding fault planted in "
                                 "one op)")
+    if not stateful:
+        return data
+    import flatbuffers
+
+    m = s.ModelT.InitFromPackedBuf(data, 0)
+    g = s.SubGraphT()
+    g.tensors, g.operators, g.name = init.tensors, init.operators, "init"
+    g.inputs, g.outputs = [], []
+    m.subgraphs.append(g)
+    m.operatorCodes = b.opcodes
+    fb = flatbuffers.Builder(4096)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())

@@ -5,6 +5,7 @@
     tail = cut.suffix("model.tflite", ["dwconv"])     # ... and the inputs of the rest
     mid = cut.middle("model.tflite", ["conv1"], ["pool"])
     one = cut.one_op("model.tflite", 2)
+    head = cut.cut_after("model.tflite", 3)           # outputs: what ops 0..3 hand on
 
 Each returns a Piece: the flatbuffer of a model (`bytes(piece)`), the names of its inputs and
 outputs, and the indices of the source's operators it holds. A piece is a model of its own: the
@@ -24,6 +25,8 @@ regions: they run other subgraphs, and a piece is one subgraph), a resource vari
 variable tensor (state kept between invocations, which a piece cannot carry in or out), or
 weights stored outside the flatbuffer. A model with several subgraphs is cut in its main one
 (subgraph 0, what the guard runs); pieces whose operators call no other subgraph are honoured.
+cut_after_refused cuts around refused operators: the values they hand on (a variable's read)
+become inputs of the piece, for the caller to feed from a run of the whole model.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 __all__ = ["CutRefused", "Graph", "Piece", "load", "prefix", "suffix", "middle", "one_op",
-           "cut_after", "frontier", "refusal"]
+           "cut_after", "cut_after_refused", "frontier", "refusal"]
 
 # Ops that read or write state kept between invocations.
 _VARIABLE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "HASHTABLE",
@@ -316,6 +319,33 @@ def cut_after(model: Any, k: int) -> Piece:
         if why is not None:
             raise CutRefused(f"cannot cut here: {why}")
     return prefix(g, frontier(g, k))
+
+
+def cut_after_refused(model: Any, k: int) -> Piece:
+    """The cut after operator k of a model some of whose operators are refused (a streaming
+    model's CALL_ONCE and resource variables): the values refused operators among 0..k hand on
+    (a variable's read) become inputs of the piece, to be fed from a run of the whole model;
+    its outputs are frontier(k) less those. Refused when operator k itself is, or when nothing
+    but such values crosses the cut."""
+    g = load(model)
+    if not 0 <= k < len(g.operators):
+        raise CutRefused(f"operator index {k} is outside the main subgraph's "
+                         f"{len(g.operators)} operators")
+    why = refusal(g, k)
+    if why is not None:
+        raise CutRefused(f"cannot cut here: {why}")
+    given: List[int] = []
+    handed: Set[int] = set()
+    for j in range(k + 1):
+        if refusal(g, j) is not None:
+            handed.update(int(o) for o in g.operators[j].outputs if o >= 0)
+            given.extend(int(o) for o in g.operators[j].outputs
+                         if o >= 0 and g.type_names[o] not in _STATE_TYPES)
+    outs = [t for t in frontier(g, k) if t not in handed]
+    if not outs:
+        raise CutRefused(f"cannot cut here: only values of refused operators cross the cut "
+                         f"after {g.op_label(k)}")
+    return middle(g, list(g.inputs) + given, outs)
 
 
 def _build(g: Graph, order: List[int], inputs: List[int], outputs: List[int]) -> Piece:
