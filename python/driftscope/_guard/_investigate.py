@@ -130,7 +130,8 @@ class Investigator:
             if recorded.origin is not None and other.origin is not None:
                 recorded.agrees = recorded.origin.node == other.origin.node
             return recorded
-        if recorded.method is None and c.family in ("onnx", "torch") and method == "auto":
+        if recorded.method is None and c.family in ("onnx", "torch", "tflite") and \
+                method == "auto":
             return self._bisect(row, sample, recorded.why)
         return recorded
 
@@ -219,10 +220,10 @@ class Investigator:
         c = self.ctx
         if c.family == "torch":
             return self._bisect_torch(row, sample, why)
-        if c.family != "onnx":
-            return ProbeResult(None, why, sample, error=f"{why}; bisection needs an ONNX graph "
-                                                        f"or a PyTorch model to cut (this is a "
-                                                        f"{c.family} model)")
+        if c.family not in ("onnx", "tflite"):
+            return ProbeResult(None, why, sample, error=f"{why}; bisection needs an ONNX graph, "
+                                                        f"a .tflite model or a PyTorch model to "
+                                                        f"cut (this is a {c.family} model)")
         if c.ref_model:
             return ProbeResult(None, why, sample, error=f"{why}; bisection cuts one graph and "
                                "runs it on both backends, and --reference-model gives the "
@@ -230,13 +231,20 @@ class Investigator:
         out = c.runner(row.name, c.model, [], 0, c.seed, c.timeout, kind="bisect",
                        reference=c.reference, feeds=self._bisect_feeds(sample),
                        calibration=c.samples, thresholds=asdict(c.thresholds))
-        res = bisect_result(out, why, sample)
+        tflite = c.family == "tflite"
+        res = bisect_result(out, why, sample, **(
+            {"cut": "over the model's operator order ({runs} prefix runs)"} if tflite else {}))
         if res.origin is None:
             return res
         runs = res.runs
-        n = len(self.nodes())
-        res.notes.append(f"{runs} prefix runs of each backend for {n} nodes "
+        n = out["cuts"] if tflite else len(self.nodes())
+        res.notes.append(f"{runs} prefix runs of each backend for {n} "
+                         f"{'operators' if tflite else 'nodes'} "
                          f"(log2 {n} = {np.log2(max(n, 1)):.1f})")
+        if tflite and out.get("refused"):
+            res.notes.append(f"{out['refused']} operator(s) surgery cannot cut (custom, control "
+                             "flow, resource variables) left out; the values they hand on were "
+                             "fed to both backends from one reference-kernel run")
         if c.state:
             res.step = int(out["found"].get("step", 0)) + 1
             res.notes.append(f"step {res.step} is the first whose whole graph fails with both "
@@ -305,6 +313,13 @@ class Investigator:
         res = FallbackResult(row.name, status_before=row.status,
                              cosine_before=row.worst.cosine if row.worst else None,
                              cap=c.fallback_runs)
+        if c.family == "tflite":
+            # Now that bisection names a node here, say why no search follows (it would only
+            # build variants that cannot be made: docs/howto/guard.md section 6).
+            res.error = ("a .tflite model's nodes cannot be kept in float32 (LiteRT has no "
+                         "per-op precision in one interpreter; OpenVINO places it by ONNX node "
+                         "names)")
+            return res
         if probe.origin is None and getattr(b, "fallback_range", None) is None:
             res.error = "the probe named no node to start from"
             return res

@@ -247,6 +247,9 @@ def prefix_model(proto: Any, k: int, order: List[Any], static: set) -> Tuple[Any
 def bisect_job(job: Job) -> Dict[str, Any]:
     """In a child process: binary search for the first node whose cut fails. Both backends run
     each prefix; the verdict is the guard's own (judge) on the cut's values."""
+    with open(job.model, "rb") as f:
+        if f.read(8)[4:] == b"TFL3":  # a .tflite flatbuffer, whichever backend runs it
+            return tflite_bisect_job(job)
     import onnx
 
     from ..recorders.api import (onnx_load_model as _load_model,
@@ -321,6 +324,116 @@ def bisect_job(job: Job) -> Dict[str, Any]:
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
                       "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def _inner(t: Thresholds) -> Thresholds:
+    """How a value inside the model is judged at a cut (bisect_job says why)."""
+    return Thresholds(t.min_cosine, t.min_norm, 1.0, max_rel_error=t.max_rel_error,
+                      max_norm_ratio=t.max_norm_ratio, small_atol=float("inf"),
+                      decision_threshold=float("inf"), class_axes={})
+
+
+def tflite_bisect_job(job: Job) -> Dict[str, Any]:
+    """In a child process: bisection of a .tflite model (surgery/tflite.py). The model is cut
+    after operator k of its order (the order LiteRT runs them): a prefix model whose outputs are
+    the values operators 0..k computed that a later one or the model output reads. Both backends
+    run the prefix; a binary search finds the first k whose cut fails the verdict. Operators
+    surgery refuses (custom, control flow, resource variables) are never cut after; the values
+    they hand on (a streaming model's variable reads) are fed to both backends' prefixes from
+    one run of the whole model on the reference kernels, so the search runs over the rest."""
+    from .backends.registry import BACKENDS
+    from .surgery import tflite as cut
+
+    g = cut.load(job.model)
+    ref, cand = BACKENDS[job.reference], BACKENDS[job.backend]
+    steps = job.feeds if isinstance(job.feeds, list) else [job.feeds]
+    t = Thresholds(**job.thresholds)
+    inner = _inner(t)
+    graph_outputs = {g.name(o) for o in g.outputs}
+    model_inputs = [g.name(i) for i in g.inputs]
+    cuts: List[int] = []
+    pieces: Dict[int, Any] = {}
+    refused: List[str] = []
+    for k in range(len(g.operators)):
+        try:
+            pieces[k] = cut.cut_after_refused(g, k)
+            cuts.append(k)
+        except cut.CutRefused as err:
+            if cut.refusal(g, k) is not None:
+                refused.append(str(err).replace("cannot cut here: ", "", 1))
+    ops = {"ops": len(g.operators), "cuts": len(cuts), "refused": len(refused)}
+    if not cuts:
+        return {"found": None, "runs": [], **ops,
+                "why": "no cut of this model can be made: " + (refused[0] if refused else
+                                                                  "no operator")}
+    runs: List[Dict[str, Any]] = []
+
+    def named(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        # A piece has no SignatureDef: samples named by the model's signature go by position.
+        if not all(n in feeds for n in model_inputs) and len(feeds) == len(model_inputs):
+            return dict(zip(model_inputs, feeds.values()))
+        return feeds
+
+    def handed_on(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """What the refused operators hand on, from one reference-kernel run of the model."""
+        if not refused:
+            return {}
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        it = Interpreter(model_path=job.model, experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], np.asarray(feeds[d["name"]], d["dtype"]))
+        it.invoke()
+        need = {n for p in pieces.values() for n in p.inputs} - set(model_inputs)
+        return {n: it.get_tensor(g.index(n)).copy() for n in need}
+
+    def fails(pos: int, feeds: Dict[str, np.ndarray]) -> Tuple[bool, str, str]:
+        k = cuts[pos]
+        piece = pieces[k]
+        d = os.path.join(job.work, f"prefix{k}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "prefix.tflite")
+        with open(path, "wb") as f:
+            f.write(piece.data)
+        sub = {n: feeds[n] for n in piece.inputs}
+        r = ref.load(path, d, job.seed).run(sub)
+        c = cand.load(path, d, job.seed).run(sub)
+        worst, detail = PASS, ""
+        for o in piece.outputs:
+            if o not in r:
+                continue
+            if o not in c:
+                worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
+                break
+            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
+            if SEVERITY[res.status] > SEVERITY[worst]:
+                worst, detail = res.status, f"{o}: {res.detail}"
+        runs.append({"node": g.op_label(k), "status": worst})
+        return worst != PASS, worst, detail
+
+    lo, hi = -1, len(cuts) - 1
+    step, feeds = 0, {}
+    for step, sample in enumerate(steps):
+        feeds = named(sample)
+        feeds = {**feeds, **handed_on(feeds)}
+        bad, status, detail = fails(hi, feeds)
+        if bad:
+            break
+    else:
+        where = ("the whole model cut at its last operator passes" if cuts[-1] ==
+                 len(g.operators) - 1 else f"the model cut after op {cuts[-1]}, its last cut, "
+                                           "passes")
+        return {"found": None, "runs": runs, **ops,
+                "why": f"{where} (the failure is not in the values the model computes there, "
+                       "or needs more than one sample)"}
+    hi, status, detail = first_failing(lambda pos: fails(pos, feeds), lo, hi, status, detail)
+    k = cuts[hi]
+    outs = [g.name(o) for o in g.operators[k].outputs if o >= 0]
+    return {"found": {"node": outs[0] if outs else g.op_label(k), "op_type": g.op_types[k],
+                      "status": status, "detail": detail, "index": k, "step": step},
+            "runs": runs, **ops}
 
 
 def first_failing(fails: Callable[[int], Tuple[bool, str, str]], lo: int, hi: int, status: str,
