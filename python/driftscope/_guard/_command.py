@@ -124,6 +124,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-drop", type=float, default=0.01, metavar="X",
                    help="with --metric: a backend fails when its mean metric drop over the "
                         "samples exceeds X (default 0.01)")
+    p.add_argument("--search-inputs", type=int, default=0, metavar="N",
+                   help="per candidate backend, spend N runs searching the float inputs' range "
+                        "for the input that breaks it most (random restarts, then a local "
+                        "search); the worst one is written as .npz, judged and probed")
+    p.add_argument("--input-range", action="append", default=[], metavar="NAME=LO:HI",
+                   help="the range --search-inputs explores for input NAME (default: what the "
+                        "samples span)")
+    p.add_argument("--search-out", metavar="DIR",
+                   help="where --search-inputs writes BACKEND.npz (default: OUT/search with "
+                        "--out, else ./driftscope-search)")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="run N seeded input samples; each backend reports its worst (default "
                         "1; with --data: every sample, at most N, a generator's first 16)")
@@ -244,6 +254,21 @@ def _number_inputs(specs: Sequence[str]) -> tuple:
     return numbers, files
 
 
+def _ranges(specs: Sequence[str]) -> dict:
+    """--input-range NAME=LO:HI values."""
+    out = {}
+    for spec in specs:
+        name, eq, rest = spec.partition("=")
+        lo, colon, hi = rest.partition(":")
+        try:
+            if not (eq and colon and name):
+                raise ValueError
+            out[name] = (float(lo), float(hi))
+        except ValueError:
+            raise GuardError(f"--input-range {spec!r}: expected NAME=LO:HI (x=-300:300)") from None
+    return out
+
+
 def _data_files(data: Optional[str]) -> list:
     """What --data reads: the file, the generator's file, or the folder's sample files."""
     if not data:
@@ -332,6 +357,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             report = guard(model, backends=_split([args.backends]) if args.backends else None,
                            reference=args.reference, inputs=given, samples=args.samples,
                            data=args.data, metric=args.metric, max_drop=args.max_drop,
+                           search_inputs=args.search_inputs,
+                           input_ranges=_ranges(args.input_range), search_out=args.search_out,
                            seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                            max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KINDS = ("run", "bisect", "bisect_torch", "fallback")
+KINDS = ("run", "bisect", "bisect_torch", "fallback", "search")
 
 
 @dataclass
@@ -51,6 +51,8 @@ class Job:
     metric: Optional[str] = None
     metric_refs: Optional[List[Any]] = None
     metric_samples: Optional[List[Any]] = None
+    # kind "search" (_search.py): evaluations, ranges {input: (lo, hi)}, ref_model, metric
+    search: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -137,6 +137,23 @@ class BackendResult:
     probe: Optional[Any] = None            # _probe.ProbeResult when probed
     fallback: Optional[Any] = None         # _fallback.FallbackResult when searched
     task: Optional[Dict[str, Any]] = None  # --metric: reference, candidate, drop, spread, ...
+    search: Optional[Dict[str, Any]] = None  # --search-inputs: evaluations, start, found, file
+
+    def search_sentence(self) -> str:
+        """What --search-inputs found for this row, one sentence ('' when it did not run)."""
+        s = self.search
+        if not s:
+            return ""
+        if s.get("error"):
+            return f"{self.name}: the input search failed: {s['error']}."
+
+        def d(x: float) -> str:
+            return "NaN/Inf" if not math.isfinite(x) else f"{x:.3g}"
+
+        return (f"{self.name}: searching {s['evaluations']} inputs raised the {s['measure']} "
+                f"from {d(s['start'])} (the guard's samples) to {d(s['found'])}, "
+                f"{s['status'] or 'not judged'} on that input; it is {s['file']} "
+                f"(sample {s['sample'] + 1}; --data {s['file']} runs it again).")
 
     def task_text(self) -> str:
         """The task metric's cell: 'top1 1 -> 0.875, drop 0.125 +- 0.217 > 0.01'."""
@@ -183,7 +200,8 @@ class BackendResult:
                 "outputs": [o.to_json() for o in self.outputs],
                 "probe": self.probe.to_json() if self.probe is not None else None,
                 "fallback": self.fallback.to_json() if self.fallback is not None else None,
-                "task_metric": _task_json(self.task)}
+                "task_metric": _task_json(self.task),
+                "search": _task_json(self.search)}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -367,6 +385,8 @@ class GuardReport:
                 out.append(f"{b.name} {plain} ({b.status}) on {where}: {w.detail}.")
             if b.note and b.status != UNAVAILABLE:
                 out.append(f"{b.name} exercises {b.note}.")
+            if b.search:
+                out.append(b.search_sentence())
             if b.probe is not None:
                 out.extend(b.probe.sentences(b.name))
             if b.fallback is not None:

@@ -27,7 +27,8 @@ from . import _data as D
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
-from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE,
+from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT,
+                       UNAVAILABLE,
                        OutputResult, Thresholds,
                        by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
@@ -274,6 +275,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           samples: Optional[int] = None, seed: int = 0,
           dims: Optional[Mapping[str, int]] = None, data: Optional[PathLike] = None,
           metric: Optional[str] = None, max_drop: float = DEFAULT_MAX_DROP,
+          search_inputs: int = 0, input_ranges: Optional[Mapping[str, Tuple[float, float]]] = None,
+          search_out: Optional[PathLike] = None,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
           decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
@@ -478,6 +481,22 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                 progress(done, len(order), name)
 
         tick(0, ref)
+        if search_inputs:
+            if not isinstance(search_inputs, int) or search_inputs < 1:
+                raise GuardError(f"search_inputs={search_inputs!r}: must be an integer >= 1",
+                                 "invalid_argument")
+            if pairs or rename:
+                raise GuardError("--search-inputs: not supported yet for a stateful model or "
+                                 "a --reference-model whose inputs are named differently",
+                                 "invalid_argument")
+            for name, rng_ in (input_ranges or {}).items():
+                if name not in {sp.name for sp in specs}:
+                    raise GuardError(f"--input-range '{name}': the model has no input of that "
+                                     "name", "invalid_argument")
+                lo, hi = rng_
+                if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                    raise GuardError(f"--input-range '{name}={lo}:{hi}': needs finite LO < HI",
+                                     "invalid_argument")
         task: Dict[str, Any] = {}
         if metric is not None:
             if pairs:
@@ -593,6 +612,13 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             if task:
                 _judge_task(row, run, ref_run, metric, max_drop)
             results.append(row)
+        if search_inputs:
+            where = (os.fspath(search_out) if search_out is not None else
+                     os.path.join(os.fspath(out), "search") if out is not None
+                     else "driftscope-search")
+            _search_rows(results, runner, model, ref, ref_model, feeds, ref_outputs,
+                         search_inputs, dict(input_ranges or {}), metric, max_drop, where,
+                         seed, timeout, thresholds)
         if probe != "never":
             if out is not None:
                 work = os.fspath(out)
@@ -631,6 +657,56 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             shutil.rmtree(_local.export_dir, ignore_errors=True)
         _local.export_dir = previous_export
 
+
+
+def _search_rows(results: List[BackendResult], runner: Callable[..., Dict[str, Any]], model: str,
+                 ref: str, ref_model: str, feeds: List[Any], ref_outputs: List[Any],
+                 budget: int, ranges: Dict[str, Tuple[float, float]], metric: Optional[str],
+                 max_drop: float, where: str, seed: int, timeout: float,
+                 thresholds: Thresholds) -> None:
+    """--search-inputs (_search.py) for every candidate row that ran: the worst input found is
+    written as WHERE/BACKEND.npz and becomes one more sample of that row (appended to `feeds`
+    and `ref_outputs`, so the probe can run on it)."""
+    for row in results:
+        if row.reference or row.status in (UNAVAILABLE, RUNTIME_ERROR):
+            continue
+        res = runner(row.name, model, feeds, 0, seed, timeout, None, kind="search",
+                     reference=ref, search={"evaluations": budget, "ranges": ranges,
+                                            "ref_model": ref_model if ref_model != model
+                                            else None, "metric": metric})
+        if res.get("error"):
+            row.search = {"error": reason_line(res["error"])}
+            continue
+        k = len(feeds)
+        feeds.append(res["feeds"])
+        ref_outputs.append(res["ref_outputs"])
+        os.makedirs(where, exist_ok=True)
+        path = os.path.join(where, "".join(c if c.isalnum() or c in "-_." else "_"
+                                           for c in row.name) + ".npz")
+        tmp = path + ".part.npz"
+        np.savez(tmp, **res["feeds"])
+        os.replace(tmp, path)
+        judged: Optional[OutputResult] = None
+        for oname, rv in res["ref_outputs"].items():
+            if not isinstance(rv, np.ndarray) or rv.dtype.kind not in "biuf":
+                continue
+            o = judge_named(oname, rv, res["outputs"], thresholds, k)
+            if judged is None or worse(o, judged):
+                judged = o
+        row.search = {"evaluations": res["evaluations"], "start": res["start_score"],
+                      "found": res["score"], "file": path, "sample": k,
+                      "measure": "metric drop" if metric else "relative error",
+                      "box": res["box"], "status": judged.status if judged else None}
+        if judged is None:
+            continue
+        if metric is not None and judged.status not in SILENT:
+            judged.status = PRECISION_DEGRADATION if res["score"] > max_drop else PASS
+        row.search["status"] = judged.status
+        if row.worst is None or worse(judged, row.worst):
+            row.worst = judged
+            row.outputs = [o for o in row.outputs if o.name != judged.name] + [judged]
+        if SEVERITY[judged.status] > SEVERITY[row.status]:
+            row.status = judged.status
 
 
 def _check_metric(metric: str, max_drop: float) -> None:
