@@ -134,6 +134,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--search-out", metavar="DIR",
                    help="where --search-inputs writes BACKEND.npz (default: OUT/search with "
                         "--out, else ./driftscope-search)")
+    p.add_argument("--sensitivity", type=int, default=0, metavar="N",
+                   help="for a failing INT8/float16 backend, build at most N variants each "
+                        "keeping one node in float32 and rank the nodes by the share of the "
+                        "error each removes alone; the fallback search grows in that order")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="run N seeded input samples; each backend reports its worst (default "
                         "1; with --data: every sample, at most N, a generator's first 16)")
@@ -359,6 +363,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            data=args.data, metric=args.metric, max_drop=args.max_drop,
                            search_inputs=args.search_inputs,
                            input_ranges=_ranges(args.input_range), search_out=args.search_out,
+                           sensitivity=args.sensitivity,
                            seed=args.seed, dims=dims, min_cosine=args.min_cosine,
                            min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
                            max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,

@@ -323,7 +323,11 @@ def search_job(job: Job) -> Dict[str, Any]:
         stopped = same_failure()
         if stopped:
             break
-        nxt = reprobe(session, keep, status)
+        # A measured ranking (--sensitivity) says which node removes the most error alone: grow
+        # in its order first, then as without one.
+        nxt = next((n for n in job.ranking if n not in keep), None)
+        if nxt is None:
+            nxt = reprobe(session, keep, status)
         if nxt is None:  # the next node in topological order after the last one kept
             last = max(pos[k] for k in (grown or keep))
             rest = [n for n in order[last + 1:] if n not in keep] or [

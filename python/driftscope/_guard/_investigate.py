@@ -8,7 +8,7 @@ import os
 import shutil
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class Context:
     # A stateful model: state input -> output pairs and the steps of each sample (_stateful.py).
     state: Optional[Dict[str, str]] = None
     steps: int = 1
+    # --sensitivity N: rank at most N keepable nodes by their own effect (_sensitivity.py)
+    sensitivity: int = 0
 
     @property
     def reference_model(self) -> str:
@@ -307,6 +309,18 @@ class Investigator:
         return by_position(outputs, list(c.ref_outputs[0]))
 
     # -- fallback ------------------------------------------------------------------------------
+    def keepable(self, b: Any) -> Tuple[List[Tuple[str, str]], Dict[str, List[str]]]:
+        """The (node, op type) backend `b`'s variant changes and could keep in float32, in
+        model order, and (ONNX, weights-only backends) each node's input producers."""
+        ops = b.fallback_ops
+        weighted: Optional[set] = None
+        inputs: Dict[str, List[str]] = {}
+        if self.ctx.family == "onnx" and b.fallback_weights_only:
+            weighted, inputs = onnx_weights_and_producers(self.ctx.model)
+        order = [(n, op) for n, op in self.nodes() if (ops is None or op in ops)
+                 and (weighted is None or n in weighted)]
+        return order, inputs
+
     def fallback(self, row: Any, probe: ProbeResult) -> FallbackResult:
         c = self.ctx
         b = B.BACKENDS[row.name]
@@ -323,18 +337,18 @@ class Investigator:
         if probe.origin is None and getattr(b, "fallback_range", None) is None:
             res.error = "the probe named no node to start from"
             return res
-        ops = b.fallback_ops
-        weighted: Optional[set] = None
-        inputs: Dict[str, List[str]] = {}
-        if c.family == "onnx" and b.fallback_weights_only:
-            weighted, inputs = onnx_weights_and_producers(c.model)
-        order = [(n, op) for n, op in self.nodes() if (ops is None or op in ops)
-                 and (weighted is None or n in weighted)]
+        order, inputs = self.keepable(b)
         names = {n for n, _ in order}
         # No origin (the probe failed or named nothing) but a target range: the search starts
         # from the nodes the reference's ranges name, and says so when they name none.
         starts = [probe.origin.node] if probe.origin is not None else []
-        if probe.origin is not None and probe.origin.node not in names:
+        ranking = [n for n, share in (row.sensitivity or {}).get("ranked", [])
+                   if share is not None and share > 0]
+        if ranking:  # each node's own effect, measured: the search grows in that order
+            starts = ranking[:1]
+            res.start_note = (f"started from {shown(ranking[0])}, the node whose float32 "
+                              "removes the most error alone (--sensitivity)")
+        if not ranking and probe.origin is not None and probe.origin.node not in names:
             # The probed node is one the variant does not change (INT8: a LayerNorm after a
             # quantized embedding): start from the nearest nodes above it that it does.
             if not inputs and c.family == "onnx":
@@ -362,7 +376,8 @@ class Investigator:
                        names_from="candidate" if c.ref_model else "reference",
                        ref_outputs=c.ref_outputs,
                        thresholds=asdict(c.thresholds), order=order,
-                       origins=starts, cap=c.fallback_runs, ref_dump=ref_dump,
+                       origins=starts, ranking=ranking, cap=c.fallback_runs,
+                       ref_dump=ref_dump,
                        probe_sample=0 if ref_dump is None else probe.sample,
                        policy=c.policy, calibration=c.samples)
         if out.get("error"):
@@ -438,6 +453,10 @@ def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> Non
             row.probe = ProbeResult(None, "the probe failed", error=str(err).splitlines()[0]
                                     if str(err) else type(err).__name__)
         b = B.BACKENDS[row.name]
+        if failing and ctx.sensitivity and b.can_keep_float32() and ctx.family != "tflite":
+            from ._sensitivity import rank
+
+            row.sensitivity = rank(inv, row, ctx.sensitivity)
         if failing and fallback == "auto" and b.can_keep_float32():
             try:
                 row.fallback = inv.fallback(row, row.probe)

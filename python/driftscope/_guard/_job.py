@@ -39,6 +39,7 @@ class Job:
     ops: Optional[Dict[str, str]] = None          # bisect_torch: module -> op type
     order: Sequence[Tuple[str, str]] = ()         # fallback: (node, op type) in model order
     origins: Sequence[str] = ()                   # fallback: where the probe started it
+    ranking: Sequence[str] = ()                   # fallback: nodes by their own effect, best first
     cap: int = 0                                  # fallback: at most this many variant builds
     ref_dump: Optional[str] = None                # fallback: the reference's recorded run
     probe_sample: Optional[int] = None

@@ -113,6 +113,24 @@ def _task_json(task: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
             for k, val in task.items()}
 
 
+def sensitivity_sentence(name: str, s: Dict[str, Any]) -> str:
+    """The finding for a row's --sensitivity ranking (_sensitivity.py)."""
+    if s.get("error"):
+        return f"{name} sensitivity: not measured: {s['error']}."
+    top = [r for r in s["nodes"] if r["share"] is not None][:5]
+    parts = ", ".join(f"{r['node']} ({r['op']}) {100 * r['share']:.0f}%" for r in top)
+    cut = (f"; {s['cut']} more node(s) not ranked (--sensitivity caps the builds)"
+           if s["cut"] else "")
+    return (f"{name} sensitivity on {s['on']} (each node alone kept in float32, {s['builds']} "
+            f"builds): share of the error each removes: {parts or 'none measured'}{cut}.")
+
+
+def _sensitivity_json(s: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    if not s:
+        return None
+    return {k: v for k, v in s.items() if k != "ranked"}
+
+
 @dataclass
 class BackendResult:
     """One backend's row. ``status`` is its worst output over every sample (``REFERENCE`` for
@@ -138,6 +156,7 @@ class BackendResult:
     fallback: Optional[Any] = None         # _fallback.FallbackResult when searched
     task: Optional[Dict[str, Any]] = None  # --metric: reference, candidate, drop, spread, ...
     search: Optional[Dict[str, Any]] = None  # --search-inputs: evaluations, start, found, file
+    sensitivity: Optional[Dict[str, Any]] = None  # --sensitivity: nodes ranked by own effect
 
     def search_sentence(self) -> str:
         """What --search-inputs found for this row, one sentence ('' when it did not run)."""
@@ -201,7 +220,8 @@ class BackendResult:
                 "probe": self.probe.to_json() if self.probe is not None else None,
                 "fallback": self.fallback.to_json() if self.fallback is not None else None,
                 "task_metric": _task_json(self.task),
-                "search": _task_json(self.search)}
+                "search": _task_json(self.search),
+                "sensitivity": _sensitivity_json(self.sensitivity)}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -389,6 +409,8 @@ class GuardReport:
                 out.append(b.search_sentence())
             if b.probe is not None:
                 out.extend(b.probe.sentences(b.name))
+            if b.sensitivity:
+                out.append(sensitivity_sentence(b.name, b.sensitivity))
             if b.fallback is not None:
                 out.append(b.fallback.sentence + ".")
         return out + self._unbuilt()

@@ -276,7 +276,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           dims: Optional[Mapping[str, int]] = None, data: Optional[PathLike] = None,
           metric: Optional[str] = None, max_drop: float = DEFAULT_MAX_DROP,
           search_inputs: int = 0, input_ranges: Optional[Mapping[str, Tuple[float, float]]] = None,
-          search_out: Optional[PathLike] = None,
+          search_out: Optional[PathLike] = None, sensitivity: int = 0,
           min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
           max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
           decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
@@ -307,6 +307,14 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         drop exceeds max_drop is PRECISION_DEGRADATION, one within it PASS whatever its cosine
         (silent failures keep their own rules). Arrays in --data files that are not model
         inputs reach the metric's sample (labels).
+    search_inputs: runs of both backends to spend per candidate searching for the input that
+        breaks it (guard.md "Inputs that break a backend"; 0: no search). The float inputs
+        range over input_ranges {input: (low, high)} or what the samples span; the worst input
+        found is written as search_out/BACKEND.npz (default: OUT/search with `out`, else
+        ./driftscope-search), judged as one more sample of that backend, and probed.
+    sensitivity: rank at most this many nodes of a failing backend that can keep nodes in
+        float32 by the error each removes alone (guard.md "Sensitivity"; 0: no ranking); the
+        fallback search then grows in that order.
     dims: sizes of dynamic dimensions, by symbolic name ("seq") or "INPUT:AXIS".
     min_cosine / min_norm / max_argmax_flip / max_rel_error / max_norm_ratio /
         decision_threshold: the thresholds (docs/howto/guard.md §5); max_rel_error None: the
@@ -341,6 +349,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     """
     B.load_plugins()
     model = os.fspath(model)
+    if not isinstance(sensitivity, int) or sensitivity < 0:
+        raise GuardError(f"sensitivity={sensitivity!r}: must be an integer >= 0",
+                         "invalid_argument")
     if samples is not None and (not isinstance(samples, int) or samples < 1):
         raise GuardError(f"samples={samples!r}: must be an integer >= 1", "invalid_argument")
     if not isinstance(runs, int) or runs < 1:
@@ -632,7 +643,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           runner=runner, probe_method=probe_method,
                           fallback_runs=fallback_runs,
                           ref_model=ref_model if ref_model != model else None,
-                          state=dict(pairs) if pairs else None, steps=steps if pairs else 1)
+                          state=dict(pairs) if pairs else None, steps=steps if pairs else 1,
+                          sensitivity=sensitivity)
             investigate(results, ctx, probe, fallback)
         return GuardReport(model=model, family=family, reference=ref, backends=results,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
