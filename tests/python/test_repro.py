@@ -182,6 +182,20 @@ def test_anonymized_bundle_has_no_names_or_bytes_of_the_model(minilm, tmp_path):
     print(f"anonymized re-run: run.py exit {rc}: {text.strip().splitlines()[-1]}")
 
 
+def test_max_nodes_reached_writes_the_largest_marked_and_exits_1(minilm, tmp_path):
+    model, feeds, at = minilm
+    out = tmp_path / "small"
+    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out,
+              "--max-nodes", "2")
+    assert p.returncode == 1, p.stderr
+    assert "does not reproduce: no subgraph of at most 2 node(s)" in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("driftscope repro: does not reproduce")
+    sub = onnx.load(str(out / "model.onnx"))
+    assert len(sub.graph.node) == 2  # the LayerNorm and the residual Add: no MatMul yet
+    assert "DOES NOT REPRODUCE" in (out / "README.md").read_text()
+    assert run_py(out)[0] == 0
+
+
 def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path):
     model, feeds, _ = minilm
     p = repro(model, "--candidate", "ort-int8", "--at", "/encoder/layer.0/output/LayerNorm/Nope",
@@ -202,6 +216,15 @@ def test_non_empty_output_folder_is_refused(minilm, tmp_path):
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "not empty" in p.stderr, p.stderr
     assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    for bad, says in ((["--candidate", "torch-fp16"], "not an ONNX backend"),
+                      (["--candidate", "nope"], "not a backend"),
+                      (["--candidate", "ort-int8", "-o", tmp_path / "no" / "such"],
+                       "does not exist")):
+        args = [model, "--at", at, "-i", feeds] + bad
+        if "-o" not in bad:
+            args += ["-o", tmp_path / "fresh"]
+        p = repro(*args)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
 
 
 def test_howto_commands_run(minilm, tmp_path):

@@ -498,6 +498,9 @@ def _readme(model: str, at: str, reference: str, candidate: str, best: Attempt, 
 def _check_output(out: str, inputs: Sequence[str], force: bool) -> None:
     from .._cli import refuse_output_onto_inputs
 
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ReproError(f"-o {out}: the folder {parent} does not exist")
     if os.path.lexists(out) and not os.path.isdir(out):
         raise ReproError(f"-o {out}: exists and is not a folder")
     if os.path.isdir(out) and os.listdir(out) and not force:
@@ -546,6 +549,8 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
         why = BACKENDS[b].unavailable()
         if why:
             raise ReproError(f"{role} {b}: unavailable: {why}")
+    if anonymize_ and hasher is None:
+        raise ReproError("anonymizing needs the hash initialiser (hasher=driftscope.reference)")
     if max_nodes < 1:
         raise ReproError(f"--max-nodes {max_nodes}: must be at least 1")
     if not os.path.isfile(model):
@@ -665,7 +670,7 @@ def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None) -> int:
     except ReproError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    except RuntimeError as err:
+    except (RuntimeError, OSError) as err:  # a backend that failed; a file that cannot be written
         print(f"{PROG}: error: {str(err).splitlines()[0] if str(err) else err!r}",
               file=sys.stderr)
         return 2
