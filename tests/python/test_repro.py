@@ -196,6 +196,28 @@ def test_max_nodes_reached_writes_the_largest_marked_and_exits_1(minilm, tmp_pat
     assert run_py(out)[0] == 0
 
 
+@pytest.mark.parametrize("candidate", ["ort-fp16", "openvino"])
+def test_run_py_builds_the_candidate_as_the_backend_does(minilm, tmp_path, candidate):
+    """run.py's build in the runtime's own API (onnxconverter-common; OpenVINO's CPU plugin at
+    the backend's precision hint) measures what the guard's backend measured on the same cut."""
+    if candidate == "openvino":
+        pytest.importorskip("openvino")
+    model, feeds, at = minilm
+    out = tmp_path / candidate
+    p = repro(model, "--candidate", candidate, "--at", at, "-i", feeds, "-o", out,
+              "--max-nodes", "1")
+    assert p.returncode in (0, 1), p.stderr
+    readme = (out / "README.md").read_text()
+    guard_said = re.search(r"candidate's output against the reference's: \S+ \(cosine [0-9.]+, "
+                           r"relative error ([0-9.e+-]+)\)", readme)
+    rc, text = run_py(out)
+    run_said = re.search(rf": {candidate}: \S+: cosine [0-9.]+ \(min 0.99\), relative error "
+                         r"([0-9.e+-]+) ", text)
+    assert guard_said and run_said, (readme, text)
+    assert guard_said.group(1) == run_said.group(1)
+    assert rc == (1 if p.returncode == 0 else 0)
+
+
 def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path):
     model, feeds, _ = minilm
     p = repro(model, "--candidate", "ort-int8", "--at", "/encoder/layer.0/output/LayerNorm/Nope",
@@ -217,6 +239,7 @@ def test_non_empty_output_folder_is_refused(minilm, tmp_path):
     assert p.stderr.count("\n") == 1 and "not empty" in p.stderr, p.stderr
     assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
     for bad, says in ((["--candidate", "torch-fp16"], "not an ONNX backend"),
+                      (["--candidate", "ort-qdq"], "run.py cannot rebuild it"),
                       (["--candidate", "nope"], "not a backend"),
                       (["--candidate", "ort-int8", "-o", tmp_path / "no" / "such"],
                        "does not exist")):

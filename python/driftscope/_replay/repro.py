@@ -42,7 +42,7 @@ PROG = "driftscope repro"
 BUNDLE_FILES = ("model.onnx", "inputs.npz", "expected.npz", "run.py", "README.md", "SHA256SUMS")
 # The backends run.py can rebuild with the runtime's own API (repro_run.py.tmpl, build()).
 RUN_PY_BACKENDS = ("float32", "ort", "ort-noopt", "ort-int8", "ort-fp16", "openvino",
-                   "openvino-f32", "openvino-f16")
+                   "openvino-f16", "openvino-bf16")
 
 
 class ReproError(ValueError):
@@ -546,6 +546,9 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                              f"{', '.join(n for n, x in BACKENDS.items() if x.family == 'onnx')})")
         if BACKENDS[b].family != "onnx":
             raise ReproError(f"{role} {b}: not an ONNX backend (repro writes ONNX bundles)")
+        if b not in RUN_PY_BACKENDS:
+            raise ReproError(f"{role} {b}: run.py cannot rebuild it with the runtime's own API "
+                             f"(it rebuilds {', '.join(RUN_PY_BACKENDS[1:])})")
         why = BACKENDS[b].unavailable()
         if why:
             raise ReproError(f"{role} {b}: unavailable: {why}")
