@@ -8,6 +8,7 @@
     python -m driftscope reference {init,run,check} ...   (docs/references.md)
     python -m driftscope evidence {declare,measure,verify} LEDGER ...
     python -m driftscope compare REF CAND --engine ray [...]   (docs/howto/cluster.md)
+    python -m driftscope repro MODEL.onnx --candidate B --at TENSOR -o DIR   (docs/howto/repro.md)
 
 The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
 arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
@@ -34,6 +35,7 @@ USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
        python -m driftscope replay MODEL --candidate BACKEND [--at TENSOR ...]   (--help)
        python -m driftscope reference {init,run,check} ...
        python -m driftscope evidence {declare,measure,verify} LEDGER ...
+       python -m driftscope repro MODEL.onnx --candidate B --at TENSOR -o DIR [OPTIONS]
        python -m driftscope --version
 
 Record the intermediate tensors of one run of a model into a .tdump file.
@@ -152,8 +154,13 @@ def _dispatch(args: List[str]) -> int:
             return replay_main(args[1:])
         except SystemExit as e:  # argparse: --help (0) or a usage error (2)
             return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args[0] == "repro":
+        from . import reference
+        from ._replay.repro import cli_main as repro_main
+
+        return repro_main(args[1:], hasher=reference)
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record', 'guard', 'replay', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
+          f"'record', 'guard', 'replay', 'repro', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
           file=sys.stderr)
     return 2
 

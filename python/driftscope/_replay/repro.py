@@ -1,0 +1,696 @@
+"""The repro bundle of an ONNX model (issue 26 item 4; docs/howto/repro.md):
+``python -m driftscope repro MODEL.onnx --reference B --candidate B --at TENSOR -o DIR``.
+
+The smallest subgraph around TENSOR that still shows the candidate's error on its own: start at
+the node producing TENSOR, fed with the reference's values of its inputs (the float32 model run
+on ONNX Runtime with every tensor exposed as an output); while the candidate's output of that
+subgraph passes the guard's verdict (_guard/_metrics.py: the error is inherited, not made here),
+add the producers of its inputs, one ring at a time, up to --max-nodes. A subgraph that
+reproduces is then pruned: each node but the start whose removal keeps it connected and
+reproducing is dropped (a ring adds every producer, most of them innocent).
+
+Every run of a subgraph goes through the guard's own backends (Backend.load, in a child process
+as the guard runs them, so a runtime that crashes is an error line, not a dead driftscope). The
+bundle's run.py rebuilds the candidate with the runtime's own API, and is run once more on the
+written bundle: what the README states is what run.py measured.
+
+--anonymize renames every node and tensor, replaces the weights by the hash initialiser's
+(reference/_onnx.py rewrite, the same rules as `reference init`; the float tensors it keeps are
+re-drawn too, at their own mean and spread), re-draws the inputs from the same generator at the
+inputs' scale and re-runs run.py: a fault that needs the real weights (an outlier) does not
+reproduce then, and the real-weights bundle is kept in DIR/real-weights/ and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import difflib
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+PROG = "driftscope repro"
+BUNDLE_FILES = ("model.onnx", "inputs.npz", "expected.npz", "run.py", "README.md", "SHA256SUMS")
+# The backends run.py can rebuild with the runtime's own API (repro_run.py.tmpl, build()).
+RUN_PY_BACKENDS = ("float32", "ort", "ort-noopt", "ort-int8", "ort-fp16", "openvino",
+                   "openvino-f16", "openvino-bf16")
+
+
+class ReproError(ValueError):
+    """Bad input: one line, exit 2."""
+
+
+@dataclass
+class Attempt:
+    nodes: List[str]                 # node names in model order
+    status: str                      # the guard's verdict of the candidate's subgraph output
+    detail: str
+    cosine: Optional[float] = None
+    rel_error: Optional[float] = None
+
+    @property
+    def reproduces(self) -> bool:
+        from .._guard._metrics import PASS
+
+        return self.status != PASS
+
+
+@dataclass
+class ReproResult:
+    reproduces: bool
+    attempts: List[Attempt] = field(default_factory=list)
+    nodes: List[str] = field(default_factory=list)
+    run_py_exit: Optional[int] = None        # run.py on the written bundle
+    anonymized: Optional[bool] = None        # None: not asked; else does it reproduce
+    anonymized_exit: Optional[int] = None
+    message: str = ""
+
+
+# ---- the model, the tensor, the reference's values ---------------------------------------------
+
+def _node_of(graph: Any, at: str) -> Tuple[Any, str]:
+    """(node, output tensor) for TENSOR as the ONNX Runtime recorder names it: a node's name (its
+    first output), NODE:OUTPUT for another output, or a tensor's own name."""
+    by_name = {n.name: n for n in graph.node if n.name}
+    if at in by_name:
+        node = by_name[at]
+        return node, node.output[0]
+    if ":" in at:
+        name, _, out = at.rpartition(":")
+        node = by_name.get(name)
+        if node is not None:
+            if out in node.output:
+                return node, out
+            if out.isdigit() and int(out) < len(node.output):
+                return node, node.output[int(out)]
+    for n in graph.node:
+        if at in n.output:
+            return n, at
+    from .._text import printable
+
+    near = difflib.get_close_matches(at, list(by_name), n=3, cutoff=0.6)
+    hint = f" (nearest: {', '.join(printable(x) for x in near)})" if near else ""
+    raise ReproError(f"no tensor named '{printable(at)}' in the model{hint}")
+
+
+def _load_feeds(model: Any, specs: Sequence[str], seed: int) -> Dict[str, np.ndarray]:
+    """--input NAME=FILE.npy / FILE.npz, and for the rest the guard's own generated inputs."""
+    from .._guard import _inputs as I
+
+    given: Dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, eq, path = spec.partition("=")
+        try:
+            if eq:
+                given[name] = np.load(path, allow_pickle=False)
+            else:
+                with np.load(spec, allow_pickle=False) as z:
+                    given.update({k: z[k] for k in z.files})
+        except (OSError, ValueError) as err:
+            raise ReproError(f"--input {spec}: {err}") from None
+    samples, _ = I.make_samples(I.onnx_signature(model), given, {}, seed, 1)
+    return samples[0]
+
+
+def _capture(model: Any, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Every tensor of one float32 ONNX Runtime run (the reference values the subgraphs are fed)."""
+    import onnx
+    import onnxruntime as ort
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for n in m.graph.node:
+        for o in n.output:
+            if o and o not in have:
+                m.graph.output.append(onnx.ValueInfoProto(name=o))
+                have.add(o)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(m.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    values = dict(zip(names, session.run(None, feeds)))
+    values.update(feeds)
+    return values
+
+
+def _typed(model: Any, values: Dict[str, np.ndarray]) -> Any:
+    """A copy whose value_info gives every captured tensor its type and concrete shape:
+    onnx.utils.Extractor needs them for the cut's inputs and outputs."""
+    import onnx
+    from onnx import helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    known = {v.name for v in list(m.graph.value_info) + list(m.graph.input)
+             + list(m.graph.output)}
+    for k, a in values.items():
+        if k not in known and a.dtype.kind in "biuf":
+            m.graph.value_info.append(helper.make_tensor_value_info(
+                k, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
+    return m
+
+
+def _boundary(graph: Any, nodes: Sequence[str]) -> List[str]:
+    """The tensors the nodes read that none of them produces and no initializer holds."""
+    inits = {t.name for t in graph.initializer}
+    by_name = {n.name: n for n in graph.node}
+    inside = [by_name[x] for x in nodes]
+    made = {o for n in inside for o in n.output}
+    out: List[str] = []
+    for n in inside:
+        for x in n.input:
+            if x and x not in inits and x not in made and x not in out:
+                out.append(x)
+    return out
+
+
+def _cut(typed: Any, nodes: Sequence[str], output: str) -> Any:
+    """The subgraph (onnx.utils.Extractor: only the nodes between the cut and `output`, only the
+    initializers they read), with TENSOR's value as its one output."""
+    from onnx.utils import Extractor
+
+    sub = Extractor(typed).extract_model(_boundary(typed.graph, nodes), [output])
+    sub.doc_string = ""
+    sub.graph.doc_string = ""
+    del sub.metadata_props[:]
+    return sub
+
+
+def _counted(sub: Any) -> int:
+    return sum(1 for n in sub.graph.node if n.op_type != "Constant")
+
+
+# ---- running a subgraph on the guard's backends -----------------------------------------------
+
+def _run_on(backend: str, path: str, feeds: Dict[str, np.ndarray], seed: int,
+            timeout: float) -> Dict[str, np.ndarray]:
+    from .._guard import _run as R
+
+    result = R.run_backend(backend, path, [feeds], 0, seed, timeout)
+    if result.get("error"):
+        raise RuntimeError(f"{backend}: {result['error']}")
+    return result["outputs"][0]
+
+
+def _judge(name: str, ref: np.ndarray, cand: np.ndarray) -> Any:
+    from .._guard._metrics import Thresholds, judge
+
+    # An inner tensor has no class axis: the guard's argmax rule is for softmax/logits outputs.
+    return judge(name, ref, cand, Thresholds(class_axes={}), 0)
+
+
+def _try(typed: Any, nodes: List[str], output: str, values: Dict[str, np.ndarray],
+         reference: str, candidate: str, work: str, seed: int,
+         timeout: float) -> Tuple[Attempt, Any, Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+    import onnx
+
+    sub = _cut(typed, nodes, output)
+    path = os.path.join(work, f"sub{len(os.listdir(work))}.onnx")
+    onnx.save(sub, path)
+    feeds = {i.name: values[i.name] for i in sub.graph.input}
+    ref = _run_on(reference, path, feeds, seed, timeout)
+    try:
+        cand = _run_on(candidate, path, feeds, seed, timeout)
+    except RuntimeError as err:  # a crash on the candidate reproduces a crash
+        from .._guard._metrics import RUNTIME_ERROR
+
+        return Attempt(list(nodes), RUNTIME_ERROR, str(err)), sub, feeds, ref
+    verdict = _judge(output, ref[output], cand[output])
+    return (Attempt(list(nodes), verdict.status, verdict.detail, verdict.cosine,
+                    verdict.rel_error), sub, feeds, ref)
+
+
+def _connected(graph: Any, nodes: Sequence[str], start: str) -> bool:
+    """Does every node reach `start` through consumers inside the set?"""
+    by_name = {n.name: n for n in graph.node}
+    consumers: Dict[str, List[str]] = collections.defaultdict(list)
+    for x in nodes:
+        for i in by_name[x].input:
+            consumers[i].append(x)
+    reach, todo = {start}, [start]
+    producers = {o: x for x in nodes for o in by_name[x].output}
+    while todo:
+        x = todo.pop()
+        for i in by_name[x].input:
+            p = producers.get(i)
+            if p is not None and p not in reach:
+                reach.add(p)
+                todo.append(p)
+    return reach == set(nodes)
+
+
+def search(model: Any, values: Dict[str, np.ndarray], start: Any, output: str, reference: str,
+           candidate: str, max_nodes: int, work: str, seed: int = 0, timeout: float = 300.0,
+           log=lambda s: None) -> Tuple[Attempt, Any, Dict[str, np.ndarray],
+                                        Dict[str, np.ndarray], List[Attempt]]:
+    """The growth and the pruning; returns (the chosen attempt, its subgraph, its inputs, the
+    reference's outputs, every attempt in order)."""
+    typed = _typed(model, values)
+    graph = typed.graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    order = {n.name: k for k, n in enumerate(graph.node)}
+    nodes = [start.name]
+    attempts: List[Attempt] = []
+    best = _try(typed, nodes, output, values, reference, candidate, work, seed, timeout)
+    attempts.append(best[0])
+    log(f"{len(nodes)} node(s): {best[0].status} {best[0].detail}")
+    ring = [start.name]
+    while not best[0].reproduces:
+        by_name = {n.name: n for n in graph.node}
+        nxt: List[str] = []
+        for x in ring:
+            for i in by_name[x].input:
+                p = producer.get(i)
+                if p is not None and p.name not in nodes and p.name not in nxt:
+                    nxt.append(p.name)
+        room = max_nodes - _counted(best[1])
+        if not nxt or room <= 0:
+            break
+        nxt = nxt[:room]
+        nodes = sorted(nodes + nxt, key=order.__getitem__)
+        ring = nxt
+        best = _try(typed, nodes, output, values, reference, candidate, work, seed, timeout)
+        attempts.append(best[0])
+        log(f"{_counted(best[1])} node(s): {best[0].status} {best[0].detail}")
+    if best[0].reproduces:
+        # Last added first: the outer ring is where the innocent producers came in. Passes
+        # until none drops: a node becomes removable once what it fed alone is gone.
+        dropped = True
+        while dropped:
+            dropped = False
+            for x in sorted(nodes, key=order.__getitem__, reverse=True):
+                if x == start.name or x not in nodes:
+                    continue
+                fewer = [y for y in nodes if y != x]
+                if not _connected(graph, fewer, start.name):
+                    continue
+                tried = _try(typed, fewer, output, values, reference, candidate, work, seed,
+                             timeout)
+                attempts.append(tried[0])
+                log(f"without {x}: {tried[0].status}")
+                if tried[0].reproduces:
+                    nodes, best, dropped = fewer, tried, True
+    return best[0], best[1], best[2], best[3], attempts
+
+
+# ---- anonymizing ------------------------------------------------------------------------------
+
+def _reference_init(src: str, dst: str, seed: int, timeout: float) -> Dict[str, Any]:
+    """`driftscope reference init SRC -o DST --seed N` run as a user runs it (the reference
+    layer's rewrite, the same rules as for a whole model); returns its record."""
+    import json
+
+    from .._guard._run import _child_env
+    from .._pyexec import module_command
+
+    p = subprocess.run(module_command("driftscope", "reference", "init", src, "-o", dst,
+                                      "--seed", str(seed), "--json"),
+                       capture_output=True, text=True, timeout=timeout, env=_child_env())
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"reference init of the subgraph failed: {last}")
+    return json.loads(p.stdout)
+
+
+def anonymize(sub: Any, feeds: Dict[str, np.ndarray], seed: int, hasher: Any, work: str,
+              timeout: float = 300.0) -> Tuple[Any, Dict[str, np.ndarray], Dict[str, str]]:
+    """(renamed model with hash-initialised weights, re-drawn inputs, old -> new tensor names).
+    `hasher` is driftscope.reference (hash_tensor, hash_integers), handed in by the front: the
+    replay layer does not import the reference layer."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(sub)
+    g = m.graph
+    names: Dict[str, str] = {}
+
+    def new(x: str) -> str:
+        if not x:
+            return x
+        if x not in names:
+            names[x] = f"t{len(names)}"
+        return names[x]
+
+    for v in g.input:
+        v.name = new(v.name)
+    for t in g.initializer:
+        t.name = new(t.name)
+    for k, n in enumerate(g.node):
+        n.name = f"n{k}"
+        n.doc_string = ""
+        for j, x in enumerate(n.input):
+            n.input[j] = new(x)
+        for j, x in enumerate(n.output):
+            n.output[j] = new(x)
+    for v in g.output:
+        v.name = new(v.name)
+    kept_vi = [v for v in g.value_info if v.name in names]
+    del g.value_info[:]
+    for v in kept_vi:
+        v.name = names[v.name]
+        g.value_info.append(v)
+    g.name = "repro"
+    m.producer_name, m.producer_version, m.doc_string, m.domain = "driftscope repro", "", "", ""
+    del m.metadata_props[:]
+    src, dst = os.path.join(work, "renamed.onnx"), os.path.join(work, "hashed.onnx")
+    onnx.save(m, src)
+    record = _reference_init(src, dst, seed, timeout)
+    m = onnx.load(dst)
+    g = m.graph
+    # What `reference init` leaves (float tensors no weight-consuming op reads: a bias added
+    # without its MatMul in the cut, a scale) is re-drawn too, at its own mean and spread: the
+    # bundle holds no value of the model's but the scalars of its arithmetic.
+    for i, t in enumerate(g.initializer):
+        if t.name in record.get("parameters", {}) or t.data_type not in (1, 10, 11):
+            continue
+        a = numpy_helper.to_array(t)
+        if a.size <= 1:
+            continue  # a scalar (an epsilon, a divisor): the op's arithmetic, not a weight
+        mean, std = float(np.mean(a)), float(np.std(a))
+        v = hasher.hash_tensor(t.name, a.shape, "normal", std, "float32", seed) + mean
+        g.initializer[i].CopyFrom(numpy_helper.from_array(v.astype(a.dtype), t.name))
+    H = hasher
+    drawn: Dict[str, np.ndarray] = {}
+    for old, a in feeds.items():
+        name = names[old]
+        if a.dtype.kind in "iu":
+            lo, hi = int(a.min()), int(a.max()) + 1
+            drawn[name] = H.hash_integers("input:" + name, a.shape, lo, hi, seed).astype(a.dtype)
+        elif a.dtype.kind == "b":
+            drawn[name] = H.hash_integers("input:" + name, a.shape, 0, 2, seed).astype(bool)
+        else:
+            x = a[np.isfinite(a)].astype(np.float64)
+            mean, std = (float(x.mean()), float(x.std())) if x.size else (0.0, 1.0)
+            drawn[name] = (H.hash_tensor("input:" + name, a.shape, "normal", std, "float32", seed)
+                           + mean).astype(a.dtype)
+    return m, drawn, names
+
+
+# ---- writing the bundle -----------------------------------------------------------------------
+
+def _versions() -> List[str]:
+    out = []
+    import platform
+
+    out.append(f"python {platform.python_version()}, numpy {np.__version__}")
+    for mod in ("onnx", "onnxruntime", "onnxconverter_common", "openvino"):
+        try:
+            m = __import__(mod)
+            out.append(f"{mod} {getattr(m, '__version__', '?')}")
+        except Exception:  # noqa: BLE001 - not installed: not used
+            pass
+    return out
+
+
+def _npz(arrays: Dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _run_py(reference: str, candidate: str) -> str:
+    from .._guard._metrics import Thresholds
+
+    t = Thresholds()
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "repro_run.py.tmpl"), encoding="utf-8") as f:
+        text = f.read()
+    return text.format(candidate=candidate, reference=reference, min_cosine=t.min_cosine,
+                       max_rel_error=t.rel_error_limit(), max_norm_ratio=t.max_norm_ratio,
+                       min_norm=t.min_norm, small_atol=t.small_atol, small_rtol=t.small_rtol,
+                       choices=", ".join(RUN_PY_BACKENDS))
+
+
+def _write_bundle(folder: str, sub: Any, feeds: Dict[str, np.ndarray],
+                  expected: Dict[str, np.ndarray], reference: str, candidate: str,
+                  readme: str) -> None:
+    os.makedirs(folder, exist_ok=True)
+    files = {"model.onnx": sub.SerializeToString(), "inputs.npz": _npz(feeds),
+             "expected.npz": _npz(expected),
+             "run.py": _run_py(reference, candidate).encode("utf-8"),
+             "README.md": readme.encode("utf-8")}
+    for name, data in files.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    sums = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items())
+    with open(os.path.join(folder, "SHA256SUMS"), "w", encoding="utf-8") as f:
+        f.write(sums)
+
+
+def run_bundle(folder: str, backend: Optional[str] = None, timeout: float = 300.0
+               ) -> Tuple[int, str]:
+    """(exit status, last line) of the bundle's run.py, run by this Python."""
+    cmd = [sys.executable, os.path.join(folder, "run.py")]
+    if backend:
+        cmd += ["--backend", backend]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no driftscope needed
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                       cwd=folder)
+    lines = [ln for ln in (p.stdout or p.stderr).splitlines() if ln.strip()]
+    return p.returncode, (lines[-1] if lines else "")
+
+
+def _readme(model: str, at: str, reference: str, candidate: str, best: Attempt, sub: Any,
+            attempts: List[Attempt], reproduces: bool, max_nodes: int, run_line: str,
+            control_line: str, anonymized: Optional[str]) -> str:
+    ops = ", ".join(n.op_type for n in sub.graph.node)
+    verdict = "REPRODUCES" if reproduces else "DOES NOT REPRODUCE"
+    lines = [f"# driftscope repro bundle: {verdict}", "",
+             f"Candidate `{candidate}` against reference `{reference}` on a subgraph of "
+             f"{_counted(sub)} node(s) ({ops})" +
+             ("" if anonymized else f" around `{at}` of `{os.path.basename(model)}`") + ".", ""]
+    if not reproduces and not anonymized:
+        lines += [f"No subgraph of at most {max_nodes} nodes reproduced the candidate's error: "
+                  "this is the largest one tried; the error is inherited from further up.", ""]
+    lines += ["## Measured", "",
+              f"- the candidate's output against the reference's: {best.status}"
+              + (f" (cosine {best.cosine:.6f}" if best.cosine is not None else "")
+              + (f", relative error {best.rel_error:.4g})" if best.rel_error is not None
+                 else ")" if best.cosine is not None else "")
+              + (f": {best.detail}" if best.detail else ""),
+              f"- `python run.py`: {run_line}",
+              f"- `python run.py --backend float32`: {control_line}", ""]
+    if anonymized:
+        lines += ["## Anonymized", "", anonymized, ""]
+    lines += ["## Run", "", "```", "python run.py                    # exit 1: it reproduces",
+              "python run.py --backend float32  # the control: exit 0", "```", "",
+              "Thresholds are driftscope guard's (cosine >= 0.99, relative error and norm "
+              "ratio bounds); run.py needs numpy, onnx and the runtime only.", "",
+              "## Search", ""]
+    lines += [f"- {len(a.nodes)} node(s): {a.status}"
+              + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts]
+    lines += ["", "## Versions", ""] + [f"- {v}" for v in _versions()] + [""]
+    return "\n".join(lines)
+
+
+def _check_output(out: str, inputs: Sequence[str], force: bool) -> None:
+    from .._cli import refuse_output_onto_inputs
+
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ReproError(f"-o {out}: the folder {parent} does not exist")
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise ReproError(f"-o {out}: exists and is not a folder")
+    if os.path.isdir(out) and os.listdir(out) and not force:
+        raise ReproError(f"-o {out}: the folder is not empty (use --force to write into it)")
+    for name in BUNDLE_FILES + ("real-weights",):
+        same = refuse_output_onto_inputs(os.path.join(out, name), inputs)
+        if same:
+            raise ReproError(same)
+    real = os.path.realpath(out)
+    for path in inputs:
+        if os.path.dirname(os.path.realpath(path)) in (real, os.path.join(real, "real-weights")):
+            if os.path.basename(path) in BUNDLE_FILES:
+                raise ReproError(f"-o {out}: would overwrite the input {path}")
+
+
+def _install(staged: str, out: str) -> None:
+    """The staged bundle into place: renamed whole where `out` does not exist, else file by file
+    (each a rename in the same file system)."""
+    if not os.path.exists(out):
+        os.replace(staged, out)
+        return
+    for name in os.listdir(staged):
+        target = os.path.join(out, name)
+        if os.path.isdir(target) and not os.path.islink(target):
+            shutil.rmtree(target)
+        os.replace(os.path.join(staged, name), target)
+    os.rmdir(staged)
+
+
+def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
+               inputs: Sequence[str] = (), anonymize_: bool = False, seed: int = 0,
+               max_nodes: int = 16, force: bool = False, timeout: float = 300.0,
+               log=lambda s: None, hasher: Any = None) -> ReproResult:
+    """Writes the bundle; `hasher` (driftscope.reference) is needed with anonymize_."""
+    import onnx
+
+    from .._guard._run import _start_forker, _local
+    from .._guard.backends.registry import BACKENDS
+
+    for role, b in (("--reference", reference), ("--candidate", candidate)):
+        if b not in BACKENDS:
+            raise ReproError(f"{role} {b}: not a backend (choose from "
+                             f"{', '.join(n for n, x in BACKENDS.items() if x.family == 'onnx')})")
+        if BACKENDS[b].family != "onnx":
+            raise ReproError(f"{role} {b}: not an ONNX backend (repro writes ONNX bundles)")
+        if b not in RUN_PY_BACKENDS:
+            raise ReproError(f"{role} {b}: run.py cannot rebuild it with the runtime's own API "
+                             f"(it rebuilds {', '.join(RUN_PY_BACKENDS[1:])})")
+        why = BACKENDS[b].unavailable()
+        if why:
+            raise ReproError(f"{role} {b}: unavailable: {why}")
+    if anonymize_ and hasher is None:
+        raise ReproError("anonymizing needs the hash initialiser (hasher=driftscope.reference)")
+    if max_nodes < 1:
+        raise ReproError(f"--max-nodes {max_nodes}: must be at least 1")
+    if not os.path.isfile(model):
+        raise ReproError(f"{model}: not a file")
+    _check_output(out, [model] + [s.partition("=")[2] or s for s in inputs], force)
+    try:
+        proto = onnx.load(model)
+    except Exception as err:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise ReproError(f"{model}: not a valid ONNX file ({str(err).splitlines()[0]})") from None
+    start, output = _node_of(proto.graph, at)
+    feeds = _load_feeds(proto, inputs, seed)
+    values = _capture(proto, feeds)
+    parent = os.path.dirname(os.path.abspath(out))
+    result = ReproResult(False)
+    previous = getattr(_local, "forker", None)
+    _local.forker = _start_forker([reference, candidate])
+    try:
+        with tempfile.TemporaryDirectory(prefix="driftscope-repro-") as work:
+            best, sub, sub_feeds, ref_out, attempts = search(
+                proto, values, start, output, reference, candidate, max_nodes, work, seed,
+                timeout, log)
+            result.attempts, result.reproduces = attempts, best.reproduces
+            result.nodes = [n.name for n in sub.graph.node]
+            staged = tempfile.mkdtemp(prefix=".repro-", dir=parent)
+            try:
+                real = os.path.join(staged, "real-weights") if anonymize_ else staged
+                expected = {o.name: ref_out[o.name] for o in sub.graph.output}
+                _write_bundle(real, sub, sub_feeds, expected, reference, candidate, "")
+                run = run_bundle(real, timeout=timeout)
+                control = run_bundle(real, "float32", timeout=timeout)
+                result.run_py_exit = run[0]
+                readme = _readme(model, at, reference, candidate, best, sub, attempts,
+                                 best.reproduces, max_nodes, f"exit {run[0]}: {run[1]}",
+                                 f"exit {control[0]}: {control[1]}", None)
+                _write_bundle(real, sub, sub_feeds, expected, reference, candidate, readme)
+                if anonymize_:
+                    anon, drawn, _ = anonymize(sub, sub_feeds, seed, hasher, work, timeout)
+                    path = os.path.join(work, "anon.onnx")
+                    onnx.save(anon, path)
+                    ref_anon = _run_on(reference, path, drawn, seed, timeout)
+                    expected = {o.name: ref_anon[o.name] for o in anon.graph.output}
+                    _write_bundle(staged, anon, drawn, expected, reference, candidate, "")
+                    arun = run_bundle(staged, timeout=timeout)
+                    acontrol = run_bundle(staged, "float32", timeout=timeout)
+                    result.anonymized_exit = arun[0]
+                    result.anonymized = arun[0] == 1
+                    note = (f"Node and tensor names replaced (n0.., t0..); weights replaced by "
+                            f"the hash initialiser (docs/references.md, seed {seed}); inputs "
+                            f"re-drawn from it at the reference inputs' mean and spread. "
+                            f"Re-run: {'it still reproduces' if result.anonymized else 'it NO LONGER reproduces: the fault needs the real weights (or inputs); the real-weights bundle, which reproduces, is kept apart in real-weights/ (not for sharing)'}.")
+                    cand_v = _run_on(candidate, path, drawn, seed, timeout)
+                    out_name = anon.graph.output[0].name
+                    v = _judge(out_name, ref_anon[out_name], cand_v[out_name])
+                    anon_best = Attempt([n.name for n in anon.graph.node], v.status, v.detail,
+                                        v.cosine, v.rel_error)
+                    readme = _readme(model, at, reference, candidate, anon_best, anon,
+                                     [anon_best], result.anonymized, max_nodes,
+                                     f"exit {arun[0]}: {arun[1]}",
+                                     f"exit {acontrol[0]}: {acontrol[1]}", note)
+                    _write_bundle(staged, anon, drawn, expected, reference, candidate, readme)
+                    if result.anonymized:
+                        shutil.rmtree(real)  # shareable: the real weights stay home
+                _install(staged, out)
+            except BaseException:
+                shutil.rmtree(staged, ignore_errors=True)
+                raise
+    finally:
+        if _local.forker is not None:
+            _local.forker.close()
+        _local.forker = previous
+    return result
+
+
+def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None) -> int:
+    """`python -m driftscope repro`; `hasher` is driftscope.reference (for --anonymize)."""
+    from .._cli import parse_args
+
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Write the smallest subgraph of an ONNX model that reproduces a "
+        "backend's error at TENSOR as a standalone bundle (model.onnx, inputs.npz, "
+        "expected.npz, run.py, README.md, SHA256SUMS). Exit 0: written, it reproduces; 1: "
+        "written, it does not (no subgraph of --max-nodes nodes, or the anonymized one); "
+        "2: bad input.")
+    p.add_argument("model", help="the ONNX model")
+    p.add_argument("--reference", default="ort", help="the reference backend (guard's names; "
+                   "default ort)")
+    p.add_argument("--candidate", required=True, help="the backend whose error to reproduce "
+                   "(ort-int8, ort-fp16, openvino...)")
+    p.add_argument("--at", required=True, metavar="TENSOR",
+                   help="the tensor as the ONNX Runtime recorder names it (a node name; "
+                        "NODE:OUTPUT for another output)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle's folder")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="a model input (repeat; FILE.npz alone feeds each array by name); the "
+                        "others are generated as guard generates them")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace names, weights and inputs by hash-initialised ones and re-run "
+                        "the bundle to prove it still reproduces")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs and the "
+                   "hash initialiser (recorded in the README)")
+    p.add_argument("--max-nodes", type=int, default=16,
+                   help="grow the subgraph to at most this many nodes (default 16)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds each backend run may take (default 300)")
+    try:
+        args = parse_args(p, argv)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else 2
+    from .._text import printable
+
+    try:
+        r = make_repro(args.model, args.reference, args.candidate, args.at, args.output,
+                       args.input, args.anonymize, args.seed, args.max_nodes, args.force,
+                       args.timeout, log=lambda s: print(f"{PROG}: {printable(s)}",
+                                                        file=sys.stderr), hasher=hasher)
+    except ReproError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    except (RuntimeError, OSError) as err:  # a backend that failed; a file that cannot be written
+        print(f"{PROG}: error: {str(err).splitlines()[0] if str(err) else err!r}",
+              file=sys.stderr)
+        return 2
+    n = len([x for x in r.nodes])
+    if not r.reproduces:
+        print(f"{PROG}: does not reproduce: no subgraph of at most {args.max_nodes} node(s) "
+              f"around {printable(args.at)} shows {args.candidate}'s error (the largest, "
+              f"{n} node(s), written to {args.output} marked so)", file=sys.stderr)
+        return 1
+    print(f"{PROG}: wrote a {n}-node bundle to {args.output}; run.py exit {r.run_py_exit}",
+          file=sys.stderr)
+    if r.anonymized is not None:
+        if not r.anonymized:
+            print(f"{PROG}: the anonymized bundle does not reproduce (run.py exit "
+                  f"{r.anonymized_exit}); the real-weights bundle is in "
+                  f"{os.path.join(args.output, 'real-weights')}", file=sys.stderr)
+            return 1
+        print(f"{PROG}: the anonymized bundle reproduces (run.py exit {r.anonymized_exit})",
+              file=sys.stderr)
+    return 0

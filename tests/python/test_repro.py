@@ -1,0 +1,275 @@
+"""`python -m driftscope repro` (issue 26 item 4) on all-MiniLM-L6-v2 with ort-int8 against ort:
+the bundle reproduces with run.py alone, holds nothing of the model beyond its subgraph, and
+--anonymize replaces names, weights and inputs and reports its own re-run; bad input is one
+line and exit 2. Real runtimes throughout (ONNX Runtime, its quantize_dynamic)."""
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+PY = os.environ.get("DRIFTSCOPE_PYTHON", sys.executable)
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def repro(*args, cwd=None):
+    return subprocess.run([PY, "-m", "driftscope", "repro", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, env=_env(), timeout=900)
+
+
+def run_py(folder, *args):
+    # The bundle's own script, without driftscope on the path: it must stand alone.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([PY, os.path.join(folder, "run.py"), *args], capture_output=True,
+                       text=True, env=env, cwd=folder, timeout=600)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.fixture(scope="module")
+def minilm(bert, minilm_onnx, tmp_path_factory):
+    """(model path, feeds .npz path, the tensor to reproduce: the first one of the ort-int8 run
+    that the guard's verdict fails, found by comparing both runs' every tensor)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import quantize_dynamic
+
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from driftscope._guard._metrics import PASS, Thresholds, judge
+
+    _, ids, mask = bert
+    d = tmp_path_factory.mktemp("repro")
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    np.savez(d / "feeds.npz", **feeds)
+    quantize_dynamic(str(minilm_onnx), str(d / "int8.onnx"))
+
+    def every_tensor(path):
+        m = onnx.load(str(path))
+        have = {o.name for o in m.graph.output}
+        for n in m.graph.node:
+            for o in n.output:
+                if o and o not in have:
+                    m.graph.output.append(onnx.ValueInfoProto(name=o))
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+    ref, cand = every_tensor(minilm_onnx), every_tensor(d / "int8.onnx")
+    first = None
+    for n in onnx.load(str(minilm_onnx), load_external_data=False).graph.node:
+        o = n.output[0]
+        if o in cand and ref[o].dtype.kind == "f" and ref[o].size > 4:
+            if judge(o, ref[o], cand[o], Thresholds(class_axes={}), 0).status != PASS:
+                first = n.name
+                break
+    assert first is not None, "ort-int8 no longer degrades MiniLM: the test needs a new fault"
+    return minilm_onnx, d / "feeds.npz", first
+
+
+def _initializer_bytes(path):
+    """Every initializer's bytes, but those holding one value repeated (MiniLM's pooler bias is
+    384 zeros, as is every LayerNorm bias `reference init` writes): one number, no weights."""
+    m = onnx.load(str(path))
+    out = {}
+    for t in m.graph.initializer:
+        a = onnx.numpy_helper.to_array(t)
+        if a.size > 1 and np.all(a == a.flat[0]):
+            continue
+        out[t.name] = a.tobytes()
+    return out
+
+
+def _files(folder, recurse=True):
+    for root, dirs, files in os.walk(folder):
+        if not recurse:
+            dirs[:] = []
+        for f in files:
+            yield os.path.join(root, f)
+
+
+def _leaks(folder, weights, recurse=True):
+    """(file, initializer) for every initializer over 16 bytes whose bytes appear in a file."""
+    found = []
+    for f in _files(folder, recurse):
+        with open(f, "rb") as fh:
+            data = fh.read()
+        found += [(os.path.basename(f), n) for n, b in weights.items()
+                  if len(b) > 16 and b in data]
+    return found
+
+
+def test_bundle_reproduces_int8_and_holds_only_its_subgraph(minilm, tmp_path):
+    model, feeds, at = minilm
+    out = tmp_path / "bundle"
+    p = repro(model, "--reference", "ort", "--candidate", "ort-int8", "--at", at,
+              "-i", feeds, "-o", out)
+    assert p.returncode == 0, p.stderr
+    sub = onnx.load(str(out / "model.onnx"))
+    nodes = [n for n in sub.graph.node if n.op_type != "Constant"]
+    assert 1 <= len(nodes) <= 5, [n.op_type for n in nodes]
+    assert at in {n.name for n in sub.graph.node}
+    # The candidate's INT8 build fails the guard's verdict; float32 is the control.
+    rc, text = run_py(out)
+    assert rc == 1 and "REPRODUCES" in text, text
+    rc, text = run_py(out, "--backend", "float32")
+    assert rc == 0 and "passes" in text, text
+    readme = (out / "README.md").read_text()
+    assert "REPRODUCES" in readme and "onnxruntime" in readme and "cosine" in readme
+    # SHA-256 of every other file.
+    sums = dict(reversed(line.split("  ")) for line in (out / "SHA256SUMS").read_text().split("\n")
+                if line)
+    assert set(sums) == {"model.onnx", "inputs.npz", "expected.npz", "run.py", "README.md"}
+    for name, digest in sums.items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest, name
+    # Only the initializers the subgraph reads, and none of the others' bytes anywhere.
+    original = _initializer_bytes(model)
+    read = {x for n in sub.graph.node for x in n.input}
+    kept = {t.name for t in sub.graph.initializer}
+    assert kept <= read
+    others = {n: b for n, b in original.items() if n not in kept}
+    assert len(others) > 90
+    assert _leaks(out, others) == []
+
+
+def test_anonymized_bundle_has_no_names_or_bytes_of_the_model(minilm, tmp_path):
+    model, feeds, at = minilm
+    out = tmp_path / "anon"
+    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out,
+              "--anonymize", "--seed", "7")
+    assert p.returncode in (0, 1), p.stderr
+    sub = onnx.load(str(out / "model.onnx"))
+    assert all(re.fullmatch(r"n\d+", n.name) for n in sub.graph.node)
+    tensors = ([x for n in sub.graph.node for x in list(n.input) + list(n.output) if x]
+               + [t.name for t in sub.graph.initializer])
+    assert tensors and all(re.fullmatch(r"t\d+", x) for x in tensors)
+    with np.load(out / "inputs.npz") as z:
+        assert all(re.fullmatch(r"t\d+", k) for k in z.files)
+    # Not one original initializer's bytes (over 16) in the shareable bundle, the subgraph's
+    # own included; nothing of its names either.
+    original = _initializer_bytes(model)
+    assert _leaks(out, original, recurse=False) == []
+    for f in _files(out, recurse=False):
+        data = open(f, "rb").read()
+        # (op types such as LayerNormalization are ONNX's, not the model's)
+        assert b"/encoder/" not in data and b"LayerNorm/" not in data, f
+        assert b"minilm" not in data and b"dense" not in data, f
+    # Its re-run is reported, and decides what is kept: a bundle that no longer reproduces
+    # keeps the real-weights one (which does) apart.
+    readme = (out / "README.md").read_text()
+    assert "seed 7" in readme
+    rc, text = run_py(out)
+    if "it still reproduces" in readme:
+        assert p.returncode == 0 and rc == 1 and not (out / "real-weights").exists()
+    else:
+        assert "NO LONGER reproduces" in readme and rc == 0
+        assert p.returncode == 1 and "anonymized bundle does not reproduce" in p.stderr
+        assert run_py(out / "real-weights")[0] == 1
+    print(f"anonymized re-run: run.py exit {rc}: {text.strip().splitlines()[-1]}")
+
+
+def test_max_nodes_reached_writes_the_largest_marked_and_exits_1(minilm, tmp_path):
+    model, feeds, at = minilm
+    out = tmp_path / "small"
+    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out,
+              "--max-nodes", "2")
+    assert p.returncode == 1, p.stderr
+    assert "does not reproduce: no subgraph of at most 2 node(s)" in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("driftscope repro: does not reproduce")
+    sub = onnx.load(str(out / "model.onnx"))
+    assert len(sub.graph.node) == 2  # the LayerNorm and the residual Add: no MatMul yet
+    assert "DOES NOT REPRODUCE" in (out / "README.md").read_text()
+    assert run_py(out)[0] == 0
+
+
+@pytest.mark.parametrize("candidate", ["ort-fp16", "openvino"])
+def test_run_py_builds_the_candidate_as_the_backend_does(minilm, tmp_path, candidate):
+    """run.py's build in the runtime's own API (onnxconverter-common; OpenVINO's CPU plugin at
+    the backend's precision hint) measures what the guard's backend measured on the same cut."""
+    if candidate == "openvino":
+        pytest.importorskip("openvino")
+    model, feeds, at = minilm
+    out = tmp_path / candidate
+    p = repro(model, "--candidate", candidate, "--at", at, "-i", feeds, "-o", out,
+              "--max-nodes", "1")
+    assert p.returncode in (0, 1), p.stderr
+    readme = (out / "README.md").read_text()
+    guard_said = re.search(r"candidate's output against the reference's: \S+ \(cosine [0-9.]+, "
+                           r"relative error ([0-9.e+-]+)\)", readme)
+    rc, text = run_py(out)
+    run_said = re.search(rf": {candidate}: \S+: cosine [0-9.]+ \(min 0.99\), relative error "
+                         r"([0-9.e+-]+) ", text)
+    assert guard_said and run_said, (readme, text)
+    assert guard_said.group(1) == run_said.group(1)
+    assert rc == (1 if p.returncode == 0 else 0)
+
+
+def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path):
+    model, feeds, _ = minilm
+    p = repro(model, "--candidate", "ort-int8", "--at", "/encoder/layer.0/output/LayerNorm/Nope",
+              "-i", feeds, "-o", tmp_path / "x")
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert "no tensor named '/encoder/layer.0/output/LayerNorm/Nope'" in p.stderr
+    assert "LayerNormalization" in p.stderr  # the nearest names
+    assert not (tmp_path / "x").exists()
+
+
+def test_non_empty_output_folder_is_refused(minilm, tmp_path):
+    model, feeds, at = minilm
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "not empty" in p.stderr, p.stderr
+    assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    for bad, says in ((["--candidate", "torch-fp16"], "not an ONNX backend"),
+                      (["--candidate", "ort-qdq"], "run.py cannot rebuild it"),
+                      (["--candidate", "nope"], "not a backend"),
+                      (["--candidate", "ort-int8", "-o", tmp_path / "no" / "such"],
+                       "does not exist")):
+        args = [model, "--at", at, "-i", feeds] + bad
+        if "-o" not in bad:
+            args += ["-o", tmp_path / "fresh"]
+        p = repro(*args)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
+
+
+def test_howto_commands_run(minilm, tmp_path):
+    """docs/howto/repro.md: every `python -m driftscope repro` and `python ... run.py` line of
+    its console blocks, with its stated exit status (`# exit N`)."""
+    model, feeds, at = minilm
+    text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
+    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
+    lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
+    assert len(lines) >= 3
+    assert f"--at {at} " in text  # the page names the tensor the dumps find
+    os.symlink(model, tmp_path / "minilm.onnx")
+    os.symlink(feeds, tmp_path / "feeds.npz")
+    for line in lines:
+        cmd, _, want = line[2:].partition("# exit ")
+        cmd = cmd.strip()
+        args = re.findall(r"'[^']*'|\S+", cmd)
+        args = [a.strip("'") for a in args]
+        if args[0] == "python":
+            args[0] = PY
+        env = _env() if "driftscope" in args else {
+            k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env,
+                           timeout=900)
+        assert p.returncode == int(want), (line, p.stdout, p.stderr)
