@@ -40,6 +40,10 @@ def run_job(job: Job) -> Dict[str, Any]:
         from ._fallback import search_job
 
         return _guarded(search_job, job)
+    if kind == "replay":
+        from ._replaying import replay_job
+
+        return _guarded(replay_job, job)
     result: Dict[str, Any] = {"outputs": [], "latency_s": [], "load_s": None, "notes": [],
                               "error": None, "stage": "load"}
     try:
