@@ -44,6 +44,10 @@ def run_job(job: Job) -> Dict[str, Any]:
         from ._search import search_job as input_search_job
 
         return _guarded(input_search_job, job)
+    if kind == "replay":
+        from ._replaying import replay_job
+
+        return _guarded(replay_job, job)
     result: Dict[str, Any] = {"outputs": [], "latency_s": [], "load_s": None, "notes": [],
                               "error": None, "stage": "load"}
     try:

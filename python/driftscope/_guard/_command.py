@@ -15,6 +15,7 @@ from .backends import registry as B
 from ._classaxis import parse_class_axis
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
+from ._replaying import REPLAY_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
 from ._inputs import (DEFAULT_MAX_BYTES, InputError, format_size, input_budget,
                       onnx_external_files, output_onto_input, parse_dims, parse_size)
@@ -61,7 +62,10 @@ model's nodes / module paths) and driftscope compare names the first divergence,
 and first silent zero; where recording is impossible or changes the outputs, an ONNX graph is
 bisected (prefixes cut after a node, about log2(nodes) runs). For float16 / INT8 backends a
 small set of nodes kept in float32 is searched (grow from the probed node, then shrink), rebuilt,
-proven to run in float32 in the built variant, re-run, and printed as a recipe.
+proven to run in float32 in the built variant, re-run, and printed as a recipe. Where the probe
+names an origin, replay checks it (--replay auto): the candidate re-run with the reference's
+value put back there (the share of each output's error removed), and that op run alone on the
+reference's inputs (introduced or inherited); driftscope replay goes further.
 
 exit status: 0 every available backend passes; 1 degraded (PRECISION_DEGRADATION, ARGMAX_FLIP,
 RUNTIME_ERROR); 3 silent failure (NUMERICAL_INSTABILITY, SILENT_ZERO_VECTOR, CONSTANT_OUTPUT);
@@ -201,6 +205,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fallback", choices=FALLBACK_MODES, default="auto",
                    help="search a verified FP32 fallback for failing float16/INT8 backends "
                         "(auto, default) or not (never); needs the probe")
+    p.add_argument("--replay", choices=REPLAY_MODES, default="auto",
+                   help="after the probe names an origin of a failing backend, check it "
+                        "causally: put the reference's value back there and re-run the "
+                        "candidate (the share of each output's error removed), and run that op "
+                        "alone on the reference's inputs (introduced / inherited): auto "
+                        "(default) or never; never changes a verdict")
     p.add_argument("--fallback-runs", type=int, default=DEFAULT_FALLBACK_RUNS, metavar="N",
                    help=f"cap on variant builds of one fallback search (default "
                         f"{DEFAULT_FALLBACK_RUNS})")
@@ -375,6 +385,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            probe=args.probe, fallback=args.fallback, policy=args.policy,
                            out=args.out, probe_method=args.probe_method,
                            fallback_runs=args.fallback_runs,
+                           replay=args.replay,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())

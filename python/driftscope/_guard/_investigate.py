@@ -54,6 +54,8 @@ class Context:
     steps: int = 1
     # --sensitivity N: rank at most N keepable nodes by their own effect (_sensitivity.py)
     sensitivity: int = 0
+    # --replay: "auto" replays at the origin a probe names (_replaying.py), "never" does not.
+    replay: str = "auto"
 
     @property
     def reference_model(self) -> str:
@@ -452,6 +454,8 @@ def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> Non
         except Exception as err:  # noqa: BLE001 - a probe that fails is reported, not fatal
             row.probe = ProbeResult(None, "the probe failed", error=str(err).splitlines()[0]
                                     if str(err) else type(err).__name__)
+        if failing and ctx.replay == "auto" and row.probe.origin is not None:
+            row.probe.replay = _replay_at_origin(ctx, row)
         b = B.BACKENDS[row.name]
         if failing and ctx.sensitivity and b.can_keep_float32() and ctx.family != "tflite":
             from ._sensitivity import rank
@@ -466,3 +470,14 @@ def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> Non
                                               else type(err).__name__)
     if not ctx.keep_files:
         shutil.rmtree(ctx.work, ignore_errors=True)
+
+
+def _replay_at_origin(ctx: Context, row: Any) -> Any:
+    """Replay never changes a verdict: whatever goes wrong is the replay's one sentence."""
+    from ._replaying import ReplayResult, replay_origin, replay_target
+
+    try:
+        return replay_origin(ctx, row, row.probe)
+    except Exception as err:  # noqa: BLE001 - a replay that fails is reported, not fatal
+        return ReplayResult(replay_target(ctx.family, row.probe.origin),
+                            error=str(err).splitlines()[0] if str(err) else type(err).__name__)

@@ -1,8 +1,9 @@
 """What the guard asks of one child process, as the child reads it from its job file: a
 backend's run (kind "run"), or the probe's or the fallback's work on a backend ("bisect",
-"bisect_torch", "fallback"). One typed record instead of a dict: a caller's misspelt field is a
-TypeError in the guard, not a KeyError in a child. It crosses the fork server pickled
-(_run.run_backend writes it, _child.run_job reads it); the result comes back as a dict.
+"bisect_torch", "fallback"), or the replay at the origin a probe named ("replay"). One typed
+record instead of a dict: a caller's misspelt field is a TypeError in the guard, not a KeyError
+in a child. It crosses the fork server pickled (_run.run_backend writes it, _child.run_job reads
+it); the result comes back as a dict.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KINDS = ("run", "bisect", "bisect_torch", "fallback", "search")
+KINDS = ("run", "bisect", "bisect_torch", "fallback", "search", "replay")
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Job:
     metric_samples: Optional[List[Any]] = None
     # kind "search" (_search.py): evaluations, ranges {input: (lo, hi)}, ref_model, metric
     search: Dict[str, Any] = field(default_factory=dict)
+    at: Optional[str] = None                      # replay: the tensor the probe named
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -88,6 +88,8 @@ class ProbeResult:
     step: Optional[int] = None          # a stateful model: the step (1-based) the findings are in
     # What a bisection cut: an ONNX graph (prefix runs) or a PyTorch model's precision.
     cut: str = "over the topological order ({runs} prefix runs)"
+    # Replay at the origin (_replaying.ReplayResult; guard --replay auto), None when not run.
+    replay: Optional[Any] = None
 
     def to_json(self) -> Dict[str, Any]:
         def f(x: Optional[ProbeFinding]) -> Optional[Dict[str, Any]]:
@@ -102,6 +104,8 @@ class ProbeResult:
                "agrees": self.agreement, "step": self.step}
         if self.other is not None:
             out["cross_check"] = self.other.to_json()
+        if self.replay is not None:
+            out["replay"] = self.replay.to_json()
         return out
 
     def sentences(self, backend: str) -> List[str]:
@@ -123,6 +127,8 @@ class ProbeResult:
                 if x is not None and x is not self.origin and x.node != self.origin.node:
                     out.append(f"{backend} {label}: {x.describe()}.")
         out.extend(f"{backend} probe: {n}" for n in self.notes)
+        if self.replay is not None:
+            out.append(self.replay.sentence(backend))
         if self.other is not None:
             out.append(self.cross_check_sentence(backend))
         return out

@@ -33,6 +33,7 @@ from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SE
                        by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES, Context, investigate
+from ._replaying import REPLAY_MODES
 from ._job import Job
 from ._report import BackendResult, GuardReport, reason_line
 
@@ -287,6 +288,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           probe: str = "auto", fallback: str = "auto",
           policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
+          replay: str = "auto",
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -344,6 +346,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     probe_method: "auto" (record; bisect where recording is impossible or changes outputs),
         "record", "bisect", or "both" (record, and bisect as a cross-check).
     fallback_runs: the cap on variant builds of one fallback search.
+    replay: "auto" (after a probe names an origin of a failing backend, put the reference's
+        value back there and re-run the candidate, and run the origin's op alone on the
+        reference's inputs: docs/howto/guard.md §8) or "never". Replay never changes a verdict.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -366,7 +371,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                          "invalid_argument")
     for value, allowed, what in ((probe, PROBE_MODES, "probe"),
                                  (fallback, FALLBACK_MODES, "fallback"),
-                                 (probe_method, PROBE_METHODS, "probe_method")):
+                                 (probe_method, PROBE_METHODS, "probe_method"),
+                                 (replay, REPLAY_MODES, "replay")):
         if value not in allowed:
             raise GuardError(f"{what}={value!r}: must be one of {', '.join(allowed)}",
                              "invalid_argument")
@@ -644,7 +650,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           fallback_runs=fallback_runs,
                           ref_model=ref_model if ref_model != model else None,
                           state=dict(pairs) if pairs else None, steps=steps if pairs else 1,
-                          sensitivity=sensitivity)
+                          sensitivity=sensitivity, replay=replay)
             investigate(results, ctx, probe, fallback)
         return GuardReport(model=model, family=family, reference=ref, backends=results,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
