@@ -152,7 +152,9 @@ def test_unknown_tensors_and_refused_cuts(planted, tmp_path):
     path.write_bytes(tflite_planted.build(stateful=True))
     ref, cand = _pair(str(path))
     try:
-        with pytest.raises(CannotReplay, match="reads or writes a resource variable"):
+        with pytest.raises(CannotReplay, match=r"^op 2 \(READ_VARIABLE\) alone cannot be cut: "
+                           r"op 2 \(READ_VARIABLE, output 'state/read'\) reads or writes a "
+                           "resource variable"):
             cand.run_op("state/read", ref.op_inputs(_x(), "mixed"))
         # Each run starts from the model's initial state (a cached interpreter would add the
         # state to the input again at every run).

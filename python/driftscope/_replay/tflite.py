@@ -147,7 +147,8 @@ class TfliteReplayable(Replayable):
         try:
             piece = make()
         except self._cut.CutRefused as err:
-            raise _Refused(f"{what} cannot be cut: {err}") from None
+            why = str(err).replace("cannot cut here: ", "", 1)
+            raise _Refused(f"{what} cannot be cut: {why}") from None
         folder = os.path.join(self.work, f"p{len(self._sessions)}")
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, "piece.tflite")
