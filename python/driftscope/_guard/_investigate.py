@@ -19,7 +19,7 @@ from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAIL
 from ._probe import (RECORDED, ProbeResult, bisect_result, compare_dumps,
                      findings_from_report, nearest_upstream, onnx_nodes,
                      onnx_weights_and_producers, pick_origin, shown, torch_leaves,
-                     torch_modules)
+                     torch_modules, with_delegated)
 from ._stateful import step_dump, step_name
 
 PROBE_MODES = ("auto", "never", "always")
@@ -239,7 +239,8 @@ class Investigator:
         res = bisect_result(out, why, sample, **(
             {"cut": "over the model's operator order ({runs} prefix runs)"} if tflite else {}))
         if res.origin is None:
-            return res
+            return with_delegated(res, out, row.name, c.reference, why, sample) \
+                if tflite else res
         runs = res.runs
         n = out["cuts"] if tflite else len(self.nodes())
         res.notes.append(f"{runs} prefix runs of each backend for {n} "
@@ -254,6 +255,8 @@ class Investigator:
             res.notes.append(f"step {res.step} is the first whose whole graph fails with both "
                              "backends given the reference's state (the bisection cuts one "
                              "step, so both prefixes read the same state)")
+        if tflite:  # delegated-range bisection's cross-check (_delegated.py)
+            res = with_delegated(res, out, row.name, c.reference, why, sample)
         return res
 
     def _bisect_torch(self, row: Any, sample: int, why: str) -> ProbeResult:

@@ -255,7 +255,9 @@ def bisect_job(job: Job) -> Dict[str, Any]:
     each prefix; the verdict is the guard's own (judge) on the cut's values."""
     with open(job.model, "rb") as f:
         if f.read(8)[4:] == b"TFL3":  # a .tflite flatbuffer, whichever backend runs it
-            return tflite_bisect_job(job)
+            from ._delegated import add_to
+
+            return add_to(job, tflite_bisect_job(job))
     import onnx
 
     from ..recorders.api import (onnx_load_model as _load_model,
@@ -688,6 +690,42 @@ def bisect_result(out: Dict[str, Any], why: str, sample: int, **kw: Any) -> Prob
         res.first_divergence = f
     res.origin = f
     return res
+
+
+def with_delegated(prefix: ProbeResult, out: Dict[str, Any], backend: str, reference: str,
+                   why: str, sample: int) -> ProbeResult:
+    """A .tflite bisection's answer with the delegated-range search (_delegated.py) in it: a
+    cross-check of the prefix bisection's origin (agrees or not), or the answer itself where
+    the prefix bisection named no operator; the report's sentence and JSON say which method
+    found it."""
+    from ._delegated import METHOD
+
+    d = out.get("delegated")
+    if not d:
+        return prefix
+    if d.get("unavailable"):
+        res = ProbeResult(None, why, sample, error=d["unavailable"])
+    else:
+        res = bisect_result(d, why, sample,
+                            cut=f"with one range of operators delegated to {backend} and the "
+                                f"rest on {reference} ({{runs}} chained runs)")
+        res.method = METHOD if res.method is not None else None
+        if res.origin is not None:
+            res.notes.append(f"{len(d['runs'])} chained runs for {d['ops']} operators "
+                             f"(ceil(log2 {d['ops']}) + 2 = "
+                             f"{int(np.ceil(np.log2(max(d['ops'], 1)))) + 2})")
+        elif d.get("range"):
+            res.error = d.get("why")
+    if prefix.origin is None and res.origin is not None:
+        res.why = why
+        res.notes.append("prefix bisection named no operator, so this answer is the "
+                         "delegated-range bisection's")
+        res.other = prefix
+        return res
+    prefix.other = res
+    if prefix.origin is not None and res.origin is not None:
+        prefix.agrees = prefix.origin.node == res.origin.node
+    return prefix
 
 
 def status_key(status: str) -> str:
