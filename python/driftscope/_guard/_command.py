@@ -36,7 +36,9 @@ EPILOG = """\
 backends (reference first; --list-backends says which can run here):
   .onnx    ort (reference), ort-noopt, ort-fp16, ort-int8, ort-qdq, ort-cuda, openvino,
            openvino-bf16, openvino-f16; only when named: iree
-  .tflite  litert-ref (reference), litert, litert-gpu, openvino, openvino-bf16, openvino-f16
+  .tflite  litert-ref (reference), litert, litert-gpu, openvino, openvino-bf16, openvino-f16;
+           only when named: litert-int8, litert-w8, litert-w4, litert-a8w8, litert-a16w8,
+           litert-fp16 (ai-edge-quantizer variants)
   PyTorch  torch (reference), torch-bf16, torch-fp16 (--model file.py:FUNCTION); only when
            named: torch-compile, executorch, and the ONNX backends through an export:
            onnx-ort, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino-f16, ...

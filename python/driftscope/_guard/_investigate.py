@@ -332,9 +332,10 @@ class Investigator:
         res = FallbackResult(row.name, status_before=row.status,
                              cosine_before=row.worst.cosine if row.worst else None,
                              cap=c.fallback_runs)
-        if c.family == "tflite":
+        if c.family == "tflite" and not getattr(b, "keeps_tflite_ops", False):
             # Now that bisection names a node here, say why no search follows (it would only
-            # build variants that cannot be made: docs/howto/guard.md section 6).
+            # build variants that cannot be made: docs/howto/guard.md section 6); the
+            # ai-edge-quantizer backends keep ops float32 by their recipes (litert_quant.py).
             res.error = ("a .tflite model's nodes cannot be kept in float32 (LiteRT has no "
                          "per-op precision in one interpreter; OpenVINO places it by ONNX node "
                          "names)")

@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import Dict, List, Sequence
 
-from . import fp16_arith, litert, onnxruntime, torch
+from . import fp16_arith, litert, litert_quant, onnxruntime, torch
 from .base import Backend, FAMILIES
 
 __all__ = ["BACKENDS", "DEFAULT_REFERENCE", "FAMILIES", "register_backend", "load_plugins",
@@ -55,7 +55,7 @@ def _more(onnx_backends: Sequence[Backend]) -> List[Backend]:
 
 
 def _register_built_in() -> None:
-    for module in (onnxruntime, litert, torch):
+    for module in (onnxruntime, litert, litert_quant, torch):
         for b in module.BUILT_IN:
             register_backend(b)
     for name, precision, computes in (("ort-fp16", "float16", False),
