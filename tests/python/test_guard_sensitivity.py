@@ -51,6 +51,7 @@ def test_ranking_names_the_outlier_and_the_fallback_starts_there(tmp_path):
     assert s["builds"] == 4 and s["cut"] == 0 and s["on"] == "ort-int8"
     by = {n["node"]: n for n in s["nodes"]}
     assert [n["node"] for n in s["nodes"]][0] == "mm1"
+    assert not any(n["failed"] for n in s["nodes"]), s["nodes"]
     assert by["mm1"]["share"] > 0.9 and abs(by["mm0"]["share"]) < 0.1
     assert abs(by["mm2"]["share"]) < 0.1
     # share = (E0 - E(n)) / E0 with E the mean worst-output relative error
