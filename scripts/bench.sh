@@ -36,6 +36,8 @@ command -v javac >/dev/null && run "java: TdumpWriter vs plain FileChannel.write
   bench/java/run.sh /tmp
 [ -f bench/bench_guard.py ] && run "guard: all-MiniLM-L6-v2 over the ONNX backends vs the runtimes' own time" \
   .venv/bin/python bench/bench_guard.py
+[ -f bench/bench_replay.py ] && run "replay: cost per origin against one plain candidate run (torch hooks, ONNX cut + variant; cold and warm)" \
+  .venv/bin/python bench/bench_replay.py
 [ -f bench/bench_fp16_fallback.py ] && run "float16 fallback: guard beside NVIDIA AutoCast, evaluated with float16 computed (nodes kept, cosine, wall)" \
   .venv/bin/python bench/bench_fp16_fallback.py --bin $B/driftscope
 exit 0

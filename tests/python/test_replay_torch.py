@@ -156,25 +156,4 @@ def test_cli_without_at_attributes_compare_origins(tmp_path):
     assert att["outputs"]["output"]["remainder"] == 1.0
 
 
-def test_howto_replay_commands_run(tmp_path):
-    """docs/howto/replay.md's bash blocks, run as written beside a copy of the tiny encoder."""
-    import re
-    import shutil
-
-    text = (HERE.parent.parent / "docs" / "howto" / "replay.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
-    assert len(blocks) == 3
-    shutil.copy(HERE / "models" / "tiny_encoder_torch.py", tmp_path)
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(HERE.parent.parent / "python") + os.pathsep + env.get("PYTHONPATH", "")
-    outs = []
-    for body in blocks:
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"block failed:\n{body}\n{r.stdout}\n{r.stderr}"
-        outs.append(r.stdout)
-    assert "encoder.layers.2.norm1 -> output: removes 0.0% of its error" in outs[0]
-    assert "5 introduce error beyond tolerance" in outs[1]
-    assert "all together 100.0%; unexplained 0.0%" in outs[1]
-    assert (tmp_path / "replay.json").exists() and (tmp_path / "replay.md").exists()
+# docs/howto/replay.md's commands are run by test_replay_cli.py (torch and ONNX sections).

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import os
+import pickle
+import signal
+import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .. import _cli
 from .._text import printable
 from ..errors import Error
-from .mechanism import CannotReplay, UnknownTensor
+from .mechanism import CannotReplay
 
 PROG = "driftscope replay"
 
@@ -25,25 +31,32 @@ again on the candidate backend with the reference backend's value put back at a 
   op replay       the module producing TENSOR runs alone on the candidate with the inputs it had
                   in the reference run: "introduced" (it makes the error itself) or "inherited"
                   (its inputs brought it).
-  --isolate       every module run on the reference's inputs in one pass: the modules that make
-                  error of their own, in execution order, even one hidden behind a bigger error.
+  --isolate       every op run on the reference's inputs: the ops that make error of their own,
+                  in execution order, even one hidden behind a bigger error (PyTorch: every
+                  module in one teacher-forced pass; ONNX: each node alone as a one-node
+                  model, the first --max-isolate of them).
   attribution     with several origins (--at more than once, or the origins compare finds when
                   --at is not given): the share of each output's error each one removes alone,
                   all of them together, and the unexplained rest.
 
-Tensors are named as `driftscope compare` prints them (PyTorch: module paths; "NAME #2" for a
-module's third call, "NAME (output 1)" for its second output tensor). Inputs are the guard's
-(the entry point's own inputs for a PyTorch model, --seed for the generated ones)."""
+Tensors are named as `driftscope compare` prints them (PyTorch: module paths; ONNX: the
+recorder's names; "NAME #2" for the third tensor of that name, "NAME (output 1)" for an op's
+second output). Inputs are the guard's (the entry point's own inputs for a PyTorch model, --seed
+for the generated ones). Each part (output and op replay, attribution, the isolation scan) runs
+in its own child process: a runtime that crashes is a RUNTIME_ERROR for that part, the rest of
+the report is still written."""
 
 EPILOG = """\
 examples:
   driftscope replay --model tiny_encoder_torch.py:build --candidate torch-fp16 \\
       --at encoder.layers.2.norm1
   driftscope replay --model net.py:build --candidate torch-bf16 --isolate --json replay.json
+  driftscope replay model.onnx --reference ort --candidate ort-int8 --html replay.html
 
-exit status: 0 the replay ran (whatever it found); 2 bad input (an unknown tensor, a backend
-that cannot replay this model, a model that does not load). The report is still written for the
-tensors that were known. docs/howto/replay.md explains every number."""
+exit status: 0 the replay ran (whatever it found); 1 a part crashed or failed in the runtime
+(RUNTIME_ERROR in the report, the other parts still there); 2 bad input (an unknown tensor, a
+backend that cannot replay this model, a model that does not load). The report is still written
+for the tensors that were known. docs/howto/replay.md explains every number."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,8 +81,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="replay at this tensor (repeatable); without --at, the origins "
                         "`driftscope compare` finds between the two runs are attributed")
     p.add_argument("--isolate", action="store_true",
-                   help="also run every module on the reference's inputs and list those that "
-                        "make error of their own")
+                   help="also run every op on the reference's inputs and list those that make "
+                        "error of their own")
+    p.add_argument("--max-isolate", type=int, default=None, metavar="N",
+                   help="--isolate on a model whose ops run one at a time (ONNX): at most the "
+                        "first N nodes (default 200); the report says how many were left out")
     p.add_argument("--max-replays", type=int, default=None, metavar="N",
                    help="attribute at most N origins (one candidate run each); the report "
                         "names those cut")
@@ -78,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
                         "the guard)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': stdout)")
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown")
+    p.add_argument("--html", metavar="FILE",
+                   help="also write the report as a self-contained HTML page")
     return p
 
 
@@ -91,81 +109,227 @@ def _feeds(model: str, family: str, seed: int) -> Dict[str, np.ndarray]:
     return made[0]
 
 
+# -- one part of the command in a child process ------------------------------------------------
+#
+# One child per part (output and op replay; attribution; the isolation scan), not per replay:
+# each child loads both sides once (a model load is most of a replay's cost on ONNX: an INT8
+# variant is quantized at load), and a crash costs only the part it happened in.
+
+PARTS = {"replay": "output and op replay", "attribution": "attribution",
+         "isolation": "isolation scan"}
+
+
+@dataclass
+class Job:
+    part: str
+    model: str
+    family: str
+    reference: str
+    candidate: str
+    seed: int
+    at: List[str] = field(default_factory=list)
+    origins: List[str] = field(default_factory=list)
+    find_origins: bool = False
+    max_replays: Optional[int] = None
+    limit: Optional[int] = None
+
+
+def _one_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def run_part(job: Job) -> Dict[str, Any]:
+    """What a child computes: {"fatal": message} for bad input (exit 2), {"runtime_error":
+    message} when the runtime failed, else the part's result."""
+    from . import attribution, core, isolation
+    from .torch import unknown
+
+    try:
+        ref = core.replayable(job.model, job.reference, seed=job.seed)
+        cand = core.replayable(job.model, job.candidate, seed=job.seed)
+        feeds = _feeds(job.model, job.family, job.seed)
+    except (CannotReplay, Error, ValueError, OSError, ImportError) as e:
+        return {"fatal": _one_line(e)}
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's entry point may raise anything
+        return {"fatal": f"--model {job.model}: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}"}
+    try:
+        if job.part == "replay":
+            known = set(ref.tensors())
+            bad = [str(unknown(n, ref.tensors())) for n in job.at if n not in known]
+            good = [n for n in job.at if n in known]
+            rep = core.replay(ref, cand, feeds, good, model=job.model)
+            out: Dict[str, Any] = {"replay": rep, "unknown": bad, "origins": good,
+                                   "source": "--at"}
+            if job.find_origins:
+                out["source"] = "compare's origins"
+                try:
+                    out["origins"] = attribution.origins_from_compare(ref, cand, feeds)
+                except CannotReplay as e:
+                    out["origins_error"] = str(e)
+            return out
+        if job.part == "attribution":
+            return {"attribution": attribution.attribute(
+                ref, cand, feeds, job.origins, job.max_replays,
+                source="--at" if job.at else "compare's origins")}
+        return {"isolation": isolation.isolate(ref, cand, feeds, job.limit)}
+    except CannotReplay as e:  # UnknownTensor included: a name the candidate does not have
+        return {"fatal": str(e)}
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the runtime's failure, reported
+        from .._guard._messages import whole_message
+
+        return {"runtime_error": whole_message(e)}
+    finally:
+        ref.close()
+        cand.close()
+
+
+def _child_main(job_path: str, out_path: str) -> int:
+    try:  # a crash is reported by its signal; no core file
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except Exception:  # pragma: no cover - platforms without it
+        pass
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)
+    # The user's entry point and the runtimes may print: stdout is the parent's report.
+    result = run_part(job)
+    tmp = out_path + ".part"
+    with open(tmp, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, out_path)
+    return 0
+
+
+def _in_child(job: Job) -> Dict[str, Any]:
+    """`job` in a fresh interpreter (as the guard runs a backend: _run.run_backend): a signal
+    or an exit without a result is a runtime_error naming it."""
+    from .._guard._run import _child_env
+    from .._pyexec import kill_group, module_command
+
+    with tempfile.TemporaryDirectory(prefix="driftscope-replay-") as work:
+        job_path, out_path = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
+        with open(job_path, "wb") as f:
+            pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
+        proc = subprocess.Popen(module_command("driftscope._replay.cli", "--child", job_path,
+                                               out_path),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, env=_child_env(),
+                                start_new_session=True)
+        try:
+            _, err = proc.communicate()
+        except BaseException:
+            kill_group(proc.pid)
+            proc.communicate()
+            raise
+        if proc.returncode < 0:
+            try:
+                name = signal.Signals(-proc.returncode).name
+            except ValueError:
+                name = f"signal {-proc.returncode}"
+            return {"runtime_error": f"the runtime's process was killed by {name}"}
+        if proc.returncode != 0 or not os.path.exists(out_path):
+            tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+            return {"runtime_error": f"the runtime's process exited with status "
+                                     f"{proc.returncode}: {tail[-1] if tail else 'no message'}"}
+        with open(out_path, "rb") as f:
+            return pickle.load(f)
+
+
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     args = _cli.parse_args(_parser(), argv)
     if (args.model is None) == (args.model_file is None):
         print(f"{PROG}: error: give the model: MODEL.onnx|MODEL.tflite, or --model "
               f"FILE.py:FUNCTION for PyTorch (try {PROG} --help)", file=sys.stderr)
         return 2
-    if args.max_replays is not None and args.max_replays < 0:
-        print(f"{PROG}: error: --max-replays {args.max_replays}: must be >= 0", file=sys.stderr)
-        return 2
+    for flag, n in (("--max-replays", args.max_replays), ("--max-isolate", args.max_isolate)):
+        if n is not None and n < 0:
+            print(f"{PROG}: error: {flag} {n}: must be >= 0", file=sys.stderr)
+            return 2
     model = args.model or args.model_file
     inputs = [model.rpartition(":")[0] if args.model else model]
-    for out in (args.json, args.markdown):
+    for out in (args.json, args.markdown, args.html):
         if out and out != "-":
             why = _cli.refuse_output_onto_inputs(out, inputs)
             if why:
                 print(f"{PROG}: error: {why}", file=sys.stderr)
                 return 2
-    from . import core
+    from . import attribution, core, isolation, report
 
     family = core.family_of(model) if args.model_file else "torch"
-    if args.model and family != "torch":
-        family = "torch"
     from .._guard.backends.registry import DEFAULT_REFERENCE
 
     reference = args.reference or DEFAULT_REFERENCE[family]
-    try:
-        ref = core.replayable(model, reference, seed=args.seed)
-        cand = core.replayable(model, args.candidate, seed=args.seed)
-        feeds = _feeds(model, family, args.seed)
-    except (CannotReplay, Error, ValueError, OSError, ImportError) as e:
-        print(f"{PROG}: error: {printable(str(e).splitlines()[0] if str(e) else type(e).__name__)}",
-              file=sys.stderr)
-        return 2
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's entry point may raise anything
-        print(f"{PROG}: error: --model {printable(model)}: {type(e).__name__}: "
-              f"{printable(str(e).splitlines()[0] if str(e) else '')}", file=sys.stderr)
+    base = dict(model=model, family=family, reference=reference, candidate=args.candidate,
+                seed=args.seed)
+    first = _in_child(Job("replay", at=list(args.at), find_origins=not args.at, **base))
+    if "fatal" in first:
+        print(f"{PROG}: error: {printable(first['fatal'])}", file=sys.stderr)
         return 2
     status = 0
-    known = ref.tensors()
-    good: List[str] = []
-    from .torch import unknown
-
-    for name in args.at:
-        if name in set(known):
-            good.append(name)
-        else:
-            print(f"{PROG}: error: {printable(str(unknown(name, known)))}", file=sys.stderr)
+    runtime: Dict[str, str] = {}
+    if "runtime_error" in first:
+        runtime["replay"] = first["runtime_error"]
+        rep = core.Replay(reference, args.candidate, model, [])
+        origins, source = list(args.at), "--at"
+        origins_error = "" if args.at else "the origins could not be found: " \
+            "output and op replay crashed (RUNTIME_ERROR)"
+    else:
+        rep = first["replay"]
+        for line in first["unknown"]:
+            print(f"{PROG}: error: {printable(line)}", file=sys.stderr)
             status = 2
-    from . import attribution, isolation, report
-
-    try:
-        rep = core.replay(ref, cand, feeds, good, model=model)
-        source = "--at"
-        origins = list(good)
-        if not args.at:
-            origins = attribution.origins_from_compare(ref, cand, feeds)
-            source = "compare's origins"
-        if origins:
-            rep.attribution = attribution.attribute(ref, cand, feeds, origins, args.max_replays,
-                                                    source=source)
-        if args.isolate:
-            rep.isolation = isolation.isolate(ref, cand, feeds)
-    except UnknownTensor as e:  # a name known to the reference, not to the candidate
-        print(f"{PROG}: error: {printable(str(e))}", file=sys.stderr)
-        return 2
-    except CannotReplay as e:
-        print(f"{PROG}: error: {printable(str(e))}", file=sys.stderr)
-        return 2
+        origins, source = first["origins"], first["source"]
+        origins_error = first.get("origins_error", "")
+    if origins or origins_error:
+        if origins_error:
+            rep.attribution = attribution.Attribution([], source=source, error=origins_error)
+        else:
+            got = _in_child(Job("attribution", at=list(args.at), origins=list(origins),
+                                max_replays=args.max_replays, **base))
+            if "fatal" in got:
+                print(f"{PROG}: error: {printable(got['fatal'])}", file=sys.stderr)
+                return 2
+            if "runtime_error" in got:
+                runtime["attribution"] = got["runtime_error"]
+                kept = origins if args.max_replays is None else origins[:args.max_replays]
+                rep.attribution = attribution.Attribution(
+                    kept, cut=origins[len(kept):], source=source,
+                    error=f"RUNTIME_ERROR: {got['runtime_error']}")
+            else:
+                rep.attribution = got["attribution"]
+    if args.isolate:
+        got = _in_child(Job("isolation", limit=args.max_isolate, **base))
+        if "fatal" in got:
+            print(f"{PROG}: error: {printable(got['fatal'])}", file=sys.stderr)
+            return 2
+        if "runtime_error" in got:
+            runtime["isolation"] = got["runtime_error"]
+            rep.isolation = isolation.Isolation(error=f"RUNTIME_ERROR: {got['runtime_error']}")
+        else:
+            rep.isolation = got["isolation"]
+    rep.runtime_errors = {PARTS[k]: v for k, v in runtime.items()}
+    if runtime and status == 0:
+        status = 1
     sys.stdout.write(report.text(rep))
     try:
         if args.json:
             _cli.write_output(args.json, report.to_json(rep))
         if args.markdown:
             _cli.write_output(args.markdown, report.markdown(rep))
+        if args.html:
+            _cli.write_output(args.html, report.html(rep))
     except OSError as e:
         print(f"{PROG}: error: cannot write the report: {printable(str(e))}", file=sys.stderr)
         return 2
     return status
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"] and len(sys.argv) == 4:
+        from .._pyexec import die_with_parent
+
+        die_with_parent()
+        sys.exit(_child_main(sys.argv[2], sys.argv[3]))
+    sys.exit(cli_main(sys.argv[1:]))

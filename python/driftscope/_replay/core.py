@@ -29,6 +29,11 @@ from .mechanism import CannotReplay, Replayable
 
 INTRODUCED, INHERITED, WITHIN = "introduced", "inherited", "within tolerance"
 
+# An intermediate tensor (op replay, the isolation scan) is judged without the argmax rule: its
+# last axis is no class axis, and a near-tie flipping under float16 / INT8 rounding in an
+# attention Reshape is not an error of the op (_metrics.Thresholds.class_axes: {} = none).
+INTERMEDIATE = M.Thresholds(class_axes={})
+
 
 @dataclass
 class Error:
@@ -186,12 +191,12 @@ def op_verdict(alone: Error, plain: Error) -> str:
 
 def replay_op(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray], name: str,
               ref_value: np.ndarray, cand_value: np.ndarray) -> OpReplay:
-    plain = error(ref_value, cand_value, name)
+    plain = error(ref_value, cand_value, name, INTERMEDIATE)
     try:
         alone_value = cand.run_op(name, ref.op_inputs(feeds, name))
     except CannotReplay as e:
         return OpReplay(name, "", None, plain, str(e))
-    alone = error(ref_value, alone_value, name)
+    alone = error(ref_value, alone_value, name, INTERMEDIATE)
     return OpReplay(name, op_verdict(alone, plain), alone, plain)
 
 
@@ -211,6 +216,10 @@ class Replay:
     isolation: Any = None
     attribution: Any = None
     runs: int = 0  # candidate runs made (plain included)
+    # Parts of the command ("output and op replay", "attribution", "isolation scan") whose
+    # child process crashed or raised: part -> the one-line reason (cli.py runs each part in
+    # its own process, so the rest of the report is still there).
+    runtime_errors: Dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         return {"schema": "driftscope.replay.report/1", "model": self.model,
@@ -220,7 +229,9 @@ class Replay:
                 "ops": [o.to_json() for o in self.ops],
                 "isolation": self.isolation.to_json() if self.isolation else None,
                 "attribution": self.attribution.to_json() if self.attribution else None,
-                "runs": self.runs, "notes": list(self.notes), "errors": list(self.errors)}
+                "runs": self.runs, "notes": list(self.notes), "errors": list(self.errors),
+                "runtime_errors": [{"part": k, "status": "RUNTIME_ERROR", "error": v}
+                                   for k, v in self.runtime_errors.items()]}
 
 
 def replay(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],

@@ -1,9 +1,13 @@
-"""The isolation scan (`driftscope replay --isolate`): every module's own error, whatever it
-inherits, from ONE teacher-forced candidate pass (PyTorch).
+"""The isolation scan (`driftscope replay --isolate`): every op's own error, whatever it
+inherits. Two ways, chosen by what the candidate's mechanism can do (its capability, not its
+family): teacher forcing in ONE candidate pass (PyTorch, below), or every op run alone on the
+reference's captured inputs, one small model per op (ONNX: onnx.isolate, bounded by `limit`
+nodes, DEFAULT_LIMIT unless the user says otherwise; the report says how many were left out).
 
-Reference pass: every module call's arguments and outputs recorded. Candidate pass: a pre-hook
-gives every module the reference's arguments (cast to the candidate's dtype), a forward hook
-records what the module computed and hands the reference's output on to the rest of the model.
+Teacher forcing. Reference pass: every module call's arguments and outputs recorded. Candidate
+pass: a pre-hook gives every module the reference's arguments (cast to the candidate's dtype),
+a forward hook records what the module computed and hands the reference's output on to the
+rest of the model.
 So each module's recorded output differs from the reference's only by what its own forward did
 (a leaf: its op; a parent: the arithmetic between its children, such as a residual add). A
 module is listed when that own error is beyond the guard's tolerance (core.error's status:
@@ -23,6 +27,11 @@ from . import core
 from .mechanism import CannotReplay, Replayable
 
 
+# Nodes run alone by default when the mechanism isolates one op at a time (ONNX: about 0.4 s
+# per node on ort-int8, so ~80 s; --max-isolate changes it).
+DEFAULT_LIMIT = 200
+
+
 @dataclass
 class Row:
     name: str
@@ -40,19 +49,51 @@ class Isolation:
     introduced: List[Row] = field(default_factory=list)  # beyond tolerance, execution order
     runs: int = 0  # candidate passes (the teacher-forced one and the plain one)
     error: str = ""
+    how: str = "teacher forcing"  # or "one op at a time"
+    left_out: int = 0  # ops past the limit, not scanned
+    limit: Optional[int] = None
+    not_alone: List[str] = field(default_factory=list)  # "NAME: why" for ops that cannot run alone
 
     def to_json(self) -> Dict[str, Any]:
         return {"scanned": self.scanned, "runs": self.runs, "error": self.error or None,
+                "how": self.how, "limit": self.limit, "left_out": self.left_out,
+                "not_alone": list(self.not_alone),
                 "tolerance": "the guard's default thresholds (cosine >= 0.99, relative error "
                              "<= 0.296, norm ratio within 1.25, no NaN/Inf)",
                 "introduced": [r.to_json() for r in self.introduced]}
 
 
-def isolate(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray]) -> Isolation:
-    for side in (ref, cand):
-        if not hasattr(side, "teacher_forced"):
-            return Isolation(error=f"{side.backend}: the isolation scan needs teacher forcing, "
-                                   "which only the PyTorch mechanism has so far")
+def isolate(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
+            limit: Optional[int] = None) -> Isolation:
+    if hasattr(cand, "teacher_forced") and hasattr(ref, "reference_calls"):
+        return _teacher_forced(ref, cand, feeds)
+    if hasattr(cand, "isolate"):
+        return _op_by_op(ref, cand, feeds, DEFAULT_LIMIT if limit is None else limit)
+    return Isolation(error=f"{cand.backend}: this mechanism can neither teacher-force nor run "
+                           "one op alone for the isolation scan")
+
+
+def _op_by_op(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
+              limit: int) -> Isolation:
+    try:
+        got = cand.isolate(ref, feeds, limit,  # type: ignore[attr-defined]
+                           metric=lambda c, r: core.error(r, c, "", core.INTERMEDIATE))
+    except CannotReplay as e:
+        return Isolation(error=str(e), how="one op at a time", limit=limit)
+    iso = Isolation(how="one op at a time", limit=limit, left_out=got.left_out,
+                    runs=2 + len(got.rows))
+    for row in got.rows:
+        if row.own is None:
+            iso.not_alone.append(f"{row.name}: {row.reason}")
+            continue
+        iso.scanned += 1
+        if row.own.beyond:
+            iso.introduced.append(Row(row.name, row.own, row.plain))
+    return iso
+
+
+def _teacher_forced(ref: Replayable, cand: Replayable,
+                    feeds: Mapping[str, np.ndarray]) -> Isolation:
     try:
         calls, ref_outs = ref.reference_calls(feeds)  # type: ignore[attr-defined]
         own = cand.teacher_forced(feeds, calls, ref_outs)  # type: ignore[attr-defined]
@@ -65,9 +106,10 @@ def isolate(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray]) 
         if ref_value.shape != value.shape:
             continue
         iso.scanned += 1
-        e = core.error(ref_value, value, name)
+        e = core.error(ref_value, value, name, core.INTERMEDIATE)
         if e.beyond:
             p = plain_outs.get(name)
-            iso.introduced.append(Row(name, e, core.error(ref_value, p, name)
-                                      if p is not None and p.shape == ref_value.shape else None))
+            plain = (core.error(ref_value, p, name, core.INTERMEDIATE)
+                     if p is not None and p.shape == ref_value.shape else None)
+            iso.introduced.append(Row(name, e, plain))
     return iso

@@ -1,7 +1,13 @@
-"""Text, JSON and Markdown of a `driftscope replay` (core.Replay)."""
+"""Text, JSON, Markdown and HTML of a `driftscope replay` (core.Replay).
+
+The HTML page is the Markdown's structure as a minimal self-contained page (html.escape on the
+printable text, a small inline stylesheet): the library's own page renderer (src/report, the
+stylesheet of compare / check / guard pages) takes only those reports' JSON and is not exposed
+for another schema."""
 
 from __future__ import annotations
 
+import html as _html
 import json
 import math
 from typing import List, Optional
@@ -28,15 +34,28 @@ def _err(e: Optional[core.Error]) -> str:
             f"{'-' if e.max_abs is None else f'{e.max_abs:.3g}'} ({e.status})")
 
 
-def _lines(rep: core.Replay, md: bool) -> List[str]:
+# HTML mode: the Markdown's structure, each line tagged by its prefix (html() turns them into
+# elements and escapes the whole line).
+_H1, _H2, _LI, _SUB = "\x00h1 ", "\x00h2 ", "\x00li ", "\x00sub "
+
+
+def _lines(rep: core.Replay, md: bool, web: bool = False) -> List[str]:
     p = (lambda s: _md(s)) if md else printable
     out: List[str] = []
     h = "## " if md else ""
     item = "- " if md else "  "
     sub = "  - " if md else "    "
-    out.append(f"{'# ' if md else ''}driftscope replay: {p(rep.model)}: candidate "
-               f"{p(rep.candidate)} against reference {p(rep.reference)}")
+    if web:
+        h, item, sub = _H2, _LI, _SUB  # p stays printable: html() escapes whole lines
+    out.append(f"{'# ' if md else (_H1 if web else '')}driftscope replay: {p(rep.model)}: "
+               f"candidate {p(rep.candidate)} against reference {p(rep.reference)}")
     out.append("")
+    if rep.runtime_errors:
+        out.append(f"{h}RUNTIME_ERROR (a part's process crashed or its runtime failed; the "
+                   "other parts are below)")
+        for part, why in rep.runtime_errors.items():
+            out.append(f"{item}{p(part)}: RUNTIME_ERROR: {p(why)}")
+        out.append("")
     out.append(f"{h}Outputs (plain candidate run)")
     for o, e in rep.plain.items():
         out.append(f"{item}{p(o)}: {_err(e)}")
@@ -63,15 +82,25 @@ def _lines(rep: core.Replay, md: bool) -> List[str]:
     iso = rep.isolation
     if iso is not None:
         out.append("")
-        out.append(f"{h}Isolation scan (every module on the reference's inputs, "
-                   f"{iso.runs} candidate passes)")
+        how = getattr(iso, "how", "teacher forcing")
+        alone = how != "teacher forcing"
+        what = "node" if alone else "module"
+        out.append(f"{h}Isolation scan (every {what} on the reference's inputs, "
+                   f"{'one node alone per run' if alone else 'teacher forcing'}, "
+                   f"{iso.runs} candidate {'runs' if alone else 'passes'})")
         if iso.error:
             out.append(f"{item}not done: {p(iso.error)}")
         else:
-            out.append(f"{item}{iso.scanned} module outputs scanned; {len(iso.introduced)} "
+            out.append(f"{item}{iso.scanned} {what} outputs scanned; {len(iso.introduced)} "
                        "introduce error beyond tolerance (execution order):")
             for r in iso.introduced:
                 out.append(f"{sub}{p(r.name)}: own {_err(r.own)}; plain run {_err(r.plain)}")
+            left = getattr(iso, "left_out", 0)
+            if alone:
+                out.append(f"{item}limit: the first {iso.limit} nodes (--max-isolate); "
+                           f"{left} node(s) after them not scanned")
+            for why in getattr(iso, "not_alone", []):
+                out.append(f"{item}cannot run alone: {p(why)}")
     att = rep.attribution
     if att is not None:
         out.append("")
@@ -114,6 +143,31 @@ def text(rep: core.Replay) -> str:
 
 def markdown(rep: core.Replay) -> str:
     return "\n".join(_lines(rep, True)) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;padding:0 1em;
+color:#1a1a1a;line-height:1.45}h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.5em;
+border-bottom:1px solid #ccc}p{margin:.2em 0}.li{margin-left:1em}.sub{margin-left:3em;
+color:#333}.rt{color:#b00020}"""
+
+
+def html(rep: core.Replay) -> str:
+    """A self-contained page (no script, no external resource)."""
+    body: List[str] = []
+    for line in _lines(rep, False, web=True):
+        if not line:
+            continue
+        for tag, el in ((_H1, "h1"), (_H2, "h2"), (_LI, "p class=\"li\""),
+                        (_SUB, "p class=\"sub\"")):
+            if line.startswith(tag):
+                body.append(f"<{el}>{_html.escape(line[len(tag):])}</{el.split()[0]}>")
+                break
+        else:
+            body.append(f"<p>{_html.escape(line)}</p>")
+    title = _html.escape(printable(f"driftscope replay: {rep.model}"))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{title}</title><style>{_CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
 
 
 def to_json(rep: core.Replay) -> str:
