@@ -239,6 +239,7 @@ def replay(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
     """Output replay at each tensor of `at` alone, and op replay of each."""
     known = ref.tensors()
     rep = Replay(ref.backend, cand.backend, model, ref.outputs())
+    seen = len(ref.notes), len(cand.notes)
     rep.notes += list(ref.notes) + list(cand.notes)
     good = [n for n in at if n in set(known)]
     ref_values = ref.capture(feeds, good)
@@ -250,4 +251,8 @@ def replay(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
         rep.replays.append(replay_outputs(ref, cand, feeds, [n], ref_values, ref_out, rep.plain))
         rep.runs += 1
         rep.ops.append(replay_op(ref, cand, feeds, n, ref_values[n], cand_values[n]))
+    # What the mechanisms learnt while running (how a value was substituted: "planted:
+    # substituted as int8, quantized with the tensor's scale ..."), said once each.
+    for later in (ref.notes[seen[0]:], cand.notes[seen[1]:]):
+        rep.notes += [x for x in later if x not in rep.notes]
     return rep

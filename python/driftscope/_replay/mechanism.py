@@ -2,7 +2,8 @@
 
 A :class:`Replayable` is one model loaded on one backend (the guard's backend names:
 ``torch-fp16``, ``ort-int8``, ``litert``...). Tensors are named as the recorders name them in a
-dump (PyTorch: module paths; ONNX: node names, ``NODE:OUTPUT`` for a node's second output;
+dump and ``driftscope compare`` prints them (PyTorch: module paths; ONNX: node names,
+``NAME (output K)`` for a node's output K >= 1, ``NAME #N`` for a repeated name;
 .tflite: the recorder's tensor names), so a name read off ``driftscope compare`` or the guard's
 probe can be replayed as printed.
 
