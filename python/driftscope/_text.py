@@ -1,5 +1,5 @@
-"""Text from files made safe to show: the Python twin of driftscope::printable
-(include/driftscope/text.hpp), so every front end spells a hostile name the same way.
+"""Text from files made safe to show: driftscope::printable (include/driftscope/text.hpp) bound
+from the library, so every front end spells a hostile name the same way, and Markdown's escapes.
 
 Names, op types and error messages come from models written by anyone. Printed raw, an ESC
 sequence drives the reader's terminal, a CR or LF rewrites or splits a report line, and a bidi
@@ -8,28 +8,23 @@ override shows a name other than the one stored.
 
 from __future__ import annotations
 
-# Code points above ASCII that change how a terminal shows the text around them (text.cpp).
-_TERMINAL = frozenset([*range(0x80, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
-                       *range(0x2066, 0x206A), 0x2028, 0x2029])
+from . import _core
 
 
 def printable(text: str) -> str:
     """`text` as one line a terminal shows as stored: C0 controls (TAB, LF, CR included) and DEL
     become \\xNN, C1 controls, bidi controls and the line/paragraph separators \\uNNNN; a byte
     that was not valid UTF-8 (a surrogate escape, U+DC80..U+DCFF) \\xNN, any other lone
-    surrogate \\uNNNN. A backslash is kept, so printable(printable(s)) == printable(s)."""
-    out = []
-    for c in text:
-        cp = ord(c)
-        if cp < 0x20 or cp == 0x7F:
-            out.append(f"\\x{cp:02x}")
-        elif 0xDC80 <= cp <= 0xDCFF:
-            out.append(f"\\x{cp - 0xDC00:02x}")
-        elif cp in _TERMINAL or 0xD800 <= cp <= 0xDFFF:
-            out.append(f"\\u{cp:04x}")
-        else:
-            out.append(c)
-    return "".join(out)
+    surrogate \\uNNNN. A backslash is kept, so printable(printable(s)) == printable(s).
+
+    The rule is driftscope::printable's, run by the library itself (_core.printable): a str is
+    handed over as the bytes it stands for (surrogate escapes back to their raw bytes, which the
+    library spells \\xNN as it does for a file's); a lone surrogate no byte stands for is spelt
+    \\uNNNN here first, as the library would spell the code point."""
+    if any(0xD800 <= ord(c) <= 0xDFFF and not 0xDC80 <= ord(c) <= 0xDCFF for c in text):
+        text = "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF
+                       and not 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+    return _core.printable(text.encode("utf-8", "surrogateescape"))
 
 
 # ASCII punctuation that Markdown (CommonMark 0.31, GitHub tables) acts on inside a line; a

@@ -18,6 +18,7 @@
 #include "driftscope/error.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/summary.hpp"
+#include "driftscope/text.hpp"
 
 namespace driftscope::py {
 
@@ -95,6 +96,12 @@ void bind_filter(nb::module_& m) {
            [](const PyFilter& self) { return "Filter('" + self.filter.to_string() + "')"; });
 
   m.def("glob_match", &glob_match, nb::arg("pattern"), nb::arg("text"));
+  // driftscope::printable for the Python front end (driftscope._text), so every front end
+  // escapes one way: the bytes are UTF-8 where valid, raw where not (a name read from a file).
+  m.def(
+      "printable",
+      [](nb::bytes text) { return printable(std::string_view(text.c_str(), text.size())); },
+      nb::arg("text"));
   // The data-flow attributes (docs/format.md §3.3.3): one grammar for every recorder.
   using Ref = std::tuple<std::string, std::string, int64_t, int64_t>;
   m.def(

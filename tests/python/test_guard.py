@@ -583,6 +583,7 @@ def test_printable_is_the_rule_of_driftscope_printable():
     assert printable("\u0085\u202e\u2066\u2028é漢") == "\\u0085\\u202e\\u2066\\u2028é漢"
     assert printable(b"a\xffb".decode("utf-8", "surrogateescape")) == "a\\xffb"
     assert printable(printable("x\x1by")) == printable("x\x1by")
+    assert printable("a\ud800b") == "a\\ud800b"  # a lone surrogate no byte stands for
 
 
 def test_list_backends_says_which_can_run_here(models, plugins):
