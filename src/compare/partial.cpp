@@ -292,8 +292,8 @@ void pair_fields(IO& io, PairResult& p) {
   io(p.criteria);
   io(p.criteria_source);
   io(p.r64);
-  for (double* v : {&p.r64_err_ref, &p.r64_err_cand, &p.r64_limit, &p.r64_k, &p.error, &p.input_error,
-                    &p.amplification, &p.rounding})
+  for (double* v : {&p.r64_err_ref, &p.r64_err_cand, &p.r64_limit, &p.r64_k, &p.r64_rms, &p.r64_u, &p.error,
+                    &p.input_error, &p.amplification, &p.rounding})
     io(*v);
   io(p.origin);
   io(p.basis);
