@@ -233,7 +233,7 @@ std::function<int()> setup_compare(CLI::App& app) {
   sub->add_option("--reference64", st.reference64,
                   "float64 run: pass a tensor when err(cand) <= k * err(reference) + floor")->group(tol);
   sub->add_option("--r64-k", st.r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->allow_extra_args(false)->group(tol);
-  sub->add_option("--r64-floor", st.r64_floor, "reference64 floor in units of unit-roundoff(cand) * RMS(float64)")
+  sub->add_option("--r64-floor", st.r64_floor, "reference64 floor factor f: f * RMS(float64) * the rounding the candidate's dtype makes (docs/metrics.md 7a; 0: no floor)")
       ->group(tol);
 
   const char* al = "Alignment";

@@ -405,6 +405,10 @@ struct PairResult {
   Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
   // reference64 rule (when a float64 run was given and held this tensor: r64 above)
   double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
+  // RMS of the float64 values; the candidate's unit roundoff when its dtype is coarser than the
+  // reference's (0 otherwise): the limit's floor is then the rounding model of docs/metrics.md §7a
+  // on the data flow, set at localisation (docs/compare.md "The float64 ordering rule").
+  double r64_rms = 0, r64_u = 0;
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
   Interned basis;                // "inputs", "predecessor" or "none"

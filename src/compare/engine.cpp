@@ -625,6 +625,12 @@ class Engine {
     p.r64_err_ref = er->rmse;
     p.r64_err_cand = ec->rmse;
     p.r64_limit = kk * er->rmse + floor;
+    p.r64_rms = rms64;
+    // A candidate coarser than the reference: the float32 run's error says nothing of what the
+    // candidate's dtype makes, so localisation replaces the floor by the rounding model on the
+    // data flow (docs/metrics.md §7a). Same or finer: float32's own error measures it.
+    DType rt = effective(p.ref.dtype, ref_prec_);
+    if (unit_roundoff(ct) > unit_roundoff(rt)) p.r64_u = unit_roundoff(ct);
     // Non-finite values in the float32 run or the candidate leave the RMSE undefined.
     if (er->finite_pairs != er->count) p.r64_limit = HUGE_VAL;
     if (ec->finite_pairs != ec->count) p.r64_err_cand = HUGE_VAL;

@@ -61,10 +61,12 @@ DType coarser_dtype(DType a, DType b) noexcept;
 double unit_roundoff(DType t) noexcept;
 // Default reference64 multiplier k for a candidate dtype.
 double default_r64_k(DType t) noexcept;
-inline constexpr double kDefaultR64Floor = 1.0;  // in units of unit_roundoff(cand) * RMS(ref64)
+inline constexpr double kDefaultR64Floor = 1.0;  // f: f * RMS(ref64) * the rounding bound (docs/metrics.md §7a)
 
 // Applies the health checks and the criteria to a compared pair: fills status and reasons.
 void judge(PairResult& pair, bool nan_equal);
+// The reason a pair fails the float64 ordering rule, from its r64_* fields.
+std::string r64_reason(const PairResult& pair);
 
 // ---- align.cpp ----------------------------------------------------------------------------------
 // One side of a planned pair: its record (an index into its reader, decoded again where it is
@@ -144,6 +146,11 @@ double rounding_bound(DType coarser, bool quantized) noexcept;
 // The same for a tensor with recorded inputs: unit roundoff `u`, contracted size `contracted`,
 // `inherited_error` the largest relative error of its inputs that are within rounding.
 double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept;
+// The float64 rule's limit of a candidate coarser than the reference (PairResult::r64_u > 0):
+// k x float32's own error + floor_factor x RMS(float64) x the bound above in the candidate's u,
+// `inherited` the inputs' relative errors against float64. A pair that failed only by the rule
+// and is within the new limit passes; one that still fails has its reason restated.
+void rounding_r64_limit(PairResult& pair, double floor_factor, uint64_t contracted, double inherited);
 // A reference record outside the comparison (filtered out by --filter) described for the data
 // flow (identity, exec_index, kind, ds.inputs), or nullptr when the reference holds none of
 // that identity. The pointer stays valid for the lookup's lifetime.
@@ -161,6 +168,13 @@ void list_origins_by_order(Report& report);
 // ---- localize.cpp -------------------------------------------------------------------------------
 // Fills first_* , origins, growth and amplifiers from judged pairs.
 void localize(Report& report, const CompareOptions& options, const OutsideLookup& outside = {});
+
+// Whether rounding can explain why a pair fails: a floating-point value judged only by criteria
+// on its error (allclose, cosine, SQNR, relative L2, ULP, the float64 rule). NaN, Inf, health and
+// classification failures are no rounding question, and index, shape and mask tensors are exact.
+bool rounding_applies(const PairResult& pair) noexcept;
+// A divergence: failing, and beyond rounding where rounding applies (docs/metrics.md §7a).
+bool diverges(const PairResult& pair) noexcept;
 
 // ---- layout.cpp: layout diagnosis (docs/axes.md) --------------------------------------------------
 struct LayoutInput {

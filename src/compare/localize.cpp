@@ -79,7 +79,7 @@ void first_points(Report& rep, const CompareOptions& options) {
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PairResult& p = pairs[i];
     if (!p.compared) continue;
-    if (!rep.first_divergence && failing(p.status)) rep.first_divergence = i;
+    if (!rep.first_divergence && diverges(p)) rep.first_divergence = i;
     const Metrics& m = p.metrics;
     if (!rep.first_nonfinite && (m.nan_cand() > m.nan_both() || m.inf_cand() > m.inf_same()))
       rep.first_nonfinite = i;
@@ -110,6 +110,21 @@ void first_points(Report& rep, const CompareOptions& options) {
 }
 
 }  // namespace
+
+bool rounding_applies(const PairResult& p) noexcept {
+  if (p.ref.kind != TensorKind::value) return false;
+  static constexpr std::string_view kErrorCriteria[] = {"allclose", "cosine", "sqnr", "rel_l2", "ulp", "reference64"};
+  return std::all_of(p.reasons.begin(), p.reasons.end(), [](const Reason& r) {
+    return std::find(std::begin(kErrorCriteria), std::end(kErrorCriteria), r.code) != std::end(kErrorCriteria);
+  });
+}
+
+// The first divergence is the first pair over tolerance that is also beyond rounding: a
+// floating-point error its dtype makes anyway is no divergence, whatever a fixed tolerance says,
+// so no report calls one tensor both. Where rounding is not the question the tolerance decides.
+bool diverges(const PairResult& p) noexcept {
+  return failing(p.status) && (p.beyond_rounding || !rounding_applies(p));
+}
 
 void localize(Report& rep, const CompareOptions& options, const OutsideLookup& outside) {
   rep.amplification_threshold = options.amplification_threshold;

@@ -81,6 +81,22 @@ double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_e
   return kInheritedFactor * inherited_error + 2.0 * u + std::sqrt(static_cast<double>(contracted)) * u_acc;
 }
 
+void rounding_r64_limit(PairResult& p, double floor_factor, uint64_t contracted, double inherited) {
+  if (!std::isfinite(p.r64_limit)) return;  // non-finite float32 values: the health checks judge
+  p.r64_limit = p.r64_k * p.r64_err_ref +
+                floor_factor * p.r64_rms * dataflow_rounding_bound(p.r64_u, contracted, inherited);
+  auto it = std::find_if(p.reasons.begin(), p.reasons.end(), [](const Reason& r) { return r.code == "reference64"; });
+  if (it == p.reasons.end()) return;  // the limit only grew: a pass stays a pass
+  if (p.r64_err_cand <= p.r64_limit) {
+    std::vector<Reason> rest(p.reasons.begin(), p.reasons.end());
+    rest.erase(rest.begin() + (it - p.reasons.begin()));
+    p.reasons = std::move(rest);
+    if (p.reasons.empty() && p.status == PairStatus::fail) p.status = PairStatus::pass;
+  } else {
+    it->message = r64_reason(p);
+  }
+}
+
 bool localize_dataflow(Report& rep, const CompareOptions& options, const OutsideLookup& outside) {
   auto& pairs = rep.pairs;
   bool any = false;
@@ -184,6 +200,16 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
         if (!pairs[j].beyond_rounding && std::isfinite(pairs[j].error)) inherited = std::max(inherited, pairs[j].error);
       }
       p.rounding = dataflow_rounding_bound(roundoff_of(p), k, inherited);
+      if (p.r64 && p.r64_u > 0) {
+        // The same model against the exact values: the inputs' errors against float64.
+        double inherited64 = 0;
+        for (size_t j : p.basis_pairs) {
+          const PairResult& q = pairs[j];
+          if (q.r64 && !q.beyond_rounding && q.r64_rms > 0 && std::isfinite(q.r64_err_cand))
+            inherited64 = std::max(inherited64, q.r64_err_cand / q.r64_rms);
+        }
+        rounding_r64_limit(p, options.policy.r64_floor.value_or(kDefaultR64Floor), k, inherited64);
+      }
     }
     p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
     // An input carries error when it fails beyond rounding: within tolerance, or within what its

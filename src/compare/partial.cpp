@@ -1,7 +1,7 @@
 // A comparison in parts (compare.hpp "A comparison in parts"): the pairs of compare() measured in
 // any number of parts, elsewhere, and assembled into the report compare() gives, bit for bit.
 //
-// A part is a blob: "DSPART1\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
+// A part is a blob: "DSPART2\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
 // and record counts, the plan's identities and criteria), u64 size of the work list, u64 pair
 // count, then per pair u64 index, u8 reference64-missing flag and every field of PairResult the
 // engine fills before localisation, except the descriptions (the assembler prepares those
@@ -21,7 +21,7 @@ namespace driftscope {
 namespace compare_detail {
 namespace {
 
-constexpr std::string_view kMagic = "DSPART1\n";
+constexpr std::string_view kMagic = "DSPART2\n";  // 2: r64_rms and r64_u (issue 26 §5)
 
 Error bad_part(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 
@@ -292,8 +292,8 @@ void pair_fields(IO& io, PairResult& p) {
   io(p.criteria);
   io(p.criteria_source);
   io(p.r64);
-  for (double* v : {&p.r64_err_ref, &p.r64_err_cand, &p.r64_limit, &p.r64_k, &p.error, &p.input_error,
-                    &p.amplification, &p.rounding})
+  for (double* v : {&p.r64_err_ref, &p.r64_err_cand, &p.r64_limit, &p.r64_k, &p.r64_rms, &p.r64_u, &p.error,
+                    &p.input_error, &p.amplification, &p.rounding})
     io(*v);
   io(p.origin);
   io(p.basis);

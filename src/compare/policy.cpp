@@ -593,11 +593,12 @@ void judge(PairResult& p, bool nan_equal) {
     add(p, PairStatus::fail, "topk",
         cformat(FMT_COMPILE("top-{} overlap {} < {}"), m.top_k(), fmt_num(m.topk_overlap(), 4),
                     g(*c.min_topk_overlap)));
-  if (p.r64 && !(p.r64_err_cand <= p.r64_limit))
-    add(p, PairStatus::fail, "reference64",
-        cformat(FMT_COMPILE("error against float64 {} > {} x float32's own {} + floor = {}"),
-                    fmt_num(p.r64_err_cand, 3), g(p.r64_k), fmt_num(p.r64_err_ref, 3),
-                    fmt_num(p.r64_limit, 3)));
+  if (p.r64 && !(p.r64_err_cand <= p.r64_limit)) add(p, PairStatus::fail, "reference64", r64_reason(p));
+}
+
+std::string r64_reason(const PairResult& p) {
+  return cformat(FMT_COMPILE("error against float64 {} > {} x float32's own {} + floor = {}"),
+                 fmt_num(p.r64_err_cand, 3), g(p.r64_k), fmt_num(p.r64_err_ref, 3), fmt_num(p.r64_limit, 3));
 }
 
 }  // namespace driftscope::compare_detail

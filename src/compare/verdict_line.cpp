@@ -121,6 +121,14 @@ std::string summary_line(const Report& r) {
                                 p.reasons.empty() ? std::string("over tolerance") : p.reasons.front().message);
     return s;
   }
+  if (size_t over = r.count(PairStatus::fail)) {
+    // Over tolerance, yet within the rounding the dtype makes (docs/metrics.md §7a): no divergence.
+    size_t first = 0;
+    while (r.pairs[first].status != PairStatus::fail) ++first;
+    const PairResult& p = r.pairs[first];
+    return fmt::format("DIVERGED: {} tensor(s) over tolerance, none beyond rounding (first: {}: {})", over,
+                       at(first), p.reasons.empty() ? std::string("over tolerance") : p.reasons.front().message);
+  }
   std::vector<std::string> parts;
   if (!r.only_in_reference.empty())
     parts.push_back(fmt::format("{} tensor(s) only in the reference (first: {})", r.only_in_reference.size(),

@@ -122,7 +122,12 @@ std::string report_to_markdown(const Report& r) {
                            fmt_num(p.input_error, 3),
                            p.basis == "inputs" ? "inputs" : p.basis == "dataflow" ? "inputs (data flow)" : "predecessor",
                            fmt_num(p.amplification, 3));
-      out += fmt::format("; {} rounding ({})\n", p.beyond_rounding ? "beyond" : "within", fmt_num(p.rounding, 3));
+      if (p.beyond_rounding || (p.ref.kind == TensorKind::value && rounding_applies(p)))
+        out += fmt::format("; {} rounding ({})", p.beyond_rounding ? "beyond" : "within", fmt_num(p.rounding, 3));
+      else if (p.ref.kind == TensorKind::value)
+        out += fmt::format("; rounding not the question: it fails by {}",
+                           p.reasons.empty() ? std::string("its status") : p.reasons.front().code.get());
+      out += "\n";
     }
     if (!p.ref.source().empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source()));
     for (size_t j : p.parameter_pairs) {

@@ -41,6 +41,12 @@ std::string origin_text(const PairResult& p) {
 
 // "within rounding (bound 0.0625)" for the rounding column of origins and details.
 std::string rounding_text(const PairResult& p) {
+  // Failing by NaN, Inf or a health check with an error its dtype could make: not a rounding
+  // question, and never "within rounding" beside a divergence.
+  if (!p.beyond_rounding && !rounding_applies(p))
+    return fmt::format("not the question: it fails by {}, not by its error ({} vs {} its dtype makes)",
+                       p.reasons.empty() ? std::string("its status") : p.reasons.front().code.get(),
+                       fmt_num(p.r64 ? p.r64_err_cand : p.error, 3), fmt_num(p.r64 ? p.r64_limit : p.rounding, 3));
   if (p.r64)
     return fmt::format("{} rounding (float64 rule: {} vs limit {})",
                        p.beyond_rounding ? "beyond" : "within", fmt_num(p.r64_err_cand, 3),
@@ -246,7 +252,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
         out += fmt::format(" ({})", shown(r.pairs[p.basis_pairs.front()].ref));
       out += "\n";
     }
-    if (p.compared && (p.status == PairStatus::fail || p.status == PairStatus::silent_failure))
+    if (p.compared && p.ref.kind == TensorKind::value &&
+        (p.status == PairStatus::fail || p.status == PairStatus::silent_failure))
       out += fmt::format("  rounding   {}\n", rounding_text(p));
     if (!p.ref.source().empty()) out += fmt::format("  source     {}\n", printable(p.ref.source()));
     parameters(p);

@@ -137,10 +137,15 @@ def test_int8_against_float_localises_the_first_quantized_op(models, x, tmp_path
     strict = driftscope.compare(tmp_path / "f.tdump", tmp_path / "q.tdump", allow_unpaired=True,
                                 max_rel_l2=1e-3)
     assert strict.verdict == "diverged"
-    assert strict.first_divergence.name == "conv1"
+    # Over that tolerance by the quantization step int8 makes anyway (docs/metrics.md §7a): the
+    # first tensor over it is named, and it is no divergence (issue 26 §5).
+    first = next(t for t in strict.tensors if t.status == "fail")
+    assert first.name == "conv1" and not first.beyond_rounding
+    assert strict.first_divergence is None
+    assert "none beyond rounding (first: conv1" in strict.summary, strict.summary
     f, q = driftscope.open(tmp_path / "f.tdump"), driftscope.open(tmp_path / "q.tdump")
     a, b = f.get("conv1", dtype="float64"), q.get("conv1", dtype="float64")
-    assert strict.first_divergence.rel_l2 == pytest.approx(
+    assert first.rel_l2 == pytest.approx(
         np.linalg.norm(b - a) / np.linalg.norm(a), rel=1e-9)
 
 

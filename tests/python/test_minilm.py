@@ -95,11 +95,16 @@ def rel_l2_in_order(ref_path, cand_path):
 
 
 def localise(ref_path, cand_path, max_rel_l2):
-    """Compares with a relative-L2 tolerance and checks the engine's answer against numpy."""
+    """Compares with a relative-L2 tolerance and checks the engine's answer against numpy: the
+    first tensor over it. Reduced-precision noise crosses it within the rounding its dtype makes
+    (docs/metrics.md §7a), so that tensor is named as the first over tolerance, and nothing is
+    called a divergence (issue 26 §5)."""
     report = driftscope.compare(ref_path, cand_path, max_rel_l2=max_rel_l2)
     assert report.verdict == "diverged", report.summary
-    first = report.first_divergence
-    assert first is not None and first.name in report.summary
+    first = next(t for t in report.tensors if t.status == "fail")
+    assert first.name in report.summary and "none beyond rounding" in report.summary, report.summary
+    assert report.first_divergence is None
+    assert not any(t.beyond_rounding for t in report.tensors if t.status == "fail")
     errors = rel_l2_in_order(ref_path, cand_path)
     expected = next((n, i, e) for n, i, e in errors if e > max_rel_l2)
     assert (first.name, first.role_index) == expected[:2], (first.name, expected)

@@ -213,6 +213,11 @@ def test_onnxruntime_exact_tensors_are_never_origins_or_inputs(ort_dumps, cand):
     assert any(tensors[i]["value_kind"] == "shape" for i in exact)
     assert any(tensors[i]["value_kind"] == "mask" for i in exact)
     first = rep["first_divergence"]
+    if cand == "f16" and first is None:
+        # float16 fails the tight tolerance within rounding only: no divergence (issue 26 §5)
+        assert "none beyond rounding" in rep["summary"], rep["summary"]
+        i = next(i for i, t in enumerate(tensors) if t["status"] == "fail")
+        first = dict(tensors[i], pair=i)
     assert first and first["pair"] not in exact and first["role"] == "output"
     assert first["op_type"] not in PLUMBING and first["value_kind"] == "float"
     assert rep["origins"] or cand == "f16"

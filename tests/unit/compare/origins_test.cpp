@@ -149,6 +149,37 @@ TEST(Origins, WithinRoundingIsNotAnOrigin) {
   ASSERT_EQ(rep.origins.size(), 1u);
   EXPECT_EQ(rep.pairs[rep.origins[0].pair].ref.name, "y");
   EXPECT_EQ(rep.origins[0].origin, Origin::introduced);
+  // x fails the tolerance within rounding: not the divergence (issue 26 §5); y is.
+  ASSERT_TRUE(rep.first_divergence);
+  EXPECT_EQ(rep.pairs[*rep.first_divergence].ref.name, "y");
+  auto text = report_to_text(rep);
+  EXPECT_NE(text.find("First divergence: y"), std::string::npos) << text;
+  auto section = text.substr(text.find("First divergence"), text.find("\nOrigins") - text.find("First divergence"));
+  EXPECT_NE(section.find("beyond rounding"), std::string::npos) << text;
+  EXPECT_EQ(section.find("rounding   within"), std::string::npos) << text;
+  EXPECT_NE(rep.summary.find("first divergence at y"), std::string::npos) << rep.summary;
+}
+
+TEST(Origins, OverToleranceWithinRoundingEverywhereIsNoDivergence) {
+  // Every failing tensor is within the rounding its dtype makes: the verdict stays the tolerance's
+  // (diverged, exit 1) but nothing is called the divergence, and the summary says why.
+  Graph g;
+  g.add("x", "", 5e-3, 2);
+  g.add("y", "output/0/0:x", 9e-3, 3);
+  for (auto& e : g.cand) e.dtype = DType::bf16;
+  ScratchDir t;
+  CompareOptions o;
+  o.policy.global = Criteria{};
+  o.policy.global->max_rel_l2 = 1e-3;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand), o);
+  EXPECT_EQ(rep.verdict, Verdict::diverged);
+  EXPECT_EQ(rep.count(PairStatus::fail), 2u);
+  EXPECT_FALSE(rep.first_divergence);
+  EXPECT_TRUE(rep.origins.empty());
+  EXPECT_EQ(rep.summary.rfind("DIVERGED: 2 tensor(s) over tolerance, none beyond rounding (first: x", 0), 0u)
+      << rep.summary;
+  EXPECT_EQ(report_to_text(rep).find("First divergence"), std::string::npos);
+  EXPECT_EQ(report_to_markdown(rep).find("First divergence"), std::string::npos);
 }
 
 TEST(Origins, RoundingBoundFollowsTheDataFlow) {
@@ -219,6 +250,103 @@ TEST(Origins, WithoutDataFlowTheExecutionOrderRuleSaysSo) {
   EXPECT_EQ(rep.pairs[y.basis_pairs[0]].ref.name, "x");  // never the integer tensor
   ASSERT_EQ(rep.origins.size(), 1u);
   EXPECT_NE(report_to_text(rep).find("the reference has no data flow"), std::string::npos);
+}
+
+
+// A float64 truth, a float32 reference and a bfloat16 candidate of x -> y -> z (1024 values,
+// K = 1024). `err` is each candidate's relative error before its rounding to bfloat16.
+struct R64Chain {
+  std::string p64, pref, pc;
+  R64Chain(const ScratchDir& d, double ex, double ey, double ez) {
+    const double errs[3] = {ex, ey, ez};
+    const char* names[3] = {"x", "y", "z"};
+    const char* inputs[3] = {"", "output/0/0:x", "output/0/0:y"};
+    std::vector<Entry> s64, s32, sc;
+    for (int k = 0; k < 3; ++k) {
+      auto t = noise(1024, 20 + k);
+      auto c = with_error(t, errs[k], 30 + k);
+      Entry e64 = value(names[k], t, inputs[k]), e32 = e64, ec = value(names[k], c, inputs[k]);
+      e64.dtype = DType::f64;
+      ec.dtype = DType::bf16;
+      s64.push_back(e64), s32.push_back(e32), sc.push_back(ec);
+    }
+    p64 = write_dump(d.file("r64.tdump"), s64);
+    pref = write_dump(d.file("ref.tdump"), s32);
+    pc = write_dump(d.file("cand.tdump"), sc);
+  }
+};
+
+TEST(Origins, Reference64LowerPrecisionUsesTheRoundingModel) {
+  // issue 26 §5: x is bf16 rounding plus an error of 1u, y 2.5u more, z a fault of 40u. The old
+  // floor (one rounding, u RMS) failed y; the rounding model (docs/metrics.md §7a) passes x and
+  // y and still fails z.
+  ScratchDir d;
+  const double u = 0x1p-8, own = 2 * u + 32 * 0x1p-24;  // sqrt(1024) float32 roundings
+  R64Chain c(d, u, 2.5 * u, 40 * u);
+  CompareOptions o;
+  o.reference64 = c.p64;
+  Report rep = run_compare(c.pref, c.pc, o);
+  ASSERT_EQ(rep.pairs.size(), 3u);
+  auto rel = [&](const PairResult& p) { return p.r64_err_cand / p.r64_rms; };
+  for (const auto& p : rep.pairs) {
+    ASSERT_TRUE(p.r64) << p.ref.name;
+    EXPECT_EQ(p.r64_u, u);
+    EXPECT_GT(p.r64_rms, 0);
+  }
+  const PairResult &x = rep.pairs[0], &y = rep.pairs[1], &z = rep.pairs[2];
+  EXPECT_DOUBLE_EQ(x.r64_limit, 3 * x.r64_err_ref + x.r64_rms * own);
+  EXPECT_DOUBLE_EQ(y.r64_limit, 3 * y.r64_err_ref + y.r64_rms * (2 * rel(x) + own));
+  EXPECT_DOUBLE_EQ(z.r64_limit, 3 * z.r64_err_ref + z.r64_rms * (2 * rel(y) + own));
+  // y is more than one rounding off (the old floor) but within the model
+  EXPECT_GT(y.r64_err_cand, 3 * y.r64_err_ref + u * y.r64_rms);
+  EXPECT_EQ(x.status, PairStatus::pass);
+  EXPECT_EQ(y.status, PairStatus::pass);
+  EXPECT_TRUE(y.reasons.empty());
+  EXPECT_EQ(z.status, PairStatus::fail);
+  EXPECT_TRUE(z.beyond_rounding);
+  ASSERT_EQ(z.reasons.size(), 1u);
+  // The reason states the new limit, not the one judge() saw before localisation.
+  const std::string& why = z.reasons[0].message;
+  ASSERT_NE(why.rfind("= "), std::string::npos) << why;
+  EXPECT_NEAR(std::stod(why.substr(why.rfind("= ") + 2)), z.r64_limit, 0.01 * z.r64_limit) << why;
+  EXPECT_GT(z.r64_err_cand / z.r64_limit, 3.0);  // the fault: several times the bound
+  ASSERT_TRUE(rep.first_divergence);
+  EXPECT_EQ(*rep.first_divergence, 2u);
+  ASSERT_EQ(rep.origins.size(), 1u);
+  EXPECT_EQ(rep.origins[0].pair, 2u);
+
+  // The seed rule, "no further off than float32": --r64-k bf16=1 --r64-floor 0 keeps its limit,
+  // exactly k x float32's own error, and fails bfloat16 everywhere.
+  o.policy.r64_floor = 0;
+  o.policy.r64_k = {{DType::bf16, 1.0}};
+  Report seed = run_compare(c.pref, c.pc, o);
+  for (const auto& p : seed.pairs) {
+    EXPECT_EQ(p.r64_limit, p.r64_err_ref) << p.ref.name;
+    EXPECT_EQ(p.status, PairStatus::fail) << p.ref.name;
+  }
+  ASSERT_TRUE(seed.first_divergence);
+  EXPECT_EQ(*seed.first_divergence, 0u);
+}
+
+TEST(Origins, Reference64SameDtypeKeepsTheFixedFloor) {
+  // A float32 candidate: float32's own error measures what its dtype makes; the floor stays
+  // f u RMS (u = 2^-24) whatever the data flow.
+  ScratchDir d;
+  std::vector<Entry> s64, s32;
+  for (int k = 0; k < 2; ++k) {
+    Entry e = value(k ? "y" : "x", noise(512, 40 + k), k ? "output/0/0:x" : "");
+    Entry e64 = e;
+    e64.dtype = DType::f64;
+    s64.push_back(e64), s32.push_back(e);
+  }
+  CompareOptions o;
+  o.reference64 = write_dump(d.file("r64.tdump"), s64);
+  auto pr = write_dump(d.file("ref.tdump"), s32);
+  Report rep = run_compare(pr, pr, o);
+  for (const auto& p : rep.pairs) {
+    EXPECT_EQ(p.r64_u, 0.0);
+    EXPECT_DOUBLE_EQ(p.r64_limit, 2 * p.r64_err_ref + 0x1p-24 * p.r64_rms);
+  }
 }
 
 }  // namespace
