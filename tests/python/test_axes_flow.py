@@ -220,3 +220,23 @@ def test_cli_input_axes(tmp_path):
         assert p.returncode == 2, p.stderr
         err = p.stderr.strip().splitlines()
         assert len(err) == 1 and msg in err[0] and "Traceback" not in p.stderr, p.stderr
+
+
+class NoRule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.out(torch.cumsum(self.fc(x), dim=1))  # cumsum: no rule in the table
+
+
+def test_an_op_without_a_rule_ends_the_names_and_says_where(tmp_path):
+    path = record(NoRule(), tmp_path / "r.tdump", torch.randn(2, 5, 8),
+                  input_axes={"x": "batch,seq,hidden"})
+    by = {r.name: r for r in driftscope.open(path)}
+    assert by["fc"].axes == ("batch", "seq", "hidden")
+    assert by["out"].axes == ()  # never a guessed name
+    assert dict(by["out"].attrs)["axes_stop"] == "names stop at cumsum (no rule)"
+    assert dict(by["<root>"].attrs)["axes_stop"] == "names stop at cumsum (no rule)"
