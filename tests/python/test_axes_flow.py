@@ -240,3 +240,48 @@ def test_an_op_without_a_rule_ends_the_names_and_says_where(tmp_path):
     assert by["out"].axes == ()  # never a guessed name
     assert dict(by["out"].attrs)["axes_stop"] == "names stop at cumsum (no rule)"
     assert dict(by["<root>"].attrs)["axes_stop"] == "names stop at cumsum (no rule)"
+
+
+# ---- ONNX Runtime: input_axes= become the graph inputs' dim_params for shape inference ---------
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["bug", "fixed"])
+def test_onnxruntime_input_axes_name_the_transposed_norm(tmp_path, fixed):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    import driftscope.onnxruntime as dort
+
+    model = TransposedNorm(8, 8, fixed=fixed).eval()  # square: seq = hidden
+    x = torch.randn(2, 8, 8)
+    onnx_path = tmp_path / "m.onnx"
+    with torch.no_grad():
+        torch.onnx.export(model, (x,), str(onnx_path), input_names=["x"], opset_version=17,
+                          dynamo=False)
+    out = tmp_path / "ort.tdump"
+    dort.record(str(onnx_path), {"x": x.numpy()}, out, input_axes={"x": "batch,seq,hidden"})
+    rc, text = check(out)
+    if fixed:
+        assert rc == 0, text
+    else:
+        assert rc == 1 and "norm_over" in text and "normalises over seq" in text, text
+    with pytest.raises(dort.InputMismatchError, match=re.escape("2 names (batch,seq)")):
+        dort.record(str(onnx_path), {"x": x.numpy()}, tmp_path / "bad.tdump",
+                    input_axes={"x": "batch,seq"})
+    with pytest.raises(dort.InputMismatchError, match="'y' is not an input"):
+        dort.record(str(onnx_path), {"x": x.numpy()}, tmp_path / "bad.tdump",
+                    input_axes={"y": "batch"})
+    assert not (tmp_path / "bad.tdump").exists()
+    # the command: the same declaration by flag; a bad one is one line, exit 2
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", x.numpy())
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    base = [sys.executable, "-m", "driftscope", "record", "onnx", str(onnx_path), "--input",
+            f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path / "cli.tdump"), "--no-progress"]
+    p = subprocess.run(base + ["--input-axes", "x=batch,seq,hidden"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert check(tmp_path / "cli.tdump")[0] == (0 if fixed else 1)
+    p = subprocess.run(base + ["--input-axes", "x=batch,seq,seq"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(err) == 1 and "declared twice" in err[0], p.stderr
