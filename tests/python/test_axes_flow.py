@@ -159,22 +159,31 @@ def test_mean_over_batch_is_flagged(tmp_path):
     assert rc == 1 and "reduce_over_batch" in out and "mean reduces over batch" in out, out
 
 
-def test_minilm_names_flow_from_the_conventions(bert, tmp_path):
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_minilm_names_flow_from_the_conventions(bert, tmp_path, attn):
     model, ids, mask = bert
     path = tmp_path / "minilm.tdump"
-    with torch.no_grad(), dt.record(model, path):  # nothing declared: input_ids/attention_mask
-        model(input_ids=ids, attention_mask=mask)
+    before = model.config._attn_implementation
+    model.set_attn_implementation(attn)  # eager: QK^T, the mask add and softmax in Python
+    try:
+        with torch.no_grad(), dt.record(model, path):  # nothing declared: the conventions
+            model(input_ids=ids, attention_mask=mask)
+    finally:
+        model.set_attn_implementation(before)
     outs = [r for r in driftscope.open(path) if r.role == "output"]
     named = [r for r in outs if r.axes]
     share = len(named) / len(outs)
-    print(f"MiniLM: {len(named)} of {len(outs)} module outputs named ({share:.1%})")
+    print(f"MiniLM ({attn}): {len(named)} of {len(outs)} module outputs named ({share:.1%})")
     assert share >= 0.95, [r.name for r in outs if not r.axes]
-    by = {r.name: r for r in outs}
+    by = {r.name: r for r in outs if r.role_index == 0}
     assert by["encoder.layer.0.intermediate.dense"].axes == (
         "batch", "seq", "encoder.layer.0.intermediate.dense.out")
     assert by["encoder.layer.5.output"].axes == ("batch", "seq", "hidden")
     trail = dict(by["encoder.layer.3.attention.self"].attrs)["axes_from"]
     assert "batch,seq,heads,head_dim -> batch,seq,hidden" in trail, trail
+    if attn == "eager":  # the scores are query,key and the softmax runs over key
+        ops = dict(by["encoder.layer.3.attention.self"].attrs)["axes_ops"].split("\t")
+        assert ops[:5] == ["softmax", "softmax", "batch,heads,query,key", "2,12,16,16", "3"], ops
     rc, out = check(path)
     assert rc == 0, out
 
