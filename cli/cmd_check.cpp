@@ -90,6 +90,7 @@ wrong on its face. Each finding has a code:
   reduce_over_batch  a mean/sum/... over the axis named batch inside the model
   broadcast_conflict two differently named axes of the same size met in a broadcast
                      (a per-token vector added along the feature axis)
+  concat_mismatch    a concatenation of parts that name one axis differently
 
 The recorders declare axis names and the norm/softmax axes (docs/axes.md). A tensor
 without a declaration is still checked for everything else.

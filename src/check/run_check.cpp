@@ -309,7 +309,7 @@ class Checker {
     return trail.empty() ? std::string() : fmt::format("; names from: {}", trail);
   }
 
-  // norm_over, softmax_over, reduce_over_batch, broadcast_conflict: from the record's own
+  // norm_over, softmax_over, reduce_over_batch, broadcast_conflict, concat_mismatch: from the record's own
   // names and reserved attributes, and from the ops the recorder saw inside it (`axes_ops`).
   // At most one finding per code per record.
   void axes_findings(const TensorInfo& t) {
@@ -364,6 +364,17 @@ class Checker {
                    static_cast<double>(a));
               break;
             }
+        } else if (e->kind == "concat" && e->names.size() == e->names2.size() && e->axes.size() == 1) {
+          for (size_t k = 0; k < e->names.size(); ++k) {
+            const std::string &x = e->names[k], &y = e->names2[k];
+            if (!named(x) || !named(y) || axis_base(x) == axis_base(y)) continue;
+            emit("concat_mismatch",
+                 fmt::format("{} along axis {} joins parts whose axis {} is {} on one side and {} on the other: {} "
+                             "with {}{}", e->op, e->axes[0], k, x, y, names_text(e->names), names_text(e->names2),
+                             from_text(e->trail)),
+                 static_cast<double>(k));
+            break;
+          }
         } else if (e->kind == "broadcast") {
           const size_t n = std::min(e->names.size(), e->names2.size());
           for (size_t k = 1; k <= n; ++k) {
@@ -659,7 +670,8 @@ Result<void> CheckOptions::validate() const {
   static constexpr std::string_view kCodes[] = {"nonfinite", "all_zero", "constant", "dead_channels",
                                                 "f16_near_overflow", "int8_saturation", "norm_axis",
                                                 "softmax_axis", "axis_size", "norm_over",
-                                                "softmax_over", "reduce_over_batch", "broadcast_conflict"};
+                                                "softmax_over", "reduce_over_batch", "broadcast_conflict",
+                                                "concat_mismatch"};
   for (const auto& c : ignore)
     if (std::find(std::begin(kCodes), std::end(kCodes), c) == std::end(kCodes))
       return make_error(Errc::invalid_argument,

@@ -294,3 +294,26 @@ def test_onnxruntime_input_axes_name_the_transposed_norm(tmp_path, fixed):
                        text=True, env=env, timeout=120)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(err) == 1 and "declared twice" in err[0], p.stderr
+
+
+class CatMismatch(nn.Module):
+    def __init__(self, wrong=True):
+        super().__init__()
+        self.wrong = wrong
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        extra = h.transpose(1, 2) if self.wrong else h  # square: the shapes join either way
+        return torch.cat([h, extra], dim=1)
+
+
+def test_concat_of_differently_named_parts_is_flagged(tmp_path):
+    x = torch.randn(2, 8, 8)
+    bad = record(CatMismatch(), tmp_path / "bad.tdump", x, input_axes={"x": "batch,seq,hidden"})
+    rc, out = check(bad)
+    assert rc == 1 and "concat_mismatch" in out, out
+    assert "cat along axis 1 joins parts whose axis 1 is seq on one side and hidden" in out, out
+    good = record(CatMismatch(False), tmp_path / "good.tdump", x,
+                  input_axes={"x": "batch,seq,hidden"})
+    assert check(good)[0] == 0

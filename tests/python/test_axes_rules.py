@@ -140,12 +140,23 @@ def test_getitem_cat_stack_split():
     got, _ = run("getitem", [Arg(BSH, (2, 5, 8)), (Ellipsis, 0)], [(2, 5)])
     assert got == [("batch", "seq")]
     a, b = Arg(BSH, (2, 5, 8)), Arg(BSH, (2, 3, 8))
-    got, _ = run("cat", [[a, b], 1], [(2, 8, 8)])
-    assert got == [BSH]
+    got, ctx = run("cat", [[a, b], 1], [(2, 8, 8)])
+    assert got == [("batch", None, "hidden")] and not ctx.events  # seq: a new size, no name
+    c = Arg(("batch", "hidden", "seq"), (2, 8, 8))  # a transposed part joined along seq
+    got, ctx = run("cat", [[a, c]], [(2, 13, 8)], {"dim": 1})
+    assert got == [("batch", None, None)]
+    assert ctx.events[0][0] == "concat" and ctx.events[0][4] == (1,)
+    assert ctx.events[0][5] == ("batch", "hidden", "seq")
     got, _ = run("stack", [[a, a]], [(2, 2, 5, 8)], {"dim": 0})
     assert got == [(None,) + BSH]
     got, _ = run("split", [a, 4, -1], [(2, 5, 4), (2, 5, 4)])
-    assert got == [BSH, BSH]
+    assert got == [("batch", "seq", None)] * 2
+    # a fused q,k,v projection split into three parts of the hidden width: hidden
+    qkv = Arg(("batch", "seq", "attn.c_attn.out"), (2, 5, 24))
+    got, _ = run("split", [qkv, 8], [(2, 5, 8)] * 3, {"dim": 2}, widths={"hidden": 8})
+    assert got == [BSH] * 3
+    got, _ = run("getitem", [Arg(BSH, (2, 5, 8)), (slice(None), slice(0, 3))], [(2, 3, 8)])
+    assert got == [("batch", None, "hidden")]  # a slice that changes the size: no name
 
 
 def test_no_rule_ends_names_and_rules_never_throw():

@@ -11,9 +11,10 @@ recorder notes where: ``axes_stop``); a rule never guesses a name and never thro
 is the same as no rule).
 
 Rules do not judge. What a rule sees that ``driftscope check`` may judge (a normalisation, a
-softmax, a reduction, two differently named axes meeting in a broadcast) is returned as an
-*event*, written by the recorder into the ``axes_ops`` attribute; the C++ check decides which
-events are findings (norm_over, softmax_over, reduce_over_batch, broadcast_conflict).
+softmax, a reduction, two differently named axes meeting in a broadcast or a concatenation) is
+returned as an *event*, written by the recorder into the ``axes_ops`` attribute; the C++ check
+decides which events are findings (norm_over, softmax_over, reduce_over_batch,
+broadcast_conflict, concat_mismatch).
 """
 
 from __future__ import annotations
@@ -153,6 +154,15 @@ def _dims(d: Any, rank: int) -> Optional[List[int]]:
     if isinstance(d, (list, tuple)):
         return sorted({_norm_dim(x, rank) for x in d})
     return [_norm_dim(d, rank)]
+
+
+def _resized(ctx: Ctx, name: Optional[str], old: int, new: int) -> Optional[str]:
+    """The name of an axis a slice, split or concatenation gave a new size: one name means one
+    size in a run (check's axis_size), so it keeps its name only at its old size, becomes a known
+    feature name of the new width (``hidden`` for a q,k,v split), or loses its name."""
+    if old == new:
+        return name
+    return next((n for n, w in ctx.widths.items() if w == new), None) if name else None
 
 
 def _all_outs(ctx: Ctx, names: Names) -> List[Names]:
@@ -409,23 +419,31 @@ def getitem(ctx: Ctx) -> List[Names]:
         return [None]
     consumed = sum(1 for x in idx if x is not None and x is not Ellipsis)
     out: List[Optional[str]] = []
+    sizes: List[int] = []  # each output axis's size before indexing (1: a new axis)
     src = 0
     for x in idx:
         if x is Ellipsis:
             fill = len(a.names) - consumed
             out += a.names[src:src + fill]
+            sizes += a.shape[src:src + fill]
             src += fill
         elif x is None:
             out.append(None)
+            sizes.append(1)
         elif isinstance(x, slice):
             out.append(a.names[src])
+            sizes.append(a.shape[src])
             src += 1
         elif isinstance(x, int):
             src += 1
         else:
             return [None]
     out += a.names[src:]
-    return _all_outs(ctx, tuple(out))
+    sizes += a.shape[src:]
+    if not ctx.outs or len(ctx.outs[0]) != len(out):
+        return [None] * len(ctx.outs)
+    return _all_outs(ctx, tuple(_resized(ctx, n, s, t)
+                                for n, s, t in zip(out, sizes, ctx.outs[0])))
 
 
 def expand(ctx: Ctx) -> List[Names]:
@@ -438,30 +456,46 @@ def expand(ctx: Ctx) -> List[Names]:
 
 
 def cat(ctx: Ctx) -> List[Names]:
-    """cat keeps the names both sides share (the joined axis loses a name the sides disagree
-    on); stack inserts an unnamed axis."""
+    """cat keeps the names every part shares (an axis the parts name differently loses its name,
+    and that is an event), except on the joined axis, which has a new size (:func:`_resized`);
+    stack inserts an unnamed axis."""
     seq = ctx.param(0, "tensors")
     ts = [t for t in (seq or ()) if isinstance(t, Arg)]
     if not ts or any(t.names is None for t in ts) or not ctx.outs:
         return [None] * len(ctx.outs)
     rank = len(ts[0].names)
+    d = _norm_dim(ctx.param(1, "dim", 0), rank + (1 if ctx.op == "stack" else 0))
+    for t in ts[1:]:  # parts whose names differ: an event (check: concat_mismatch)
+        if len(t.names) == rank and any(
+                a and b and a != b for a, b in zip(ts[0].names, t.names)):
+            ctx.event("concat", ts[0], [min(d, rank - 1)], t)
+            break
     names = tuple(ts[0].names[k] if all(t.names[k] == ts[0].names[k] for t in ts) else None
                   for k in range(rank))
     if ctx.op == "stack":
-        d = _norm_dim(ctx.param(1, "dim", 0), rank + 1)
         names = names[:d] + (None,) + names[d:]
+    else:  # the joined axis has a new size
+        names = tuple(_resized(ctx, n, ts[0].shape[k], ctx.outs[0][k]) if k < len(ctx.outs[0])
+                      else n for k, n in enumerate(names))
     return _all_outs(ctx, names)
 
 
 def split(ctx: Ctx) -> List[Names]:
-    """split/chunk keep every name; unbind removes the axis."""
+    """split/chunk keep every name but the split axis's (:func:`_resized`); unbind removes it."""
     a = ctx.first()
     if a is None or a.names is None:
         return [None] * len(ctx.outs)
     if ctx.op == "unbind":
         d = _norm_dim(ctx.param(1, "dim", 0), len(a.names))
         return _all_outs(ctx, a.names[:d] + a.names[d + 1:])
-    return _all_outs(ctx, a.names)
+    out: List[Names] = []
+    for o in ctx.outs:  # the split axis has a new size in each part
+        if len(o) != len(a.names):
+            out.append(None)
+            continue
+        n = tuple(_resized(ctx, x, s, t) for x, s, t in zip(a.names, a.shape, o))
+        out.append(n if any(x is not None for x in n) else None)
+    return out
 
 
 _KEEP = ("relu gelu silu tanh sigmoid dropout exp log sqrt rsqrt neg abs erf clamp clip "

@@ -141,19 +141,21 @@ TEST(Check, ChecksByAxisName) {
                  "reduce\tmean\tbatch,seq,hidden\t2,8,8\t0\t\t\tt\n"
                  "broadcast\tadd\tbatch,seq,hidden\t2,8,8\t\thidden,?\t8,1\tt\n"
                  "broadcast\tadd\tbatch,heads,query,key\t2,4,8,8\t\tbatch,?,?,seq\t2,1,1,8\tt\n"
-                 "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t3\t\t\tt"}};
+                 "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t3\t\t\tt\n"
+                 "concat\tcat\tbatch,seq,hidden\t2,5,8\t1\tbatch,hidden,seq\t2,8,8\tt"}};
   // Fine facts: softmax over key, a mean over hidden, broadcast of size-1 against another name.
   Entry fine{"fine", x, s};
   fine.attrs = {{"axes_ops",
                  "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t3\t\t\tt\n"
                  "reduce\tmean\tbatch,seq,hidden\t2,8,8\t2\t\t\tt\n"
-                 "broadcast\tmul\tbatch,seq,hidden\t2,8,8\t\tbatch,hidden,?\t2,1,1\tt"}};
+                 "broadcast\tmul\tbatch,seq,hidden\t2,8,8\t\tbatch,hidden,?\t2,1,1\tt\n"
+                 "concat\tcat\tbatch,seq,hidden\t2,5,8\t1\tbatch,seq,hidden\t2,3,8\tt"}};
   // Malformed entries (a producer's free text under the reserved key): skipped, counted.
   Entry junk{"junk", x, s};
   junk.attrs = {{"axes_ops", "norm\tlayer_norm\tbatch\t2,8\t0\t\t\tt\nnot an entry"}};
   CheckReport r = run_check(write_dump(dir.file("a.tdump"), {ln, ok, attn, fine, junk}));
   ASSERT_EQ(codes(r), (std::vector<std::string>{"norm_over:norm", "softmax_over:attn", "reduce_over_batch:attn",
-                                                "broadcast_conflict:attn"}));
+                                                "broadcast_conflict:attn", "concat_mismatch:attn"}));
   EXPECT_EQ(r.findings[0].message,
             "LayerNorm normalises over seq (axis 2 of batch,hidden,seq), not the feature axis; names from: x: "
             "batch,seq,hidden (declared) -> transpose");
@@ -164,10 +166,13 @@ TEST(Check, ChecksByAxisName) {
   EXPECT_EQ(r.findings[3].message,
             "add meets seq with hidden (both size 8) at axis -2: batch,seq,hidden with hidden,?; a same-size axis of "
             "another meaning broadcast silently; names from: t");
+  EXPECT_EQ(r.findings[4].message,
+            "cat along axis 1 joins parts whose axis 1 is seq on one side and hidden on the other: batch,seq,hidden "
+            "with batch,hidden,seq; names from: t");
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_NE(r.notes[0].find("axes_ops not judged: malformed entries"), std::string::npos);
   CheckOptions o;
-  o.ignore = {"norm_over", "softmax_over", "reduce_over_batch", "broadcast_conflict"};
+  o.ignore = {"norm_over", "softmax_over", "reduce_over_batch", "broadcast_conflict", "concat_mismatch"};
   EXPECT_TRUE(run_check(dir.file("a.tdump"), o).findings.empty());
 }
 
