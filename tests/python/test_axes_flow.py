@@ -202,6 +202,13 @@ def test_bad_declarations_are_one_clear_error(tmp_path, axes, msg):
             m(torch.randn(2, 6, 8))
 
 
+def test_a_parameter_declared_with_the_wrong_rank_creates_no_file(tmp_path):
+    with pytest.raises(InvalidArgumentError, match=re.escape("2 names (seq,hidden) for a rank-1")):
+        with dt.record(Bias(8), tmp_path / "r.tdump", input_axes={"bias": "seq,hidden"}):
+            pass
+    assert not (tmp_path / "r.tdump").exists()
+
+
 def test_cli_input_axes(tmp_path):
     model_py = tmp_path / "m.py"
     model_py.write_text(

@@ -364,6 +364,7 @@ class Recorder:
     def start(self) -> "Recorder":
         if self.writer is not None:
             raise InvalidArgumentError("this recorder was already started", 1, "invalid_argument")
+        self._name_parameters()  # a declaration the model contradicts: no file is created
         self.writer = Writer(self.file, **self._writer_args)
         try:
             heads: Dict[str, int] = {}
@@ -381,7 +382,6 @@ class Recorder:
                     self._heads_of[name or self.root_name] = h
                 if declared:
                     self._module_attrs[name or self.root_name] = declared
-            self._name_parameters()
             if self.granularity == "op":
                 self._mode = _op_mode_class()(self)
                 self._mode.__enter__()
@@ -512,8 +512,8 @@ class Recorder:
             else:
                 values[k] = v
         params = set(sig.parameters) if sig is not None else set()
-        known = params | set(dict(self.model.named_parameters())) | set(
-            dict(self.model.named_buffers()))
+        takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD
+                        for p in (sig.parameters.values() if sig is not None else ()))
         for key, names in self._input_axes.items():
             t = values.get(key)
             if isinstance(t, torch.Tensor):
@@ -522,9 +522,7 @@ class Recorder:
                         f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a "
                         f"rank-{t.dim()} input of shape {tuple(t.shape)}", 1, "invalid_argument")
                 self._declare(t, names, key, "declared")
-            elif key not in known and not any(
-                    p.kind == inspect.Parameter.VAR_KEYWORD for p in
-                    (sig.parameters.values() if sig is not None else ())):
+            elif key not in params and not takes_any and not self._is_model_tensor(key):
                 raise InvalidArgumentError(
                     f"input_axes: {key!r} is neither an argument of "
                     f"{type(self.model).__name__}.forward{sig} nor a parameter of the model", 1,
@@ -534,6 +532,14 @@ class Recorder:
             if key not in self._input_axes and isinstance(t, torch.Tensor) and \
                     t.dim() == len(names):
                 self._declare(t, names, key, "convention")
+
+    def _is_model_tensor(self, path: str) -> bool:
+        owner, _, leaf = path.rpartition(".")
+        try:
+            mod = self.model.get_submodule(owner) if owner else self.model
+        except AttributeError:
+            return False
+        return isinstance(getattr(mod, leaf, None), torch.Tensor)
 
     def _add_events(self, module: str, events: List[str]) -> None:
         have = self._events.setdefault(module, [])
