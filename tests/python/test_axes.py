@@ -80,7 +80,7 @@ def test_minilm_head_exchange_is_named_and_diagnosed(tmp_path):
     undone = cand.copy()
     undone[..., :d], undone[..., d:2 * d] = cand[..., d:2 * d], cand[..., :d]
     np.testing.assert_array_equal(undone, ref)
-    assert "heads 0 and 1 exchanged along axis 2 (12x32 split), cosine 1.0000" in report.to_text()
+    assert "heads 0 and 1 exchanged along axis 2 (hidden) (12x32 split), cosine 1.0000" in report.to_text()
 
 
 # ---- PyTorch NCHW vs LiteRT NHWC ---------------------------------------------------------------
