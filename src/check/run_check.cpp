@@ -159,8 +159,11 @@ std::optional<uint32_t> channel_axis(const TensorInfo& t) {
 // `axes_ops` attribute: an op's kind, its operands' names and sizes, the axes it worked along,
 // and where the names came from); this is the one place that decides which facts are findings.
 
-// Axes a normalisation must not run over: they index samples or positions, not features.
-constexpr std::string_view kNotFeature[] = {"batch", "seq", "key", "query", "time", "heads", "tokens"};
+// Axes a normalisation must not run over: they index samples or positions, not features (the
+// spellings of ONNX exports' dim_params included).
+constexpr std::string_view kNotFeature[] = {"batch", "batch_size", "seq", "sequence", "sequence_length", "seq_len",
+                                            "key", "query", "time", "heads", "tokens"};
+bool is_batch(std::string_view lowered_base) { return lowered_base == "batch" || lowered_base == "batch_size"; }
 // Name pairs that meet in a broadcast without conflict: query/key are seq's roles in attention
 // (python/driftscope/recorders/axes_rules.py, COMPATIBLE, holds the same pairs).
 bool compatible(std::string_view a, std::string_view b) {
@@ -335,7 +338,7 @@ class Checker {
                              std::string_view trail) {
       if (a >= names.size() || !named(names[a])) return;
       std::string b = lower(axis_base(names[a]));
-      if (b == "query" || b == "batch")
+      if (b == "query" || is_batch(b))
         emit("softmax_over",
              fmt::format("{} normalises over {} (axis {} of {}){}{}", op, names[a], a, names_text(names),
                          b == "query" ? ": attention probabilities sum to one over the key axis" : "",
@@ -357,7 +360,7 @@ class Checker {
         else if (e->kind == "softmax" && e->axes.size() == 1) judge_softmax(e->op, e->names, e->axes[0], e->trail);
         else if (e->kind == "reduce") {
           for (uint32_t a : e->axes)
-            if (named(e->names[a]) && lower(axis_base(e->names[a])) == "batch") {
+            if (named(e->names[a]) && is_batch(lower(axis_base(e->names[a])))) {
               emit("reduce_over_batch",
                    fmt::format("{} reduces over batch (axis {} of {}) inside the model: each sample's result depends "
                                "on the others{}", e->op, a, names_text(e->names), from_text(e->trail)),

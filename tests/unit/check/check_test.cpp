@@ -132,6 +132,12 @@ TEST(Check, ChecksByAxisName) {
   Entry ok = ln;
   ok.name = "norm_ok";
   ok.axes = {"batch", "seq", "hidden"};
+  // An ONNX export's dim_params: the same judge.
+  Entry onnx = ln;
+  onnx.name = "onnx_norm";
+  onnx.op = "LayerNormalization";
+  onnx.axes = {"batch_size", "8", "sequence_length"};
+  onnx.attrs = {{"norm_axes", "-1"}};
   // Facts inside a module: softmax over query, a mean over batch, a seq/hidden meeting of size 8,
   // and a seq/key meeting (a mask on attention scores) that is no conflict.
   Entry attn{"attn", x, s};
@@ -153,12 +159,16 @@ TEST(Check, ChecksByAxisName) {
   // Malformed entries (a producer's free text under the reserved key): skipped, counted.
   Entry junk{"junk", x, s};
   junk.attrs = {{"axes_ops", "norm\tlayer_norm\tbatch\t2,8\t0\t\t\tt\nnot an entry"}};
-  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {ln, ok, attn, fine, junk}));
-  ASSERT_EQ(codes(r), (std::vector<std::string>{"norm_over:norm", "softmax_over:attn", "reduce_over_batch:attn",
+  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {ln, ok, onnx, attn, fine, junk}));
+  ASSERT_EQ(codes(r), (std::vector<std::string>{"norm_over:norm", "norm_over:onnx_norm", "softmax_over:attn", "reduce_over_batch:attn",
                                                 "broadcast_conflict:attn", "concat_mismatch:attn"}));
   EXPECT_EQ(r.findings[0].message,
             "LayerNorm normalises over seq (axis 2 of batch,hidden,seq), not the feature axis; names from: x: "
             "batch,seq,hidden (declared) -> transpose");
+  EXPECT_EQ(r.findings[1].message,
+            "LayerNormalization normalises over sequence_length (axis 2 of batch_size,8,sequence_length), not the "
+            "feature axis");
+  r.findings.erase(r.findings.begin() + 1);
   EXPECT_EQ(r.findings[1].message,
             "softmax normalises over query (axis 2 of batch,heads,query,key): attention probabilities sum to one "
             "over the key axis; names from: x: batch,seq,hidden (declared)");
