@@ -84,6 +84,13 @@ wrong on its face. Each finding has a code:
                      (attribute softmax_axis), and the axis it does sum to one along
   axis_size          one axis name with two sizes in one run (--dynamic NAME allows it;
                      so does the run's `dynamic_axes` metadata)
+  norm_over          a normalisation over an axis named batch/seq/key/query/time/heads
+                     (the transposed-LayerNorm bug), by the names the recorder propagated
+  softmax_over       a softmax over the query axis (attention scores) or over batch
+  reduce_over_batch  a mean/sum/... over the axis named batch inside the model
+  broadcast_conflict two differently named axes of the same size met in a broadcast
+                     (a per-token vector added along the feature axis)
+  concat_mismatch    a concatenation of parts that name one axis differently
 
 The recorders declare axis names and the norm/softmax axes (docs/axes.md). A tensor
 without a declaration is still checked for everything else.

@@ -33,7 +33,9 @@ struct CheckOptions {
 };
 
 // A stable code ("nonfinite", "all_zero", "constant", "dead_channels", "f16_near_overflow",
-// "int8_saturation", "norm_axis", "softmax_axis", "axis_size"; docs/axes.md lists them) and one line.
+// "int8_saturation", "norm_axis", "softmax_axis", "axis_size", and by axis name "norm_over",
+// "softmax_over", "reduce_over_batch", "broadcast_conflict", "concat_mismatch"; docs/axes.md lists
+// them) and one line.
 struct CheckFinding {
   std::string code;
   std::string name, op_type;

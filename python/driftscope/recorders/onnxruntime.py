@@ -43,6 +43,7 @@ import numpy as np
 
 from .. import _core
 from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
+from . import axes_rules as _rules
 from .dataflow import DataFlow, GraphNode
 from .naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from ..errors import Error
@@ -430,17 +431,65 @@ def _numpyless_values(proto) -> Dict[str, int]:
     return found
 
 
-def _axis_names(proto) -> Dict[str, List[Any]]:
+def _declared_input_axes(proto, input_axes: Any) -> Dict[str, Any]:
+    """input_axes= checked against the graph: names well formed, one per axis of a graph input."""
+    if not input_axes:
+        return {}
+    if not isinstance(input_axes, Mapping):
+        raise InputMismatchError(f"input_axes: expected a dict {{input name: 'a,b,c'}}, got "
+                                 f"{type(input_axes).__name__}")
+    inits = {i.name for i in proto.graph.initializer}
+    inputs = {i.name: i for i in proto.graph.input if i.name not in inits}
+    out: Dict[str, Any] = {}
+    for key, spec in input_axes.items():
+        try:
+            names = _rules.parse_axes(spec, f"input_axes[{key!r}]")
+        except _rules.AxesError as e:
+            raise InputMismatchError(str(e)) from None
+        vi = inputs.get(key)
+        if vi is None:
+            raise InputMismatchError(f"input_axes: {key!r} is not an input of the model (its "
+                                     f"inputs: {', '.join(inputs)})")
+        t = vi.type.tensor_type
+        if t.HasField("shape") and len(t.shape.dim) != len(names):
+            raise InputMismatchError(
+                f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a rank-"
+                f"{len(t.shape.dim)} input")
+        out[key] = names
+    return out
+
+
+def _axis_names(proto, declared: Optional[Mapping[str, Sequence[str]]] = None
+                ) -> Dict[str, List[Any]]:
     """Value name -> per-axis symbolic name or static size, from the graph's declared types and
     ONNX shape inference, which carries the graph inputs' ``dim_param`` names (``batch``,
     ``seq``) to the intermediates it can follow (docs/axes.md). Names that inference invents
-    (``unk__3``) are no names. Only values with at least one symbolic axis are listed."""
+    (``unk__3``) are no names. Only values with at least one symbolic axis are listed.
+    `declared` (input_axes=) names graph inputs' axes: they replace those inputs' dims for the
+    inference only (the model is restored before this returns)."""
     import onnx
 
+    saved = []
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # custom ops, models over 2 GB: what the file declares
-        inferred = proto
+        for vi in proto.graph.input:
+            names = (declared or {}).get(vi.name)
+            if names is None or not vi.type.tensor_type.HasField("shape"):
+                continue
+            shape = vi.type.tensor_type.shape
+            saved.append((shape, onnx.TensorShapeProto.FromString(shape.SerializeToString())))
+            for d, n in zip(shape.dim, names):
+                d.dim_param = n
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto)
+        except Exception:  # custom ops, models over 2 GB: what the file declares
+            inferred = proto
+        return _symbolic_dims(inferred)
+    finally:
+        for shape, copy in saved:
+            shape.CopyFrom(copy)
+
+
+def _symbolic_dims(inferred) -> Dict[str, List[Any]]:
     found: Dict[str, List[Any]] = {}
     g = inferred.graph
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -978,7 +1027,8 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
            session_options: Any = None, filter: Optional[str] = None,
            summary: Optional[str] = None, meta: Optional[Mapping[str, Any]] = None,
            fp16: bool = False, check_observer: bool = True,
-           progress: Optional[Callable[[int, int], None]] = None) -> Recording:
+           progress: Optional[Callable[[int, int], None]] = None,
+           input_axes: Optional[Mapping[str, Any]] = None) -> Recording:
     """Runs `model_path` (a path or an onnx.ModelProto) on `inputs` with ONNX Runtime and records
     every node output of the main graph into the TDUMP file `path`.
 
@@ -995,6 +1045,10 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         key ``fp16_kept_float32`` name them.
     check_observer: also run the plain model and record in ``observer_effect`` whether its final
         outputs equal the captured run's (False saves that second run: "not checked").
+    input_axes: axis names of graph inputs, ``{"input_ids": "batch,seq"}``: they replace those
+        inputs' dims for ONNX shape inference, which carries them to every value it can follow
+        (docs/axes.md §1). A malformed declaration, an unknown input or a wrong rank raises
+        InputMismatchError before anything runs.
     """
     import onnxruntime as ort
 
@@ -1005,6 +1059,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     if summary:
         driftscope.Filter(summary)
     proto, external_dir, model_name = _load_model(model_path)
+    declared_axes = _declared_input_axes(proto, input_axes)
     providers = list(providers) if providers else ["CPUExecutionProvider"]
     kept_float32: List[str] = []
     if fp16:
@@ -1068,7 +1123,7 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         metadata.update({str(k): str(v) for k, v in meta.items()})
 
     skipped: List[str] = []
-    axis_names = _axis_names(proto)
+    axis_names = _axis_names(proto, declared_axes)
     encodings = _quantized_encodings(proto, values)
     node_of = {o: n for n in proto.graph.node for o in n.output if o}
     flow = graph_dataflow(proto)
@@ -1154,6 +1209,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="execution provider, e.g. CPUExecutionProvider (repeat for a fallback list)")
     p.add_argument("--fp16", action="store_true",
                    help="record the model converted to float16 (inputs/outputs keep their types)")
+    p.add_argument("--input-axes", action="append", default=[], metavar="NAME=AXES",
+                   help="axis names of graph input NAME, e.g. 'x=batch,seq,hidden': ONNX shape "
+                        "inference carries them through the graph (docs/axes.md); repeatable")
     add_record_options(p)
     return p
 
@@ -1225,7 +1283,18 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
     return run_recorder(prog, args, load_cli_inputs, lambda feeds, progress: record(
         args.model, feeds, args.output, providers=args.provider or None, filter=args.filter,
         summary=args.summary, meta=parse_meta(args.meta), fp16=args.fp16,
-        check_observer=not args.no_observer_check, progress=progress))
+        check_observer=not args.no_observer_check, progress=progress,
+        input_axes=_parse_input_axes_flags(args.input_axes)))
+
+
+def _parse_input_axes_flags(specs: Sequence[str]) -> Optional[Dict[str, str]]:
+    out: Dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key:
+            raise InputMismatchError(f"--input-axes '{spec}': expected NAME=AXES")
+        out[key] = value
+    return out or None
 
 
 if __name__ == "__main__":  # pragma: no cover

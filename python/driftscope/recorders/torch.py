@@ -42,6 +42,7 @@ from .._cli import parse_args, refuse_output_onto_inputs
 from .._progress import Progress
 from .._entry import load_function
 from .torch_sets import SetRecording
+from . import axes_rules as _rules
 from .._torch_tensor import TORCH_TO_TDUMP, tensor_payload
 from .._torch_tensor import Unsupported as _Unsupported, dim_names as _dim_names, prepare as _prepare
 from .._writer import Writer
@@ -214,6 +215,58 @@ def default_metadata(model: "torch.nn.Module", granularity: str) -> Dict[str, st
     }
 
 
+# -- axis names that flow (docs/axes.md §1.1) ----------------------------------------------------
+
+def _parse_input_axes(spec: Any) -> Dict[str, Tuple[str, ...]]:
+    """input_axes= checked before anything is created: one clear error for the whole call."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise InvalidArgumentError(f"input_axes: expected a dict {{input name: 'a,b,c'}}, got "
+                                   f"{type(spec).__name__}", 1, "invalid_argument")
+    out: Dict[str, Tuple[str, ...]] = {}
+    for k, v in spec.items():
+        if not isinstance(k, str) or not k:
+            raise InvalidArgumentError(f"input_axes: the key {k!r} is not an input name", 1,
+                                       "invalid_argument")
+        try:
+            out[k] = _rules.parse_axes(v, f"input_axes[{k!r}]")
+        except _rules.AxesError as e:
+            raise InvalidArgumentError(str(e), 1, "invalid_argument") from None
+    return out
+
+
+def _writable(names: Tuple[Optional[str], ...]) -> bool:
+    """Whole names only (a record's axes are all named or none, docs/format.md §3.3), within
+    the format's 1024 bytes."""
+    return (all(n for n in names) and len(",".join(names).encode()) <= 1024  # type: ignore[arg-type]
+            and not any("," in n for n in names))  # type: ignore[union-attr]
+
+
+class _Named:
+    """A tensor's names and where they came from: the first three propagation steps, the last
+    three and how many there were; or, with no names, where they stopped."""
+
+    __slots__ = ("names", "steps", "tail", "count", "stop")
+
+    def __init__(self, names: Optional[Tuple[Optional[str], ...]], steps: Tuple[str, ...] = (),
+                 tail: Tuple[str, ...] = (), count: int = 0, stop: str = "") -> None:
+        self.names, self.steps, self.tail, self.count, self.stop = names, steps, tail, count, stop
+
+    def then(self, names: Optional[Tuple[Optional[str], ...]], step: str) -> "_Named":
+        if len(self.steps) < 3:
+            return _Named(names, self.steps + (step,), (), self.count + 1)
+        return _Named(names, self.steps, (self.tail + (step,))[-3:], self.count + 1)
+
+    def trail_text(self) -> str:
+        more = self.count - len(self.steps) - len(self.tail)
+        return " -> ".join(self.steps + ((f"... ({more} more)",) if more > 0 else ()) + self.tail)
+
+
+def _names_text(names: Optional[Sequence[Optional[str]]]) -> str:
+    return ",".join(n or "?" for n in names) if names is not None else ""
+
+
 # -- the recorder -------------------------------------------------------------------------------
 
 AxesSpec = Union[None, Mapping[str, Union[str, Sequence[str]]],
@@ -240,7 +293,8 @@ class Recorder:
                  groups: Optional[Mapping[str, int]] = None,
                  coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
-                 order: Optional[str] = None, drop_behind: bool = True) -> None:
+                 order: Optional[str] = None, drop_behind: bool = True,
+                 input_axes: Optional[Mapping[str, Union[str, Sequence[str]]]] = None) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InvalidArgumentError(
                 f"record() needs a torch.nn.Module, got {type(model).__name__}", 1,
@@ -252,6 +306,7 @@ class Recorder:
             raise InvalidArgumentError("root_name must not be empty", 1, "invalid_argument")
         self.model = model
         self.path = os.fspath(path)
+        self._input_axes = _parse_input_axes(input_axes)
         # Parse the filter before creating the file, so a typo does not leave an empty dump.
         _core.Filter(filter or "")
         # A dump set (docs/dumpsets.md): `path` is its directory, this rank writes one file.
@@ -297,11 +352,18 @@ class Recorder:
         self._lineage_mode: Optional[Any] = None
         self._sources: Dict[type, str] = {}
         self._finished = False
+        # Axis names carried through the data flow (docs/axes.md §1.1): tensor -> _Named, weakly.
+        self._axn: Any = WeakIdKeyDictionary()
+        self._widths: Dict[str, int] = {}
+        self._splits: Dict[Tuple[str, ...], str] = {}
+        self._events: Dict[str, List[str]] = {}
+        self._heads_of: Dict[str, int] = {}
 
     # -- lifetime --------------------------------------------------------------------------
     def start(self) -> "Recorder":
         if self.writer is not None:
             raise InvalidArgumentError("this recorder was already started", 1, "invalid_argument")
+        self._name_parameters()  # a declaration the model contradicts: no file is created
         self.writer = Writer(self.file, **self._writer_args)
         try:
             heads: Dict[str, int] = {}
@@ -316,6 +378,7 @@ class Recorder:
                     heads[name] = h
                 if h is not None:
                     declared["num_heads"] = str(h)
+                    self._heads_of[name or self.root_name] = h
                 if declared:
                     self._module_attrs[name or self.root_name] = declared
             if self.granularity == "op":
@@ -371,6 +434,8 @@ class Recorder:
         op_type = type(module).__name__
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
+            if mod is self.model and self.granularity == "module":
+                self._name_inputs(args, kwargs)  # raises on a declaration the call contradicts
             occurrence = self._calls[name]
             self._calls[name] = occurrence + 1
             self._open_calls.setdefault(name, []).append(occurrence)
@@ -394,9 +459,156 @@ class Recorder:
             if self.granularity == "module" and output is not None:
                 self._emit_structure(name, op_type, "output", output, occurrence,
                                      source=self._source_of(mod))
+            events = self._events.pop(name, None)
+            if events and self._module_stack:  # not written here (filtered): the caller's record
+                self._add_events(self._module_stack[-1], events)
 
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self._handles.append(module.register_forward_hook(post, always_call=True))
+
+    # -- axis names --------------------------------------------------------------------------
+    def _axn_on(self) -> bool:
+        return self.granularity == "module"
+
+    def _declare(self, t: "torch.Tensor", names: Tuple[str, ...], what: str, how: str) -> None:
+        if "hidden" in names:
+            self._widths.setdefault("hidden", int(t.shape[names.index("hidden")]))
+        try:
+            self._axn[t] = _Named(names, (f"{what}: {_names_text(names)} ({how})",), (), 1)
+        except TypeError:
+            pass  # a tensor subclass without weak references: not followed
+
+    def _name_parameters(self) -> None:
+        """input_axes keys that are parameter/buffer paths name those tensors for the run."""
+        if not self._input_axes or not self._axn_on():
+            return
+        tensors = dict(self.model.named_parameters())
+        tensors.update(dict(self.model.named_buffers()))
+        for key, names in self._input_axes.items():
+            t = tensors.get(key)
+            if t is None:
+                continue
+            if t.dim() != len(names):
+                raise InvalidArgumentError(
+                    f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a rank-"
+                    f"{t.dim()} parameter of shape {tuple(t.shape)}", 1, "invalid_argument")
+            self._declare(t, names, key, "declared")
+
+    def _name_inputs(self, args: Any, kwargs: Any) -> None:
+        """Names the model's inputs at each call of its forward: declared ones (a rank that
+        contradicts the declaration is an error), then the conventions for common names."""
+        try:
+            sig = inspect.signature(self.model.forward)
+            bound = sig.bind_partial(*args, **(kwargs or {})).arguments
+        except (TypeError, ValueError):
+            bound = {}
+            sig = None
+        values: Dict[str, Any] = {}
+        for k, v in bound.items():
+            p = sig.parameters.get(k) if sig is not None else None
+            if p is not None and p.kind == inspect.Parameter.VAR_KEYWORD and isinstance(v, dict):
+                values.update(v)
+            else:
+                values[k] = v
+        params = set(sig.parameters) if sig is not None else set()
+        takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD
+                        for p in (sig.parameters.values() if sig is not None else ()))
+        for key, names in self._input_axes.items():
+            t = values.get(key)
+            if isinstance(t, torch.Tensor):
+                if t.dim() != len(names):
+                    raise InvalidArgumentError(
+                        f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a "
+                        f"rank-{t.dim()} input of shape {tuple(t.shape)}", 1, "invalid_argument")
+                self._declare(t, names, key, "declared")
+            elif key not in params and not takes_any and not self._is_model_tensor(key):
+                raise InvalidArgumentError(
+                    f"input_axes: {key!r} is neither an argument of "
+                    f"{type(self.model).__name__}.forward{sig} nor a parameter of the model", 1,
+                    "invalid_argument")
+        for key, names in _rules.CONVENTIONS.items():
+            t = values.get(key)
+            if key not in self._input_axes and isinstance(t, torch.Tensor) and \
+                    t.dim() == len(names):
+                self._declare(t, names, key, "convention")
+
+    def _is_model_tensor(self, path: str) -> bool:
+        owner, _, leaf = path.rpartition(".")
+        try:
+            mod = self.model.get_submodule(owner) if owner else self.model
+        except AttributeError:
+            return False
+        return isinstance(getattr(mod, leaf, None), torch.Tensor)
+
+    def _add_events(self, module: str, events: List[str]) -> None:
+        have = self._events.setdefault(module, [])
+        for e in events:
+            if e not in have and len(have) < _rules.MAX_EVENTS:
+                have.append(e)
+
+    def _axes_step(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """Names of `out` from the names of the arguments by the rule table; never raises
+        into the model (an unexpected failure ends the names, as an op without a rule does)."""
+        try:
+            outs = [out] if isinstance(out, torch.Tensor) else [
+                o for o in out if isinstance(o, torch.Tensor)]
+            if not outs:
+                return
+            found: List[_Named] = []
+
+            def conv(x: Any, depth: int = 0) -> Any:
+                if isinstance(x, torch.Tensor):
+                    e = self._axn.get(x)
+                    if e is not None:
+                        found.append(e)
+                    return _rules.Arg(e.names if e is not None else None, tuple(x.shape))
+                if depth < 2 and isinstance(x, list):
+                    return [conv(v, depth + 1) for v in x]
+                if depth < 2 and isinstance(x, tuple) and not isinstance(x, torch.Size):
+                    return tuple(conv(v, depth + 1) for v in x)
+                return x
+
+            a = [conv(x) for x in args]
+            kw = {k: conv(v) for k, v in (kwargs or {}).items()}
+            if not found:
+                return
+            op, swapped = _rules.op_name(getattr(func, "__name__", "") or "")
+            if swapped and len(a) >= 2:
+                a[0], a[1] = a[1], a[0]
+            module = self._module_stack[-1] if self._module_stack else ""
+            where = "" if not module or module == self.root_name else f" in {module}"
+            base = next((e for e in found if e.names is not None), None)
+            if base is None:  # names stopped upstream: say where, once
+                for o in outs:
+                    self._axn[o] = found[0]
+                return
+            heads = next((self._heads_of[m] for m in reversed(self._module_stack)
+                          if m in self._heads_of), None)
+            ctx = _rules.Ctx(op, a, kw, [tuple(o.shape) for o in outs],
+                             module="" if module == self.root_name else module, num_heads=heads,
+                             widths=self._widths, splits=self._splits)
+            res = _rules.propagate(ctx)
+            if res is None:
+                stop = f"names stop at {op or type(func).__name__}{where} (no rule)"
+                for o in outs:
+                    self._axn[o] = _Named(None, stop=stop)
+                return
+            for o, n in zip(outs, res):
+                if n is not None and any(x is not None for x in n):
+                    was = base.names
+                    change = "" if n == was else f"{_names_text(was)} -> "
+                    self._axn[o] = base.then(n, f"{op}{where}: {change}{_names_text(n)}")
+                else:
+                    self._axn[o] = _Named(None, stop=f"names stop at {op}{where}")
+            if ctx.events:
+                trail = base.trail_text()
+                self._add_events(module or self.root_name, [
+                    "\t".join((kind, name, _names_text(n1), ",".join(map(str, s1)),
+                               ",".join(map(str, ax)), _names_text(n2),
+                               ",".join(map(str, s2 or ())), trail))
+                    for kind, name, n1, s1, ax, n2, s2 in ctx.events])
+        except Exception:  # noqa: BLE001 - naming never breaks a model's run
+            return
 
     # -- layouts -----------------------------------------------------------------------------
     def _is_nchw(self, t: Any) -> bool:
@@ -513,9 +725,21 @@ class Recorder:
                               stacklevel=3)
             return
         axes = self._axes_for(name, t, names, len(shape))
-        if self.set is not None and role == "output" and self.set.shards:
-            axes = self.set.axes(name, axes, len(shape))
         attrs = {"path": path} if path else {}
+        if axes is None and names is None:
+            named = self._axn.get(t) if self._axn_on() else None
+            if named is not None:
+                if named.names is not None and _writable(named.names):
+                    axes = list(named.names)
+                    attrs["axes_from"] = named.trail_text()
+                elif named.stop:
+                    attrs["axes_stop"] = named.stop
+        elif axes is not None and names is None and self._axn_on():
+            named = self._axn.get(t)
+            if named is not None and named.names is not None and tuple(axes) == named.names:
+                attrs["axes_from"] = named.trail_text()
+        if role == "output" and role_index == 0 and self._events.get(name):
+            attrs["axes_ops"] = "\n".join(self._events.pop(name))
         declared = self._module_attrs.get(name)
         if declared and role == "output":
             # norm/softmax axes describe the first output only; num_heads every output
@@ -532,6 +756,8 @@ class Recorder:
         summarise = self._summary is not None and self._summary.accepts(
             name, op_type, role, dtype, list(shape), self.tensors_offered)
         self.tensors_offered += 1
+        if self.set is not None and role == "output" and self.set.shards:
+            axes = self.set.axes(name, axes, len(shape))
         kwargs = dict(op_type=op_type, axes=axes, role=role, role_index=role_index, attrs=attrs,
                       occurrence=occurrence, encoding=encoding, dtype=dtype, shape=shape)
         if summarise:
@@ -632,6 +858,8 @@ def _lineage_mode_class() -> type:
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             out = func(*args, **(kwargs or {}))
             rec = self.recorder
+            if len(rec._axn) and isinstance(out, (torch.Tensor, tuple, list)):
+                rec._axes_step(func, args, kwargs, out)
             if len(rec._lineage) and isinstance(out, (torch.Tensor, tuple, list)):
                 froms: Dict[Tuple[str, str, int, int], None] = {}
                 rec._sources_in((args, kwargs), froms)
@@ -670,7 +898,8 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
            distributed: Optional[bool] = None, groups: Optional[Mapping[str, int]] = None,
            coords: Optional[Mapping[str, int]] = None, rank: Optional[int] = None,
            world_size: Optional[int] = None, shards: Optional[Mapping[str, str]] = None,
-           order: Optional[str] = None, drop_behind: bool = True) -> Recorder:
+           order: Optional[str] = None, drop_behind: bool = True,
+           input_axes: Optional[Mapping[str, Union[str, Sequence[str]]]] = None) -> Recorder:
     """Records ``model``'s tensors into ``path`` while the returned context is active.
 
     filter: which tensors to keep (docs/filters.md), e.g. ``"encoder.layer.* -*.dropout"``.
@@ -678,6 +907,13 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
     summary: a filter choosing tensors stored as SUMMARY records (stats + projection).
     axes: {"glob": "batch,seq,hidden"} (first pattern whose axis count equals the rank wins),
         or a callable (name, tensor) -> names. Named tensors use their own names.
+    input_axes: axis names of the model's inputs, keyed by the forward's parameter name (or a
+        parameter's/buffer's path, ``"bias": "hidden"``): ``{"x": "batch,seq,hidden"}``. The
+        names flow through every op the recorder sees (docs/axes.md §1.1) and become the axis
+        names of every record they reach; ``input_ids``, ``attention_mask``, ``token_type_ids``,
+        ``position_ids``, ``inputs_embeds`` and ``pixel_values`` are named without a declaration.
+        A malformed declaration, or one the call contradicts (rank), raises
+        InvalidArgumentError. Module granularity only.
     granularity: "module" (forward hooks) or "op" (every aten operator, ``<module>.<op>``).
     meta: extra run metadata; overrides the automatic keys.
     sync / background / queue_bytes: see :class:`driftscope.Writer`.
@@ -713,7 +949,7 @@ def record(model: "torch.nn.Module", path: Union[str, "os.PathLike[str]"], *, fi
                     on_record=on_record, projection_dim=projection_dim, salt=salt,
                     parameters=parameters, distributed=distributed, groups=groups,
                     coords=coords, rank=rank, world_size=world_size, shards=shards, order=order,
-                    drop_behind=drop_behind)
+                    drop_behind=drop_behind, input_axes=input_axes)
 
 
 # -- python -m driftscope record torch -----------------------------------------------------------
@@ -774,6 +1010,11 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--axes", action="append", default=[], metavar="GLOB=AXES",
                    help="axis names for tensors whose name matches GLOB, e.g. "
                         "'encoder.*=batch,seq,hidden'; repeatable")
+    p.add_argument("--input-axes", action="append", default=[], metavar="NAME=AXES",
+                   help="axis names of the model input NAME (the forward's argument), e.g. "
+                        "'x=batch,seq,hidden'; they flow through the recorded ops "
+                        "(docs/axes.md); input_ids, attention_mask, pixel_values... are named "
+                        "without it; repeatable")
     p.add_argument("--sync", choices=("close", "record"), default="close",
                    help="fdatasync on close (default) or after every record")
     p.add_argument("--seed", type=int, default=None, help="torch.manual_seed before loading")
@@ -804,6 +1045,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             if not isinstance(dtype, torch.dtype):
                 raise InvalidArgumentError(f"--dtype {args.dtype!r} is not a torch dtype", 1,
                                            "invalid_argument")
+        input_axes = pairs(args.input_axes, "--input-axes") or None
+        _parse_input_axes(input_axes)  # a malformed declaration fails before the model loads
         if args.seed is not None:
             torch.manual_seed(args.seed)
         made = _load_entry_point(args.model)(**pairs(args.model_arg, "--model-arg"))
@@ -827,7 +1070,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                       enabled=False if args.no_progress else None) as bar, torch.no_grad():
             rec = record(model, args.output, filter=args.filter, inputs=args.inputs,
                          summary=args.summary, axes=axes, granularity=args.granularity, meta=meta,
-                         sync=args.sync, parameters=args.parameters,
+                         sync=args.sync, parameters=args.parameters, input_axes=input_axes,
                          on_record=lambda ev: bar.update(rec.records_written, None, ev.name))
             with rec:
                 _call(model, inputs)

@@ -118,6 +118,74 @@ TEST(Check, RmsNormAndSoftmaxAxes) {
       << r.findings[0].message;
 }
 
+// Checks by axis name (docs/axes.md §3.1): the record's names with norm_axes/softmax_axis, and the
+// facts a recorder wrote into axes_ops; one judge for hand-written dumps and recorders alike.
+TEST(Check, ChecksByAxisName) {
+  ScratchDir dir;
+  const std::vector<uint64_t> s{2, 8, 8};
+  auto x = noise(128, 5, 1.0);
+  // A LayerNorm over its last axis, which is named seq: normalised (norm_axis is silent), and wrong.
+  Entry ln{"norm", normalised(x, s, 2), s};
+  ln.op = "LayerNorm";
+  ln.axes = {"batch", "hidden", "seq"};
+  ln.attrs = {{"norm_axes", "-1"}, {"axes_from", "x: batch,seq,hidden (declared) -> transpose"}};
+  Entry ok = ln;
+  ok.name = "norm_ok";
+  ok.axes = {"batch", "seq", "hidden"};
+  // An ONNX export's dim_params: the same judge.
+  Entry onnx = ln;
+  onnx.name = "onnx_norm";
+  onnx.op = "LayerNormalization";
+  onnx.axes = {"batch_size", "8", "sequence_length"};
+  onnx.attrs = {{"norm_axes", "-1"}};
+  // Facts inside a module: softmax over query, a mean over batch, a seq/hidden meeting of size 8,
+  // and a seq/key meeting (a mask on attention scores) that is no conflict.
+  Entry attn{"attn", x, s};
+  attn.axes = {"batch", "seq", "hidden"};
+  attn.attrs = {{"axes_ops",
+                 "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t2\t\t\tx: batch,seq,hidden (declared)\n"
+                 "reduce\tmean\tbatch,seq,hidden\t2,8,8\t0\t\t\tt\n"
+                 "broadcast\tadd\tbatch,seq,hidden\t2,8,8\t\thidden,?\t8,1\tt\n"
+                 "broadcast\tadd\tbatch,heads,query,key\t2,4,8,8\t\tbatch,?,?,seq\t2,1,1,8\tt\n"
+                 "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t3\t\t\tt\n"
+                 "concat\tcat\tbatch,seq,hidden\t2,5,8\t1\tbatch,hidden,seq\t2,8,8\tt"}};
+  // Fine facts: softmax over key, a mean over hidden, broadcast of size-1 against another name.
+  Entry fine{"fine", x, s};
+  fine.attrs = {{"axes_ops",
+                 "softmax\tsoftmax\tbatch,heads,query,key\t2,4,8,8\t3\t\t\tt\n"
+                 "reduce\tmean\tbatch,seq,hidden\t2,8,8\t2\t\t\tt\n"
+                 "broadcast\tmul\tbatch,seq,hidden\t2,8,8\t\tbatch,hidden,?\t2,1,1\tt\n"
+                 "concat\tcat\tbatch,seq,hidden\t2,5,8\t1\tbatch,seq,hidden\t2,3,8\tt"}};
+  // Malformed entries (a producer's free text under the reserved key): skipped, counted.
+  Entry junk{"junk", x, s};
+  junk.attrs = {{"axes_ops", "norm\tlayer_norm\tbatch\t2,8\t0\t\t\tt\nnot an entry"}};
+  CheckReport r = run_check(write_dump(dir.file("a.tdump"), {ln, ok, onnx, attn, fine, junk}));
+  ASSERT_EQ(codes(r), (std::vector<std::string>{"norm_over:norm", "norm_over:onnx_norm", "softmax_over:attn", "reduce_over_batch:attn",
+                                                "broadcast_conflict:attn", "concat_mismatch:attn"}));
+  EXPECT_EQ(r.findings[0].message,
+            "LayerNorm normalises over seq (axis 2 of batch,hidden,seq), not the feature axis; names from: x: "
+            "batch,seq,hidden (declared) -> transpose");
+  EXPECT_EQ(r.findings[1].message,
+            "LayerNormalization normalises over sequence_length (axis 2 of batch_size,8,sequence_length), not the "
+            "feature axis");
+  r.findings.erase(r.findings.begin() + 1);
+  EXPECT_EQ(r.findings[1].message,
+            "softmax normalises over query (axis 2 of batch,heads,query,key): attention probabilities sum to one "
+            "over the key axis; names from: x: batch,seq,hidden (declared)");
+  EXPECT_NE(r.findings[2].message.find("mean reduces over batch (axis 0 of batch,seq,hidden)"), std::string::npos);
+  EXPECT_EQ(r.findings[3].message,
+            "add meets seq with hidden (both size 8) at axis -2: batch,seq,hidden with hidden,?; a same-size axis of "
+            "another meaning broadcast silently; names from: t");
+  EXPECT_EQ(r.findings[4].message,
+            "cat along axis 1 joins parts whose axis 1 is seq on one side and hidden on the other: batch,seq,hidden "
+            "with batch,hidden,seq; names from: t");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("axes_ops not judged: malformed entries"), std::string::npos);
+  CheckOptions o;
+  o.ignore = {"norm_over", "softmax_over", "reduce_over_batch", "broadcast_conflict", "concat_mismatch"};
+  EXPECT_TRUE(run_check(dir.file("a.tdump"), o).findings.empty());
+}
+
 TEST(Check, ValueFindings) {
   ScratchDir dir;
   auto healthy = noise(32, 13);
