@@ -65,20 +65,6 @@ def test_executorch_xnnpack_delegation_bisection_names_the_sigmoid(tmp_path):
     assert _note(probe, "alone fails too"), text
 
 
-def test_executorch_says_when_the_portable_kernels_fail_by_themselves(tmp_path):
-    _need("executorch.runtime")
-    data, text = _guard(tmp_path, "--model", f"{FAULTS}:meanvar_net", "--backends",
-                        "executorch")
-    row = _row(data, "executorch")
-    assert row["status"] == "PRECISION_DEGRADATION", text
-    probe = row["probe"]
-    # XNNPACK takes no mean over the last axis: the portable mean is what differs from eager,
-    # and a bisection over what XNNPACK takes must say so instead of naming an XNNPACK op.
-    assert probe["origin"] is None, text
-    assert "with nothing handed over it already fails" in (probe["error"] or ""), text
-    assert "not in what executorch's accelerated path takes" in probe["error"], text
-
-
 def test_torch_compile_bisection_names_the_module_inductor_changes(tmp_path):
     _need("torch")
     data, text = _guard(tmp_path, "--model", f"{FAULTS}:meanvar_net", "--backends",
