@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .backends import registry as B
+from ._delegate_bisect import can_bisect, partial_cut, partial_notes
 from ._fallback import FallbackResult, check_backends
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        by_position, judge_all)
@@ -262,7 +263,8 @@ class Investigator:
     def _bisect_torch(self, row: Any, sample: int, why: str) -> ProbeResult:
         """PyTorch: the cut is a precision boundary (_probe.torch_bisect_job)."""
         c = self.ctx
-        if not B.BACKENDS[row.name].can_keep_float32():
+        partial = can_bisect(B.BACKENDS[row.name])  # over what a delegate/compiler takes
+        if not partial and not B.BACKENDS[row.name].can_keep_float32():
             return ProbeResult(None, why, sample, error=f"{why}; a PyTorch model is bisected by "
                                f"keeping the modules after a cut in float32, which {row.name} "
                                "cannot do")
@@ -272,6 +274,10 @@ class Investigator:
                        kind="bisect_torch", leaves=leaves, ops=dict(nodes),
                        feeds=c.samples[sample], ref_outputs=c.ref_outputs[sample],
                        thresholds=asdict(c.thresholds))
+        if partial:
+            res = bisect_result(out, why, sample, cut=partial_cut(B.BACKENDS[row.name]))
+            res.notes.extend(partial_notes(B.BACKENDS[row.name], out))
+            return res
         res = bisect_result(out, why, sample,
                             cut="at a precision boundary in execution order ({runs} runs)")
         if res.origin is None:

@@ -474,6 +474,10 @@ def torch_bisect_job(job: Job) -> Dict[str, Any]:
     from ._stateful import StatefulSession
 
     cand = BACKENDS[job.backend]
+    from ._delegate_bisect import can_bisect, partial_bisect_job
+
+    if can_bisect(cand):  # a delegate or compiler: bisected over what it takes
+        return partial_bisect_job(job)
     leaves: List[str] = list(job.leaves)
     feeds, ref = job.feeds, job.ref_outputs
     t = Thresholds(**job.thresholds)

@@ -6,10 +6,11 @@ Operations XNNPACK does not take run in ExecuTorch's portable kernels; the row c
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -55,9 +56,37 @@ class ExecuTorchBackend(Backend):
 
     def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
              ) -> Session:
-        import torch
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import \
             XnnpackPartitioner
+
+        return self._lower(model, work, seed, XnnpackPartitioner())
+
+    # -- the probe's bisection over what XNNPACK takes (_delegate_bisect.py) --------------------
+    def partial_units(self, model: str, work: str, seed: int, leaves: Sequence[str] = ()
+                      ) -> List[Tuple[str, str, str]]:
+        """(edge node name, op, module path) of every operation the XnnpackPartitioner
+        delegates, in the edge graph's topological order."""
+        part = _partial_partitioner(None)
+        self._lower(model, work, seed, part, "units.pte")
+        return list(part.units)
+
+    def load_partial(self, model: str, work: str, seed: int, delegated: Sequence[str],
+                     units: Sequence[str] = ()) -> Session:
+        """The model with only the operations `delegated` (edge node names) given to XNNPACK,
+        the rest on ExecuTorch's portable kernels."""
+        part = _partial_partitioner(set(delegated))
+        session = self._lower(model, work, seed, part,
+                              f"partial{next(_PARTIAL)}.pte")
+        session.notes.append(f"{part.taken} of {len(part.units)} XNNPACK-delegable "
+                             "operation(s) delegated")
+        return session
+
+    partial_what = ("operations the XnnpackPartitioner delegates", "delegated to XNNPACK",
+                    "on ExecuTorch's portable kernels")
+
+    def _lower(self, model: str, work: str, seed: int, partitioner: Any,
+               pte_name: str = "model.pte") -> Session:
+        import torch
         from executorch.exir import to_edge_transform_and_lower
         from executorch.runtime import Runtime
 
@@ -88,7 +117,7 @@ class ExecuTorchBackend(Backend):
             if kwargs:  # the program's flat inputs follow its own (args, kwargs) order
                 inputs = list(exported.example_inputs[1])
             program = to_edge_transform_and_lower(
-                exported, partitioner=[XnnpackPartitioner()]).to_executorch()
+                exported, partitioner=[partitioner]).to_executorch()
         took = time.perf_counter() - start
         graph = program.exported_program().graph_module.graph
         delegated = portable = 0
@@ -100,7 +129,8 @@ class ExecuTorchBackend(Backend):
                 delegated += 1
             elif "memory" not in target and "getitem" not in target:
                 portable += 1
-        pte = os.path.join(work, "model.pte")
+        # A loaded program may map its file: each variant gets its own.
+        pte = os.path.join(work, pte_name)
         with open(pte, "wb") as f:
             f.write(program.buffer)
         method = Runtime.get().load_program(pte).load_method("forward")
@@ -109,3 +139,76 @@ class ExecuTorchBackend(Backend):
         if not delegated:
             note += " (XNNPACK took nothing: only the portable kernels were exercised)"
         return _EtSession(method, inputs, names, [note])
+
+
+_PARTIAL = itertools.count()
+
+
+def _partial_partitioner(allowed: Optional[set]) -> Any:
+    """An XnnpackPartitioner that records the operations it delegates (`units`: edge node name,
+    op, module path, topological order) and, given `allowed`, delegates only those. Each
+    partition keeps its allowed operations and the constants they read; dropping the rest of a
+    partition never makes it non-convex when the allowed set is a topological prefix (what the
+    bisection asks for: an operation between two kept ones comes before the later one).
+    Operations are lowered decomposed (ops_to_not_decompose below)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from torch.fx.passes.infra.partitioner import Partition
+
+    class Partial(XnnpackPartitioner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.units: List[Tuple[str, str, str]] = []
+            self.taken = 0
+
+        def ops_to_not_decompose(self, ep: Any) -> Tuple[List[Any], Any]:
+            # XNNPACK keeps aten.linear and a few others whole, and a kept op it is then not
+            # given has no portable kernel: the bisection lowers the decomposed graph (linear as
+            # permute + addmm), the listing and every cut the same one.
+            return [], None
+
+        def generate_partitions(self, ep: Any) -> List[Any]:
+            parts = super().generate_partitions(ep)
+            order = {n: i for i, n in enumerate(ep.graph.nodes)}
+            ops = sorted((n for p in parts for n in p.nodes if n.op == "call_function"),
+                         key=order.__getitem__)
+            self.units = [(n.name, _op_name(n.target), _module_path(n)) for n in ops]
+            if allowed is None:
+                self.taken = len(ops)
+                return parts
+            out = []
+            for p in parts:
+                keep = [n for n in p.nodes if n.op == "call_function" and n.name in allowed]
+                kept = set(keep)
+                keep += [n for n in p.nodes if n.op != "call_function"
+                         and any(u in kept for u in n.users)]
+                if any(n.op == "call_function" for n in keep):
+                    out.append(Partition(id=p.id, nodes=sorted(keep, key=order.__getitem__)))
+            self.taken = sum(1 for p in out for n in p.nodes if n.op == "call_function")
+            return out
+
+    return Partial()
+
+
+def _op_name(target: Any) -> str:
+    return str(getattr(target, "__name__", None) or target)  # aten.sigmoid.default
+
+
+def _module_path(node: Any) -> str:
+    """The PyTorch module path an edge node came from (torch.export's nn_module_stack: its
+    innermost entry), "" for the model's own forward."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return _clean_path(str(path))
+
+
+def _clean_path(path: str) -> str:
+    # torch.export writes L['self'].layers[5] style paths in some versions; module paths here
+    # are dotted (layers.5), as named_modules() and the recorders name them.
+    import re
+
+    path = re.sub(r"^L\['self'\]\.?", "", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    return path.lstrip(".")

@@ -57,6 +57,7 @@ class IreeBackend(Backend):
         outputs = [o.name for o in proto.graph.output]
         mlir = os.path.join(work, "model.mlir")
         start = time.perf_counter()
+        model = _typed_outputs(proto, model, work)
         proc = subprocess.run(module_command("iree.compiler.tools.import_onnx",
                                              os.fspath(model), "-o", mlir),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -89,3 +90,22 @@ def _version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return "?"
+
+
+def _typed_outputs(proto: Any, model: str, work: str) -> str:
+    """iree-import-onnx runs the ONNX checker, which refuses a graph output without a type: the
+    probe's prefix models (_probe.prefix_model) cut at values the source model never typed. Such
+    outputs get the types ONNX shape inference gives them, in a copy in `work`."""
+    import onnx
+
+    if all(o.type.HasField("tensor_type") for o in proto.graph.output):
+        return model
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    typed = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+             if v.type.HasField("tensor_type")}
+    for o in proto.graph.output:
+        if not o.type.HasField("tensor_type") and o.name in typed:
+            o.CopyFrom(typed[o.name])
+    path = os.path.join(work, "typed.onnx")
+    onnx.save(proto, path)
+    return path

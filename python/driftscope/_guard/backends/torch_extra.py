@@ -55,10 +55,34 @@ class TorchCompileBackend(TorchBackend):
 
     def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
              ) -> Session:
+        return self._compile(model, seed, ())
+
+    # -- the probe's bisection over what inductor compiles (_delegate_bisect.py) ----------------
+    def partial_units(self, model: str, work: str, seed: int, leaves: Sequence[str] = ()
+                      ) -> List[Tuple[str, str, str]]:
+        """The leaf modules, execution order (the reference's recording): the units compiled."""
+        return [(m, "", m) for m in leaves]
+
+    def load_partial(self, model: str, work: str, seed: int, delegated: Sequence[str],
+                     units: Sequence[str] = ()) -> Session:
+        """The model compiled with every leaf module of `units` not in `delegated` run eagerly
+        (torch.compiler.disable on its forward: dynamo breaks the graph around it). The compiled
+        rest, the parents' own forward included, is one inductor graph per stretch between the
+        eager modules, so fusion across the boundaries of the compiled modules stays."""
+        keep = set(delegated)
+        return self._compile(model, seed, [u for u in units if u not in keep])
+
+    partial_what = ("leaf modules torch.compile compiles", "compiled by inductor",
+                    "run eagerly (torch.compiler.disable)")
+
+    def _compile(self, model: str, seed: int, eager: Sequence[str]) -> Session:
         import torch
 
         net, example = torch_example(model, seed)
         net.eval()
+        for name in eager:
+            mod = net.get_submodule(name)
+            mod.forward = torch.compiler.disable(mod.forward)
         # One process compiles: a pool of compile workers costs more to start than a small
         # model's kernels take to build.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -84,7 +108,7 @@ class TorchCompileBackend(TorchBackend):
         listed = "; ".join(f"{r}" + (f" (x{n})" if n > 1 else "") for r, n in
                            list(breaks.items())[:5]) + ("; ..." if len(breaks) > 5 else "")
         count = sum(breaks.values())
-        if graphs == 0:
+        if graphs == 0 and not eager:
             raise NothingCompiled(
                 "torch.compile compiled nothing: dynamo captured 0 graphs"
                 + (f" ({count} graph break(s): {listed})" if breaks else "")
