@@ -9,6 +9,10 @@
 // R runs (default 3) each:
 //   read:    mmap both files, every 8-byte word loaded once on T threads (1 MiB blocks), unmap;
 //   compare: driftscope::compare_files on T threads (open, lazy CRCs, metrics, verdict).
+//   details: the same with CompareOptions::details (what `compare --html` measures: histogram,
+//            heatmap, worst elements), timed alternately with compare so that both see the same
+//            load; printed as the ratio details / compare (issue 30 item 2: <= 1.3), on T threads
+//            and, when T > 1, on 1 thread as well.
 //   BIN:     each `BIN compare A B -q -j T` given (an old and a new build: a change side by side),
 //            timed as a child process.
 // Both start from a fresh map, so both pay the same page-table faults. The dumps are deleted.
@@ -230,14 +234,35 @@ int main(int argc, char** argv) {
   o.threads = all;
   Verdict verdict = Verdict::pass;
   const Best t_read = best_of(repeat, [&] { mmap_read({a, b}, all); });
-  const Best t_cmp = best_of(repeat, [&] {
-    auto r = compare_files(a, b, o);
+  auto run_compare = [&](const CompareOptions& opts) {
+    auto r = compare_files(a, b, opts);
     if (!r) {
       std::fprintf(stderr, "compare: %s\n", r.error().to_string().c_str());
       std::exit(2);
     }
     verdict = r->verdict;
-  });
+  };
+  const Best t_cmp = best_of(repeat, [&] { run_compare(o); });
+  // Plain and details alternate run by run, on `all` threads and on 1, so a burst of someone
+  // else's load hits both sides of each ratio alike.
+  struct DetailRow {
+    unsigned threads;
+    Best plain, details;
+  };
+  std::vector<DetailRow> detail_rows;
+  for (unsigned t : all > 1 ? std::vector<unsigned>{all, 1} : std::vector<unsigned>{all}) {
+    CompareOptions plain = o, details = o;
+    plain.threads = details.threads = t;
+    details.details = true;
+    DetailRow row{t, {}, {}};
+    for (int i = 0; i < repeat; ++i) {
+      const Best p = best_of(1, [&] { run_compare(plain); });
+      const Best d = best_of(1, [&] { run_compare(details); });
+      row.plain = {std::min(row.plain.wall, p.wall), std::min(row.plain.cpu, p.cpu)};
+      row.details = {std::min(row.details.wall, d.wall), std::min(row.details.cpu, d.cpu)};
+    }
+    detail_rows.push_back(row);
+  }
   std::vector<Best> t_bins;
   for (const auto& bin : bins) {
     Best best;
@@ -258,6 +283,11 @@ int main(int argc, char** argv) {
   };
   std::printf("  %-16s %7.2f GB/s; CPU %6.3f s\n", "plain mmap read", bytes / t_read.wall / 1e9, t_read.cpu);
   line("compare_files", t_cmp, "(target >= 35%; verdict " + std::string(verdict_name(verdict)) + ")");
+  for (const DetailRow& r : detail_rows)
+    std::printf("  --html details, %u thread%s: %.3f s wall vs %.3f s plain = %.2fx; CPU %.3f s vs %.3f s = %.2fx"
+                " (target <= 1.3x)\n",
+                r.threads, r.threads == 1 ? " " : "s", r.details.wall, r.plain.wall,
+                r.details.wall / r.plain.wall, r.details.cpu, r.plain.cpu, r.details.cpu / r.plain.cpu);
   for (size_t i = 0; i < bins.size(); ++i) {
     if (t_bins[i].wall < 0) std::printf("  BIN#%zu compare failed (%s)\n", i, bins[i].c_str());
     else line(("BIN#" + std::to_string(i) + " compare").c_str(), t_bins[i], bins[i]);

@@ -12,7 +12,7 @@ run "footer index: write, verify, open+lookup at 200k and 800k records, ordinary
 run "import/export: time per key, 10k..80k tensors" $B/bench/ds_bench_interop /tmp 80000
 run "metric kernels (f32, f16, bf16) against the plain read in C of the same bytes, same threads (targets 70%, 60%)" \
   $B/bench/ds_bench_kernels
-run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%)" \
+run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%); --html details vs plain, 2 threads and 1 (target <= 1.3x)" \
   $B/bench/ds_bench_compare_throughput --mb 512
 run "compare: start-up, two tiny dumps against --version (target <= 10 ms)" \
   $B/bench/ds_bench_compare_throughput --startup $B/driftscope

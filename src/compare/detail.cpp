@@ -1,23 +1,30 @@
-// Where the error of a pair sits (PairDetail): histogram, downsampled heatmap and worst elements,
-// from one more pass over the pair's elements in fixed chunks, so memory per pair is a few KiB
-// whatever the tensor's size.
+// Where the error of a pair sits (PairDetail): histogram, downsampled heatmap and worst elements.
+// DetailPass rides on the metrics pass (numerics::ChunkObserver): each of the kernel's tasks feeds
+// its chunks, still in L1, to a task-local accumulator, merged into the pair's under a lock when
+// the task ends. Every merge is exact and order-free (integer counts, maxima, the best kWorst
+// elements of a total order), so the result is the same for any thread count. pair_detail() is
+// the separate pass it replaced, kept as the reference the tests hold DetailPass to.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <limits>
+#include <mutex>
 
 #include "compare/internal.hpp"
 #include "driftscope/decode.hpp"
+#include "numerics/pair_metrics.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
 
 constexpr uint64_t kChunk = 4096;
+constexpr size_t kBins = PairDetail::kHistBins;
 
-// Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1: a binary search over 39 edges
-// costs a fraction of a log10 per element.
-const std::array<double, PairDetail::kHistBins - 1>& hist_edges() {
+// Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
+const std::array<double, kBins - 1>& hist_edges() {
   static const auto edges = [] {
-    std::array<double, PairDetail::kHistBins - 1> e{};
+    std::array<double, kBins - 1> e{};
     for (int k = 1; k < PairDetail::kHistBins; ++k)
       e[static_cast<size_t>(k - 1)] =
           std::pow(10.0, PairDetail::kHistFirstExp + double(k) / PairDetail::kHistBinsPerDecade);
@@ -26,9 +33,52 @@ const std::array<double, PairDetail::kHistBins - 1>& hist_edges() {
   return edges;
 }
 
-size_t hist_bin(double d) {
+// The bin by definition: the number of edges <= d.
+size_t hist_bin_search(double d) {
   const auto& e = hist_edges();
   return static_cast<size_t>(std::upper_bound(e.begin(), e.end(), d) - e.begin());
+}
+
+// The same bin without a search: consecutive edges are 10^(1/B) > 2 apart, so a binade
+// [2^x, 2^(x+1)) holds at most one edge, and for d in it the bin is (edges below 2^x) +
+// (d >= that edge). Indexed by the biased exponent field clamped to [lo, hi]: every binade at or
+// below lo lies under the first edge (bin 0, zero and subnormals included), every one at or above
+// hi over the last (the last bin, +inf included: its "edge" is NaN, never reached).
+struct BinTable {
+  static constexpr size_t kMax = 160;
+  uint64_t lo = 0, hi = 0;
+  std::array<uint8_t, kMax> base{};
+  std::array<double, kMax> edge{};
+  BinTable() {
+    const auto& e = hist_edges();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    // Binade of field f: [2^(f-1023), 2^(f-1022)) for f >= 1 (field 0: zero and subnormals).
+    uint64_t f_lo = 1;
+    while (std::ldexp(1.0, static_cast<int>(f_lo) - 1022) <= e.front()) ++f_lo;
+    lo = f_lo - 1;  // the last binade wholly below the first edge
+    uint64_t f_hi = lo;
+    while (std::ldexp(1.0, static_cast<int>(f_hi) - 1023) <= e.back()) ++f_hi;
+    hi = f_hi;  // the first binade wholly above the last edge
+    for (uint64_t f = lo; f <= hi; ++f) {
+      const double low = std::ldexp(1.0, static_cast<int>(f) - 1023);
+      const double high = std::ldexp(1.0, static_cast<int>(f) - 1022);
+      const size_t below = static_cast<size_t>(std::lower_bound(e.begin(), e.end(), low) - e.begin());
+      base[f - lo] = static_cast<uint8_t>(below);
+      edge[f - lo] = below < e.size() && e[below] < high ? e[below] : nan;
+    }
+    base[0] = 0;
+    edge[0] = nan;
+  }
+  // d >= 0, not NaN.
+  size_t bin(double d) const {
+    const uint64_t f = std::clamp<uint64_t>(std::bit_cast<uint64_t>(d) >> 52, lo, hi) - lo;
+    return base[f] + static_cast<size_t>(d >= edge[f]);
+  }
+};
+
+const BinTable& bin_table() {
+  static const BinTable t;
+  return t;
 }
 
 // Worse first: larger d, then the lower index (a total order, so the result is deterministic).
@@ -37,29 +87,210 @@ bool worse(const PairDetail::Element& a, const PairDetail::Element& b) {
   return a.index < b.index;
 }
 
-}  // namespace
+// Keeps the kWorst worst in a min-heap under worse(): front is the best kept.
+void offer(std::vector<PairDetail::Element>& heap, const PairDetail::Element& e) {
+  if (heap.size() >= PairDetail::kWorst && !worse(e, heap.front())) return;
+  heap.push_back(e);
+  std::push_heap(heap.begin(), heap.end(), worse);
+  if (heap.size() > PairDetail::kWorst) {
+    std::pop_heap(heap.begin(), heap.end(), worse);
+    heap.pop_back();
+  }
+}
 
-std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
-                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
-                                      std::span<const uint64_t> cand_index) {
-  PairDetail d;
+// Row-major 2-D view and its grid (compare.hpp, PairDetail).
+void init_view(PairDetail& d, const TensorInfo& ref) {
   const uint64_t n = ref.numel();
-  d.histogram.assign(PairDetail::kHistBins, 0);
+  d.histogram.assign(kBins, 0);
   d.cols = ref.shape.empty() ? 1 : ref.shape.back();
   d.rows = d.cols == 0 ? 0 : n / d.cols;
   if (ref.shape.size() <= 1) d.rows = n == 0 ? 0 : 1;
   d.grid_rows = static_cast<uint32_t>(std::min<uint64_t>(d.rows, PairDetail::kMaxGridRows));
   d.grid_cols = static_cast<uint32_t>(std::min<uint64_t>(d.cols, PairDetail::kMaxGridCols));
   d.heat.assign(size_t{d.grid_rows} * d.grid_cols, 0.0f);
+}
 
-  // The element's cell, advanced by counting instead of two divisions per element: column c
-  // belongs to cell floor(c * G / C), which first reaches g at column ceil(g * C / G).
+// Column c belongs to cell floor(c * G / C), which first reaches g at column ceil(g * C / G).
+uint64_t cell_edge(uint64_t g, uint64_t count, uint64_t cells) {
+  __extension__ typedef unsigned __int128 u128;
+  return static_cast<uint64_t>((u128{g} * count + cells - 1) / cells);
+}
+uint64_t cell_of(uint64_t i, uint64_t count, uint64_t cells) {
+  __extension__ typedef unsigned __int128 u128;
+  return static_cast<uint64_t>(u128{i} * cells / count);
+}
+
+}  // namespace
+
+size_t hist_bin_reference(double d) { return hist_bin_search(d); }
+size_t hist_bin_fast(double d) { return bin_table().bin(d); }
+
+struct DetailPass::State {
+  std::mutex mu;
+  PairDetail d;
+  std::vector<double> heat;  // as double: max commutes with the final rounding to float
+  std::vector<PairDetail::Element> worst;
+};
+
+namespace {
+
+class DetailTask final : public numerics::ChunkTask {
+ public:
+  explicit DetailTask(DetailPass::State& s)
+      : s_(s), cols_(s.d.cols), rows_(s.d.rows), gcols_(s.d.grid_cols), grows_(s.d.grid_rows),
+        heat_(s.heat.size(), 0.0) {
+    worst_.reserve(PairDetail::kWorst + 1);
+  }
+
+  void chunk(const numerics::ObservedChunk& c) override {
+    if (!started_) seek(c.first);
+    const size_t m = c.n;
+    double* d = diff_.data();
+    const BinTable& t = bin_table();
+    if (c.nonfinite == 0) {
+      const numerics::DiffStats st = numerics::abs_diff(c.ref, c.cand, m, d);
+      // Bins are monotone in d, so the chunk's d fall in [bin(min), bin(max)], and the number in
+      // bins >= b is the number of d >= the lower edge of b: a few vector compares per element
+      // instead of a bin lookup and a counter increment each.
+      const size_t lo = t.bin(st.min), hi = t.bin(st.max);
+      std::array<uint64_t, kBins> at_least;  // [j]: d >= the lower edge of bin lo + 1 + j
+      numerics::count_at_least(d, m, hist_edges().data() + lo, hi - lo, at_least.data());
+      uint64_t above = m;  // d in bins >= b
+      for (size_t b = lo; b < hi; ++b) {
+        hist_[b] += above - at_least[b - lo];
+        above = at_least[b - lo];
+      }
+      hist_[hi] += above;
+      hist_[0] -= st.zeros;  // zeros were counted in bin 0: they are `exact`
+      exact_ += st.zeros;
+    } else {
+      for (size_t k = 0; k < m; ++k) {
+        const double r = c.ref[k], x = c.cand[k];
+        if (std::isfinite(r) && std::isfinite(x)) {
+          d[k] = std::fabs(x - r);
+          if (d[k] == 0) ++exact_;
+          else ++hist_[t.bin(d[k])];
+        } else if ((std::isnan(r) && std::isnan(x)) || r == x) {
+          ++nonfinite_same_;
+          d[k] = 0;
+        } else {
+          ++nonfinite_differ_;
+          d[k] = HUGE_VAL;
+        }
+      }
+    }
+    const double top = heat(d, m);
+    // Later elements lose ties to earlier ones, so a chunk whose largest d does not beat the
+    // best kept element has nothing to offer.
+    if (top > 0 && (worst_.size() < PairDetail::kWorst || top > worst_.front().abs_diff)) {
+      for (size_t k = 0; k < m; ++k)
+        if (d[k] > 0) offer(worst_, {c.first + k, {}, c.ref[k], c.cand[k], d[k]});
+    }
+  }
+
+  void finish() override {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    for (size_t b = 0; b < kBins; ++b) s_.d.histogram[b] += hist_[b];
+    s_.d.exact += exact_;
+    s_.d.nonfinite_same += nonfinite_same_;
+    s_.d.nonfinite_differ += nonfinite_differ_;
+    for (size_t i = 0; i < heat_.size(); ++i) s_.heat[i] = std::max(s_.heat[i], heat_[i]);
+    for (const auto& e : worst_) offer(s_.worst, e);
+  }
+
+ private:
+  // The task's first element: its place in the view and the grid.
+  void seek(uint64_t first) {
+    started_ = true;
+    row_ = first / cols_;
+    col_ = first % cols_;
+    gc_ = cell_of(col_, cols_, gcols_);
+    gr_ = cell_of(row_, rows_, grows_);
+    next_col_ = cell_edge(gc_ + 1, cols_, gcols_);
+    next_row_ = cell_edge(gr_ + 1, rows_, grows_);
+  }
+
+  // Folds d[0, m) into the heat cells: the chunk's runs of one cell each, then their maxima in
+  // one vector call. Returns the largest d.
+  double heat(const double* d, size_t m) {
+    size_t runs = 0;
+    size_t k = 0;
+    while (k < m) {
+      const size_t run = static_cast<size_t>(std::min<uint64_t>(m - k, next_col_ - col_));
+      k += run;
+      ends_[runs] = static_cast<uint32_t>(k);
+      cells_[runs++] = static_cast<uint32_t>(gr_ * gcols_ + gc_);
+      col_ += run;
+      if (col_ == cols_) {
+        col_ = gc_ = 0;
+        next_col_ = cell_edge(1, cols_, gcols_);
+        if (++row_ == next_row_) next_row_ = cell_edge(++gr_ + 1, rows_, grows_);
+      } else if (col_ == next_col_) {
+        next_col_ = cell_edge(++gc_ + 1, cols_, gcols_);
+      }
+    }
+    numerics::max_of_runs(d, ends_.data(), runs, maxes_.data());
+    double top = 0;
+    for (size_t j = 0; j < runs; ++j) {
+      double& cell = heat_[cells_[j]];
+      cell = std::max(cell, maxes_[j]);
+      top = std::max(top, maxes_[j]);
+    }
+    return top;
+  }
+
+  DetailPass::State& s_;
+  const uint64_t cols_, rows_, gcols_, grows_;
+  bool started_ = false;
+  uint64_t col_ = 0, row_ = 0, gc_ = 0, gr_ = 0, next_col_ = 0, next_row_ = 0;
+  std::array<uint64_t, kBins> hist_{};
+  uint64_t exact_ = 0, nonfinite_same_ = 0, nonfinite_differ_ = 0;
+  std::vector<double> heat_;
+  std::vector<PairDetail::Element> worst_;
+  std::array<double, kChunk> diff_;
+  std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
+  std::array<double, kChunk> maxes_;
+};
+
+}  // namespace
+
+DetailPass::DetailPass(const TensorInfo& ref) : s_(std::make_unique<State>()) {
+  init_view(s_->d, ref);
+  s_->heat.assign(s_->d.heat.size(), 0.0);
+  s_->worst.reserve(PairDetail::kWorst + 1);
+}
+
+DetailPass::~DetailPass() = default;
+
+std::unique_ptr<numerics::ChunkTask> DetailPass::begin_task() {
+  return std::make_unique<DetailTask>(*s_);
+}
+
+PairDetail DetailPass::take(std::span<const uint64_t> shape) {
+  PairDetail d = std::move(s_->d);
+  // Rounding to float is monotone, so the float of the largest d is the largest float of the d.
+  for (size_t i = 0; i < d.heat.size(); ++i) d.heat[i] = static_cast<float>(s_->heat[i]);
+  std::vector<PairDetail::Element> worst = std::move(s_->worst);
+  std::sort(worst.begin(), worst.end(), worse);
+  for (auto& e : worst) e.coords = unravel(e.index, shape);
+  d.worst = std::move(worst);
+  return d;
+}
+
+std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
+                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
+                                      std::span<const uint64_t> cand_index) {
+  PairDetail d;
+  const uint64_t n = ref.numel();
+  init_view(d, ref);
+
+  // The element's cell, advanced by counting instead of two divisions per element.
   auto edge = [](uint64_t g, uint64_t count, uint64_t cells) { return (g * count + cells - 1) / cells; };
   uint64_t col = 0, row = 0, gc = 0, gr = 0;
   uint64_t next_col = d.grid_cols ? edge(1, d.cols, d.grid_cols) : 0;
   uint64_t next_row = d.grid_rows ? edge(1, d.rows, d.grid_rows) : 0;
   std::array<double, kChunk> a{}, b{};
-  std::vector<PairDetail::Element> worst;  // a min-heap under worse(): front is the best kept
+  std::vector<PairDetail::Element> worst;
   worst.reserve(PairDetail::kWorst + 1);
   for (uint64_t first = 0; first < n; first += kChunk) {
     const uint64_t m = std::min(kChunk, n - first);
@@ -77,7 +308,7 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
       if (std::isfinite(r) && std::isfinite(c)) {
         diff = std::fabs(c - r);
         if (diff == 0) ++d.exact;
-        else ++d.histogram[hist_bin(diff)];
+        else ++d.histogram[hist_bin_search(diff)];
       } else if ((std::isnan(r) && std::isnan(c)) || r == c) {
         ++d.nonfinite_same;
         diff = 0;
@@ -89,14 +320,7 @@ std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std
       float& cell = d.heat[gr * d.grid_cols + gc];
       // Widening to float may round a tiny d up or down; the cell is for the eye, not for metrics.
       cell = std::max(cell, static_cast<float>(diff));
-      if (diff > 0 && (worst.size() < PairDetail::kWorst || worse({i, {}, r, c, diff}, worst.front()))) {
-        worst.push_back({i, {}, r, c, diff});
-        std::push_heap(worst.begin(), worst.end(), worse);
-        if (worst.size() > PairDetail::kWorst) {
-          std::pop_heap(worst.begin(), worst.end(), worse);
-          worst.pop_back();
-        }
-      }
+      if (diff > 0) offer(worst, {i, {}, r, c, diff});
       if (++col == d.cols) {
         col = gc = 0;
         next_col = edge(1, d.cols, d.grid_cols);

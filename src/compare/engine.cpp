@@ -511,7 +511,11 @@ class Engine {
     // the reference's shape so coordinates and class rows follow the reference.
     TensorInfo cand_info = cand_rec.info;
     if (p.permutation.empty()) cand_info.shape = ref_rec.info.shape;
+    // --html's histogram, heatmap and worst elements come from the kernel's own chunks.
+    std::optional<DetailPass> detail_pass;
+    if (o_.details) k.observer = &detail_pass.emplace(ref_rec.info);
     auto r = numerics::compare_pair(ref_rec.info, ref_rec.payload, cand_info, cand_rec.payload, k);
+    k.observer = nullptr;
     // A damaged payload is a read error, whatever the kernel made of its bytes.
     if (k.crc_ref) {
       auto v = r ? detail::verify_payload_crc(ref_, ref_rec, r->payload_crc_ref) : verified(ref_, ref_rec);
@@ -531,8 +535,7 @@ class Engine {
     if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
-    if (o_.details)
-      p.detail = pair_detail(ref_rec.info, ref_rec.payload, cand_info, cand_rec.payload, k.cand_index);
+    if (detail_pass) p.detail = detail_pass->take(ref_rec.info.shape);
   }
 
   void compute_light(size_t i, const Record& a, const Record& b) {

@@ -17,6 +17,7 @@
 
 #include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
+#include "numerics/pair_metrics.hpp"
 
 namespace driftscope::compare_detail {
 
@@ -130,12 +131,28 @@ using PairRecords = std::pair<uint32_t, uint32_t>;
 std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape);
 
 // ---- detail.cpp ---------------------------------------------------------------------------------
-// PairDetail of a pair the kernel already compared (same shapes and candidate order: `cand` has
-// the reference's shape unless permuted, `cand_index` maps reference to candidate flat indexes).
-// nullopt when an element fails to decode (the metrics then failed first).
+// PairDetail of a pair, gathered during its metrics pass: pass the DetailPass as the
+// PairOptions::observer of the pair's compare_pair, then take() it once that succeeded. The
+// candidate is seen as the kernel sees it (reference shape, cand_index applied).
+class DetailPass final : public numerics::ChunkObserver {
+ public:
+  explicit DetailPass(const TensorInfo& ref);
+  ~DetailPass() override;
+  std::unique_ptr<numerics::ChunkTask> begin_task() override;
+  PairDetail take(std::span<const uint64_t> ref_shape);
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+// The separate pass DetailPass replaced (one thread, a decode and a binary search per element):
+// the reference the tests hold DetailPass to. nullopt when an element fails to decode.
 std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
                                       const TensorInfo& cand, std::span<const std::byte> cand_payload,
                                       std::span<const uint64_t> cand_index);
+// The histogram bin of d >= 0: by binary search over the edges, and by DetailPass's exponent table.
+size_t hist_bin_reference(double d);
+size_t hist_bin_fast(double d);
 
 // ---- origins.cpp: data flow (docs/format.md §3.3.3) and origins (docs/compare.md §5) ---------
 // Reads ds.inputs, ds.kind and ds.source into a fresh description (an attribute absent or empty

@@ -30,12 +30,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "common/bytes.hpp"
 #include "driftscope/decode.hpp"
 #include "numerics/pair_kernel.hpp"
+#include "numerics/pair_metrics.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace driftscope::numerics::kernel {
@@ -542,6 +544,117 @@ uint64_t MaxUlp32(const uint8_t* a, const uint8_t* b, size_t n, uint64_t mask) {
   return MaxUlpImpl<uint32_t>(a, b, n, mask);
 }
 
+// ---- the detail pass of --html (pair_metrics.hpp: abs_diff, count_at_least, max_of_runs) -----------
+// Exact operations only (a subtraction, |x|, compares, integer counts), so every target gives the
+// scalar loop's result; full vectors, as nothing here depends on the lane order.
+numerics::DiffStats AbsDiff(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
+                  double* HWY_RESTRICT d) {
+  const hn::ScalableTag<double> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const size_t lanes = hn::Lanes(df);
+  auto lo = hn::Set(df, std::numeric_limits<double>::infinity());
+  auto hi = hn::Zero(df);
+  auto zeros = hn::Zero(du);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = hn::Abs(hn::Sub(hn::LoadU(df, cand + i), hn::LoadU(df, ref + i)));
+    hn::StoreU(x, df, d + i);
+    lo = hn::Min(lo, x);
+    hi = hn::Max(hi, x);
+    zeros = hn::Sub(zeros, hn::BitCast(du, hn::VecFromMask(df, hn::Eq(x, hn::Zero(df)))));
+  }
+  HWY_ALIGN double tlo[hn::MaxLanes(df)];
+  HWY_ALIGN double thi[hn::MaxLanes(df)];
+  HWY_ALIGN uint64_t tz[hn::MaxLanes(du)];
+  hn::Store(lo, df, tlo);
+  hn::Store(hi, df, thi);
+  hn::Store(zeros, du, tz);
+  numerics::DiffStats s{std::numeric_limits<double>::infinity(), 0.0, 0};
+  for (size_t l = 0; l < lanes; ++l) {
+    s.min = tlo[l] < s.min ? tlo[l] : s.min;
+    s.max = thi[l] > s.max ? thi[l] : s.max;
+    s.zeros += tz[l];
+  }
+  for (; i < n; ++i) {
+    const double x = std::abs(cand[i] - ref[i]);
+    d[i] = x;
+    s.min = x < s.min ? x : s.min;
+    s.max = x > s.max ? x : s.max;
+    s.zeros += x == 0;
+  }
+  return s;
+}
+
+void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_RESTRICT t, size_t k,
+                  uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<double> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const size_t lanes = hn::Lanes(df);
+  HWY_ALIGN uint64_t tmp[hn::MaxLanes(du)];
+  auto total = [&](auto acc) {
+    hn::Store(acc, du, tmp);
+    uint64_t c = 0;
+    for (size_t l = 0; l < lanes; ++l) c += tmp[l];
+    return c;
+  };
+  // Four thresholds per pass: one load serves four compares.
+  size_t j = 0;
+  for (; j + 4 <= k; j += 4) {
+    const auto t0 = hn::Set(df, t[j]), t1 = hn::Set(df, t[j + 1]);
+    const auto t2 = hn::Set(df, t[j + 2]), t3 = hn::Set(df, t[j + 3]);
+    auto a0 = hn::Zero(du), a1 = hn::Zero(du), a2 = hn::Zero(du), a3 = hn::Zero(du);
+    size_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+      const auto x = hn::LoadU(df, d + i);
+      a0 = hn::Sub(a0, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t0))));
+      a1 = hn::Sub(a1, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t1))));
+      a2 = hn::Sub(a2, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t2))));
+      a3 = hn::Sub(a3, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t3))));
+    }
+    uint64_t c0 = total(a0), c1 = total(a1), c2 = total(a2), c3 = total(a3);
+    for (; i < n; ++i) {
+      c0 += d[i] >= t[j];
+      c1 += d[i] >= t[j + 1];
+      c2 += d[i] >= t[j + 2];
+      c3 += d[i] >= t[j + 3];
+    }
+    out[j] = c0;
+    out[j + 1] = c1;
+    out[j + 2] = c2;
+    out[j + 3] = c3;
+  }
+  for (; j < k; ++j) {
+    const auto tv = hn::Set(df, t[j]);
+    auto acc = hn::Zero(du);
+    size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+      acc = hn::Sub(acc, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(hn::LoadU(df, d + i), tv))));
+    uint64_t c = total(acc);
+    for (; i < n; ++i) c += d[i] >= t[j];
+    out[j] = c;
+  }
+}
+
+void MaxOfRuns(const double* HWY_RESTRICT d, const uint32_t* HWY_RESTRICT ends, size_t runs,
+               double* HWY_RESTRICT out) {
+  const hn::ScalableTag<double> df;
+  const size_t lanes = hn::Lanes(df);
+  HWY_ALIGN double tmp[hn::MaxLanes(df)];
+  size_t i = 0;
+  for (size_t j = 0; j < runs; ++j) {
+    const size_t end = ends[j];
+    double m = 0;
+    if (end - i >= lanes) {
+      auto hi = hn::Zero(df);
+      for (; i + lanes <= end; i += lanes) hi = hn::Max(hi, hn::LoadU(df, d + i));
+      hn::Store(hi, df, tmp);
+      for (size_t l = 0; l < lanes; ++l) m = tmp[l] > m ? tmp[l] : m;
+    }
+    for (; i < end; ++i) m = d[i] > m ? d[i] : m;
+    out[j] = m;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace driftscope::numerics::kernel
 HWY_AFTER_NAMESPACE();
@@ -665,6 +778,40 @@ void chunk_raw_scalar(RawFormat f, const std::byte* ref, const std::byte* cand, 
   chunk_scalar(r.data(), c.data(), n, p, out);
   out->max_ulp = best;
 }
+
+HWY_EXPORT(AbsDiff);
+HWY_EXPORT(CountAtLeast);
+HWY_EXPORT(MaxOfRuns);
+
+namespace {
+DiffStats abs_diff_any(const double* ref, const double* cand, size_t n, double* d) {
+  return HWY_DYNAMIC_DISPATCH(AbsDiff)(ref, cand, n, d);
+}
+void count_at_least_any(const double* d, size_t n, const double* t, size_t k, uint64_t* out) {
+  HWY_DYNAMIC_DISPATCH(CountAtLeast)(d, n, t, k, out);
+}
+void max_of_runs_any(const double* d, const uint32_t* ends, size_t runs, double* out) {
+  HWY_DYNAMIC_DISPATCH(MaxOfRuns)(d, ends, runs, out);
+}
+}  // namespace
+
+}  // namespace driftscope::numerics::kernel
+
+namespace driftscope::numerics {
+
+DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d) {
+  return kernel::abs_diff_any(ref, cand, n, d);
+}
+void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
+  kernel::count_at_least_any(d, n, thresholds, k, out);
+}
+void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out) {
+  kernel::max_of_runs_any(d, ends, runs, out);
+}
+
+}  // namespace driftscope::numerics
+
+namespace driftscope::numerics::kernel {
 
 HWY_EXPORT(MaxUlp8);
 HWY_EXPORT(MaxUlp16);

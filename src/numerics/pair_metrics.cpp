@@ -430,9 +430,13 @@ void crc_chunk(const Job& job, uint64_t s, size_t len, std::pair<uint32_t, uint3
 
 // Raw float pairs: no buffers, no decode pass, no ULP pass (pair_kernel.hpp, ChunkRawFn).
 void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
-                  std::pair<uint32_t, uint32_t>* crc) {
+                  std::pair<uint32_t, uint32_t>* crc, ChunkTask* observer) {
   ChunkPartial cp;
   kernel::Params params = job.params;
+  // The observer wants float64: decoded from the chunk's bytes while they are in L1.
+  const size_t cap = observer ? static_cast<size_t>(std::min<uint64_t>(kChunk, end - begin)) : 0;
+  std::optional<AlignedDoubles> rbuf, cbuf;
+  if (observer) rbuf.emplace(cap), cbuf.emplace(cap);
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
     const size_t size = job.ref->elem_size;
@@ -442,12 +446,27 @@ void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
+    if (observer) {
+      // The kernel read these bytes without error, and a raw decode cannot fail.
+      if (auto res = decode_range(*job.ref, s, len, rbuf->get()); !res) {
+        acc.error = std::move(res).error();
+        return;
+      }
+      if (auto res = decode_range(*job.cand, s, len, cbuf->get()); !res) {
+        acc.error = std::move(res).error();
+        return;
+      }
+      observer->chunk({s, len, rbuf->get(), cbuf->get(), cp.nonfinite});
+    }
   }
+  if (observer) observer->finish();
 }
 
 void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
               std::pair<uint32_t, uint32_t>* crc) {
-  if (job.raw != nullptr) return run_task_raw(job, begin, end, acc, crc);
+  const std::unique_ptr<ChunkTask> observer =
+      job.options->observer ? job.options->observer->begin_task() : nullptr;
+  if (job.raw != nullptr) return run_task_raw(job, begin, end, acc, crc, observer.get());
   // Sized to the task, not to a whole chunk: a comparison of many small tensors runs one task per
   // pair, and 2 x 32 KiB aligned blocks per pair fragmented the heap into ~33 KiB of RSS per pair
   // (issue 7, bug 16). The kernel needs the padded tail only (zeroed below for every chunk).
@@ -483,6 +502,7 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     params.max_rel_floor = acc.max_rel;  // as in run_task_raw
     job.fn(r, c, len, params, &cp);
     absorb_chunk(DecodedChunk{r, c}, s, len, cp, acc);
+    if (observer) observer->chunk({s, len, r, c, cp.nonfinite});
     if (job.ulp) {
       const uint64_t* idx = job.options->cand_index.empty() ? nullptr : job.options->cand_index.data();
       acc.max_ulp = std::max(acc.max_ulp,
@@ -520,6 +540,7 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
       }
     }
   }
+  if (observer) observer->finish();
 }
 
 Error bad_option(std::string_view what, double v, std::string_view rule) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,34 @@
 #include "driftscope/tensor.hpp"
 
 namespace driftscope::numerics {
+
+// One chunk of a pair as the kernel measured it: elements [first, first + n) in reference order,
+// decoded to float64 (the candidate already in reference order when cand_index is set).
+struct ObservedChunk {
+  uint64_t first = 0;
+  size_t n = 0;
+  const double* ref = nullptr;
+  const double* cand = nullptr;
+  uint64_t nonfinite = 0;  // positions where either side is NaN or Inf (the kernel's count)
+};
+
+// A task's share of an observer (below): gets the task's chunks in order, on the task's thread.
+class ChunkTask {
+ public:
+  virtual ~ChunkTask() = default;
+  virtual void chunk(const ObservedChunk& c) = 0;
+  // After the task's last chunk, when the task succeeded; tasks finish in any order.
+  virtual void finish() = 0;
+};
+
+// Rides on the metrics pass (compare --html's detail pass, compare/detail.cpp): the chunks are
+// still in L1 right after the kernel, so the observer reads no payload byte again, and runs on
+// every thread of the pair. begin_task is called concurrently, once per task.
+class ChunkObserver {
+ public:
+  virtual ~ChunkObserver() = default;
+  virtual std::unique_ptr<ChunkTask> begin_task() = 0;
+};
 
 struct PairOptions {
   double atol = 0.0;           // allclose: mismatch when |a-b| > atol + rtol*|b| (b = reference)
@@ -38,6 +67,9 @@ struct PairOptions {
   // (a later access reads the file again); never for a caller's memory. The candidate is released
   // only when read in order (no cand_index).
   bool release_pages = false;
+  // Sees every chunk after the kernel (the values as the kernel saw them); nullptr: none. Raw
+  // float pairs are then decoded to float64 as well, from the bytes the kernel just read.
+  ChunkObserver* observer = nullptr;
 };
 
 struct PairMetrics {
@@ -75,6 +107,21 @@ struct PairMetrics {
   // CRC-32 of each payload's bytes, when PairOptions::crc_ref / crc_cand asked for it.
   uint32_t payload_crc_ref = 0, payload_crc_cand = 0;
 };
+
+// The detail pass of `compare --html` (compare/detail.cpp) on one chunk of finite values.
+// abs_diff: d[i] = |cand[i] - ref[i]| for i < n, and the smallest and largest d and the number of
+// zeros (min +inf when n is 0). count_at_least: out[j] = the number of d[i] >= thresholds[j], for
+// j < k. max_of_runs: out[j] = the largest of d[ends[j-1], ends[j]) (ends[-1] = 0; ends
+// ascending; 0 for an empty run; d >= 0), the heat cells' runs of a chunk in one call. Highway,
+// dispatched at run time (pair_kernel.cpp); exact operations only, so every target gives the
+// same result.
+struct DiffStats {
+  double min, max;
+  uint64_t zeros;
+};
+DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d);
+void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
+void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out);
 
 // Computes every metric of a pair. The tensors may have different dtypes and encodings; both are
 // decoded (and dequantized) to float64. Element counts must match (after cand_index mapping).
