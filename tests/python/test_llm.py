@@ -69,12 +69,14 @@ def test_recording_names_steps_cache_entries_and_tokens(runs):
     assert "reference.init" in meta  # the hash initialiser's record travels with the run
 
 
-def test_float32_vs_bfloat16_names_the_flip_or_says_none(runs, tmp_path):
+@pytest.mark.parametrize("backend, dtype", [("hf-bf16", "bf16"), ("hf-fp16", "f16")])
+def test_float32_vs_bfloat16_names_the_flip_or_says_none(runs, tmp_path, backend, dtype):
     d, model, prompt = runs
-    llm.record(model, prompt, tmp_path / "bf16.tdump", backend="hf-bf16", teacher=d / "ref.tdump")
+    llm.record(model, prompt, tmp_path / "bf16.tdump", backend=backend, teacher=d / "ref.tdump")
     assert next(model.parameters()).dtype == torch.float32  # the caller's model is not cast
     with driftscope.open(tmp_path / "bf16.tdump") as dump:
-        assert dump.record("step.0/logits").dtype == "bf16"
+        assert dump.record("step.0/logits").dtype == dtype
+        assert dump.record("step.0/model.layers.1.self_attn.o_proj").dtype == dtype
     rep = llm.compare(d / "ref.tdump", tmp_path / "bf16.tdump")
     assert rep.compared_steps == STEPS and rep.teacher_forced
     assert all(s["kl"] > 0 for s in rep.steps)  # really another precision
@@ -124,6 +126,35 @@ def test_teacher_forcing_keeps_every_step_comparable(runs):
     # and later steps measure the fault, not a different context
     for k in range(flip + 1, STEPS):
         assert forced.steps[k]["kl"] < free.steps[k]["kl"] / 5, k
+
+
+def test_torch_compile_backend_records_logits_and_cache(runs, tmp_path):
+    d, model, prompt = runs
+    meta = llm.record(model, prompt, tmp_path / "c.tdump", backend="hf-compile", new_tokens=3)
+    assert meta["llm.intermediates"].startswith("logits and cache only")
+    with driftscope.open(tmp_path / "c.tdump") as dump:
+        names = set(dump.names())
+    assert "step.2/logits" in names and "step.2/cache.layers.1.value" in names
+    assert not any("self_attn" in n for n in names)
+    ref = _ids(_meta(d / "ref.tdump")["llm.tokens"])
+    assert _ids(meta["llm.tokens"]) == ref[:3]
+    rep = llm.compare(d / "ref.tdump", tmp_path / "c.tdump")
+    assert rep.compared_steps == 3 and rep.first_flip is None and rep.first_crossing is None
+
+
+def test_teacher_as_a_token_list_and_api_errors(runs, tmp_path):
+    d, model, prompt = runs
+    ref = _ids(_meta(d / "ref.tdump")["llm.tokens"])
+    faulty, _ = tiny_llm.llama_o_proj_fault()
+    meta = llm.record(faulty, prompt, tmp_path / "t.tdump", teacher=ref[:5])
+    assert _ids(meta["llm.fed"]) == ref[:4] and meta["llm.teacher"] == "tokens"
+    with pytest.raises(driftscope.errors.InvalidArgumentError, match="outside the model's vocab"):
+        llm.record(model, prompt + [128], tmp_path / "x.tdump", new_tokens=2)
+    with pytest.raises(driftscope.errors.InvalidArgumentError, match="is not this prompt"):
+        llm.record(model, prompt[:-1], tmp_path / "x.tdump", teacher=d / "ref.tdump")
+    with pytest.raises(driftscope.errors.InvalidArgumentError, match="the teacher has only 5"):
+        llm.record(model, prompt, tmp_path / "x.tdump", new_tokens=6, teacher=ref[:5])
+    assert not (tmp_path / "x.tdump").exists()
 
 
 @pytest.mark.parametrize("at", [3, 6])  # the common steps named by includes / by excludes
