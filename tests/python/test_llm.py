@@ -123,9 +123,42 @@ def test_teacher_forcing_keeps_every_step_comparable(runs):
                                   c.get(f"step.{k}/model.embed_tokens")), k
         assert not np.array_equal(r.get(f"step.{flip + 1}/model.embed_tokens"),
                                   f.get(f"step.{flip + 1}/model.embed_tokens"))
+    assert free.same_inputs["steps"] == flip + 1 and forced.same_inputs["steps"] == STEPS
+    assert forced.same_inputs["top1_agreement"] == (STEPS - 1) / STEPS
+    assert f"over the {flip + 1} steps with identical inputs: top-1 agreement" in free.to_text()
     # and later steps measure the fault, not a different context
     for k in range(flip + 1, STEPS):
         assert forced.steps[k]["kl"] < free.steps[k]["kl"] / 5, k
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen2"])
+def test_other_families_record_the_library_generation(tmp_path, family):
+    import transformers as T
+
+    from driftscope.reference import hash_init_
+
+    if family == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=128, n_positions=64, n_embd=64,
+                                               n_layer=2, n_head=4, bos_token_id=None,
+                                               eos_token_id=None))
+        layer = "transformer.h.1.attn.c_proj"
+    else:
+        model = T.Qwen2ForCausalLM(T.Qwen2Config(
+            vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+            bos_token_id=None, eos_token_id=None))
+        layer = "model.layers.1.self_attn.o_proj"
+    hash_init_(model)
+    prompt = tiny_llm.PROMPT
+    meta = llm.record(model, prompt, tmp_path / "g.tdump", new_tokens=4)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=4, do_sample=False)
+    assert _ids(meta["llm.tokens"]) == out[0, len(prompt):].tolist()
+    with driftscope.open(tmp_path / "g.tdump") as dump:
+        assert f"step.3/{layer}" in dump.names()
+        assert dump.get("step.3/cache.layers.1.key").shape[-2] == 1
+    with pytest.raises(driftscope.errors.InvalidArgumentError, match="context is 64"):
+        llm.record(model, list(range(60)), tmp_path / "x.tdump", new_tokens=6)
 
 
 def test_torch_compile_backend_records_logits_and_cache(runs, tmp_path):

@@ -346,6 +346,12 @@ class GenerationReport:
         lines = [f"generation compare: {d['reference']} vs {d['candidate']}: {d['verdict']}",
                  f"  steps compared: {d['compared_steps']} (reference {d['reference_steps']}, "
                  f"candidate {d['candidate_steps']}); teacher-forced: {d['teacher_forced']}"]
+        sm = d["same_inputs"]
+        if sm["steps"]:
+            lines.append(f"  over the {sm['steps']} steps with identical inputs: top-1 agreement "
+                         f"{sm['top1_agreement']:.3f}, top-{d['top_k']} overlap "
+                         f"{sm['mean_topk_overlap']:.3f}, max KL {sm['max_kl']:.3e}, max|diff| "
+                         f"{sm['max_abs_diff']:.3e}")
         if d["first_flip"] is None:
             lines.append(f"  no greedy token flipped in {d['compared_steps']} steps")
         else:
@@ -452,8 +458,17 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     verdict = "pass" if first_flip is None and first_crossing is None and not unmatched else (
         "token_flip" if first_flip is not None else "diverged" if first_crossing else
         "steps_differ")
+    # over the steps whose inputs were identical: after a free-running flip the rest measure
+    # different contexts, not the runtime
+    same = [s for s in steps if s["inputs_identical"]]
+    summary = {"steps": len(same),
+               "top1_agreement": sum(s["top1_agree"] for s in same) / len(same) if same else None,
+               "mean_topk_overlap": (sum(s["topk_overlap"] for s in same) / len(same)
+                                     if same else None),
+               "max_kl": max((s["kl"] for s in same), default=None),
+               "max_abs_diff": max((s["max_abs_diff"] for s in same), default=None)}
     return GenerationReport({
-        "reference": rpath, "candidate": cpath, "verdict": verdict,
+        "reference": rpath, "candidate": cpath, "verdict": verdict, "same_inputs": summary,
         "reference_backend": rmeta.get("backend"), "candidate_backend": cmeta.get("backend"),
         "reference_steps": len(rtok), "candidate_steps": len(ctok), "compared_steps": n,
         "teacher_forced": teacher_forced, "top_k": top_k, "first_flip": first_flip,
