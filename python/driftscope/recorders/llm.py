@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._cli import parse_args, refuse_output_onto_inputs
+from .._cli import parse_args, refuse_output_onto_inputs, write_output
 from .._entry import load_function
 from .._writer import Writer
 from ..errors import Error, InvalidArgumentError, UnsupportedError
@@ -232,6 +232,7 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
     if params and params[0].dtype != tdtype:
         model = copy.deepcopy(model).to(tdtype)  # the caller's model keeps its dtype
     model.eval()
+    device = next(model.parameters()).device if params else torch.device("cpu")
     runner = torch.compile(model) if compiled else model
 
     # transformers 5 renamed past_key_values to cache (the old name still works, with a warning)
@@ -264,7 +265,7 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
                 captured.clear()
                 # the cache grows in place: its length before the call is where this step writes
                 before = 0 if cache is None else int(cache.get_seq_length())
-                out = runner(input_ids=torch.tensor([ids]), use_cache=True,
+                out = runner(input_ids=torch.tensor([ids], device=device), use_cache=True,
                              **{cache_arg: cache})
                 cache = getattr(out, cache_arg)
                 rows = list(captured)
@@ -551,8 +552,7 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
         opts = {k: v for k, v in (("atol", a.atol), ("rtol", a.rtol)) if v is not None}
         rep = compare(a.reference, a.candidate, top_k=a.top_k, **opts)
         if a.json:
-            with open(a.json, "w", encoding="utf-8") as f:
-                f.write(rep.to_json() + "\n")
+            write_output(a.json, rep.to_json() + "\n")
     except (Error, ValueError, OSError) as e:
         return _error("llm-compare", e)
     print(rep.to_text())
