@@ -103,6 +103,26 @@ def test_planted_o_proj_fault_is_named_at_step_0_layer_1(runs):
     assert status["step.0/model.layers.0"] == "pass"
 
 
+def test_wrong_rope_base_is_named_at_step_0_with_the_cache_keys_it_rotated(runs, tmp_path):
+    import transformers as T
+
+    from driftscope.reference import hash_init_
+
+    d, _, prompt = runs
+    cand = T.LlamaForCausalLM(tiny_llm.llama_config(rope_theta=500.0))  # the default is 10000
+    hash_init_(cand)
+    llm.record(cand, prompt, tmp_path / "rope.tdump", teacher=d / "ref.tdump")
+    rep = llm.compare(d / "ref.tdump", tmp_path / "rope.tdump")
+    assert rep.first_crossing["name"] == "step.0/model.rotary_emb.0"
+    status = {t.name: t.status for t in driftscope.compare(
+        d / "ref.tdump", tmp_path / "rope.tdump", filter="step.0/* step.1/*").tensors}
+    # k_proj is computed before the rotation, the cache holds rotated keys; values never rotate
+    assert status["step.0/model.layers.0.self_attn.k_proj"] == "pass"
+    assert status["step.0/cache.layers.0.key"] == "fail"
+    assert status["step.0/cache.layers.0.value"] == "pass"
+    assert status["step.1/cache.layers.0.key"] == "fail"
+
+
 def test_teacher_forcing_keeps_every_step_comparable(runs):
     d, _, _ = runs
     ref_tokens = _ids(_meta(d / "ref.tdump")["llm.tokens"])
