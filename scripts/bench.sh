@@ -30,6 +30,8 @@ run "growth at N and 4N (linear ~4, quadratic ~16): --model-explorer, dump-set m
   env DRIFTSCOPE_BIN=$B/driftscope .venv/bin/python bench/compare_vs_numpy.py
 [ -f bench/bench_record_overhead.py ] && run "PyTorch recording overhead (all-MiniLM-L6-v2)" \
   .venv/bin/python bench/bench_record_overhead.py
+[ -f bench/bench_llm_record.py ] && run "LLM generation recording overhead per token (tiny Llama) vs plain generation" \
+  .venv/bin/python bench/bench_llm_record.py
 [ -f bench/bench_show_suggest.py ] && run "show: 'did you mean' scaling with the record count" \
   .venv/bin/python bench/bench_show_suggest.py --bin $B/driftscope
 command -v javac >/dev/null && run "java: TdumpWriter vs plain FileChannel.write of the same bytes" \

@@ -36,7 +36,7 @@ LAYERS = {
     "reference": (("reference",), ("core", "recorders")),
     # The public front: the package's __init__, `python -m driftscope` and the public module
     # paths kept for the recorders (driftscope.torch ...). They may import every layer.
-    "front": (("__init__", "__main__", "torch", "onnxruntime", "litert"),
+    "front": (("__init__", "__main__", "torch", "onnxruntime", "litert", "llm"),
               ("core", "recorders", "compare", "guard", "reference")),
 }
 # Layers that may call the package root's public API (driftscope.open, .compare, .Writer) as a

@@ -9,6 +9,8 @@
     python -m driftscope evidence {declare,measure,verify} LEDGER ...
     python -m driftscope compare REF CAND --engine ray [...]   (docs/howto/cluster.md)
     python -m driftscope repro MODEL.onnx --candidate B --at TENSOR -o DIR   (docs/howto/repro.md)
+    python -m driftscope record llm --model FILE.py:FN --new-tokens N -o run.tdump  (docs/howto/llm.md)
+    python -m driftscope llm-compare REF.tdump CAND.tdump [--json F]
 
 The C++ ``driftscope record ...`` executes ``PYTHON -m driftscope record ...`` with the same
 arguments (PYTHON: $DRIFTSCOPE_PYTHON, else the Python installed next to the command, else
@@ -28,9 +30,11 @@ RECORDERS = {
     "torch": ("driftscope.torch", "torch", "pip install torch"),
     "onnx": ("driftscope.onnxruntime", "onnxruntime", "pip install onnx onnxruntime"),
     "tflite": ("driftscope.litert", "ai_edge_litert", "pip install ai-edge-litert"),
+    "llm": ("driftscope.llm", "transformers", "pip install torch transformers"),
 }
 
-USAGE = """usage: python -m driftscope record {torch,onnx,tflite} ARGS...
+USAGE = """usage: python -m driftscope record {torch,onnx,tflite,llm} ARGS...
+       python -m driftscope llm-compare REF.tdump CAND.tdump [--json F]   (docs/howto/llm.md)
        python -m driftscope guard MODEL [OPTIONS]   (python -m driftscope guard --help)
        python -m driftscope replay MODEL --candidate BACKEND [--at TENSOR ...]   (--help)
        python -m driftscope reference {init,run,check} ...
@@ -42,6 +46,7 @@ Record the intermediate tensors of one run of a model into a .tdump file.
   torch   a PyTorch model from a Python entry point (--model MODULE:FUNCTION)
   onnx    an ONNX model run with ONNX Runtime
   tflite  a LiteRT (TensorFlow Lite) model
+  llm     a greedy generation of a causal LM, step by step (--model FILE.py:FN --new-tokens N)
 'python -m driftscope record FRAMEWORK --help' lists the options of each recorder.
 Compare two dumps with the driftscope command: driftscope compare REF.tdump CAND.tdump"""
 
@@ -154,13 +159,17 @@ def _dispatch(args: List[str]) -> int:
             return replay_main(args[1:])
         except SystemExit as e:  # argparse: --help (0) or a usage error (2)
             return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args[0] == "llm-compare":  # two generations (docs/howto/llm.md)
+        from .recorders.llm import compare_main as llm_compare_main
+
+        return llm_compare_main(args[1:])
     if args[0] == "repro":
         from . import reference
         from ._replay.repro import cli_main as repro_main
 
         return repro_main(args[1:], hasher=reference)
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "
-          f"'record', 'guard', 'replay', 'repro', 'reference', 'evidence' and 'compare --engine ray' (other commands are in the driftscope executable)",
+          f"'record', 'guard', 'replay', 'repro', 'reference', 'evidence', 'llm-compare' and 'compare --engine ray' (other commands are in the driftscope executable)",
           file=sys.stderr)
     return 2
 

@@ -211,11 +211,17 @@ def test_torch_rules_keep_the_old_bytes_and_name_every_accepted_form():
     assert rec["rules"] == "torch" and rec["parameters"][q] == ["uniform", 1 / math.sqrt(3 * 32)]
     assert bert.get_parameter(q).detach().numpy().tobytes() == R.hash_tensor(
         q, (32, 32), "uniform", 1 / math.sqrt(3 * 32)).tobytes()
-    # PyTorch's defaults know no GPT-2 Conv1D: the error names it and every form of a rule
+    # a module no rule knows (GPT-2's Conv1D was one until its constructor's normal(0.02) was
+    # restated for issue 31): the error names it and every form of a rule
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = torch.nn.Parameter(torch.ones(3))
+
     with pytest.raises(ValueError) as e:
-        R.hash_init_(_tiny()["gpt2"](), rules="torch")
+        R.hash_init_(torch.nn.Sequential(torch.nn.Linear(3, 3), Scale()), rules="torch")
     msg = str(e.value)
-    assert "transformer.h.0.attn.c_attn.weight (Conv1D)" in msg and "\n" not in msg
+    assert "1.gain (Scale)" in msg and "\n" not in msg
     for form in ("('uniform', std)", "('normal', std)", "('constant', value)"):
         assert form in msg
     with pytest.raises(ValueError, match=r"\('uniform', std\), \('normal', std\) or \('constant'"):

@@ -68,6 +68,15 @@ def native_rule(module: torch.nn.Module, param_name: str, param: torch.Tensor,
             return ("normal", math.sqrt(2.0 / (fi + fo)))  # xavier_normal
     if isinstance(module, torch.nn.PReLU):
         return ("constant", 0.25)
+    cls = type(module).__name__
+    if "RMSNorm" in cls and param_name in ("weight", "bias"):
+        # transformers' own RMSNorm classes (LlamaRMSNorm, Qwen2RMSNorm, ...) are not
+        # torch.nn.RMSNorm; their __init__ sets ones, except Gemma's (1 + weight): zeros
+        gemma = param_name == "weight" and cls.startswith("Gemma")
+        return ("constant", 1.0 if param_name == "weight" and not gemma else 0.0)
+    if cls == "Conv1D" and type(module).__module__.startswith("transformers"):
+        # GPT-2's transposed Linear: Conv1D.__init__ draws normal(0.02), bias zeros
+        return ("normal", 0.02) if param_name == "weight" else ("constant", 0.0)
     return None
 
 

@@ -1,0 +1,559 @@
+"""Language-model generations (issue 31; docs/howto/llm.md): record a greedy generation step by
+step with the KV cache, optionally teacher-forced with another generation's tokens, and compare
+two generations: per step the logits (top-1, top-k overlap, KL, max |diff|), the first step whose
+greedy token differs, and at that step the first layer beyond tolerance (driftscope.compare on
+that step's tensors).
+
+    import driftscope.llm
+    driftscope.llm.record(model, prompt_ids, "ref.tdump", new_tokens=8)
+    driftscope.llm.record(model, prompt_ids, "bf16.tdump", backend="hf-bf16", teacher="ref.tdump")
+    print(driftscope.llm.compare("ref.tdump", "bf16.tdump").to_text())
+
+Names: step K's tensors are ``step.K/<module path>`` (every module's output, tuples as
+``<path>.I``), ``step.K/cache.layers.L.key`` / ``.value`` (the cache entries written at step K:
+the positions appended by that step), ``step.K/logits`` (the last position's logits, which pick
+the token). Step 0 is the prompt (prefill); step K >= 1 feeds one token. Run metadata: the
+prompt, the greedy token of every step (``llm.tokens``) and the tokens fed (``llm.fed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .._cli import parse_args, refuse_output_onto_inputs, write_output
+from .._entry import load_function
+from .._writer import Writer
+from ..errors import Error, InvalidArgumentError, UnsupportedError
+
+__all__ = ["record", "compare", "GenerationReport", "BACKENDS", "cli_main", "compare_main"]
+
+# backend -> (torch dtype name, compiled)
+_HF = {"hf": ("float32", False), "hf-bf16": ("bfloat16", False), "hf-fp16": ("float16", False),
+       "hf-compile": ("float32", True)}
+_OTHER = ("ort", "openvino", "llamacpp-f32", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0")
+BACKENDS = tuple(_HF) + _OTHER
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def unavailable_reason(backend: str) -> str:
+    """Why a backend named in issue 31 cannot record here (never a fake run)."""
+    if backend == "ort":
+        if not _installed("optimum"):
+            return ("ort: optimum is not installed (its ONNX export with past key values, "
+                    "optimum.onnxruntime.ORTModelForCausalLM, is what runs a generation on ONNX "
+                    "Runtime); pip install optimum[onnxruntime]")
+        return "ort: the optimum recorder is not written yet (issue 31)"
+    if backend == "openvino":
+        if not _installed("optimum") or not _installed("openvino"):
+            return ("openvino: optimum-intel and openvino are not installed (OVModelForCausalLM "
+                    "runs the generation); pip install optimum[openvino]")
+        return "openvino: the optimum-intel recorder is not written yet (issue 31)"
+    if backend.startswith("llamacpp"):
+        if not _installed("llama_cpp"):
+            return (f"{backend}: llama-cpp-python is not installed: it has no binary wheel for "
+                    f"this platform on PyPI and building it compiles llama.cpp from source (CMake "
+                    f"and a C++ toolchain, minutes of both cores), not done in this environment")
+        return f"{backend}: the llama.cpp recorder is not written yet (issue 31)"
+    return f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})"
+
+
+def _int_list(value: Any, what: str) -> List[int]:
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], (list, tuple)):
+        value = value[0]  # a batch of one
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise InvalidArgumentError(f"{what}: expected a list of token ids (ints) or a 1-D / "
+                                   f"[1, T] tensor, got {type(value).__name__}", 1,
+                                   "invalid_argument")
+    return [int(v) for v in value]
+
+
+def _ids_text(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _parse_ids(text: str, key: str, path: str) -> List[int]:
+    try:
+        return [int(t) for t in text.split(",")] if text else []
+    except ValueError:
+        raise InvalidArgumentError(f"{path}: metadata {key} is not a comma-separated list of "
+                                   f"token ids", 1, "invalid_argument") from None
+
+
+def _generation_meta(path: str) -> Dict[str, str]:
+    import driftscope
+
+    with driftscope.open(path) as d:
+        meta = dict(d.metadata)
+    if "llm.tokens" not in meta or "llm.prompt_ids" not in meta:
+        raise InvalidArgumentError(f"{path}: not a generation dump (no llm.tokens / "
+                                   f"llm.prompt_ids run metadata; record it with driftscope "
+                                   f"record llm)", 1, "invalid_argument")
+    return meta
+
+
+def _context_length(config: Any) -> Optional[int]:
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        v = getattr(config, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def _load(model: Any) -> Any:
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.isdir(model):
+            raise InvalidArgumentError(f"model {os.fspath(model)!r}: not a checkpoint folder", 1,
+                                       "invalid_argument")
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(os.fspath(model), local_files_only=True)
+    return model
+
+
+def _tensors_of(out: Any) -> List[Tuple[str, Any]]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [("", out)]
+    if type(out) is tuple:  # not ModelOutput (a dict): the model's own outputs are handled apart
+        ts = [(f".{i}", t) for i, t in enumerate(out) if isinstance(t, torch.Tensor)]
+        return [("", ts[0][1])] if len(ts) == 1 else ts
+    return []
+
+
+def _cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(getattr(l, "keys", None), getattr(l, "values", None)) for l in layers]
+    if isinstance(cache, (tuple, list)):  # the legacy tuple of (key, value) per layer
+        return [(kv[0], kv[1]) for kv in cache]
+    return []
+
+
+def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
+           new_tokens: Optional[int] = None,
+           teacher: Union[None, Sequence[int], str, "os.PathLike[str]"] = None,
+           backend: str = "hf", dtype: Any = None, eos: Any = "config",
+           filter: str = "") -> Dict[str, Any]:
+    """Greedy generation of `new_tokens` steps, step by step with the KV cache, every step's
+    module outputs, cache entries and logits written to `path` (module docstring for names).
+
+    model: a transformers causal LM (or a local checkpoint folder); it is not modified (a cast or
+    a compile works on a copy). prompt_ids: token ids (list, 1-D or [1, T] tensor).
+    teacher: the tokens to feed at steps 1.. instead of the model's own (a list, or a generation
+    dump whose llm.tokens are read and whose prompt must be this prompt): every step's input is
+    then the teacher's, so steps after a differing token stay comparable. new_tokens defaults to
+    the teacher's length. backend: hf (float32), hf-bf16, hf-fp16, hf-compile (torch.compile:
+    logits and cache only, module hooks would split the compiled graph); dtype (a torch dtype)
+    overrides the backend's. eos: "config" (the model's eos_token_id), an id, or None; a
+    free-running generation stops after the step that produced it.
+    Returns the run metadata written."""
+    import torch
+
+    if backend not in _HF:
+        raise UnsupportedError(unavailable_reason(backend), 5, "unsupported")
+    dtype_name, compiled = _HF[backend]
+    tdtype = dtype if dtype is not None else getattr(torch, dtype_name)
+    if isinstance(tdtype, str):
+        tdtype = getattr(torch, tdtype)
+    out_path = os.fspath(path)
+    prompt = _int_list(prompt_ids, "prompt_ids")
+    if not prompt:
+        raise InvalidArgumentError("prompt_ids: empty prompt", 1, "invalid_argument")
+    teacher_tokens: Optional[List[int]] = None
+    teacher_desc = "none"
+    if isinstance(teacher, (str, os.PathLike)):
+        tpath = os.fspath(teacher)
+        msg = refuse_output_onto_inputs(out_path, [tpath])
+        if msg:
+            raise InvalidArgumentError(msg, 1, "invalid_argument")
+        meta = _generation_meta(tpath)
+        tprompt = _parse_ids(meta["llm.prompt_ids"], "llm.prompt_ids", tpath)
+        if tprompt != prompt:
+            raise InvalidArgumentError(f"--teacher {tpath}: its prompt ({len(tprompt)} tokens) "
+                                       f"is not this prompt ({len(prompt)} tokens); teacher "
+                                       f"forcing needs the same prompt", 1, "invalid_argument")
+        teacher_tokens = _parse_ids(meta["llm.tokens"], "llm.tokens", tpath)
+        teacher_desc = os.path.basename(tpath)
+    elif teacher is not None:
+        teacher_tokens = _int_list(teacher, "teacher")
+        teacher_desc = "tokens"
+    if new_tokens is None:
+        if teacher_tokens is None:
+            raise InvalidArgumentError("new_tokens: required without a teacher", 1,
+                                       "invalid_argument")
+        new_tokens = len(teacher_tokens)
+    if not isinstance(new_tokens, int) or new_tokens < 1:
+        raise InvalidArgumentError(f"new_tokens={new_tokens!r}: a positive number of steps", 1,
+                                   "invalid_argument")
+    if teacher_tokens is not None and new_tokens > len(teacher_tokens):
+        raise InvalidArgumentError(f"new_tokens={new_tokens}: the teacher has only "
+                                   f"{len(teacher_tokens)} tokens", 1, "invalid_argument")
+    model = _load(model)
+    config = model.config
+    vocab = getattr(config, "vocab_size", None)
+    for what, ids in (("prompt_ids", prompt), ("teacher", teacher_tokens or [])):
+        bad = [i for i in ids if i < 0 or (vocab is not None and i >= vocab)]
+        if bad:
+            raise InvalidArgumentError(f"{what}: token id {bad[0]} is outside the model's "
+                                       f"vocabulary (vocab_size {vocab}): a tokenizer/model "
+                                       f"mismatch?", 1, "invalid_argument")
+    ctx = _context_length(config)
+    # the last step feeds position len(prompt) + new_tokens - 2; positions start at 0
+    if ctx is not None and len(prompt) + new_tokens - 1 > ctx:
+        raise InvalidArgumentError(
+            f"the prompt ({len(prompt)} tokens) and {new_tokens} new tokens need "
+            f"{len(prompt) + new_tokens - 1} positions; the model's context is {ctx} "
+            f"(max_position_embeddings)", 1, "invalid_argument")
+    eos_id = getattr(config, "eos_token_id", None) if eos == "config" else eos
+    if isinstance(eos_id, (list, tuple)):
+        eos_id = eos_id[0] if eos_id else None
+
+    params = list(model.parameters())
+    if params and params[0].dtype != tdtype:
+        model = copy.deepcopy(model).to(tdtype)  # the caller's model keeps its dtype
+    model.eval()
+    device = next(model.parameters()).device if params else torch.device("cpu")
+    runner = torch.compile(model) if compiled else model
+
+    # transformers 5 renamed past_key_values to cache (the old name still works, with a warning)
+    import inspect
+
+    cache_arg = ("cache" if "cache" in inspect.signature(model.forward).parameters
+                 else "past_key_values")
+    captured: List[Tuple[str, str, Any]] = []
+    handles = []
+    if not compiled:
+        def hook(name: str, op: str) -> Any:
+            def fn(_mod: Any, _args: Any, out: Any) -> None:
+                for suffix, t in _tensors_of(out):
+                    captured.append((name + suffix, op, t.detach().to("cpu", copy=True)))
+            return fn
+
+        for name, module in model.named_modules():
+            if name:
+                handles.append(module.register_forward_hook(hook(name, type(module).__name__)))
+
+    steps: List[List[Tuple[str, str, Any]]] = []
+    tokens: List[int] = []
+    fed: List[int] = []
+    stopped = f"new_tokens ({new_tokens})"
+    cache = None
+    try:
+        with torch.no_grad():
+            for k in range(new_tokens):
+                ids = prompt if k == 0 else [fed[-1]]
+                captured.clear()
+                # the cache grows in place: its length before the call is where this step writes
+                before = 0 if cache is None else int(cache.get_seq_length())
+                out = runner(input_ids=torch.tensor([ids], device=device), use_cache=True,
+                             **{cache_arg: cache})
+                cache = getattr(out, cache_arg)
+                rows = list(captured)
+                for layer, (kk, vv) in enumerate(_cache_layers(cache)):
+                    for part, t in (("key", kk), ("value", vv)):
+                        if t is not None:  # the positions this step appended (seq axis -2)
+                            rows.append((f"cache.layers.{layer}.{part}", "KVCache",
+                                         t[..., before:, :].detach().to("cpu", copy=True)))
+                logits = out.logits[0, -1].detach().to("cpu", copy=True)
+                rows.append(("logits", "Logits", logits))
+                steps.append(rows)
+                token = int(logits.float().argmax())
+                tokens.append(token)
+                if teacher_tokens is not None:
+                    fed.append(teacher_tokens[k])
+                else:
+                    fed.append(token)
+                    if eos_id is not None and token == eos_id and k + 1 < new_tokens:
+                        stopped = f"eos (token {token}) at step {k}"
+                        break
+    finally:
+        for h in handles:
+            h.remove()
+
+    meta: Dict[str, Any] = {
+        "framework": "transformers", "backend": backend,
+        "precision": str(tdtype).replace("torch.", ""), "model": type(model).__name__,
+        "llm.prompt_ids": _ids_text(prompt), "llm.tokens": _ids_text(tokens),
+        # the token fed at steps 1..: the model's own, or the teacher's
+        "llm.fed": _ids_text(fed[:len(tokens) - 1]), "llm.steps": str(len(tokens)),
+        "llm.new_tokens": str(new_tokens), "llm.teacher": teacher_desc, "llm.stopped": stopped,
+        "llm.eos_token_id": "none" if eos_id is None else str(eos_id),
+        "llm.intermediates": ("logits and cache only (torch.compile: module hooks would split "
+                              "the compiled graph)" if compiled else "every module's output"),
+    }
+    ref = getattr(model, "driftscope_reference", None)
+    if ref:
+        meta["reference.init"] = json.dumps(ref, sort_keys=True, separators=(",", ":"))
+    # written after the generation: the tokens are run metadata, which the header holds
+    with Writer(out_path, meta, filter) as w:
+        for k, rows in enumerate(steps):
+            for name, op, t in rows:
+                w.write(f"step.{k}/{name}", t.contiguous(), op_type=op)
+    return meta
+
+
+# -- comparing two generations ----------------------------------------------------------------
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = np.max(x)
+    return x - m - math.log(float(np.sum(np.exp(x - m))))
+
+
+class GenerationReport:
+    """What :func:`compare` found: ``steps`` (per step: top1_agree, topk_overlap, kl,
+    max_abs_diff, inputs_identical, ref_token, cand_token), ``first_flip`` (the first step whose
+    greedy tokens differ, or None), ``first_crossing`` (the first tensor beyond tolerance over
+    every compared step), ``flip_layer`` (the first tensor beyond tolerance at the flip step),
+    ``unmatched`` (steps one run has and the other lacks, and why)."""
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["data"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.data["verdict"] == "pass" else 1
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.data, indent=indent, sort_keys=False)
+
+    def to_text(self) -> str:
+        d = self.data
+        lines = [f"generation compare: {d['reference']} vs {d['candidate']}: {d['verdict']}",
+                 f"  steps compared: {d['compared_steps']} (reference {d['reference_steps']}, "
+                 f"candidate {d['candidate_steps']}); teacher-forced: {d['teacher_forced']}"]
+        sm = d["same_inputs"]
+        if sm["steps"]:
+            lines.append(f"  over the {sm['steps']} steps with identical inputs: top-1 agreement "
+                         f"{sm['top1_agreement']:.3f}, top-{d['top_k']} overlap "
+                         f"{sm['mean_topk_overlap']:.3f}, max KL {sm['max_kl']:.3e}, max|diff| "
+                         f"{sm['max_abs_diff']:.3e}")
+        if d["first_flip"] is None:
+            lines.append(f"  no greedy token flipped in {d['compared_steps']} steps")
+        else:
+            s = d["steps"][d["first_flip"]]
+            lines.append(f"  first flipped token: step {d['first_flip']} (reference "
+                         f"{s['ref_token']}, candidate {s['cand_token']})")
+        fl = d.get("flip_layer")
+        if d["first_flip"] is not None:
+            lines.append(f"  first layer beyond tolerance at step {d['first_flip']}: " +
+                         (f"{fl['name']} ({fl['status']}, max|diff| {fl['max_abs_diff']:.3g})"
+                          if fl else "none (the flip is within every tensor's tolerance)"))
+        fc = d.get("first_crossing")
+        lines.append("  first tensor beyond tolerance over all steps: " +
+                     (f"{fc['name']} (step {fc['step']})" if fc else "none"))
+        if d["unmatched"]:
+            lines.append(f"  not compared: {d['unmatched']}")
+        lines.append("  step  ref  cand  top1  top-k   KL          max|diff|  inputs")
+        for i, s in enumerate(d["steps"]):
+            lines.append(f"  {i:4d} {s['ref_token']:4d} {s['cand_token']:5d}  "
+                         f"{'yes' if s['top1_agree'] else 'NO ':4s} {s['topk_overlap']:.2f}  "
+                         f"{s['kl']:.4e}  {s['max_abs_diff']:.4e}  "
+                         f"{'same' if s['inputs_identical'] else 'DIFFER'}")
+        return "\n".join(lines)
+
+
+def _step_of(name: str) -> Optional[int]:
+    head, sep, _ = name.partition("/")
+    if sep and head.startswith("step.") and head[5:].isdigit():
+        return int(head[5:])
+    return None
+
+
+def _pair_dict(t: Any) -> Dict[str, Any]:
+    keep = ("name", "status", "max_abs_diff", "cosine", "rel_l2", "op_type")
+    return {k: t.get(k) for k in keep}
+
+
+def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os.PathLike[str]"],
+            *, top_k: int = 5, **compare_options: Any) -> GenerationReport:
+    """Two generation dumps (record()): per step the last position's logits (top-1 agreement,
+    top-k overlap, KL(reference || candidate), max |diff|), the first step whose greedy tokens
+    differ, and the first tensor beyond tolerance at that step, found by driftscope.compare
+    filtered to that step (compare_options go to it: atol, rtol, policy, reference64, ...)."""
+    import driftscope
+
+    rpath, cpath = os.fspath(reference), os.fspath(candidate)
+    rmeta, cmeta = _generation_meta(rpath), _generation_meta(cpath)
+    rprompt = _parse_ids(rmeta["llm.prompt_ids"], "llm.prompt_ids", rpath)
+    cprompt = _parse_ids(cmeta["llm.prompt_ids"], "llm.prompt_ids", cpath)
+    if rprompt != cprompt:
+        raise InvalidArgumentError(f"{cpath}: its prompt is not the reference's ({len(cprompt)} "
+                                   f"vs {len(rprompt)} tokens): no step is comparable", 1,
+                                   "invalid_argument")
+    rtok = _parse_ids(rmeta["llm.tokens"], "llm.tokens", rpath)
+    ctok = _parse_ids(cmeta["llm.tokens"], "llm.tokens", cpath)
+    rfed = _parse_ids(rmeta.get("llm.fed", ""), "llm.fed", rpath)
+    cfed = _parse_ids(cmeta.get("llm.fed", ""), "llm.fed", cpath)
+    n = min(len(rtok), len(ctok))
+    unmatched = ""
+    if len(rtok) != len(ctok):
+        longer, who = (rpath, "candidate") if len(rtok) > len(ctok) else (cpath, "reference")
+        shorter_meta = cmeta if who == "candidate" else rmeta
+        unmatched = (f"steps {n}..{max(len(rtok), len(ctok)) - 1} of {os.path.basename(longer)} "
+                     f"have no {who} step (the {who} stopped: "
+                     f"{shorter_meta.get('llm.stopped', '?')})")
+    steps: List[Dict[str, Any]] = []
+    with driftscope.open(rpath) as rd, driftscope.open(cpath) as cd:
+        for k in range(n):
+            a = np.asarray(rd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+            b = np.asarray(cd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+            if a.shape != b.shape:
+                raise InvalidArgumentError(f"step {k}: logits of {a.shape} vs {b.shape}: the two "
+                                           f"models have different vocabularies", 1,
+                                           "invalid_argument")
+            kk = min(top_k, a.size)
+            ta = set(np.argsort(-a, kind="stable")[:kk].tolist())
+            tb = set(np.argsort(-b, kind="stable")[:kk].tolist())
+            la, lb = _log_softmax(a), _log_softmax(b)
+            kl = float(np.sum(np.exp(la) * (la - lb)))
+            same_in = k == 0 or (k - 1 < len(rfed) and k - 1 < len(cfed)
+                                 and rfed[k - 1] == cfed[k - 1])
+            steps.append({"ref_token": rtok[k], "cand_token": ctok[k],
+                          "top1_agree": rtok[k] == ctok[k], "topk_overlap": len(ta & tb) / kk,
+                          "kl": kl, "max_abs_diff": float(np.max(np.abs(a - b))),
+                          "inputs_identical": bool(same_in)})
+    first_flip = next((k for k, s in enumerate(steps) if not s["top1_agree"]), None)
+    teacher_forced = all(s["inputs_identical"] for s in steps)
+    opts = dict(compare_options)
+    opts.setdefault("allow_unpaired", True)
+    # the steps both runs have: every step when they agree, else the shorter list of clauses
+    longest = max(len(rtok), len(ctok))
+    common = ("" if longest == n else " ".join(f"step.{k}/*" for k in range(n))
+              if n <= longest - n else " ".join(f"-step.{k}/*" for k in range(n, longest)))
+    whole = driftscope.compare(rpath, cpath, filter=common, **opts)
+    fc = whole.first_divergence
+    first_crossing = None
+    if fc is not None:
+        first_crossing = dict(_pair_dict(fc), step=_step_of(str(fc.get("name"))))
+    flip_layer = None
+    if first_flip is not None:
+        at = driftscope.compare(rpath, cpath, filter=f"step.{first_flip}/*", **opts)
+        if at.first_divergence is not None:
+            flip_layer = _pair_dict(at.first_divergence)
+    verdict = "pass" if first_flip is None and first_crossing is None and not unmatched else (
+        "token_flip" if first_flip is not None else "diverged" if first_crossing else
+        "steps_differ")
+    # over the steps whose inputs were identical: after a free-running flip the rest measure
+    # different contexts, not the runtime
+    same = [s for s in steps if s["inputs_identical"]]
+    summary = {"steps": len(same),
+               "top1_agreement": sum(s["top1_agree"] for s in same) / len(same) if same else None,
+               "mean_topk_overlap": (sum(s["topk_overlap"] for s in same) / len(same)
+                                     if same else None),
+               "max_kl": max((s["kl"] for s in same), default=None),
+               "max_abs_diff": max((s["max_abs_diff"] for s in same), default=None)}
+    return GenerationReport({
+        "reference": rpath, "candidate": cpath, "verdict": verdict, "same_inputs": summary,
+        "reference_backend": rmeta.get("backend"), "candidate_backend": cmeta.get("backend"),
+        "reference_steps": len(rtok), "candidate_steps": len(ctok), "compared_steps": n,
+        "teacher_forced": teacher_forced, "top_k": top_k, "first_flip": first_flip,
+        "flip_layer": flip_layer, "first_crossing": first_crossing, "unmatched": unmatched,
+        "steps": steps})
+
+
+# -- command lines --------------------------------------------------------------------------------
+
+def _error(verb: str, e: BaseException) -> int:
+    print(f"driftscope {verb}: error: {e}", file=sys.stderr)
+    return 2
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="driftscope record llm",
+        description="Record a greedy generation of a causal LM step by step (docs/howto/llm.md).")
+    p.add_argument("--model", required=True, metavar="FILE.py:FN",
+                   help="a function returning (model, prompt_ids): a transformers causal LM (or "
+                        "a local checkpoint folder's path) and the prompt's token ids")
+    p.add_argument("--backend", default="hf", metavar="NAME",
+                   help=f"one of {', '.join(BACKENDS)} (default hf: float32 eager)")
+    p.add_argument("--new-tokens", type=int, default=None, metavar="N",
+                   help="steps to generate (default: the teacher's length)")
+    p.add_argument("--teacher", default=None, metavar="REF.tdump",
+                   help="feed this generation's tokens at every step (teacher forcing)")
+    p.add_argument("--eos", default="config", metavar="ID|none",
+                   help="stop a free-running generation after this token (default: the "
+                        "model's eos_token_id)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.tdump")
+    a = parse_args(p, argv)
+    try:
+        msg = refuse_output_onto_inputs(a.output, [a.model.rpartition(":")[0]] +
+                                        ([a.teacher] if a.teacher else []))
+        if msg:
+            raise InvalidArgumentError(msg, 1, "invalid_argument")
+        if a.backend not in BACKENDS:
+            raise InvalidArgumentError(unavailable_reason(a.backend), 1, "invalid_argument")
+        eos: Any = a.eos
+        if eos not in ("config",):
+            eos = None if eos == "none" else int(eos)
+        got = load_function(a.model)()
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise InvalidArgumentError(f"--model {a.model}: must return (model, prompt_ids)", 1,
+                                       "invalid_argument")
+        meta = record(got[0], got[1], a.output, new_tokens=a.new_tokens, teacher=a.teacher,
+                      backend=a.backend, eos=eos)
+    except (Error, ValueError, OSError) as e:
+        return _error("record llm", e)
+    print(f"{a.output}: {meta['llm.steps']} steps, tokens {meta['llm.tokens']} "
+          f"(stopped: {meta['llm.stopped']}; teacher: {meta['llm.teacher']})")
+    return 0
+
+
+def compare_main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="driftscope llm-compare",
+        description="Compare two generations recorded by 'driftscope record llm': per-step "
+                    "logits, the first flipped token, the first layer beyond tolerance at that "
+                    "step. Exit 0 when they agree, 1 when they diverge, 2 on bad input.")
+    p.add_argument("reference")
+    p.add_argument("candidate")
+    p.add_argument("--top-k", type=int, default=5, metavar="K")
+    p.add_argument("--atol", type=float, default=None)
+    p.add_argument("--rtol", type=float, default=None)
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
+    try:
+        a = parse_args(p, argv)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else 2
+    try:
+        if a.json:
+            msg = refuse_output_onto_inputs(a.json, [a.reference, a.candidate])
+            if msg:
+                raise InvalidArgumentError(msg, 1, "invalid_argument")
+        for f in (a.reference, a.candidate):
+            if not os.path.isfile(f):
+                raise InvalidArgumentError(f"{f}: no such file", 1, "invalid_argument")
+        opts = {k: v for k, v in (("atol", a.atol), ("rtol", a.rtol)) if v is not None}
+        rep = compare(a.reference, a.candidate, top_k=a.top_k, **opts)
+        if a.json:
+            write_output(a.json, rep.to_json() + "\n")
+    except (Error, ValueError, OSError) as e:
+        return _error("llm-compare", e)
+    print(rep.to_text())
+    return rep.exit_code
