@@ -196,7 +196,7 @@ def test_max_nodes_reached_writes_the_largest_marked_and_exits_1(minilm, tmp_pat
     assert run_py(out)[0] == 0
 
 
-@pytest.mark.parametrize("candidate", ["ort-fp16", "openvino"])
+@pytest.mark.parametrize("candidate", ["ort-fp16", "ort-fp16-exact", "openvino"])
 def test_run_py_builds_the_candidate_as_the_backend_does(minilm, tmp_path, candidate):
     """run.py's build in the runtime's own API (onnxconverter-common; OpenVINO's CPU plugin at
     the backend's precision hint) measures what the guard's backend measured on the same cut."""

@@ -41,8 +41,8 @@ import numpy as np
 PROG = "driftscope repro"
 BUNDLE_FILES = ("model.onnx", "inputs.npz", "expected.npz", "run.py", "README.md", "SHA256SUMS")
 # The backends run.py can rebuild with the runtime's own API (repro_run.py.tmpl, build()).
-RUN_PY_BACKENDS = ("float32", "ort", "ort-noopt", "ort-int8", "ort-fp16", "openvino",
-                   "openvino-f16", "openvino-bf16")
+RUN_PY_BACKENDS = ("float32", "ort", "ort-noopt", "ort-int8", "ort-fp16", "ort-fp16-exact",
+                   "openvino", "openvino-f16", "openvino-bf16")
 
 
 class ReproError(ValueError):
