@@ -323,7 +323,9 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(driftscope::PairCriteria), 8u);
   EXPECT_LE(sizeof(driftscope::TensorDesc), 72u);
   EXPECT_LE(sizeof(driftscope::Metrics), 232u);
-  EXPECT_LE(sizeof(driftscope::PairResult), 560u);
+  // 576: + r64_rms and r64_u, the float64 rule's rounding model on the data flow (issue 26 §5),
+  // 16 MB for a million pairs.
+  EXPECT_LE(sizeof(driftscope::PairResult), 576u);
 }
 
 TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {
