@@ -1,0 +1,58 @@
+"""Small PyTorch models for the LiteRT rows of a PyTorch model (tflite-litert, ...: converted by
+litert-torch, backends/torch_litert.py), built from code.
+
+``small``: Linear, Tanh, Linear, Linear; converts and runs on LiteRT within float32
+rounding. litert-torch's converter moves the bias of ``body.fc2`` into ``head`` (two Linear
+layers in a row): the FULLY_CONNECTED named after fc2 computes fc2 without its bias, which is
+not fc2's output, and the conversion's check by value leaves it unnamed. ``planted_f16``: the same model with one weight of ``body.fc2`` at 1e5, beyond
+float16's largest finite value (65504): stored as float16 weights (litert-fp16) it becomes
+Inf, so fc2's output is Inf where PyTorch's is finite, and fc2 is the first module that fails.
+Its bias is zero, so that the converter's bias move changes nothing and fc2's own tensor is its
+output.
+The Tanh keeps fc1's output its own tensor (a ReLU would be fused into the FULLY_CONNECTED before
+it, and the Linear's own output would then not exist in the .tflite); no Tanh after fc2, which
+would turn Inf and PyTorch's large finite value into the same 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class Body(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.act1 = torch.nn.Tanh()
+        self.fc2 = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act1(self.fc1(x)))
+
+
+class Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = Body()
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def _inputs() -> torch.Tensor:
+    g = torch.Generator().manual_seed(7)
+    return torch.randn(2, 8, generator=g)
+
+
+def small():
+    torch.manual_seed(0)
+    return Small().eval(), _inputs()
+
+
+def planted_f16():
+    net, x = small()
+    with torch.no_grad():
+        net.body.fc2.weight[3, 5] = 1e5
+        net.body.fc2.bias.zero_()
+    return net, x
