@@ -109,3 +109,18 @@ def test_a_float16_sensitive_module_fails_litert_fp16_and_the_probe_names_it():
     assert p.error is None and p.method == "recorded", p.to_json()
     assert p.origin.node == "body.fc2", p.to_json()
     assert "Inf where the reference is finite" in p.origin.detail
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_model_litert_torch_cannot_convert_is_each_rows_error_tried_once():
+    _litert_torch()
+    rows = ["tflite-litert", "tflite-litert-ref"]
+    r = driftscope.guard(f"{SPEC}:branchy", backends=rows, runs=1, probe="never")
+    assert r["torch"].status == G.REFERENCE
+    for name in rows:
+        row = r[name]
+        assert row.status == G.RUNTIME_ERROR, (name, row.status)
+        assert "litert_torch.convert failed: GuardOnDataDependentSymNode" in row.error, row.error
+        assert "\n" not in row.error and len(row.error) < 600, row.error
+    assert "tried once" not in r["tflite-litert"].error
+    assert "(the conversion of this guard run, tried once)" in r["tflite-litert-ref"].error

@@ -56,3 +56,23 @@ def planted_f16():
         net.body.fc2.weight[3, 5] = 1e5
         net.body.fc2.bias.zero_()
     return net, x
+
+
+class Branchy(torch.nn.Module):
+    """Python control flow on a tensor's value: torch.export (and so litert-torch) cannot
+    trace it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def branchy():
+    torch.manual_seed(0)
+    return Branchy().eval(), _inputs()
