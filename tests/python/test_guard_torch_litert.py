@@ -89,7 +89,7 @@ def test_a_small_model_passes_on_litert_converted_once():
     assert made == ["tflite-litert"], [r[n].notes for n in ("tflite-litert", "tflite-litert-ref")]
     assert any("reused here" in x for x in r["tflite-litert-ref"].notes)
     notes = r["tflite-litert"].notes
-    assert any("2 module output(s) found" in x for x in notes), notes
+    assert any("3 module output(s) found" in x for x in notes), notes
     # The converter moved fc2's bias into head: the op named after fc2 is not fc2's output,
     # and is not recorded as it (the check by value).
     assert any("not recorded: " in x and "body.fc2" in x.split("not recorded: ")[1]
@@ -124,3 +124,35 @@ def test_a_model_litert_torch_cannot_convert_is_each_rows_error_tried_once():
         assert "\n" not in row.error and len(row.error) < 600, row.error
     assert "tried once" not in r["tflite-litert"].error
     assert "(the conversion of this guard run, tried once)" in r["tflite-litert-ref"].error
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_bisection_keeps_modules_float32_through_the_converted_ops():
+    # The precision-boundary bisection of a PyTorch model: the leaf modules after the cut kept
+    # in float32 as ai-edge-quantizer no_quantize entries on the ops named after them.
+    _litert_torch()
+    r = driftscope.guard(f"{SPEC}:planted_f16", backends=["tflite-litert-fp16"], runs=1,
+                         probe_method="bisect", fallback="never")
+    p = r["tflite-litert-fp16"].probe
+    assert p.error is None and p.method == "bisect", p.to_json()
+    assert p.origin.node == "body.fc2", p.to_json()
+    # head's op writes the model output (named by no module stack): found by value, not
+    # skipped as having no op.
+    assert not any("skipped" in n for n in p.notes), p.notes
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_an_int8_outlier_module_gets_a_verified_fallback_recipe():
+    _litert_torch()
+    r = driftscope.guard(f"{SPEC}:planted_outlier", backends=["tflite-litert-a8w8"], runs=1)
+    row = r["tflite-litert-a8w8"]
+    assert row.status == G.PRECISION_DEGRADATION, (row.status, row.error)
+    assert row.probe.origin.node == "body.fc2", row.probe.to_json()
+    fb = row.fallback
+    assert fb.error is None and fb.verified and fb.status_after == G.PASS, fb.to_json()
+    assert [n for n, _ in fb.nodes] == ["body.fc2"]
+    assert fb.removal_fails == {"body.fc2": G.PRECISION_DEGRADATION}
+    assert "FULLY_CONNECTED" in fb.evidence["body.fc2"] and \
+        "float32 inputs, outputs and weights" in fb.evidence["body.fc2"], fb.evidence
+    assert "litert_torch.convert(model, sample_args)" in fb.recipe, fb.recipe
+    assert "algorithm_key=\"no_quantize\"" in fb.recipe and "Linear_fc2" in fb.recipe, fb.recipe

@@ -76,3 +76,19 @@ class Branchy(torch.nn.Module):
 def branchy():
     torch.manual_seed(0)
     return Branchy().eval(), _inputs()
+
+
+def planted_outlier():
+    """``small`` with an INT8 outlier in ``body.fc2`` (as tests/python/models/tflite_outlier.py
+    plants one in a .tflite): fc1's channels 0 and 1 are made equal, and fc2 reads them with
+    weights +120 and -120, which cancel in float; quantized per output channel, every other
+    weight of fc2 falls below one int8 step (120/127) and rounds to zero. Its bias is zero (the
+    converter would move it into head)."""
+    net, x = small()
+    with torch.no_grad():
+        net.body.fc1.weight[1] = net.body.fc1.weight[0]
+        net.body.fc1.bias[1] = net.body.fc1.bias[0]
+        net.body.fc2.weight[:, 0] = 120.0
+        net.body.fc2.weight[:, 1] = -120.0
+        net.body.fc2.bias.zero_()
+    return net, x

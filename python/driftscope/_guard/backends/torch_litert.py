@@ -20,6 +20,12 @@ where the converted model, run once on the reference kernels with the entry poin
 gives M's output as PyTorch computes it (the op that writes M's output may carry a fused
 activation's frame, or a reshape's). Modules with no such tensor (a Linear whose ReLU was fused
 into it) are simply not recorded; the guard's probe compares the recordings by module path.
+A tensor named by no module stack (a model output) is the output of the module it equals.
+
+Keeping a module in float32 (the precision-boundary bisection, the verified fallback) keeps
+the ops whose name's first module stack is that module or one under it, through the quantized
+row's ai-edge-quantizer ``no_quantize`` entry; the proof is the quantized row's, from the built
+.tflite, for every one of those ops.
 """
 
 from __future__ import annotations
@@ -190,7 +196,10 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
     for op in reversed(ops):
         for t in op["outputs"]:
             name = details.get(int(t), "")
-            paths = {p for p in (resolve(f) for f in _frames(name)) if p}
+            frames = _frames(name)
+            # A tensor named by no module stack (a model output: serving_default_output_0)
+            # may be any module's output: the check by value decides.
+            paths = {p for p in (resolve(f) for f in frames) if p} if frames else set(seen)
             # A fused op's output can also be the output of the modules that enclose it (a
             # Block whose last op is its MLP's residual add).
             chain = sorted({p.rsplit(".", k)[0] for p in paths for k in range(p.count(".") + 1)}
@@ -205,6 +214,8 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
                 if m in seen and _agrees(value, seen[m]):
                     modules.setdefault(name, []).append(m)
                     found.add(m)
+                    if not frames:
+                        break  # the deepest module it equals; scopes below names it
     # Every op's output named by the module its first frame stands for (unchecked: a scope, for
     # the rows' notes, which name ops by their output tensors).
     scopes = {}
@@ -214,11 +225,14 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
             frames = _frames(name)
             if frames:
                 scopes[name] = resolve(frames[0]) or "<root>"
+            elif modules.get(name):
+                scopes[name] = modules[name][0]
     return {"seconds": seconds, "outputs": names, "inputs": [d["name"] for d in ins],
             "input_dtypes": [np.dtype(d["dtype"]).name for d in ins], "scopes": scopes,
             "tflite_outputs": [d["name"] for d in outs], "ops": len(ops),
             "modules": modules, "max_abs_error": worst, "version": litert_torch.__version__,
-            "unfound": [p for p in seen if p not in found]}
+            "unfound": [p for p in seen if p not in found],
+            "known": [p for p, _ in net.named_modules() if p]}
 
 
 def convert(spec: str, seed: int, work: str) -> Tuple[str, Dict[str, Any], bool]:
@@ -240,6 +254,7 @@ def convert(spec: str, seed: int, work: str) -> Tuple[str, Dict[str, Any], bool]
         os.makedirs(tmp)
         try:
             meta = _convert(spec, seed, tmp)
+            meta["spec"] = spec
         except Exception as err:  # noqa: BLE001 - cached as the run's conversion failure
             meta = {"error": f"litert_torch.convert failed: {torch_extra._reason(err)}"}
         with open(os.path.join(tmp, "convert.json"), "w", encoding="utf-8") as f:
@@ -283,6 +298,37 @@ def _job_for_tflite(src: str, dst: str, meta: Mapping[str, Any]) -> None:
         pickle.dump(job, f)
 
 
+def _made_for(spec: str) -> Optional[Dict[str, Any]]:
+    """In the guard's process (the fallback's recipe): the conversion this guard run made of
+    `spec`, read from its export folder; None when there is none."""
+    import sys
+
+    from . import torch_extra
+
+    # The guard's process has _run loaded (it is what asks for the recipe) and keeps the run's
+    # export folder there; importing it here would tie the backends to the guard in a circle.
+    run = sys.modules.get(f"{__package__.rsplit('.', 1)[0]}._run")
+    folder = torch_extra._EXPORT_DIR or getattr(getattr(run, "_local", None), "export_dir", None)
+    if not folder or not os.path.isdir(folder):
+        return None
+    for name in sorted(os.listdir(folder)):
+        try:
+            with open(os.path.join(folder, name, "convert.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if meta.get("spec") == spec and not meta.get("error"):
+            return meta
+    return None
+
+
+def ops_of(meta: Mapping[str, Any], module: str) -> List[str]:
+    """The output tensors of the converted model's ops named after `module` or a module under
+    it (the first module stack of each name, resolved at conversion)."""
+    return [t for t, p in (meta.get("scopes") or {}).items()
+            if p == module or p.startswith(module + ".")]
+
+
 class _ConvertedSession(Session):
     """The inner LiteRT session, fed and read by the PyTorch model's input and output names,
     and recorded by module path."""
@@ -290,6 +336,20 @@ class _ConvertedSession(Session):
     def __init__(self, inner: Any, meta: Dict[str, Any], notes: List[str]) -> None:
         self.inner, self.meta = inner, meta
         self.notes = notes + list(getattr(inner, "notes", []))
+
+    def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        """A module is proven float32 when every op of the converted model named after it is
+        (the inner row's proof from the built .tflite)."""
+        ask = {n: ops_of(self.meta, n) for n in nodes}
+        got = self.inner.float32_evidence(sorted({x for v in ask.values() for x in v})) \
+            if hasattr(self.inner, "float32_evidence") else {}
+        scopes = self.meta.get("scopes") or {}
+        proof: Dict[str, str] = {}
+        for n, ops in ask.items():
+            if ops and all(x in got for x in ops):
+                proof[n] = (f"all {len(ops)} op(s) of the converted model named after it: "
+                            + got[ops[0]].replace(ops[0], scopes.get(ops[0], ops[0])))
+        return proof
 
     def _feeds(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         return tflite_feeds(self.meta, feeds)
@@ -348,15 +408,48 @@ class ConvertedBackend(Backend):
             return "the torch package is not installed; pip install torch"
         return self.inner.unavailable()
 
+    def can_keep_float32(self) -> bool:
+        # The quantized rows keep ops float32 by ai-edge-quantizer's no_quantize; a module is
+        # the ops named after it.
+        return bool(getattr(self.inner, "can_keep_float32", lambda: False)())
+
+    def modules_without_nodes(self, model: str, work: str, seed: int,
+                              names: Sequence[str]) -> List[str]:
+        """Those of the modules `names` no op of the converted model is named after (a ReLU
+        fused into the FULLY_CONNECTED before it): nothing of theirs to keep in float32."""
+        _, meta, _ = convert(model, seed, work)
+        return [n for n in names if not ops_of(meta, n)]
+
+    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+        meta = _made_for(model)
+        if meta is None:
+            return ""
+        ops = sorted({x for n in nodes for x in ops_of(meta, n)})
+        inner = self.inner.recipe("converted.tflite", ops) if ops else ""
+        if not inner:
+            return ""
+        return ("import litert_torch\n\n"
+                "# the model converted as guard did: litert_torch.convert(model, sample_args)\n"
+                "litert_torch.convert(model, sample_args).export('converted.tflite')\n"
+                f"# {', '.join(nodes[:6])}{' ...' if len(nodes) > 6 else ''}: the ops named "
+                "after these modules\n" + inner)
+
     def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
              ) -> Session:
         path, meta, reused = convert(model, seed, work)
+        keep = sorted({x for n in keep_float32 for x in ops_of(meta, n)})
+        missing = [n for n in keep_float32 if not ops_of(meta, n)
+                   and n not in (meta.get("unfound") or []) and n not in meta.get("known", ())]
+        if missing:
+            raise ValueError(f"no op of the converted model is named after "
+                             f"{', '.join(missing[:5])}")
         inner_work = os.path.join(work, "inner")
         os.makedirs(inner_work, exist_ok=True)
         if os.path.isfile(os.path.join(work, "job.pkl")):  # the guard's samples (calibration)
             _job_for_tflite(os.path.join(work, "job.pkl"), os.path.join(inner_work, "job.pkl"),
                             meta)
-        inner = self.inner.load(path, inner_work, seed)
+        inner = self.inner.load(path, inner_work, seed, keep_float32=keep) if keep else \
+            self.inner.load(path, inner_work, seed)
         # The inner row's notes name ops by their output tensors; litert-torch's names are the
         # module stacks, shown as the module path they stand for.
         scopes = meta.get("scopes") or {}
@@ -374,7 +467,7 @@ class ConvertedBackend(Backend):
         unfound = meta.get("unfound") or []
         if unfound:
             notes.append(f"{len(unfound)} module output(s) are no tensor of the converted model "
-                         "(fused or folded by the converter, or a model output), not recorded: "
+                         "(fused or folded by the converter), not recorded: "
                          + ", ".join(unfound[:6]) + (" ..." if len(unfound) > 6 else ""))
         return _ConvertedSession(inner, meta, notes)
 
