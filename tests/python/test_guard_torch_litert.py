@@ -156,3 +156,14 @@ def test_an_int8_outlier_module_gets_a_verified_fallback_recipe():
         "float32 inputs, outputs and weights" in fb.evidence["body.fc2"], fb.evidence
     assert "litert_torch.convert(model, sample_args)" in fb.recipe, fb.recipe
     assert "algorithm_key=\"no_quantize\"" in fb.recipe and "Linear_fc2" in fb.recipe, fb.recipe
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_keyword_inputs_are_fed_by_name():
+    # Before: fed by position into a signature that sorts them, x and bias swapped:
+    # PRECISION_DEGRADATION.
+    _litert_torch()
+    r = driftscope.guard(f"{SPEC}:keywords", backends=["tflite-litert"], runs=1, probe="never")
+    row = r["tflite-litert"]
+    assert row.status == G.PASS, (row.status, row.error, row.worst)
+    assert any("outputs within " in n for n in row.notes), row.notes

@@ -92,3 +92,19 @@ def planted_outlier():
         net.body.fc2.weight[:, 1] = -120.0
         net.body.fc2.bias.zero_()
     return net, x
+
+
+class Keywords(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * 2.0 + bias
+
+
+def keywords():
+    """Keyword inputs out of alphabetical order: litert-torch's signature lists them sorted
+    (bias, x), so feeding them by position would swap them."""
+    torch.manual_seed(0)
+    return Keywords().eval(), {"x": _inputs(), "bias": torch.arange(8.0).reshape(2, 4)}

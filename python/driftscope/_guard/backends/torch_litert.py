@@ -161,9 +161,14 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
     it.allocate_tensors()
     ins = sorted(it.get_input_details(), key=lambda d: d["index"])
     sig = it.get_signature_list().get("serving_default", {})
-    if sig:  # the signature's order is the traced arguments' order
+    if sig:
+        # Positional arguments are args_0, args_1, ... in order; keyword arguments keep their
+        # names, and the signature lists them sorted.
         by_name = {d["name"]: d for d in ins}
-        ordered = [by_name.get(f"serving_default_{n}") for n in sig.get("inputs", [])]
+        names_in = sig.get("inputs", [])
+        order = list(leaves) if set(names_in) == set(leaves) else \
+            sorted(names_in, key=lambda n: int(n[5:]) if re.fullmatch(r"args_\d+", n) else -1)
+        ordered = [by_name.get(f"serving_default_{n}") for n in order]
         if all(ordered) and len(ordered) == len(ins):
             ins = ordered
     if len(ins) != len(leaves):
@@ -228,6 +233,7 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
             elif modules.get(name):
                 scopes[name] = modules[name][0]
     return {"seconds": seconds, "outputs": names, "inputs": [d["name"] for d in ins],
+            "leaves": list(leaves),
             "input_dtypes": [np.dtype(d["dtype"]).name for d in ins], "scopes": scopes,
             "tflite_outputs": [d["name"] for d in outs], "ops": len(ops),
             "modules": modules, "max_abs_error": worst, "version": litert_torch.__version__,
@@ -275,8 +281,10 @@ def tflite_feeds(meta: Mapping[str, Any], feeds: Mapping[str, Any]) -> Dict[str,
     tensors in order are its arguments), 64-bit integers as 32-bit (litert-torch's
     enable_x64=False)."""
     out = {}
-    for name, want, v in zip(meta["inputs"], meta["input_dtypes"], feeds.values()):
-        v = np.asarray(v)
+    values = list(feeds.values())
+    for k, (name, want) in enumerate(zip(meta["inputs"], meta["input_dtypes"])):
+        leaf = meta["leaves"][k] if k < len(meta.get("leaves", ())) else None
+        v = np.asarray(feeds[leaf] if leaf in feeds else values[k])
         out[name] = v.astype(want) if v.dtype.kind in "iub" and np.dtype(want).kind in "iub" \
             else v
     return out
@@ -461,9 +469,11 @@ class ConvertedBackend(Backend):
                 else f"in {meta['seconds']:.1f} s, once for this guard run")
         named = len({m for ms in meta["modules"].values() for m in ms})
         notes = [f"converted by litert-torch {meta.get('version', '')} "
-                 f"(litert_torch.convert) {when}: {meta['ops']} op(s); {named} module output(s) "
-                 "found in the converted model by name and checked by value (reference "
-                 "kernels, the entry point's inputs), recorded by module path"]
+                 f"(litert_torch.convert) {when}: {meta['ops']} op(s), outputs within "
+                 f"{meta['max_abs_error']:.3g} of PyTorch's on the entry point's inputs "
+                 f"(reference kernels); {named} module output(s) "
+                 "found in the converted model by name and checked by value in that run, "
+                 "recorded by module path"]
         unfound = meta.get("unfound") or []
         if unfound:
             notes.append(f"{len(unfound)} module output(s) are no tensor of the converted model "
