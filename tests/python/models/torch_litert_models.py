@@ -108,3 +108,20 @@ def keywords():
     (bias, x), so feeding them by position would swap them."""
     torch.manual_seed(0)
     return Keywords().eval(), {"x": _inputs(), "bias": torch.arange(8.0).reshape(2, 4)}
+
+
+class Eleven(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        y = self.fc(x)
+        return tuple(y * k for k in range(1, 12))
+
+
+def eleven_outputs():
+    """Eleven outputs: litert-torch's signature lists them sorted as text (output_10 before
+    output_2), so pairing them with PyTorch's by the signature's order would swap them."""
+    torch.manual_seed(0)
+    return Eleven().eval(), _inputs()

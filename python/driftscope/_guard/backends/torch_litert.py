@@ -178,10 +178,12 @@ def _convert(spec: str, seed: int, folder: str) -> Dict[str, Any]:
         it.set_tensor(d["index"], v.detach().cpu().numpy().astype(d["dtype"]))
     it.invoke()
     outs = it.get_output_details()
-    if sig and len(outs) > 1:
-        order = {f"serving_default_{n}": k for k, n in enumerate(sig.get("outputs", []))}
-        outs.sort(key=lambda d: next((k for n, k in order.items()
-                                      if d["name"].startswith(n)), len(order)))
+    # Output k of the traced program is tensor serving_default_output_k[_output] (the
+    # signature lists them sorted as text: output_10 before output_2).
+    numbered = [re.match(r"serving_default_output_(\d+)(?:_|$)", d["name"]) for d in outs]
+    if len(outs) > 1 and all(numbered):
+        outs = [d for _, d in sorted(zip((int(m.group(1)) for m in numbered), outs),
+                                     key=lambda x: x[0])]
     if len(outs) != len(names):
         raise RuntimeError(f"the converted model has {len(outs)} output(s), the PyTorch model "
                            f"{len(names)}")
