@@ -41,7 +41,8 @@ def load_plugins() -> None:
 
 def _more(onnx_backends: Sequence[Backend]) -> List[Backend]:
     """The backends of their own modules (OpenVINO, static QDQ INT8, IREE, torch.compile,
-    ExecuTorch, the ONNX backends of a PyTorch model through an export)."""
+    ExecuTorch, the ONNX backends of a PyTorch model through an export; the LiteRT ones
+    through a litert-torch conversion are registered after them, torch_litert.py)."""
     from .executorch import ExecuTorchBackend
     from .iree import IreeBackend
     from .openvino import BACKENDS as OPENVINO
@@ -66,6 +67,10 @@ def _register_built_in() -> None:
         b.registry = BACKENDS  # they run ort-fp16's variant: whichever backend has that name
         register_backend(b)
     for b in _more([b for b in BACKENDS.values() if b.family == "onnx"]):
+        register_backend(b)
+    from .torch_litert import converted_backends  # a PyTorch model through litert-torch
+
+    for b in converted_backends([b for b in BACKENDS.values() if b.family == "tflite"]):
         register_backend(b)
     order = list(BACKENDS)  # the INT8 variants side by side in listings and reports
     order.remove("ort-qdq")
