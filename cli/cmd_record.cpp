@@ -297,6 +297,21 @@ hash-initialised ones and re-runs the bundle to prove it still reproduces. Runs 
 Python package: PYTHON -m driftscope repro ARGS... ; see docs/howto/repro.md.
 )";
 
+constexpr const char* kLlmCompareHelp = R"(Usage: driftscope llm-compare REF.tdump CAND.tdump [--json FILE] [--top-k K]
+
+Two generations recorded by `driftscope record llm` (step.K/... tensors, the tokens as run
+metadata): per step the logits' top-1 agreement, top-k overlap, KL divergence and max abs
+difference; the first step whose greedy token differs; at that step the first layer beyond
+tolerance; steps one run does not have, named. Exit 0 agree, 1 diverge, 2 bad input. Runs the
+driftscope Python package: PYTHON -m driftscope llm-compare ARGS... ; see docs/howto/llm.md.
+)";
+
+std::function<int()> setup_llm_compare(CLI::App& app) {
+  return setup_python_verb(app, "llm-compare",
+                           "Two language-model generations: first flipped token, then the layer",
+                           kLlmCompareHelp);
+}
+
 std::function<int()> setup_replay(CLI::App& app) {
   return setup_python_verb(app, "replay",
                            "Put the reference's value back at a tensor: is this op the cause?",
@@ -329,5 +344,6 @@ DRIFTSCOPE_COMMAND(reference, 38, setup_reference);
 DRIFTSCOPE_COMMAND(evidence, 39, setup_evidence);
 DRIFTSCOPE_COMMAND(replay, 41, setup_replay);
 DRIFTSCOPE_COMMAND(repro, 42, setup_repro);
+DRIFTSCOPE_COMMAND(llm_compare, 43, setup_llm_compare);
 
 }  // namespace driftscope::cli

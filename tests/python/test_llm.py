@@ -289,15 +289,7 @@ def test_howto_page_runs(tmp_path, monkeypatch):
         monkeypatch.setenv("PATH", os.pathsep.join(
             [os.path.dirname(os.environ["DRIFTSCOPE_BIN"]), os.environ.get("PATH", "")]))
     ran = run_page(HOWTO / "llm.md", tmp_path)
-    py_lines = [line.strip() for lang, body in blocks(HOWTO / "llm.md") if lang == "console"
-                for line in body.splitlines() if line.strip().startswith("python -m driftscope")]
-    for line in py_lines:
-        import shlex
-
-        argv = shlex.split(line.split("  #")[0])
-        want = int(line.rsplit("# exit", 1)[1]) if "# exit" in line else 0
-        p = _py(*argv[3:], cwd=tmp_path)
-        assert p.returncode == want, (line, p.stdout, p.stderr)
     assert len([r for r in ran if r.startswith("driftscope record llm")]) >= 3
-    assert py_lines and ran.count("python") >= 1
+    assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 3
+    assert ran.count("python") >= 1
     assert (tmp_path / "report.json").exists()

@@ -41,9 +41,12 @@ backends (reference first; --list-backends says which can run here):
            litert-fp16 (ai-edge-quantizer variants)
   PyTorch  torch (reference), torch-bf16, torch-fp16 (--model file.py:FUNCTION); only when
            named: torch-compile, executorch, and the ONNX backends through an export:
-           onnx-ort, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino-f16, ...
+           onnx-ort, onnx-ort-fp16, onnx-ort-int8, onnx-ort-qdq, onnx-openvino-f16, ...;
+           and the LiteRT backends through a litert-torch conversion: tflite-litert,
+           tflite-litert-ref, tflite-litert-int8, ... (needs pip install litert-torch)
 
-inputs: generated from the model's signature, the same for every backend: ids within the
+inputs: your own with --data (a folder of .npz samples, a file, or a generator), else
+generated from the model's signature, the same for every backend: ids within the
 vocabulary when the graph shows the embedding table, masks as ones, floats standard normal
 (image-like tensors uniform in [0,1)); sample k is seeded with SEED+k. Dynamic dimensions
 default to 1 for the first axis and 16 for the others (--dim changes them). Generated inputs
