@@ -49,7 +49,17 @@ if has python; then
   # session-scoped fixtures run once per worker; --dist loadfile keeps a file's tests on one
   # worker, so a file's expensive fixture (a real model recorded once) is not built twice.
   DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs \
-    -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile tests/python || failed+=(python)
+    -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile -m "not litert_torch" tests/python || failed+=(python)
+  # The tests that need litert-torch, in its own venv layered on .venv (scripts/litert-torch-venv.sh
+  # says why it cannot join .venv).
+  banner "PyTorch models on LiteRT (litert-torch venv)"
+  if LT=$(scripts/litert-torch-venv.sh); then
+    DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" "$LT" -m pytest -q -rs \
+      -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile -m litert_torch tests/python \
+      || failed+=(python-litert-torch)
+  else
+    failed+=(litert-torch-venv)
+  fi
   # The guard tests whose results depend on the CPU, again as on a CPU without native float16,
   # bfloat16 or AMX (docs/howto/guard.md §3): whichever CPU runs CI, both paths are exercised.
   banner "guard tests with DRIFTSCOPE_HIDE_CPU=all"

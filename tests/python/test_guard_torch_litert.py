@@ -78,6 +78,7 @@ def test_module_paths_are_resolved_from_litert_torch_names():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_a_small_model_passes_on_litert_converted_once():
     _litert_torch()
     r = driftscope.guard(f"{SPEC}:small", backends=["tflite-litert", "tflite-litert-ref"],
@@ -97,6 +98,7 @@ def test_a_small_model_passes_on_litert_converted_once():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_a_float16_sensitive_module_fails_litert_fp16_and_the_probe_names_it():
     _litert_torch()
     r = driftscope.guard(f"{SPEC}:planted_f16", backends=["tflite-litert", "tflite-litert-fp16"],
@@ -112,6 +114,7 @@ def test_a_float16_sensitive_module_fails_litert_fp16_and_the_probe_names_it():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_a_model_litert_torch_cannot_convert_is_each_rows_error_tried_once():
     _litert_torch()
     rows = ["tflite-litert", "tflite-litert-ref"]
@@ -127,6 +130,7 @@ def test_a_model_litert_torch_cannot_convert_is_each_rows_error_tried_once():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_bisection_keeps_modules_float32_through_the_converted_ops():
     # The precision-boundary bisection of a PyTorch model: the leaf modules after the cut kept
     # in float32 as ai-edge-quantizer no_quantize entries on the ops named after them.
@@ -142,6 +146,7 @@ def test_bisection_keeps_modules_float32_through_the_converted_ops():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_an_int8_outlier_module_gets_a_verified_fallback_recipe():
     _litert_torch()
     r = driftscope.guard(f"{SPEC}:planted_outlier", backends=["tflite-litert-a8w8"], runs=1)
@@ -159,6 +164,7 @@ def test_an_int8_outlier_module_gets_a_verified_fallback_recipe():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_keyword_inputs_are_fed_by_name():
     # Before: fed by position into a signature that sorts them, x and bias swapped:
     # PRECISION_DEGRADATION.
@@ -170,6 +176,7 @@ def test_keyword_inputs_are_fed_by_name():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.litert_torch
 def test_eleven_outputs_pair_with_pytorchs_by_number():
     # Before: paired in the signature's text order, output [2] judged against output_10.
     _litert_torch()
