@@ -242,3 +242,66 @@ def test_cli_fallback_budget_reaches_the_json(tmp_path):
     fb = json.loads(out.read_text())["backends"][1]["fallback"]
     assert fb["budget"]["max_builds"] == 1 and fb["budget"]["max_seconds"] == 600
     assert fb["latency_budget"] == 25
+
+
+def test_litert_a8w8_ladder_gives_the_kept_ops_int16_activations(tmp_path):
+    """ai-edge-quantizer's static INT8: an activation of 1000 beside ones of about 1 (made by
+    `shift`, read by `first`): the kept ops get an a16w8 recipe entry, proven from the built
+    .tflite (INT16 quantized activations, integer weights), and the recipe's calls rebuild it."""
+    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("ai_edge_quantizer")
+    sys.path.insert(0, str(MODELS))
+    import tflite_act_outlier
+
+    model = tmp_path / "act.tflite"
+    model.write_bytes(tflite_act_outlier.build())
+    r = driftscope.guard(model, backends=["litert-a8w8"], runs=3, replay="never")
+    row, fb = _fallback(r)
+    assert row["status"] == "PRECISION_DEGRADATION"
+    assert sorted(n["node"] for n in fb["nodes"]) == ["first", "shift"]
+    assert fb["precision"] == "int16" and fb["verified"], fb["summary"]
+    ev = {n["node"]: n["evidence"] for n in fb["nodes"]}
+    assert "FULLY_CONNECTED 'first'" in ev["first"] and "INT16 quantized activations" in \
+        ev["first"] and "INT8 weights" in ev["first"].replace("INT64/INT8", "INT8")
+    by = {c["precision"]: c for c in fb["candidates"]}
+    assert list(by) == ["int16", "float32"] and by["float32"]["verified"]
+    assert "qt.add_static_config(regex='(?:^|;)(?:first|shift);'" in fb["recipe"]
+    assert "activation_num_bits=16, weight_num_bits=8" in fb["recipe"]
+
+    # The recipe's own calls, run here on the guard's first sample, give a passing variant.
+    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_quantizer import quantizer, recipe
+
+    x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32)
+
+    def run(path):
+        it = Interpreter(model_path=str(path))
+        it.allocate_tensors()
+        d, o = it.get_input_details()[0], it.get_output_details()[0]
+        v = x
+        if d["quantization"][0]:  # the quantizer may quantize the graph input itself
+            sc, z = d["quantization"]
+            info = np.iinfo(d["dtype"])
+            v = np.clip(np.round(x / sc) + z, info.min, info.max).astype(d["dtype"])
+        it.set_tensor(d["index"], v)
+        it.invoke()
+        y = it.get_tensor(o["index"]).astype(np.float64).ravel()
+        return (y - o["quantization"][1]) * o["quantization"][0] if o["quantization"][0] else y
+
+    from driftscope._guard.backends import litert_quant as lq
+
+    signed, _ = lq._signed(model.read_bytes(), lq._Built(model.read_bytes()))
+    (tmp_path / "signed.tflite").write_bytes(signed)
+    def built(a16):
+        qt = quantizer.Quantizer(str(tmp_path / "signed.tflite"), recipe.static_wi8_ai8())
+        if a16:
+            qt.add_static_config(regex=lq._scope_regex(["first", "shift"]), operation_name="*",
+                                 activation_num_bits=16, weight_num_bits=8)
+        cal = qt.calibrate({"serving_default": [{"input": x}]}, num_threads=1)
+        path = tmp_path / f"a16-{a16}.tflite"
+        path.write_bytes(bytes(qt.quantize(cal, enable_progress_report=False).quantized_model))
+        got = run(path)
+        return float(ref @ got / np.linalg.norm(ref) / np.linalg.norm(got))
+
+    ref = run(model)
+    assert built(True) > 0.999 and not built(False) >= 0.99  # INT8 alone: all zeros here (NaN)
