@@ -305,3 +305,25 @@ def test_litert_a8w8_ladder_gives_the_kept_ops_int16_activations(tmp_path):
 
     ref = run(model)
     assert built(True) > 0.999 and not built(False) >= 0.99  # INT8 alone: all zeros here (NaN)
+
+
+def test_with_a_metric_each_candidate_is_scored_and_judged_by_its_drop(tmp_path):
+    """--metric: every candidate's drop is in the table and the JSON, and a candidate whose drop
+    exceeds --max-drop is not verified, whatever its cosine (here neg-max-abs with a drop limit
+    no rounding meets)."""
+    pytest.importorskip("onnxruntime.quantization")
+    path, data = _outlier_model(tmp_path)
+    r = driftscope.guard(path, backends=["ort-qdq"], data=data, runs=2, replay="never",
+                         metric="neg-max-abs", max_drop=1e-9)
+    _, fb = _fallback(r)
+    by = {c["precision"]: c for c in fb["candidates"]}
+    assert list(by) == ["int16", "float32"]
+    for c in by.values():
+        assert c["status"] == "PASS" and c["proven"] and c["metric_drop"] > 1e-9
+        assert not c["verified"] and "the task metric drops" in c["error"]
+    assert not fb["verified"] and "NOT verified (the task metric drops" in fb["summary"]
+    assert "metric drop" in r.to_text() and "| metric drop |" in r.to_markdown()
+    r2 = driftscope.guard(path, backends=["ort-qdq"], data=data, runs=2, replay="never",
+                          metric="top1")
+    _, fb2 = _fallback(r2)
+    assert fb2["verified"] and [c["metric_drop"] for c in fb2["candidates"]] == [0.0, 0.0]

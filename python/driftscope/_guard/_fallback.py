@@ -227,8 +227,9 @@ class FallbackResult:
                 "checks": [{k: (num(v) if k == "cosine" else v) for k, v in c.items()}
                            for c in self.checks],
                 "precision": self.precision,
-                "candidates": [{k: (num(v) if k in ("cosine", "latency_ms", "latency_change")
-                                    else v) for k, v in c.items()} for c in self.candidates],
+                "candidates": [{k: (num(v) if k in ("cosine", "latency_ms", "latency_change",
+                                                    "metric_drop") else v)
+                                for k, v in c.items()} for c in self.candidates],
                 "choice": self.choice, "latency_budget": self.latency_budget,
                 "budget": {"builds": self.runs, "max_builds": self.cap,
                            "seconds": num(self.seconds), "max_seconds": self.seconds_cap,
@@ -256,14 +257,23 @@ class FallbackResult:
         ver = f" (+{self.verify_builds} verification)" if self.verify_builds else ""
         return f"{self.runs} of {self.cap} builds{ver}{sec}"
 
+    def tradeoff_heads(self) -> List[str]:
+        metric = any(c.get("metric_drop") is not None for c in self.candidates)
+        return (["precision", "status", "cosine"] + (["metric drop"] if metric else [])
+                + ["latency", "vs failing", "verdict"])
+
     def tradeoff_rows(self) -> List[List[str]]:
-        """The candidates as table rows: precision, status, cosine, latency, change, verdict."""
+        """The candidates as table rows: precision, status, cosine, (--metric: its drop),
+        latency, change, verdict."""
+        metric = any(c.get("metric_drop") is not None for c in self.candidates)
         rows = []
         for c in self.candidates:
             cos = c.get("cosine")
+            drop = c.get("metric_drop")
             rows.append([RUNG_LABEL.get(c["precision"], c["precision"]),
                          c.get("status") or "-",
-                         "-" if cos is None else ("NaN/Inf" if cos != cos else f"{cos:.6f}"),
+                         "-" if cos is None else ("NaN/Inf" if cos != cos else f"{cos:.6f}")]
+                        + ([("-" if drop is None else f"{drop:.4g}")] if metric else []) + [
                          "-" if c.get("latency_ms") is None else f"{c['latency_ms']:.3f} ms",
                          "-" if c.get("latency_change") is None
                          else f"{c['latency_change'] * 100:+.1f}%",

@@ -51,6 +51,11 @@ class Context:
     # --fallback-budget's SECONDS (None: builds only) and --latency-budget PCT (_fallback.choose)
     fallback_seconds: Optional[float] = None
     latency_budget: Optional[float] = None
+    # --metric: the child's metric job fields (_run.guard's `task`), the reference's per-sample
+    # scores and --max-drop: each fallback candidate is scored and judged by its drop too.
+    task: Optional[Dict[str, Any]] = None
+    ref_metric: Optional[List[float]] = None
+    max_drop: Optional[float] = None
     # --reference-model: the file the reference backend runs (None: `model`).
     ref_model: Optional[str] = None
     # A stateful model: state input -> output pairs and the steps of each sample (_stateful.py).
@@ -428,13 +433,14 @@ class Investigator:
         res.verify_builds = sum(v["builds"] for v in built)
         res.candidates = [{k: v[k] for k in ("precision", "status", "cosine", "proven",
                                               "verified", "latency_ms", "latency_change",
-                                              "error")} for v in built]
+                                              "metric_drop", "error")} for v in built]
         for r in out.get("ladder", []):  # the rungs that failed in the search: not rebuilt
             if r["status"] != PASS:
                 res.candidates.insert(0, {"precision": r["precision"], "status": r["status"],
                                           "cosine": r["cosine"], "proven": False,
                                           "verified": False, "latency_ms": None,
-                                          "latency_change": None, "error": r.get("error")})
+                                          "latency_change": None, "metric_drop": None,
+                                          "error": r.get("error")})
         order = {p: i for i, p in enumerate(list(rungs) + ["float32"])}
         res.candidates.sort(key=lambda x: order.get(x["precision"], len(order)))
         at, res.choice = choose(res.candidates, c.latency_budget)
@@ -451,6 +457,8 @@ class Investigator:
         res.latency_ms, res.latency_change = pick["latency_ms"], pick["latency_change"]
         res.checks = pick["checks"]
         res.verified = pick["verified"]
+        if not res.verified and pick["error"] and pick["status"] == PASS and pick["proven"]:
+            res.error = pick["error"]  # the task metric's drop: the sentence says so
         if variant and os.path.isfile(variant) and res.precision == "float32":
             res.files["variant"] = variant
         return res
@@ -467,9 +475,10 @@ class Investigator:
                              "proven": False, "verified": False, "latency_ms": None,
                              "latency_change": None, "error": None, "evidence": {},
                              "unproven": list(keep), "checks": [], "run_error": None,
-                             "builds": 1}
+                             "builds": 1, "metric_drop": None}
+        task = dict(c.task, metric_refs=c.ref_outputs) if c.task else {}
         run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout, c.state,
-                       evidence=keep, save_variant=variant, **how)
+                       evidence=keep, save_variant=variant, **how, **task)
         if run.get("error"):
             v["run_error"] = v["error"] = run["error"]
             return v
@@ -480,6 +489,7 @@ class Investigator:
         v["evidence"] = dict(run.get("evidence") or {})
         v["unproven"] = [n for n in keep if n not in v["evidence"]]
         v["proven"] = not v["unproven"]
+        run_metric = run.get("metric")
         times = run.get("latency_s") or []
         if times:
             v["latency_ms"] = statistics.median(times) * 1e3
@@ -501,9 +511,18 @@ class Investigator:
                 check["status"], check["cosine"] = (w.status, w.cosine) if w else (PASS, None)
                 check["proven"] = all(n in (run.get("evidence") or {}) for n in keep)
             v["checks"].append(check)
-        v["verified"] = v["status"] == PASS and v["proven"] and all(
+        drop_ok = True
+        if c.task and c.ref_metric is not None and run_metric is not None:
+            from ._task import summary
+
+            v["metric_drop"] = summary(c.ref_metric, run_metric)[2]
+            drop_ok = v["metric_drop"] <= (c.max_drop or 0.0)
+        v["verified"] = v["status"] == PASS and v["proven"] and drop_ok and all(
             ch["status"] == PASS and ch["proven"] for ch in v["checks"])
-        if v["status"] != PASS:
+        if not drop_ok:
+            v["error"] = (f"the task metric drops {v['metric_drop']:.4g} > --max-drop "
+                          f"{c.max_drop:g}")
+        elif v["status"] != PASS:
             v["error"] = f"the rebuilt variant is {v['status']}"
         elif not v["proven"]:
             v["error"] = f"not proven {precision}: {', '.join(v['unproven'][:3])}"

@@ -494,7 +494,7 @@ class GuardReport:
             if fb is not None and (len(fb.candidates) > 1 or fb.stopped):
                 lines += ["", f"Fallback candidates for {printable(b.name)} "
                               f"(budget used: {fb.budget_text()}):"]
-                heads = ["precision", "status", "cosine", "latency", "vs failing", "verdict"]
+                heads = fb.tradeoff_heads()
                 rows = fb.tradeoff_rows()
                 if not rows:  # the budget stopped a search that found no passing set
                     lines[-1] = (f"Fallback search for {printable(b.name)} (budget used: "
@@ -533,8 +533,8 @@ class GuardReport:
                     continue
                 out += ["", f"**Fallback candidates for {esc(b.name)}** (budget used: "
                             f"{esc(fb.budget_text())}):", "",
-                        "| precision | status | cosine | latency | vs failing | verdict |",
-                        "|---|---|---:|---:|---:|---|"]
+                        "| " + " | ".join(fb.tradeoff_heads()) + " |",
+                        "|---|---|" + "---:|" * (len(fb.tradeoff_heads()) - 3) + "---|"]
                 out += ["| " + " | ".join(esc(shorten(printable(x))) for x in r) + " |"
                         for r in rows]
         for name, fb in self.recipes:
