@@ -375,7 +375,7 @@ def test_probe_options_and_policy(tmp_path):
     gm.outlier_onnx(tmp_path / "outlier.onnx", outlier=1.0)
     m = tmp_path / "outlier.onnx"
     one_error_line(cli(m, "--probe", "sometimes"), "--probe", "invalid choice")
-    one_error_line(cli(m, "--fallback-runs", "0"), "fallback_runs=0")
+    one_error_line(cli(m, "--fallback-runs", "0"), "--fallback-budget '0'", "BUILDS")
     one_error_line(cli(m, "--policy", tmp_path / "absent.toml"), "--policy", "no such file")
     (tmp_path / "bad.toml").write_text("version = 1\n[default]\nmin_cosine = 7\n")
     one_error_line(cli(m, "--policy", tmp_path / "bad.toml"), "bad.toml")

@@ -55,8 +55,12 @@ def run_job(job: Job) -> Dict[str, Any]:
         keep = list(job.keep_float32 or ())
         start = time.perf_counter()
         # Only a fallback passes keep_float32: plugins written before it keep working.
-        session = (backend.load(job.model, job.work, job.seed, keep_float32=keep)
-                   if keep else backend.load(job.model, job.work, job.seed))
+        if job.keep_precision:  # a rung of the fallback ladder below float32
+            session = backend.load(job.model, job.work, job.seed,
+                                   keep_precision=dict(job.keep_precision))
+        else:
+            session = (backend.load(job.model, job.work, job.seed, keep_float32=keep)
+                       if keep else backend.load(job.model, job.work, job.seed))
         if job.state:  # a stateful model: run step by step, carrying the state
             from ._stateful import StatefulSession
 
@@ -90,7 +94,10 @@ def run_job(job: Job) -> Dict[str, Any]:
                 result["metric_error"] = str(err)
         if job.evidence is not None:
             result["stage"] = "float32 evidence"
-            result["evidence"] = dict(session.float32_evidence(list(job.evidence)))
+            rung = set((job.keep_precision or {}).values())
+            result["evidence"] = (dict(session.precision_evidence(list(job.evidence), rung.pop()))
+                                  if len(rung) == 1 else
+                                  dict(session.float32_evidence(list(job.evidence))))
         if job.save_variant and getattr(session, "variant_proto", None) is not None:
             import onnx
 

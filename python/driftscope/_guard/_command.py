@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from .._cli import parse_args, write_output
 from .._progress import Progress
@@ -216,9 +217,17 @@ def _parser() -> argparse.ArgumentParser:
                         "candidate (the share of each output's error removed), and run that op "
                         "alone on the reference's inputs (introduced / inherited): auto "
                         "(default) or never; never changes a verdict")
-    p.add_argument("--fallback-runs", type=int, default=DEFAULT_FALLBACK_RUNS, metavar="N",
-                   help=f"cap on variant builds of one fallback search (default "
-                        f"{DEFAULT_FALLBACK_RUNS})")
+    p.add_argument("--fallback-budget", "--fallback-runs", dest="fallback_budget",
+                   default=str(DEFAULT_FALLBACK_RUNS), metavar="BUILDS[,SECONDS]",
+                   help=f"budget of one fallback search: at most BUILDS variant builds "
+                        f"(default {DEFAULT_FALLBACK_RUNS}) and SECONDS of wall time (default: "
+                        "no limit); the report says what was used and, when it stops the "
+                        "search, what it would have tried next (--fallback-runs N: the same)")
+    p.add_argument("--latency-budget", type=float, default=None, metavar="PCT",
+                   help="keep the cheapest verified fallback precision (the ladder: INT16 "
+                        "activations, bfloat16, float32) whose measured latency is within PCT%% "
+                        "of the failing variant's (default: the cheapest verified one); the "
+                        "report lists every verified candidate's cosine and latency")
     p.add_argument("--policy", metavar="FILE",
                    help="driftscope compare policy file (TOML or JSON) for the probe's "
                         "comparison (default: --min-cosine)")
@@ -228,6 +237,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list-backends", action="store_true",
                    help="list every backend, whether it can run here and why not; then exit")
     return p
+
+
+def _fallback_budget(text: str) -> Tuple[int, Optional[float]]:
+    """--fallback-budget BUILDS[,SECONDS] (or --fallback-runs N) -> (builds, seconds or None)."""
+    builds, _, secs = text.partition(",")
+    try:
+        n = int(builds)
+        t = float(secs) if secs else None
+    except ValueError:
+        n, t = 0, None
+    if n < 1 or (secs and (t is None or not math.isfinite(t) or t <= 0)):
+        raise GuardError(f"--fallback-budget '{text}': expected BUILDS[,SECONDS], BUILDS an "
+                         "integer >= 1 and SECONDS a number > 0 (e.g. 20 or 20,120)")
+    return n, t
 
 
 def _size(text: str) -> int:
@@ -363,6 +386,11 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise GuardError(f"--out '{args.out}': exists and is not a folder")
 
+        builds, seconds = _fallback_budget(args.fallback_budget)
+        if args.latency_budget is not None and not (
+                math.isfinite(args.latency_budget) and args.latency_budget >= 0):
+            raise GuardError(f"--latency-budget {args.latency_budget:g}: must be a finite "
+                             "percentage >= 0")
         try:
             numbers, files = _number_inputs(args.input)
             given = dict(load_cli_inputs(files), **numbers)
@@ -389,7 +417,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            state=state or None,
                            probe=args.probe, fallback=args.fallback, policy=args.policy,
                            out=args.out, probe_method=args.probe_method,
-                           fallback_runs=args.fallback_runs,
+                           fallback_runs=builds, fallback_seconds=seconds,
+                           latency_budget=args.latency_budget,
                            replay=args.replay,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:

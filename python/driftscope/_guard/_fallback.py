@@ -4,16 +4,22 @@ Search (in one child process, so a variant that crashes takes only the search do
 the node the probe names; while the variant fails, add the next node: the one a re-probe of the
 variant names (recorded intermediates compared with the reference's), else the next node in
 topological / execution order; once it passes, drop nodes one at a time (last added first) while
-it still passes. Every variant build counts against the cap (--fallback-runs). Then the guard
-rebuilds the final variant in a fresh process, asks the backend to prove that each kept node
-really runs in float32 in the built variant (Session.float32_evidence), re-runs every sample and
-times it: only a variant that passes with every node proven is "verified".
+it still passes. Then the ladder (Backend.keep_precisions): the same set kept in each precision
+cheaper than float32 the backend supports (ort-qdq: INT16 activations; torch-fp16: bfloat16),
+cheapest first. Every variant build counts against the budget (--fallback-budget BUILDS[,SECONDS]);
+when it is spent the search says what it would have built next. Then the guard rebuilds every
+passing rung's variant in a fresh process, asks the backend to prove that each kept node
+really runs in that precision in the built variant (Session.precision_evidence), re-runs every
+sample and times it: only a variant that passes with every node proven is "verified". The
+cheapest verified rung is kept; with --latency-budget PCT, the cheapest whose measured latency is
+within PCT% of the failing variant's.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -76,6 +82,25 @@ class FallbackResult:
     # status, cosine, proven, computes (False: the precision's storage only), error.
     searched_on: Optional[str] = None
     checks: List[Dict[str, Any]] = field(default_factory=list)
+    # The ladder: the precision the kept nodes run in ("float32", or a rung below it), each
+    # verified candidate built (precision, status, cosine, proven, verified, latency_ms,
+    # latency_change, error; cheapest first), why the kept one was chosen, --latency-budget.
+    precision: str = "float32"
+    candidates: List[Dict[str, Any]] = field(default_factory=list)
+    choice: Optional[str] = None
+    latency_budget: Optional[float] = None
+    # The budget (--fallback-budget): its seconds (None: builds only), the seconds the search
+    # and the verification took, the verification's rebuilds, why the search stopped early and
+    # what it would have built next.
+    seconds_cap: Optional[float] = None
+    seconds: Optional[float] = None
+    verify_builds: int = 0
+    stopped: Optional[str] = None
+    next_try: Optional[str] = None
+
+    @property
+    def kept_as(self) -> str:
+        return RUNG_LABEL.get(self.precision, self.precision)
 
     @property
     def verified_on(self) -> List[str]:
@@ -117,11 +142,12 @@ class FallbackResult:
 
         if self.error and not self.nodes:
             return f"{self.backend}: no FP32 fallback: {self.error}"
+        proven = "float32" if self.precision == "float32" else self.kept_as
         from .._text import printable as shown
 
         names = ", ".join(f"{shown(n)}: {shown(op)}" for n, op in self.nodes[:6]) + (
             f", ... {len(self.nodes) - 6} more" if len(self.nodes) > 6 else "")
-        head = (f"keeping {len(self.nodes)} node(s) in FP32 ({names})"
+        head = (f"keeping {len(self.nodes)} node(s) in {self.kept_as} ({names})"
                 + (f" ({self.start_note})" if self.start_note else ""))
         if self.status_after is None:
             return f"{self.backend}: {head}: not verified: {self.error}"
@@ -129,9 +155,9 @@ class FallbackResult:
         if self.latency_change is not None:
             lat = f"; latency {self.latency_change * 100:+.1f}%"
         if self.verified:
-            where = "verified: every node proven float32 in the built variant"
+            where = f"verified: every node proven {proven} in the built variant"
             if self.names_where:
-                where = (f"verified on {self._where()}: every node proven float32 in each "
+                where = (f"verified on {self._where()}: every node proven {proven} in each "
                          "built variant")
             if self.storage_only:
                 where += (" only (storage only: no backend that computes the precision "
@@ -145,7 +171,7 @@ class FallbackResult:
         elif self.status_after != PASS:
             why = f"the variant is {self.status_after}"
         elif self.unproven:
-            why = "not proven float32 in the built variant: " + ", ".join(self.unproven)
+            why = f"not proven {proven} in the built variant: " + ", ".join(self.unproven)
         else:  # it passed on the row's backend, not on one that computes the precision
             why = "; ".join(f"on {c['backend']} the variant "
                             + (f"failed: {c['error']}" if c.get("error") else
@@ -162,7 +188,7 @@ class FallbackResult:
             return True
         want = sorted(n for n, _ in self.nodes)
         return any(sorted(t.get("keep") or []) == want and t.get("status") != "RUNTIME_ERROR"
-                   for t in self.trail)
+                   and t.get("precision", "float32") == self.precision for t in self.trail)
 
     @property
     def printed_recipe(self) -> str:
@@ -200,7 +226,98 @@ class FallbackResult:
                                  if self.storage_only else "computed"),
                 "checks": [{k: (num(v) if k == "cosine" else v) for k, v in c.items()}
                            for c in self.checks],
+                "precision": self.precision,
+                "candidates": [{k: (num(v) if k in ("cosine", "latency_ms", "latency_change",
+                                                    "metric_drop") else v)
+                                for k, v in c.items()} for c in self.candidates],
+                "choice": self.choice, "latency_budget": self.latency_budget,
+                "budget": {"builds": self.runs, "max_builds": self.cap,
+                           "seconds": num(self.seconds), "max_seconds": self.seconds_cap,
+                           "verification_builds": self.verify_builds,
+                           "stopped": self.stopped, "next": self.next_try},
                 "summary": self.sentence}
+
+    @property
+    def more_sentences(self) -> List[str]:
+        """The ladder's choice and the budget, after the summary sentence."""
+        out = []
+        if self.choice:
+            out.append(f"{self.backend}: {self.choice}")
+        if self.stopped:
+            out.append(f"{self.backend}: the fallback search stopped: {self.stopped}"
+                       + (f"; it would have tried next {self.next_try}" if self.next_try
+                          else ""))
+        return out
+
+    def budget_text(self) -> str:
+        """builds and seconds used of the budget, one phrase."""
+        sec = "" if self.seconds is None else (
+            f", {self.seconds:.1f} s" + (f" of {self.seconds_cap:g} s" if self.seconds_cap
+                                         else ""))
+        ver = f" (+{self.verify_builds} verification)" if self.verify_builds else ""
+        return f"{self.runs} of {self.cap} builds{ver}{sec}"
+
+    def tradeoff_heads(self) -> List[str]:
+        metric = any(c.get("metric_drop") is not None for c in self.candidates)
+        return (["precision", "status", "cosine"] + (["metric drop"] if metric else [])
+                + ["latency", "vs failing", "verdict"])
+
+    def tradeoff_rows(self) -> List[List[str]]:
+        """The candidates as table rows: precision, status, cosine, (--metric: its drop),
+        latency, change, verdict."""
+        metric = any(c.get("metric_drop") is not None for c in self.candidates)
+        rows = []
+        for c in self.candidates:
+            cos = c.get("cosine")
+            drop = c.get("metric_drop")
+            rows.append([RUNG_LABEL.get(c["precision"], c["precision"]),
+                         c.get("status") or "-",
+                         "-" if cos is None else ("NaN/Inf" if cos != cos else f"{cos:.6f}")]
+                        + ([("-" if drop is None else f"{drop:.4g}")] if metric else []) + [
+                         "-" if c.get("latency_ms") is None else f"{c['latency_ms']:.3f} ms",
+                         "-" if c.get("latency_change") is None
+                         else f"{c['latency_change'] * 100:+.1f}%",
+                         ("kept" if c["precision"] == self.precision and self.verified
+                          else "verified" if c.get("verified") else
+                          "not verified" + (f" ({c['error']})" if c.get("error") else ""))])
+        return rows
+
+
+# How the reports name a rung of the ladder.
+RUNG_LABEL = {"float32": "FP32", "int16": "INT16 activations (A16W8)", "bfloat16": "bfloat16"}
+
+
+def choose(candidates: List[Dict[str, Any]], budget: Optional[float]
+           ) -> Tuple[Optional[int], Optional[str]]:
+    """Which candidate (cheapest rung first) the fallback keeps, and why: the cheapest verified
+    one; with a latency budget (PCT), the cheapest verified one whose measured latency is
+    within PCT% of the failing variant's (a nominally cheaper precision can run slower: bfloat16
+    emulated on a CPU without it), else the fastest verified one, said to be over budget."""
+    ok = [i for i, c in enumerate(candidates) if c.get("verified")]
+    if not ok:
+        return None, None
+    label = lambda i: RUNG_LABEL.get(candidates[i]["precision"], candidates[i]["precision"])  # noqa: E731
+
+    def lat(i: int) -> str:
+        ch = candidates[i].get("latency_change")
+        return "latency not measured" if ch is None else f"latency {ch * 100:+.1f}%"
+
+    if budget is None:
+        if len(candidates) < 2:
+            return ok[0], None
+        return ok[0], (f"kept {label(ok[0])}, the cheapest verified rung of the ladder "
+                       f"({lat(ok[0])})")
+    within = [i for i in ok if candidates[i].get("latency_change") is not None
+              and candidates[i]["latency_change"] * 100 <= budget]
+    if within:
+        skipped = [label(i) for i in ok if i < within[0]]
+        return within[0], (f"kept {label(within[0])}, the cheapest verified rung within "
+                           f"--latency-budget {budget:g}% ({lat(within[0])})"
+                           + (f"; {', '.join(skipped)} measured over it" if skipped else ""))
+    timed = [i for i in ok if candidates[i].get("latency_ms") is not None] or ok
+    best = min(timed, key=lambda i: candidates[i].get("latency_ms") or 0.0)
+    return best, (f"no verified rung is within --latency-budget {budget:g}%: kept the "
+                  f"fastest, {label(best)} ({lat(best)})")
 
 
 def check_backends(row: str, family: str, run: List[str]) -> Tuple[str, List[str]]:
@@ -258,14 +375,38 @@ def search_job(job: Job) -> Dict[str, Any]:
     trail: List[Dict[str, Any]] = []
     runs = 0
     failures: Dict[str, int] = {}  # a build's error message -> how many builds failed with it
+    began = time.monotonic()
 
-    def attempt(keep: List[str], why: str) -> Tuple[str, Optional[float], Any]:
+    def spent() -> Optional[str]:
+        """Why the budget allows no further build (None: it does)."""
+        if runs >= cap:
+            return f"the cap of {cap} variant builds was reached"
+        if job.seconds is not None and time.monotonic() - began >= job.seconds:
+            return (f"the budget of {job.seconds:g} s was spent "
+                    f"({time.monotonic() - began:.1f} s, {runs} build(s))")
+        return None
+
+    def listed(nodes: List[str]) -> str:
+        return ", ".join(nodes[:6]) + (f", ... {len(nodes) - 6} more" if len(nodes) > 6 else "")
+
+    def done(**result: Any) -> Dict[str, Any]:
+        result.setdefault("ladder", [])
+        result.setdefault("next", None)
+        result.setdefault("stopped", None)
+        result["seconds"] = time.monotonic() - began
+        return result
+
+    def attempt(keep: List[str], why: str, precision: str = "float32"
+                ) -> Tuple[str, Optional[float], Any]:
         nonlocal runs
         runs += 1
         work = os.path.join(job.work, f"variant{runs}")
         os.makedirs(work, exist_ok=True)
         try:
-            session = backend.load(job.model, work, job.seed, keep_float32=list(keep))
+            session = (backend.load(job.model, work, job.seed,
+                                    keep_precision={k: precision for k in keep})
+                       if precision != "float32" else
+                       backend.load(job.model, work, job.seed, keep_float32=list(keep)))
             if job.state:  # a stateful model: every step, carrying the state
                 session = StatefulSession(session, job.state)
             outs = [by_position(session.run(f), ref_names) for f in samples]
@@ -273,11 +414,12 @@ def search_job(job: Job) -> Dict[str, Any]:
             message = whole_message(err)
             failures[message] = failures.get(message, 0) + 1
             trail.append({"step": why, "keep": list(keep), "status": "RUNTIME_ERROR",
-                          "cosine": None, "error": message})
+                          "cosine": None, "error": message, "precision": precision})
             return "RUNTIME_ERROR", None, None
         status, cos = _status(judge_all(refs, outs, t))
         trail.append({"step": why, "keep": list(keep), "status": status,
-                      "cosine": cos if cos is None or cos == cos else None})
+                      "cosine": cos if cos is None or cos == cos else None,
+                      "precision": precision})
         return status, cos, session
 
     def reprobe(session: Any, keep: List[str], status: str) -> Optional[str]:
@@ -309,12 +451,13 @@ def search_job(job: Job) -> Dict[str, Any]:
     grown = list(keep)  # where growing in topological order goes on from: not the seed
     keep += [n for n in seed.nodes if n not in keep]
     if not keep:
-        return {"nodes": [], "passed": False, "runs": 0, "trail": [], "removal_fails": {},
-                "ranges": seed.note, "why": f"no node to start from; {seed.note}"}
+        return done(nodes=[], passed=False, runs=0, trail=[], removal_fails={},
+                    ranges=seed.note, why=f"no node to start from; {seed.note}")
     step = "seed: the reference's ranges" if len(keep) > len(grown) else "grow"
     passed = False
     stopped: Optional[str] = None
-    while runs < cap:
+    added: Optional[str] = None  # the node the next grow build adds
+    while not spent():
         status, cos, session = attempt(keep, step)
         step = "grow"
         if status == PASS:
@@ -337,15 +480,24 @@ def search_job(job: Job) -> Dict[str, Any]:
             break
         keep.append(nxt)
         grown.append(nxt)
+        added = nxt
     if not passed:
-        why = stopped or (f"the cap of {cap} variant builds was reached" if runs >= cap
-                          else "no node is left to keep in float32")
-        return {"nodes": keep, "passed": False, "runs": runs, "trail": trail,
-                "removal_fails": {}, "ranges": seed.note,
-                "why": f"{why} ({tried(trail, seed)}); {seed.note}" if seed.note else why}
+        budget = spent()
+        why = stopped or budget or "no node is left to keep in float32"
+        nxt_try = (f"a build keeping {added} too ({len(keep)} node(s): {listed(keep)})"
+                   if budget and not stopped and added else None)
+        return done(nodes=keep, passed=False, runs=runs, trail=trail, removal_fails={},
+                    ranges=seed.note, stopped=budget if not stopped else None, next=nxt_try,
+                    why=f"{why} ({tried(trail, seed)}); {seed.note}" if seed.note else why)
     removal: Dict[str, str] = {}
+    budget = None
+    nxt_try = None
     for node in list(reversed(keep)):
-        if len(keep) == 1 or runs >= cap:
+        if len(keep) == 1:
+            break
+        budget = spent()
+        if budget:
+            nxt_try = f"a build without {node} (shrinking the passing set of {len(keep)})"
             break
         trial = [k for k in keep if k != node]
         status, _, _ = attempt(trial, f"shrink: without {node}")
@@ -353,5 +505,20 @@ def search_job(job: Job) -> Dict[str, Any]:
             keep = trial
         else:
             removal[node] = status
-    return {"nodes": keep, "passed": True, "runs": runs, "trail": trail,
-            "removal_fails": removal, "ranges": seed.note}
+    # The ladder: the set found, in each precision cheaper than float32, cheapest first.
+    ladder: List[Dict[str, Any]] = []
+    rungs = list(job.rungs)
+    for k, rung in enumerate(rungs):
+        if budget is None:
+            budget = spent()
+        if budget:
+            later = ", ".join(RUNG_LABEL.get(r, r) for r in rungs[k:])
+            nxt_try = (nxt_try + ", then " if nxt_try else "") + (
+                f"the {len(keep)} node(s) in {later} instead of float32")
+            break
+        status, cos, _ = attempt(keep, f"ladder: {rung}", rung)
+        last = trail[-1]
+        ladder.append({"precision": rung, "status": status, "cosine": last["cosine"],
+                       "error": last.get("error")})
+    return done(nodes=keep, passed=True, runs=runs, trail=trail, removal_fails=removal,
+                ranges=seed.note, ladder=ladder, stopped=budget, next=nxt_try)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from .backends import registry as B
 from ._delegate_bisect import can_bisect, partial_cut, partial_notes
-from ._fallback import FallbackResult, check_backends
+from ._fallback import FallbackResult, check_backends, choose
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SILENT, UNAVAILABLE, Thresholds,
                        by_position, judge_all)
 from ._probe import (RECORDED, ProbeResult, bisect_result, compare_dumps,
@@ -48,6 +49,14 @@ class Context:
     runner: Callable[..., Dict[str, Any]]
     probe_method: str = "auto"
     fallback_runs: int = 20
+    # --fallback-budget's SECONDS (None: builds only) and --latency-budget PCT (_fallback.choose)
+    fallback_seconds: Optional[float] = None
+    latency_budget: Optional[float] = None
+    # --metric: the child's metric job fields (_run.guard's `task`), the reference's per-sample
+    # scores and --max-drop: each fallback candidate is scored and judged by its drop too.
+    task: Optional[Dict[str, Any]] = None
+    ref_metric: Optional[List[float]] = None
+    max_drop: Optional[float] = None
     # --reference-model: the file the reference backend runs (None: `model`).
     ref_model: Optional[str] = None
     # A stateful model: state input -> output pairs and the steps of each sample (_stateful.py).
@@ -334,10 +343,19 @@ class Investigator:
 
     def fallback(self, row: Any, probe: ProbeResult) -> FallbackResult:
         c = self.ctx
-        b = B.BACKENDS[row.name]
+        began = time.monotonic()
         res = FallbackResult(row.name, status_before=row.status,
                              cosine_before=row.worst.cosine if row.worst else None,
-                             cap=c.fallback_runs)
+                             cap=c.fallback_runs, seconds_cap=c.fallback_seconds,
+                             latency_budget=c.latency_budget)
+        try:
+            return self._fallback(row, probe, res)
+        finally:
+            res.seconds = time.monotonic() - began
+
+    def _fallback(self, row: Any, probe: ProbeResult, res: FallbackResult) -> FallbackResult:
+        c = self.ctx
+        b = B.BACKENDS[row.name]
         if c.family == "tflite" and not getattr(b, "keeps_tflite_ops", False):
             # Now that bisection names a node here, say why no search follows (it would only
             # build variants that cannot be made: docs/howto/guard.md section 6); the
@@ -383,12 +401,15 @@ class Investigator:
         # A float16 deployment is searched where float16 is computed (_fallback.check_backends).
         search, verify = check_backends(row.name, c.family, self.run_backends or [row.name])
         res.searched_on = search
+        # The ladder's rungs below float32 that both the searched and the row's backend keep.
+        rungs = [r for r in B.BACKENDS[search].keep_precisions() if r in b.keep_precisions()]
         out = c.runner(search, c.model, c.samples, 0, c.seed, c.timeout, c.state,
                        kind="fallback", probe_step=step if c.state else None,
                        names_from="candidate" if c.ref_model else "reference",
                        ref_outputs=c.ref_outputs,
                        thresholds=asdict(c.thresholds), order=order,
                        origins=starts, ranking=ranking, cap=c.fallback_runs,
+                       seconds=c.fallback_seconds, rungs=rungs,
                        ref_dump=ref_dump,
                        probe_sample=0 if ref_dump is None else probe.sample,
                        policy=c.policy, calibration=c.samples)
@@ -396,6 +417,7 @@ class Investigator:
             res.error = f"the search failed: {out['error']}"
             return res
         res.runs, res.trail = out["runs"], out["trail"]
+        res.stopped, res.next_try = out.get("stopped"), out.get("next")
         if res.trail and res.trail[0]["step"].startswith("seed") and res.start_note is None:
             res.start_note = (f"the first build kept {len(res.trail[0]['keep'])} node(s): "
                               f"{out.get('ranges')}")
@@ -407,31 +429,86 @@ class Investigator:
         if not out["passed"]:
             res.error = f"no passing set within the search: {out.get('why')}"
             return res
-        # Rebuild from scratch in a fresh process, prove, re-run, time.
+        # Rebuild every rung that passed in the search (and float32) from scratch in a fresh
+        # process, prove, re-run, time; keep the cheapest verified (within --latency-budget).
         keep = list(out["nodes"])
+        passed = [r["precision"] for r in out.get("ladder", []) if r["status"] == PASS]
         variant = os.path.join(d, "fallback-variant.onnx") if c.keep_files else None
-        run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout, c.state,
-                       keep_float32=keep, evidence=keep, save_variant=variant)
-        if run.get("error"):
-            res.error = f"the rebuilt variant failed: {run['error']}"
+        built = [self._verify(row, keep, p, verify, variant if p == "float32" else None)
+                 for p in passed + ["float32"]]
+        res.verify_builds = sum(v["builds"] for v in built)
+        res.candidates = [{k: v[k] for k in ("precision", "status", "cosine", "proven",
+                                              "verified", "latency_ms", "latency_change",
+                                              "metric_drop", "error")} for v in built]
+        for r in out.get("ladder", []):  # the rungs that failed in the search: not rebuilt
+            if r["status"] != PASS:
+                res.candidates.insert(0, {"precision": r["precision"], "status": r["status"],
+                                          "cosine": r["cosine"], "proven": False,
+                                          "verified": False, "latency_ms": None,
+                                          "latency_change": None, "metric_drop": None,
+                                          "error": r.get("error")})
+        order = {p: i for i, p in enumerate(list(rungs) + ["float32"])}
+        res.candidates.sort(key=lambda x: order.get(x["precision"], len(order)))
+        at, res.choice = choose(res.candidates, c.latency_budget)
+        pick = built[-1] if at is None else next(
+            v for v in built if v["precision"] == res.candidates[at]["precision"])
+        res.precision = pick["precision"]
+        if res.precision != "float32":
+            res.recipe = b.recipe(c.model, keep, precision=res.precision)
+        if pick.get("run_error"):
+            res.error = f"the rebuilt variant failed: {pick['run_error']}"
             return res
+        res.status_after, res.cosine_after = pick["status"], pick["cosine"]
+        res.evidence, res.unproven = pick["evidence"], pick["unproven"]
+        res.latency_ms, res.latency_change = pick["latency_ms"], pick["latency_change"]
+        res.checks = pick["checks"]
+        res.verified = pick["verified"]
+        if not res.verified and pick["error"] and pick["status"] == PASS and pick["proven"]:
+            res.error = pick["error"]  # the task metric's drop: the sentence says so
+        if variant and os.path.isfile(variant) and res.precision == "float32":
+            res.files["variant"] = variant
+        return res
+
+    def _verify(self, row: Any, keep: List[str], precision: str, verify: List[str],
+                variant: Optional[str]) -> Dict[str, Any]:
+        """The variant keeping `keep` in `precision`, rebuilt in a fresh process, proven,
+        re-run, timed; and checked on each backend of `verify` after the row's that keeps that
+        precision."""
+        c = self.ctx
+        how: Dict[str, Any] = ({"keep_float32": keep} if precision == "float32" else
+                               {"keep_precision": {n: precision for n in keep}})
+        v: Dict[str, Any] = {"precision": precision, "status": None, "cosine": None,
+                             "proven": False, "verified": False, "latency_ms": None,
+                             "latency_change": None, "error": None, "evidence": {},
+                             "unproven": list(keep), "checks": [], "run_error": None,
+                             "builds": 1, "metric_drop": None}
+        task = dict(c.task, metric_refs=c.ref_outputs) if c.task else {}
+        run = c.runner(row.name, c.model, c.samples, c.runs, c.seed, c.timeout, c.state,
+                       evidence=keep, save_variant=variant, **how, **task)
+        if run.get("error"):
+            v["run_error"] = v["error"] = run["error"]
+            return v
         worst = judge_all(c.ref_outputs, [self._as_ref(o) for o in run["outputs"]],
                           c.thresholds)
-        res.status_after = worst.status if worst else PASS
-        res.cosine_after = worst.cosine if worst else None
-        res.evidence = dict(run.get("evidence") or {})
-        res.unproven = [n for n in keep if n not in res.evidence]
+        v["status"] = worst.status if worst else PASS
+        v["cosine"] = worst.cosine if worst else None
+        v["evidence"] = dict(run.get("evidence") or {})
+        v["unproven"] = [n for n in keep if n not in v["evidence"]]
+        v["proven"] = not v["unproven"]
+        run_metric = run.get("metric")
         times = run.get("latency_s") or []
         if times:
-            res.latency_ms = statistics.median(times) * 1e3
+            v["latency_ms"] = statistics.median(times) * 1e3
             if row.latency_ms:
-                res.latency_change = res.latency_ms / row.latency_ms - 1.0
-        res.checks = [{"backend": row.name, "status": res.status_after,
-                       "cosine": res.cosine_after, "proven": not res.unproven,
-                       "computes": _computes(row.name), "error": None}]
+                v["latency_change"] = v["latency_ms"] / row.latency_ms - 1.0
+        v["checks"] = [{"backend": row.name, "status": v["status"], "cosine": v["cosine"],
+                        "proven": v["proven"], "computes": _computes(row.name), "error": None}]
         for other in verify[1:]:  # the same nodes kept, on each backend computing the precision
+            if precision != "float32" and precision not in B.BACKENDS[other].keep_precisions():
+                continue
+            v["builds"] += 1
             run = c.runner(other, c.model, c.samples, 0, c.seed, c.timeout, c.state,
-                           keep_float32=keep, evidence=keep)
+                           evidence=keep, **how)
             check = {"backend": other, "status": None, "cosine": None, "proven": False,
                      "computes": _computes(other), "error": run.get("error")}
             if not run.get("error"):
@@ -439,12 +516,23 @@ class Investigator:
                               c.thresholds)
                 check["status"], check["cosine"] = (w.status, w.cosine) if w else (PASS, None)
                 check["proven"] = all(n in (run.get("evidence") or {}) for n in keep)
-            res.checks.append(check)
-        res.verified = res.status_after == PASS and not res.unproven and all(
-            ch["status"] == PASS and ch["proven"] for ch in res.checks)
-        if variant and os.path.isfile(variant):
-            res.files["variant"] = variant
-        return res
+            v["checks"].append(check)
+        drop_ok = True
+        if c.task and c.ref_metric is not None and run_metric is not None:
+            from ._task import summary
+
+            v["metric_drop"] = summary(c.ref_metric, run_metric)[2]
+            drop_ok = v["metric_drop"] <= (c.max_drop or 0.0)
+        v["verified"] = v["status"] == PASS and v["proven"] and drop_ok and all(
+            ch["status"] == PASS and ch["proven"] for ch in v["checks"])
+        if not drop_ok:
+            v["error"] = (f"the task metric drops {v['metric_drop']:.4g} > --max-drop "
+                          f"{c.max_drop:g}")
+        elif v["status"] != PASS:
+            v["error"] = f"the rebuilt variant is {v['status']}"
+        elif not v["proven"]:
+            v["error"] = f"not proven {precision}: {', '.join(v['unproven'][:3])}"
+        return v
 
 
 def investigate(rows: List[Any], ctx: Context, probe: str, fallback: str) -> None:

@@ -27,6 +27,9 @@ class Job:
     export_dir: Optional[str] = None              # the run's one export of a PyTorch model
     # kind "run"
     keep_float32: Sequence[str] = ()              # the fallback's nodes (a verification run)
+    # the fallback's nodes kept in a rung below float32 ({node: "int16"/"bfloat16"}); evidence
+    # then proves that precision (Session.precision_evidence)
+    keep_precision: Optional[Dict[str, str]] = None
     evidence: Optional[Sequence[str]] = None      # nodes to prove float32 (Session.float32_evidence)
     save_variant: Optional[str] = None            # where to save the built ONNX variant
     record: Optional[Dict[str, Any]] = None       # {"sample": k, "path": tdump}: intermediates
@@ -42,6 +45,8 @@ class Job:
     origins: Sequence[str] = ()                   # fallback: where the probe started it
     ranking: Sequence[str] = ()                   # fallback: nodes by their own effect, best first
     cap: int = 0                                  # fallback: at most this many variant builds
+    seconds: Optional[float] = None               # fallback: and at most this long (None: no limit)
+    rungs: Sequence[str] = ()                     # fallback: the ladder below float32, cheapest first
     ref_dump: Optional[str] = None                # fallback: the reference's recorded run
     probe_sample: Optional[int] = None
     probe_step: Optional[int] = None

@@ -413,6 +413,7 @@ class GuardReport:
                 out.append(sensitivity_sentence(b.name, b.sensitivity))
             if b.fallback is not None:
                 out.append(b.fallback.sentence + ".")
+                out.extend(x + "." for x in b.fallback.more_sentences)
         return out + self._unbuilt()
 
     @property
@@ -488,9 +489,24 @@ class GuardReport:
         lines.append("")
         lines.append("Findings")
         lines.extend(f"  - {shorten(printable(f))}" for f in self.findings)
+        for b in self.backends:
+            fb = b.fallback
+            if fb is not None and (len(fb.candidates) > 1 or fb.stopped):
+                lines += ["", f"Fallback candidates for {printable(b.name)} "
+                              f"(budget used: {fb.budget_text()}):"]
+                heads = fb.tradeoff_heads()
+                rows = fb.tradeoff_rows()
+                if not rows:  # the budget stopped a search that found no passing set
+                    lines[-1] = (f"Fallback search for {printable(b.name)} (budget used: "
+                                 f"{fb.budget_text()}).")
+                    continue
+                rows = [[shorten(printable(x)) for x in r] for r in rows]
+                wid = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
+                lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(r, wid)).rstrip()
+                             for r in [heads] + rows)
         for name, fb in self.recipes:
             state = _recipe_state(fb)
-            lines += ["", f"FP32 fallback recipe for {printable(name)} ({state}):"]
+            lines += ["", f"{fb.kept_as} fallback recipe for {printable(name)} ({state}):"]
             lines.extend("    " + ln for ln in _recipe_lines(fb.printed_recipe))
         return "\n".join(lines) + "\n"
 
@@ -507,6 +523,20 @@ class GuardReport:
             out.append("| " + " | ".join(esc(shorten(printable(x))) for x in c) + " |")
         out += ["", "**Findings**", ""] + [f"- {esc(shorten(printable(f)))}"
                                             for f in self.findings]
+        for b in self.backends:
+            fb = b.fallback
+            if fb is not None and (len(fb.candidates) > 1 or fb.stopped):
+                rows = fb.tradeoff_rows()
+                if not rows:
+                    out += ["", f"**Fallback search for {esc(b.name)}** (budget used: "
+                                f"{esc(fb.budget_text())})."]
+                    continue
+                out += ["", f"**Fallback candidates for {esc(b.name)}** (budget used: "
+                            f"{esc(fb.budget_text())}):", "",
+                        "| " + " | ".join(fb.tradeoff_heads()) + " |",
+                        "|---|---|" + "---:|" * (len(fb.tradeoff_heads()) - 3) + "---|"]
+                out += ["| " + " | ".join(esc(shorten(printable(x))) for x in r) + " |"
+                        for r in rows]
         for name, fb in self.recipes:
             state = _recipe_state(fb)
             # A fence longer than any run of backticks in the recipe (node names are the
@@ -514,7 +544,7 @@ class GuardReport:
             recipe = "\n".join(_recipe_lines(fb.printed_recipe))
             runs = [len(r) for r in re.findall("`+", recipe)]
             fence = "`" * max(3, max(runs, default=0) + 1)
-            out += ["", f"**FP32 fallback recipe for {esc(name)}** ({state}):", "",
+            out += ["", f"**{esc(fb.kept_as)} fallback recipe for {esc(name)}** ({state}):", "",
                     fence + "python", recipe, fence]
         return "\n".join(out) + "\n"
 

@@ -288,7 +288,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           probe: str = "auto", fallback: str = "auto",
           policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
-          replay: str = "auto",
+          replay: str = "auto", fallback_seconds: Optional[float] = None,
+          latency_budget: Optional[float] = None,
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -345,7 +346,11 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         --min-cosine criterion). out: a folder that keeps the recorded dumps and variant models.
     probe_method: "auto" (record; bisect where recording is impossible or changes outputs),
         "record", "bisect", or "both" (record, and bisect as a cross-check).
-    fallback_runs: the cap on variant builds of one fallback search.
+    fallback_runs: the cap on variant builds of one fallback search (--fallback-budget BUILDS).
+    fallback_seconds: and on its wall time in seconds (--fallback-budget BUILDS,SECONDS; None:
+        no limit); when either stops it, the report says what it would have built next.
+    latency_budget: PCT: keep the cheapest verified rung of the fallback ladder whose measured
+        latency is within PCT% of the failing variant's (None: the cheapest verified rung).
     replay: "auto" (after a probe names an origin of a failing backend, put the reference's
         value back there and re-run the candidate, and run the origin's op alone on the
         reference's inputs: docs/howto/guard.md §8) or "never". Replay never changes a verdict.
@@ -379,6 +384,14 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     if not isinstance(fallback_runs, int) or fallback_runs < 1:
         raise GuardError(f"fallback_runs={fallback_runs!r}: must be an integer >= 1",
                          "invalid_argument")
+    for value, what in ((fallback_seconds, "fallback_seconds"),
+                        (latency_budget, "latency_budget")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0
+                                  or (what == "fallback_seconds" and value == 0)):
+            raise GuardError(f"{what}={value!r}: must be a finite number "
+                             f"{'> 0' if what == 'fallback_seconds' else '>= 0'}",
+                             "invalid_argument")
     if policy is not None:
         _check_policy(os.fspath(policy))
     family = family_of(model)
@@ -647,7 +660,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           policy=os.fspath(policy) if policy is not None else None, work=work,
                           keep_files=out is not None, timeout=timeout, runs=runs,
                           runner=runner, probe_method=probe_method,
-                          fallback_runs=fallback_runs,
+                          fallback_runs=fallback_runs, fallback_seconds=fallback_seconds,
+                          latency_budget=latency_budget, task=task or None,
+                          ref_metric=ref_run.get("metric") if task else None,
+                          max_drop=max_drop,
                           ref_model=ref_model if ref_model != model else None,
                           state=dict(pairs) if pairs else None, steps=steps if pairs else 1,
                           sensitivity=sensitivity, replay=replay)

@@ -149,6 +149,9 @@ class StatefulSession(Session):
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
         return self.inner.float32_evidence(nodes)
 
+    def precision_evidence(self, nodes: Sequence[str], precision: str) -> Dict[str, str]:
+        return self.inner.precision_evidence(nodes, precision)
+
 
 def check_pairs(pairs: Mapping[str, str], inputs: Mapping[str, str],
                 outputs: Optional[Mapping[str, str]]) -> Optional[str]:

@@ -35,6 +35,12 @@ class Session:
         proven, and a fallback that keeps it is not reported as verified. Call after run()."""
         return {}
 
+    def precision_evidence(self, nodes: Sequence[str], precision: str) -> Dict[str, str]:
+        """float32_evidence for a rung of the fallback ladder below float32: for each of `nodes`
+        the built variant provably runs in `precision` (one of Backend.keep_precisions()), how
+        the variant shows it. The default proves float32 only."""
+        return self.float32_evidence(nodes) if precision == "float32" else {}
+
     def record(self, feeds: Mapping[str, np.ndarray], path: str) -> Dict[str, np.ndarray]:
         """Runs once and records the intermediate tensors into the TDUMP file `path` through
         driftscope's recorders, named by the source model's node / module names; returns that
@@ -66,17 +72,29 @@ class Backend:
         in float32 (the FP32 fallback)?"""
         return False
 
+    def keep_precisions(self) -> Tuple[str, ...]:
+        """The fallback ladder's rungs below float32, cheapest first: precisions ("int16":
+        INT16 activations with INT8 weights, "bfloat16") this backend's variant can keep chosen
+        nodes in through load(..., keep_precision=...), with Session.precision_evidence proving
+        them. () (the default, and every plugin written before the ladder): float32 only."""
+        return ()
+
     def load(self, model: str, work: str, seed: int,
              keep_float32: Sequence[str] = ()) -> Session:
         """In the child process: build this backend's variant of `model` (files go in the
         folder `work`) and load it. Raise on failure; the message becomes the report's.
         keep_float32: nodes named by the SOURCE model's node names (ONNX node names, torch
-        module paths) that the variant keeps in float32 (only when can_keep_float32())."""
+        module paths) that the variant keeps in float32 (only when can_keep_float32()).
+        A backend with keep_precisions() also takes keep_precision={node: precision}: nodes
+        kept in a rung below float32. The guard passes it only to such backends, and only when
+        it tries such a rung, so a load() without the parameter keeps working."""
         raise NotImplementedError
 
-    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+    def recipe(self, model: str, nodes: Sequence[str], precision: str = "float32") -> str:
         """How to build the variant with `nodes` kept in float32, in the runtime's own terms
-        (code a user pastes); "" when there is no such mechanism."""
+        (code a user pastes); "" when there is no such mechanism. A backend with
+        keep_precisions() also takes precision= (one of them, or "float32"); the guard passes
+        it only for a rung below float32, so an override without it keeps working."""
         return ""
 
     # Op types worth keeping in float32 (None: every node). INT8 backends name the ops they

@@ -13,7 +13,9 @@ Keeping ops in float32 (the verified fallback) adds a ``no_quantize`` entry to t
 regex matches the ops' scopes: ai-edge-quantizer names an op by its output tensors' names
 ("name;", several joined by ";"), the names driftscope's LiteRT recorder gives ops. The proof is
 the built file: the kept op is there with float32 inputs, weights and outputs, and no
-QUANTIZE / DEQUANTIZE sits between it and another kept op.
+QUANTIZE / DEQUANTIZE sits between it and another kept op. ``litert-a8w8``'s ladder has a rung
+before float32 (issue 28 item 5): the kept ops get INT16 activations, INT8 weights by an
+``add_static_config`` entry for the same regex, proven from the built file the same way.
 """
 
 from __future__ import annotations
@@ -335,6 +337,34 @@ class _QuantSession(_LiteRTSession):
                             "kept ops")
         return proof
 
+    def precision_evidence(self, nodes: Sequence[str], precision: str) -> Dict[str, str]:
+        if precision != "int16":
+            return super().precision_evidence(nodes, precision)
+        b = self.built
+        where = b.by_output()
+        proof: Dict[str, str] = {}
+        for n in nodes:
+            k = where.get(n)
+            if k is None or b.ops[k][0] in _QDQ:
+                continue
+            kind, ins, outs = b.ops[k]
+            acts = [t for t in ins + outs if t >= 0 and b.weight(t) is None]
+            weights = [w for t in ins if t >= 0 and (w := b.weight(t)) is not None]
+            # Integer operands that are no data (a shape) pass; the bias of an int16 op is int64.
+            data = [t for t in acts if b.quantized(t) or b.type[t].startswith("FLOAT")]
+            # Weights stay integer: INT8 for a matrix product's (a16w8), the activations' INT16
+            # for an elementwise op's constant operand; a bias is INT32/INT64 at the product scale.
+            wq = [w for w in weights if b.quantized(w) and b.type[w].startswith("INT")]
+            if not data or any(b.type[t] != "INT16" or not b.quantized(t) for t in data) \
+                    or len(wq) != len(weights):
+                continue
+            kinds = sorted({b.type[w] for w in wq})
+            proof[n] = (f"the built .tflite has {kind} '{n}' (op {k}) with INT16 quantized "
+                        f"activations ({', '.join(b.name(t) for t in data[:3])})"
+                        + (f" and {'/'.join(kinds)} weights "
+                           f"({', '.join(b.name(w) for w in wq[:2])})" if wq else ""))
+        return proof
+
     def _through_qdq_from(self, t: int, kept: set) -> bool:
         """Does `t` reach the op through QUANTIZE/DEQUANTIZE ops from another kept op?"""
         b = self.built
@@ -373,8 +403,12 @@ class LiteRTQuantBackend(Backend):
     def can_keep_float32(self) -> bool:
         return True
 
-    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
-             ) -> Session:
+    def keep_precisions(self) -> Tuple[str, ...]:
+        # static INT8: the kept ops can take INT16 activations (a16w8) before float32
+        return ("int16",) if self.recipe_name == "static_wi8_ai8" else ()
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = (),
+             keep_precision: Optional[Mapping[str, str]] = None) -> Session:
         from ai_edge_quantizer import quantizer, recipe_manager
 
         from ...recorders.api import litert_open
@@ -389,6 +423,14 @@ class LiteRTQuantBackend(Backend):
         rm.load_quantization_recipe(base_recipe(self.recipe_name))
         if keep_float32:
             rm.add_quantization_config(_scope_regex(keep_float32), "*", None, "no_quantize")
+        a16 = [n for n, p in (keep_precision or {}).items() if p == "int16"]
+        if keep_precision and (len(a16) != len(keep_precision) or not self.keep_precisions()):
+            raise ValueError(f"{self.name} keeps ops in "
+                             f"{'int16 activations or ' if self.keep_precisions() else ''}"
+                             "float32 only")
+        if a16:  # the last matching entry wins: these ops get a16w8
+            rm.add_static_config(_scope_regex(a16), "*", activation_num_bits=16,
+                                 weight_num_bits=8)
         signed, sig_inputs = _signed(data, source)
         notes: List[str] = []
         try:
@@ -418,6 +460,9 @@ class LiteRTQuantBackend(Backend):
         if keep_float32:
             notes.append(f"{len(keep_float32)} op(s) excluded from quantization (a no_quantize "
                          "recipe entry matching their output tensors)")
+        if a16:
+            notes.append(f"{len(a16)} op(s) with INT16 activations, INT8 weights (an a16w8 "
+                         "recipe entry matching their output tensors)")
         it, name = litert_open(out, "optimized")
         return _QuantSession(it, name, out, built, notes)
 
@@ -433,7 +478,7 @@ class LiteRTQuantBackend(Backend):
             feeds[sig] = np.asarray(v)
         return feeds
 
-    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+    def recipe(self, model: str, nodes: Sequence[str], precision: str = "float32") -> str:
         if not nodes:
             return ""
         base = (f"recipe.{self.recipe_name}()" if self.recipe_name != "float16" else
@@ -446,10 +491,16 @@ class LiteRTQuantBackend(Backend):
             lines[2] = f"qt = quantizer.Quantizer({os.path.basename(model)!r})"
             lines.append('qt.add_weight_only_config(regex=".*", operation_name="*", num_bits=16, '
                          "algorithm_key=AlgorithmName.FLOAT_CASTING)")
-        lines += [f"# keep {len(nodes)} op(s) in float32: the regex matches an op's output "
-                  "tensor names (its scope, \"name;\")",
-                  f"qt.update_quantization_recipe(regex={_scope_regex(nodes)!r}, "
-                  'operation_name="*", algorithm_key="no_quantize")']
+        if precision == "int16":
+            lines += [f"# give {len(nodes)} op(s) INT16 activations, INT8 weights (a16w8): the "
+                      "regex matches an op's output tensor names (its scope, \"name;\")",
+                      f"qt.add_static_config(regex={_scope_regex(nodes)!r}, "
+                      'operation_name="*", activation_num_bits=16, weight_num_bits=8)']
+        else:
+            lines += [f"# keep {len(nodes)} op(s) in float32: the regex matches an op's output "
+                      "tensor names (its scope, \"name;\")",
+                      f"qt.update_quantization_recipe(regex={_scope_regex(nodes)!r}, "
+                      'operation_name="*", algorithm_key="no_quantize")']
         if self.recipe_name.startswith("static"):
             lines += ["# calibrate on your inputs: one {signature input name: array} per sample "
                       "(guard added a SignatureDef 'serving_default' naming the input tensors "
@@ -458,7 +509,8 @@ class LiteRTQuantBackend(Backend):
                       "result = qt.quantize(calibration)"]
         else:
             lines.append("result = qt.quantize()")
-        lines.append("result.export_model('model_fp32_fallback.tflite')")
+        lines.append("result.export_model('model_fp32_fallback.tflite')" if precision != "int16"
+                     else "result.export_model('model_a16w8_fallback.tflite')")
         return "\n".join(lines) + "\n"
 
 

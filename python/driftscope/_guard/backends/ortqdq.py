@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -64,6 +64,27 @@ def guard_samples(work: str, model: str, seed: int) -> List[Dict[str, np.ndarray
 
     proto, _, _ = _load_model(model)
     return I.make_samples(I.onnx_signature(proto), {}, {}, seed, 4)[0]
+
+
+def a16_overrides(model: str, nodes: Sequence[str]) -> Dict[str, Any]:
+    """quantize_static's TensorQuantOverrides giving `nodes` INT16 activations: every tensor they
+    read or write that is not a weight (initializer), as QInt16."""
+    import onnx
+    from onnxruntime.quantization import QuantType
+
+    proto = onnx.load(model, load_external_data=False)
+    inits = {t.name for t in proto.graph.initializer}
+    by_name = {n.name: n for n in proto.graph.node}
+    missing = [n for n in nodes if n not in by_name]
+    if missing:
+        raise ValueError(f"the model has no node {missing[0]!r} (keep_precision)")
+    tensors = []
+    for name in nodes:
+        n = by_name[name]
+        for x in list(n.input) + list(n.output):
+            if x and x not in inits and x not in tensors:
+                tensors.append(x)
+    return {t: [{"quant_type": QuantType.QInt16}] for t in tensors}
 
 
 class _Reader:
@@ -128,6 +149,66 @@ class _QdqSession(_OrtSession):
                                "of them dequantized INT8 (not fused into an integer kernel)")
         return proof
 
+    def precision_evidence(self, nodes: Sequence[str], precision: str) -> Dict[str, str]:
+        if precision != "int16":
+            return super().precision_evidence(nodes, precision)
+        import onnx
+
+        if not os.path.isfile(self.optimized):
+            return {}
+        q = onnx.load(self.optimized, load_external_data=False)
+        inits = {t.name: t.data_type for t in q.graph.initializer}
+        types = {vi.name: vi.type.tensor_type.elem_type
+                 for vi in list(q.graph.value_info) + list(q.graph.input) + list(q.graph.output)}
+        made_by = {o: n for n in q.graph.node for o in n.output}
+        read_by: Dict[str, List[Any]] = {}
+        for n in q.graph.node:
+            for x in n.input:
+                read_by.setdefault(x, []).append(n)
+        i16 = (onnx.TensorProto.INT16, onnx.TensorProto.UINT16)
+
+        def zp_type(qdq: Any) -> Optional[int]:
+            if len(qdq.input) < 3:
+                return None  # no zero point: the default type, UINT8
+            zp = qdq.input[2]
+            return inits.get(zp, types.get(zp))
+
+        by_name = {n.name: n for n in q.graph.node}
+        proof: Dict[str, str] = {}
+        for name in nodes:
+            n = by_name.get(name)
+            if n is None or n.op_type.startswith(_INTEGER_KINDS) or "Integer" in n.op_type:
+                continue  # gone, or fused into an integer kernel: not 16-bit activations
+            acts, ok, w8 = [], True, False
+            for x in n.input:
+                if not x or x in inits:
+                    continue
+                dq = made_by.get(x)
+                if dq is None or dq.op_type != "DequantizeLinear":
+                    ok = False  # a float activation that was never quantized: not A16
+                    break
+                if dq.input[0] in inits:  # a quantized weight: A16W8 keeps weights INT8
+                    w8 = w8 or zp_type(dq) in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+                    continue
+                if zp_type(dq) not in i16:
+                    ok = False
+                    break
+                acts.append(x)
+            if not ok or not acts:
+                continue
+            # A16 is about what the node reads; its output is quantized as its consumer reads
+            # it (ONNX Runtime drops the 16-bit pair before a Relu that a 8-bit Q absorbs).
+            outs_q = [r for o in n.output for r in read_by.get(o, [])
+                      if r.op_type == "QuantizeLinear"]
+            bits = sorted({"16" if zp_type(r) in i16 else "8" for r in outs_q})
+            proof[name] = (f"ONNX Runtime's optimised graph still has {n.op_type} '{name}' "
+                           f"(not fused into an integer kernel), its activation input(s) "
+                           f"{', '.join(acts[:3])} dequantized from 16-bit integers"
+                           + (", its weights from INT8" if w8 else "")
+                           + (f"; its output quantized to {'/'.join(bits)}-bit for the next "
+                              "node" if bits else ""))
+        return proof
+
 
 class OrtQdqBackend(Backend):
     name = "ort-qdq"
@@ -143,8 +224,14 @@ class OrtQdqBackend(Backend):
     def can_keep_float32(self) -> bool:
         return True
 
-    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = ()
-             ) -> Session:
+    def keep_precisions(self) -> Tuple[str, ...]:
+        # INT16 activations, INT8 weights (A16W8) on the kept nodes: quantize_static's
+        # TensorQuantOverrides; ONNX Runtime's CPU provider runs 16-bit Q/DQ from opset 21,
+        # which quantize_static moves the model to.
+        return ("int16",)
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = (),
+             keep_precision: Optional[Mapping[str, str]] = None) -> Session:
         import onnx
         import onnxruntime as ort
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
@@ -157,11 +244,18 @@ class OrtQdqBackend(Backend):
         # second parse of the model for them).
         inputs = list(samples[0])
         out = os.path.join(work, "qdq.onnx")
+        extra: Dict[str, Any] = {}
+        a16 = [n for n, p in (keep_precision or {}).items() if p == "int16"]
+        if keep_precision and len(a16) != len(keep_precision):
+            raise ValueError(f"{self.name} keeps nodes in int16 activations or float32 only")
+        if a16:
+            extra["TensorQuantOverrides"] = a16_overrides(model, a16)
         # Weights in a data file beside it: the graph alone is read back below (kilobytes, not
         # the whole model again); ONNX Runtime and the recorder read the file itself.
         quantize_static(model, out, _Reader(samples, inputs), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=list(keep_float32), use_external_data_format=True)
+                        nodes_to_exclude=list(keep_float32), use_external_data_format=True,
+                        extra_options=extra)
         q = onnx.load(out, load_external_data=False)
         ops = _integer_ops(q)
         notes = [f"calibrated on {len(samples)} sample(s); "
@@ -170,6 +264,9 @@ class OrtQdqBackend(Backend):
         if keep_float32:
             notes.append(f"{len(keep_float32)} node(s) excluded from quantization "
                          "(nodes_to_exclude)")
+        if a16:
+            notes.append(f"{len(a16)} node(s) with INT16 activations, INT8 weights "
+                         "(TensorQuantOverrides)")
         options = ort.SessionOptions()
         options.log_severity_level = 3
         optimized = os.path.join(work, "qdq-optimized.onnx")

@@ -5,7 +5,7 @@ the fallback's recipe keeps chosen modules in float32 with forward hooks.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -97,22 +97,26 @@ class _TorchSession(Session):
         return self._outputs(feeds, path)
 
     def float32_evidence(self, nodes: Sequence[str]) -> Dict[str, str]:
+        return self.precision_evidence(nodes, "float32")
+
+    def precision_evidence(self, nodes: Sequence[str], precision: str) -> Dict[str, str]:
         import torch
 
+        want = getattr(torch, precision, None)
         found: Dict[str, str] = {}
         for name in nodes:
             mod = self.kept.get(name)
-            if mod is None or self.seen.get(name) != torch.float32:
-                continue  # not kept, or its forward never produced a float32 output
+            if mod is None or want is None or self.seen.get(name) != want:
+                continue  # not kept, or its forward never produced an output in `precision`
             params = [(n, p.dtype) for n, p in mod.named_parameters()]
             bufs = [(n, b.dtype) for n, b in mod.named_buffers() if b.is_floating_point()]
-            if any(d != torch.float32 for _, d in params + bufs):
+            if any(d != want for _, d in params + bufs):
                 continue
             what = (f"{len(params)} parameter(s) ({', '.join(n for n, _ in params[:4])}"
-                    f"{', ...' if len(params) > 4 else ''}) float32, " if params else
+                    f"{', ...' if len(params) > 4 else ''}) {precision}, " if params else
                     "no parameters, ")
             found[name] = (f"{name} ({type(mod).__name__}): {what}its forward's output was "
-                           f"float32 (cast to {str(self.dtype).replace('torch.', '')} after)")
+                           f"{precision} (cast to {str(self.dtype).replace('torch.', '')} after)")
         return found
 
 
@@ -169,8 +173,8 @@ def cast_floats(x, dtype):
     return x
 
 
-def float32_on_entry(module, args, kwargs):
-    return cast_floats(args, torch.float32), cast_floats(kwargs, torch.float32)
+def {keep}_on_entry(module, args, kwargs):
+    return cast_floats(args, torch.{keep}), cast_floats(kwargs, torch.{keep})
 
 
 def run_dtype_on_exit(module, args, output):
@@ -179,8 +183,8 @@ def run_dtype_on_exit(module, args, output):
 
 model = model.to(RUN_DTYPE)
 for name in {listed}:
-    module = model.get_submodule(name).float()
-    module.register_forward_pre_hook(float32_on_entry, with_kwargs=True)
+    module = model.get_submodule(name).{to}
+    module.register_forward_pre_hook({keep}_on_entry, with_kwargs=True)
     module.register_forward_hook(run_dtype_on_exit)
 """
 
@@ -197,12 +201,27 @@ class TorchBackend(Backend):
     def can_keep_float32(self) -> bool:
         return self.dtype is not None
 
-    def load(self, model: str, work: str, seed: int,
-             keep_float32: Sequence[str] = ()) -> Session:
+    def keep_precisions(self) -> Tuple[str, ...]:
+        # bfloat16 has float32's exponent range: a module whose values overflow float16 can
+        # stay 16-bit in it, at bfloat16's coarser mantissa.
+        return ("bfloat16",) if self.dtype == "float16" else ()
+
+    def load(self, model: str, work: str, seed: int, keep_float32: Sequence[str] = (),
+             keep_precision: Optional[Mapping[str, str]] = None) -> Session:
         import torch
 
         if keep_float32 and not self.can_keep_float32():
             raise ValueError(f"{self.name} cannot keep modules in float32")
+        precision = "float32"
+        if keep_precision:
+            wanted = set(keep_precision.values())
+            if len(wanted) != 1 or not wanted <= set(self.keep_precisions()):
+                raise ValueError(f"{self.name} keeps modules in one of "
+                                 f"{', '.join(self.keep_precisions()) or 'float32'} only, not "
+                                 f"{', '.join(sorted(wanted))}")
+            if keep_float32:
+                raise ValueError("keep_float32 and keep_precision in one variant")
+            precision, keep_float32 = wanted.pop(), list(keep_precision)
         net, example = torch_example(model, seed)
         dtype = getattr(torch, self.dtype) if self.dtype else None
         seen: Dict[str, Any] = {}
@@ -216,7 +235,10 @@ class TorchBackend(Backend):
             # The printed recipe itself, run on this fresh model: what is verified is what the
             # user pastes (a recipe that fails here fails the variant).
             scope: Dict[str, Any] = {"model": net}
-            code = compile(self.recipe(model, keep_float32), "<fallback recipe>", "exec")
+            # precision= only below float32: a subclass's recipe(model, nodes) keeps working.
+            text = (self.recipe(model, keep_float32) if precision == "float32" else
+                    self.recipe(model, keep_float32, precision=precision))
+            code = compile(text, "<fallback recipe>", "exec")
             exec(code, scope)  # noqa: S102 - the recipe is the product
             net = scope["model"]
             kept = {n: _keep_module_float32(net, n, seen) for n in keep_float32}
@@ -226,12 +248,13 @@ class TorchBackend(Backend):
         session = _TorchSession(net, example, dtype, kept)
         session.seen = seen
         if kept:
-            session.notes.append(f"{len(kept)} module(s) kept in float32 (fallback)")
+            session.notes.append(f"{len(kept)} module(s) kept in {precision} (fallback)")
         return session
 
-    def recipe(self, model: str, nodes: Sequence[str]) -> str:
+    def recipe(self, model: str, nodes: Sequence[str], precision: str = "float32") -> str:
         listed = "[" + ", ".join(repr(n) for n in nodes) + "]"
-        return _TORCH_RECIPE.format(dtype=self.dtype, listed=listed)
+        to = "float()" if precision == "float32" else f"to(torch.{precision})"
+        return _TORCH_RECIPE.format(dtype=self.dtype, listed=listed, keep=precision, to=to)
 
 
 # In --list-backends order (registry.py registers them).
