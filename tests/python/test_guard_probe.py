@@ -111,12 +111,17 @@ def test_tiny_encoder_fp16_is_probed_to_the_layernorm_and_fixed(howto):
     nodes = [n["node"] for n in fb["nodes"]]
     assert nodes[0] == "encoder.layers.2.norm1" and len(nodes) <= 6
     assert all(n["op_type"] == "LayerNorm" for n in fb["nodes"])
+    # The precision ladder (issue 28 item 5) keeps the set in the cheapest precision that
+    # verifies: bfloat16 where its LayerNorm statistics pass, else float32; the evidence and the
+    # recipe say which.
+    kept = fb.get("precision") or "float32"
+    assert kept in ("float32", "bfloat16"), kept
     for n in fb["nodes"]:
-        assert "float32" in n["evidence"] and "output was float32" in n["evidence"]
-    assert fb["runs"] <= fb["max_runs"] == 20
+        assert f"output was {kept}" in n["evidence"], n["evidence"]
     assert set(fb["removal_fails"]) == set(nodes)
     assert "restores cosine" in fb["summary"] and "verified" in fb["summary"]
-    assert "model.get_submodule(name).float()" in fb["recipe"]
+    assert ("model.get_submodule(name).float()" if kept == "float32"
+            else "torch.bfloat16") in fb["recipe"], fb["recipe"]
 
 
 def test_removing_a_fallback_node_brings_the_failure_back(howto):

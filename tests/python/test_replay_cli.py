@@ -198,6 +198,10 @@ def howto(minilm_onnx, tmp_path_factory):
     d = tmp_path_factory.mktemp("howto")
     shutil.copy(HERE / "models" / "tiny_encoder_torch.py", d)
     shutil.copy(minilm_onnx, d / "minilm.onnx")
+    sys.path.insert(0, str(HERE / "models"))
+    import tflite_planted
+
+    (d / "planted.tflite").write_bytes(tflite_planted.build())  # the page's .tflite section
     text = (ROOT / "docs" / "howto" / "replay.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     outs = []
@@ -211,13 +215,14 @@ def howto(minilm_onnx, tmp_path_factory):
 
 def test_howto_replay_commands_run(howto):
     d, blocks, outs = howto
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     assert "encoder.layers.2.norm1 -> output: removes 0.0% of its error" in outs[0]
     assert "5 introduce error beyond tolerance" in outs[1]
     assert "all together 100.0%; unexplained 0.0%" in outs[1]
     assert (d / "replay.json").exists() and (d / "replay.md").exists()
     assert "limit: the first 40 nodes (--max-isolate)" in outs[4]
     assert (d / "tiny.html").read_text().startswith("<!DOCTYPE html>")
+    assert "planted -> out: removes 100.0% of its error" in outs[6], outs[6]
 
 
 def test_minilm_int8_attribution_ranks_the_gather_and_the_worst_matmul(howto):
