@@ -273,8 +273,11 @@ def test_onnxruntime_axis_names_from_symbolic_dims(tmp_path):
     x = np.random.default_rng(1).standard_normal((2, 5, hidden)).astype(np.float32)
     dort.record(tmp_path / "m.onnx", {"x": x}, tmp_path / "ort.tdump")
     dump = driftscope.open(tmp_path / "ort.tdump")
+    # x's unnamed feature axis (8) meets the projection, whose output feature is named after it
+    # (docs/axes.md §1.2); the norm and softmax keep the names
     for name in ("proj", "ln", "probs"):
-        assert dump.record(name).axes == ("batch", "seq", "8"), name
+        assert dump.record(name).axes == ("batch", "seq", "proj.out"), name
+    assert dump.record("ln").attrs["axes_from"].startswith("x: batch,seq,? (dim_param)")
     ln = dump.record("ln").attrs
     assert (ln["norm_axes"], ln["norm_kind"], ln["norm_affine"]) == ("-1", "layer", "false")
     assert dump.record("probs").attrs["softmax_axis"] == "-1"

@@ -44,6 +44,7 @@ import numpy as np
 from .. import _core
 from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
 from . import axes_rules as _rules
+from .axes_graph import GraphNames, Named, input_names
 from .dataflow import DataFlow, GraphNode
 from .naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from ..errors import Error
@@ -1045,9 +1046,9 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
         key ``fp16_kept_float32`` name them.
     check_observer: also run the plain model and record in ``observer_effect`` whether its final
         outputs equal the captured run's (False saves that second run: "not checked").
-    input_axes: axis names of graph inputs, ``{"input_ids": "batch,seq"}``: they replace those
-        inputs' dims for ONNX shape inference, which carries them to every value it can follow
-        (docs/axes.md §1). A malformed declaration, an unknown input or a wrong rank raises
+    input_axes: axis names of graph inputs, ``{"input_ids": "batch,seq"}``, carried through
+        every node by the rule table (docs/axes.md §1.2; undeclared inputs: their dim_params,
+        else the conventions for input_ids, attention_mask, ...). A malformed declaration, an unknown input or a wrong rank raises
         InputMismatchError before anything runs.
     """
     import onnxruntime as ort
@@ -1126,6 +1127,10 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
     axis_names = _axis_names(proto, declared_axes)
     encodings = _quantized_encodings(proto, values)
     node_of = {o: n for n in proto.graph.node for o in n.output if o}
+    shapes = {k: tuple(v.shape) for k, v in values.items() if isinstance(v, np.ndarray)}
+    shapes.update({k: tuple(v.shape) for k, v in feeds.items()})
+    names_flow = _onnx_axis_flow(proto, _topological_nodes(proto.graph), shapes, declared_axes,
+                                 {e.tensor: e.records()[0][0] for e in plan if e.records()})
     flow = graph_dataflow(proto)
     with driftscope.Writer(os.fspath(path), meta=metadata, filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
@@ -1143,7 +1148,12 @@ def record(model_path: Any, inputs: Any, path: PathLike, providers: Optional[Seq
             node = node_of.get(entry.tensor)
             if node is not None and list(node.output).index(entry.tensor) == 0:
                 attrs.update(_node_axis_attrs(node, proto, value.ndim))
-            axes = _axes_for(axis_names.get(entry.tensor), value)
+            flowed, flow_attrs = names_flow.attrs(entry.tensor)
+            axes = flowed if flowed is not None and len(flowed) == value.ndim else _axes_for(
+                axis_names.get(entry.tensor), value)
+            if axes and "axes_stop" in flow_attrs:  # named by shape inference after all
+                del flow_attrs["axes_stop"]
+            attrs.update(flow_attrs)
             first = None  # the value's first record; its other names are copies of it
             for name, role_index in entry.records():
                 attrs["ds.inputs"] = (flow.inputs_of(entry.tensor) if first is None
@@ -1210,8 +1220,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--fp16", action="store_true",
                    help="record the model converted to float16 (inputs/outputs keep their types)")
     p.add_argument("--input-axes", action="append", default=[], metavar="NAME=AXES",
-                   help="axis names of graph input NAME, e.g. 'x=batch,seq,hidden': ONNX shape "
-                        "inference carries them through the graph (docs/axes.md); repeatable")
+                   help="axis names of graph input NAME, e.g. 'x=batch,seq,hidden', carried through "
+                        "every node by the rule table (docs/axes.md §1.2); repeatable")
     add_record_options(p)
     return p
 
@@ -1299,3 +1309,190 @@ def _parse_input_axes_flags(specs: Sequence[str]) -> Optional[Dict[str, str]]:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(cli_main())
+
+
+# -- axis names that flow (docs/axes.md §1.2): the rule table over the graph's op list ---------
+
+_KEEP_OPS = frozenset(
+    "Cast CastLike Erf Tanh Relu Sigmoid Sqrt Neg Abs Exp Log Reciprocal Gelu FastGelu Identity "
+    "Dropout IsNaN IsInf Not Softplus Softsign LeakyRelu Elu Selu Celu HardSigmoid HardSwish Clip "
+    "Floor Ceil Round Sign Sin Cos QuickGelu Mish Shrink ThresholdedRelu BatchNormalization "
+    "InstanceNormalization GroupNormalization QuantizeLinear DequantizeLinear".split())
+_BROADCAST_OPS = frozenset(
+    "Add Sub Mul Div Pow Max Min Mean Sum Where Equal Less Greater LessOrEqual GreaterOrEqual And "
+    "Or Xor Mod PRelu BiasGelu BitwiseAnd BitwiseOr".split())
+_REGROUP_OPS = frozenset("Reshape Flatten Squeeze Unsqueeze".split())
+_REDUCE_OPS = frozenset(
+    "ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
+    "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin".split())
+_NORM_OPS = frozenset(("LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+                       "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"))
+
+
+def _scope(node) -> str:
+    """The module scope of a torch-exported node name: ``/encoder/layer.0/query/MatMul`` ->
+    ``encoder.layer.0.query`` (a new feature axis is named after it, as in PyTorch)."""
+    parts = [p for p in (node.name or "").split("/") if p]
+    return ".".join(parts[:-1]) if len(parts) > 1 else ""
+
+
+def _head_counts(nodes, producer: Mapping[str, Any], shapes: Mapping[str, tuple],
+                 static: set) -> Dict[str, int]:
+    """Reshape node name -> head count, for the reshapes whose parts feed a batched MatMul of two
+    activations (attention's QK^T and probabilities @ V): ``[b, s, H*D] -> [b, s, H, D]``. The
+    graph has no num_heads attribute; this structure is where the head axis is."""
+    heads: Dict[str, int] = {}
+    for n in nodes:
+        if n.op_type != "MatMul" or len(n.input) < 2 or any(x in static for x in n.input[:2]):
+            continue
+        if len(shapes.get(n.output[0], ())) != 4:
+            continue
+        for x in n.input[:2]:
+            p = producer.get(x)
+            for _ in range(6):
+                if p is None or p.op_type == "Reshape":
+                    break
+                if p.op_type not in ("Transpose", "Mul", "Div", "Cast", "Sqrt"):
+                    p = None
+                    break
+                p = producer.get(p.input[0])
+            if p is None or p.op_type != "Reshape":
+                continue
+            si, so = shapes.get(p.input[0], ()), shapes.get(p.output[0], ())
+            if len(so) == 4 and len(si) == 3 and si[-1] == so[-2] * so[-1] and so[-2] > 1:
+                heads[p.name or p.output[0]] = int(so[-2])
+    return heads
+
+
+def _onnx_axis_flow(proto, nodes, shapes: Mapping[str, tuple], declared: Mapping[str, Any],
+                    record_of: Mapping[str, str]) -> GraphNames:
+    """Names of every value the run produced, from the graph inputs' names (input_axes=, the
+    inputs' dim_params, the conventions for input_ids, attention_mask, ...) through the rule
+    table, op by op."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = proto.graph
+    inits = {t.name: t for t in g.initializer}
+    consts: Dict[str, Any] = {}
+    for n in nodes:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    consts[n.output[0]] = a.t
+    static = _static_values(g, nodes) | set(inits)
+
+    def value_of(name: str) -> Optional[np.ndarray]:
+        t = inits.get(name) if name in inits else consts.get(name)
+        try:
+            return numpy_helper.to_array(t) if t is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    def shape_of(name: str) -> Optional[tuple]:
+        if name in shapes:
+            return tuple(shapes[name])
+        t = inits.get(name) if name in inits else consts.get(name)
+        return tuple(int(d) for d in t.dims) if t is not None else None
+
+    flow = GraphNames()
+    sym = _symbolic_dims(proto)
+    for vi in g.input:
+        if vi.name in inits or vi.name not in shapes:
+            continue
+        shape = shapes[vi.name]
+        names, how = input_names(vi.name, len(shape), declared, sym.get(vi.name))
+        if names is not None and len(names) == len(shape):
+            flow.declare(vi.name, names, shape, how)
+    producer = {o: n for n in nodes for o in n.output if o}
+    heads = _head_counts(nodes, producer, {k: shape_of(k) or () for k in
+                                           set(shapes) | set(inits) | set(consts)}, static)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 13)
+    scope_heads: Dict[str, int] = {}
+    for n in nodes:
+        if (n.name or n.output[0]) in heads:
+            scope_heads.setdefault(_scope(n), heads[n.name or n.output[0]])
+
+    for node in nodes:
+        ins = [x for x in node.input if x]
+        if not any(x in flow.named for x in ins):
+            continue
+        outs = [(o, shape_of(o)) for o in node.output if o]
+        if not outs or any(s is None for _, s in outs):
+            outs = [(o, s) for o, s in outs if s is not None]
+            if not outs:
+                continue
+        in_shapes = {x: shape_of(x) for x in ins}
+        if any(s is None for s in in_shapes.values()):
+            for o, _ in outs:  # a value the run did not return (filtered): no shape to follow
+                flow.named[o] = Named(None, stop=f"names stop at {node.op_type} (shape not "
+                                                   f"recorded)")
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        A = lambda x: flow.arg(x, in_shapes[x])  # noqa: E731
+        op_type = node.op_type
+        op: Optional[str] = None
+        args: List[Any] = []
+        kw: Dict[str, Any] = {}
+        try:
+            rank = len(in_shapes[ins[0]])
+            if op_type in _KEEP_OPS:
+                op, args = "relu", [A(ins[0])]
+            elif op_type in _BROADCAST_OPS:
+                op, args = "add", [A(x) for x in ins]
+            elif op_type == "Transpose":
+                perm = list(attrs.get("perm") or range(rank - 1, -1, -1))
+                op, args = "permute", [A(ins[0]), perm]
+            elif op_type in _REGROUP_OPS:
+                op, args = "reshape", [A(ins[0])]
+            elif op_type == "MatMul" and len(ins) == 2:
+                if ins[1] in static and len(in_shapes[ins[1]]) == 2:
+                    op, args = "linear", [A(ins[0])]
+                else:
+                    op, args = "matmul", [A(ins[0]), A(ins[1])]
+            elif op_type == "Gemm" and not attrs.get("transA", 0) and ins[1] in static:
+                op, args = "linear", [A(ins[0])]
+            elif op_type == "Gather" and len(ins) == 2:
+                axis = int(attrs.get("axis", 0))
+                if ins[0] in static and axis == 0:
+                    op, args = "embedding", [A(ins[1])]
+                elif ins[0] not in static and len(in_shapes[ins[1]]) <= 1:
+                    axis = axis + rank if axis < 0 else axis
+                    pick = 0 if len(in_shapes[ins[1]]) == 0 else slice(None)
+                    op, args = "getitem", [A(ins[0]), (slice(None),) * axis + (pick,)]
+            elif op_type == "Slice":
+                op, args = "getitem", [A(ins[0]), (slice(None),) * rank]
+            elif op_type in _REDUCE_OPS:
+                if "axes" in attrs:
+                    axes = list(attrs["axes"])
+                elif "axis" in attrs:
+                    axes = [int(attrs["axis"])]
+                elif len(ins) > 1 and value_of(ins[1]) is not None:
+                    axes = [int(a) for a in np.ravel(value_of(ins[1]))]
+                elif op_type.startswith("Arg"):
+                    axes = [0]
+                else:
+                    axes = None
+                op = "mean"
+                args = [A(ins[0])]
+                kw = {"dim": axes, "keepdim": bool(attrs.get("keepdims", 1))}
+            elif op_type in ("Softmax", "LogSoftmax") and opset >= 13:
+                op, args = "softmax", [A(ins[0]), int(attrs.get("axis", -1))]
+            elif op_type in _NORM_OPS:
+                axis = int(attrs.get("axis", -1))
+                n_axes = -axis if axis < 0 else rank - axis
+                op, args = "layer_norm", [A(ins[0]), [0] * n_axes]
+            elif op_type == "Concat":
+                op, args = "cat", [[A(x) for x in ins], int(attrs.get("axis", 0))]
+            elif op_type == "Split":
+                op, args = "split", [A(ins[0]), 1, int(attrs.get("axis", 0))]
+            elif op_type == "Expand":
+                op, args = "expand", [A(ins[0])]
+        except Exception:  # noqa: BLE001 - an unusual node is a node without a rule
+            op = None
+        first = node.output[0] if node.output else ""
+        where = record_of.get(first, node.name or first)
+        flow.apply(op, op_type, where, ins, args, kw, outs,
+                   num_heads=heads.get(node.name or first, scope_heads.get(_scope(node))),
+                   module=_scope(node) or where)
+    return flow
