@@ -213,6 +213,11 @@ def _parser() -> argparse.ArgumentParser:
                         "candidate (the share of each output's error removed), and run that op "
                         "alone on the reference's inputs (introduced / inherited): auto "
                         "(default) or never; never changes a verdict")
+    p.add_argument("--repro", metavar="DIR",
+                   help="write a repro bundle (driftscope repro's: the smallest subgraph around "
+                        "the probe's origin, inputs, expected outputs, run.py) per failing ONNX "
+                        "backend into DIR/BACKEND/; DIR must be new or empty; never changes a "
+                        "verdict")
     p.add_argument("--fallback-runs", type=int, default=DEFAULT_FALLBACK_RUNS, metavar="N",
                    help=f"cap on variant builds of one fallback search (default "
                         f"{DEFAULT_FALLBACK_RUNS})")
@@ -387,7 +392,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            probe=args.probe, fallback=args.fallback, policy=args.policy,
                            out=args.out, probe_method=args.probe_method,
                            fallback_runs=args.fallback_runs,
-                           replay=args.replay,
+                           replay=args.replay, repro=args.repro,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())

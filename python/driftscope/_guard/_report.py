@@ -157,6 +157,7 @@ class BackendResult:
     task: Optional[Dict[str, Any]] = None  # --metric: reference, candidate, drop, spread, ...
     search: Optional[Dict[str, Any]] = None  # --search-inputs: evaluations, start, found, file
     sensitivity: Optional[Dict[str, Any]] = None  # --sensitivity: nodes ranked by own effect
+    repro: Optional[Dict[str, Any]] = None  # --repro: dir, reproduces, nodes, error (_reproing)
 
     def search_sentence(self) -> str:
         """What --search-inputs found for this row, one sentence ('' when it did not run)."""
@@ -221,7 +222,8 @@ class BackendResult:
                 "fallback": self.fallback.to_json() if self.fallback is not None else None,
                 "task_metric": _task_json(self.task),
                 "search": _task_json(self.search),
-                "sensitivity": _sensitivity_json(self.sensitivity)}
+                "sensitivity": _sensitivity_json(self.sensitivity),
+                "repro": self.repro}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -413,6 +415,10 @@ class GuardReport:
                 out.append(sensitivity_sentence(b.name, b.sensitivity))
             if b.fallback is not None:
                 out.append(b.fallback.sentence + ".")
+            if b.repro is not None:
+                from ._reproing import sentence
+
+                out.append(sentence(b.name, b.repro))
         return out + self._unbuilt()
 
     @property

@@ -288,7 +288,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           probe: str = "auto", fallback: str = "auto",
           policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
-          replay: str = "auto",
+          replay: str = "auto", repro: Optional[PathLike] = None,
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -349,6 +349,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     replay: "auto" (after a probe names an origin of a failing backend, put the reference's
         value back there and re-run the candidate, and run the origin's op alone on the
         reference's inputs: docs/howto/guard.md §8) or "never". Replay never changes a verdict.
+    repro: a folder (new, or empty) for a repro bundle per failing ONNX backend whose probe named
+        an origin (REPRO/BACKEND/, driftscope repro's bundle; guard.md §8); needs the probe.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -379,6 +381,13 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     if not isinstance(fallback_runs, int) or fallback_runs < 1:
         raise GuardError(f"fallback_runs={fallback_runs!r}: must be an integer >= 1",
                          "invalid_argument")
+    if repro is not None:
+        from ._reproing import check_dir
+
+        if probe == "never":
+            raise GuardError("--repro needs the probe (it cuts around the origin the probe "
+                             "names): drop --probe never", "invalid_argument")
+        repro = check_dir(os.fspath(repro))
     if policy is not None:
         _check_policy(os.fspath(policy))
     family = family_of(model)
@@ -652,6 +661,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           state=dict(pairs) if pairs else None, steps=steps if pairs else 1,
                           sensitivity=sensitivity, replay=replay)
             investigate(results, ctx, probe, fallback)
+            if repro is not None:
+                from ._reproing import write_bundles
+
+                write_bundles(results, ctx, os.fspath(repro))
         return GuardReport(model=model, family=family, reference=ref, backends=results,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
                            thresholds=thresholds, required=list(require),
