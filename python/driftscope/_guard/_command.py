@@ -217,6 +217,11 @@ def _parser() -> argparse.ArgumentParser:
                         "candidate (the share of each output's error removed), and run that op "
                         "alone on the reference's inputs (introduced / inherited): auto "
                         "(default) or never; never changes a verdict")
+    p.add_argument("--repro", metavar="DIR",
+                   help="write a repro bundle (driftscope repro's: the smallest subgraph around "
+                        "the probe's origin, inputs, expected outputs, run.py) per failing ONNX "
+                        "backend into DIR/BACKEND/; DIR must be new or empty; never changes a "
+                        "verdict")
     p.add_argument("--fallback-budget", "--fallback-runs", dest="fallback_budget",
                    default=str(DEFAULT_FALLBACK_RUNS), metavar="BUILDS[,SECONDS]",
                    help=f"budget of one fallback search: at most BUILDS variant builds "
@@ -419,7 +424,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            out=args.out, probe_method=args.probe_method,
                            fallback_runs=builds, fallback_seconds=seconds,
                            latency_budget=args.latency_budget,
-                           replay=args.replay,
+                           replay=args.replay, repro=args.repro,
                            progress=lambda done, total, name: bar.update(done, total, name))
         if args.json:
             write_output(args.json, report.to_json())

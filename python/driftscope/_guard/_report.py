@@ -113,6 +113,17 @@ def _task_json(task: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
             for k, val in task.items()}
 
 
+def repro_sentence(backend: str, r: Dict[str, Any]) -> str:
+    """The finding for a row's --repro bundle (_reproing.py)."""
+    if r.get("error"):
+        return f"{backend}: no repro bundle: {r['error'].rstrip('.')}."
+    how = ("it reproduces (run.py exits 1)" if r["reproduces"] else
+           "it does NOT reproduce: no subgraph of at most 16 nodes shows the error on its own "
+           "(the largest tried is written, marked so)")
+    return (f"{backend}: repro bundle of {r['nodes']} node(s) around {printable(r['at'])} in "
+            f"{printable(r['dir'])}: {how}.")
+
+
 def sensitivity_sentence(name: str, s: Dict[str, Any]) -> str:
     """The finding for a row's --sensitivity ranking (_sensitivity.py)."""
     if s.get("error"):
@@ -157,6 +168,7 @@ class BackendResult:
     task: Optional[Dict[str, Any]] = None  # --metric: reference, candidate, drop, spread, ...
     search: Optional[Dict[str, Any]] = None  # --search-inputs: evaluations, start, found, file
     sensitivity: Optional[Dict[str, Any]] = None  # --sensitivity: nodes ranked by own effect
+    repro: Optional[Dict[str, Any]] = None  # --repro: dir, reproduces, nodes, error (_reproing)
 
     def search_sentence(self) -> str:
         """What --search-inputs found for this row, one sentence ('' when it did not run)."""
@@ -221,7 +233,8 @@ class BackendResult:
                 "fallback": self.fallback.to_json() if self.fallback is not None else None,
                 "task_metric": _task_json(self.task),
                 "search": _task_json(self.search),
-                "sensitivity": _sensitivity_json(self.sensitivity)}
+                "sensitivity": _sensitivity_json(self.sensitivity),
+                "repro": self.repro}
 
 
 def _fmt(x: Optional[float], spec: str) -> str:
@@ -414,6 +427,8 @@ class GuardReport:
             if b.fallback is not None:
                 out.append(b.fallback.sentence + ".")
                 out.extend(x + "." for x in b.fallback.more_sentences)
+            if b.repro is not None:
+                out.append(repro_sentence(b.name, b.repro))
         return out + self._unbuilt()
 
     @property

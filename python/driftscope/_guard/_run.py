@@ -24,6 +24,8 @@ from .backends import registry as B
 from .backends.torch import torch_example, torch_leaves
 from . import _cpu
 from . import _data as D
+from ._env import child_env
+from ._process import _child_env, _local, _start_forker, run_backend  # noqa: F401
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
@@ -148,95 +150,6 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _child_env() -> Dict[str, str]:
-    env = dict(os.environ)
-    # The child must import this very package. An installed one it finds by itself; a checkout
-    # put on sys.path by hand is passed on (never a site-packages folder: on PYTHONPATH it would
-    # come before the standard library).
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if os.path.basename(here) not in ("site-packages", "dist-packages"):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-# The fork server of the guard() call running in this thread (_forker.py); None: one fresh
-# interpreter per job.
-_local = threading.local()
-
-
-def _start_forker(backends: Sequence[str] = ()) -> Optional[Any]:
-    """The fork server, with the runtimes of `backends` imported (Backend.preload)."""
-    if os.environ.get("DRIFTSCOPE_GUARD_NO_FORK") or not hasattr(os, "fork"):
-        return None
-    from ._forker import Forker
-
-    preload = list(dict.fromkeys(m for n in backends if n in B.BACKENDS
-                                 for m in B.BACKENDS[n].preload))
-    try:
-        return Forker(_child_env(), preload)
-    except OSError:
-        return None
-
-
-def run_backend(backend: str, model: str, samples: List[Any], runs: int,
-                seed: int, timeout: float, state: Optional[Mapping[str, str]] = None,
-                **extra: Any) -> Dict[str, Any]:
-    """Runs one backend in a child process; returns the child's result, with "error" (and
-    "signal") set when it failed or died. `extra` goes into the job (_child.py: kind,
-    keep_float32, evidence, record, save_variant, ...)."""
-    with tempfile.TemporaryDirectory(prefix="driftscope-guard-") as work:
-        job_path = os.path.join(work, "job.pkl")
-        out_path = os.path.join(work, "result.pkl")
-        with open(job_path, "wb") as f:
-            pickle.dump(Job(backend=backend, model=os.fspath(model), samples=samples,
-                            runs=runs, seed=seed, work=work, state=dict(state or {}),
-                            export_dir=getattr(_local, "export_dir", None), **extra), f,
-                        protocol=pickle.HIGHEST_PROTOCOL)
-        forker = getattr(_local, "forker", None)
-        ran = None
-        if forker is not None and not any(c in p for p in (job_path, out_path) for c in "\0\n"):
-            ran = forker.run(job_path, out_path, os.path.join(work, "stderr.txt"), timeout)
-            if ran is None:  # the server is gone: plain interpreters from now on
-                _local.forker = None
-        if ran is None:
-            # Its own process group, killed whole on a timeout or when the guard is
-            # interrupted; the working directory is not on its sys.path (_pyexec.py).
-            proc = subprocess.Popen(
-                module_command("driftscope._guard._child", job_path, out_path),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=_child_env(), start_new_session=True)
-            try:
-                _, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_group(proc.pid)
-                proc.communicate()
-                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
-            except BaseException:
-                kill_group(proc.pid)
-                proc.communicate()
-                raise
-            returncode = proc.returncode
-            tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-        else:
-            returncode, tail, timed_out = ran
-            if timed_out:
-                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
-        if returncode < 0:
-            sig = -returncode
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = f"signal {sig}"
-            return {"error": f"the backend's process was killed by {name}", "signal": name,
-                    "outputs": []}
-        if returncode != 0 or not os.path.exists(out_path):
-            last = tail[-1] if tail else "no message"
-            return {"error": f"the backend's process exited with status {returncode}: "
-                             f"{last}", "outputs": []}
-        with open(out_path, "rb") as f:
-            return pickle.load(f)
-
-
 def _median_ms(times: Sequence[float]) -> Optional[float]:
     return statistics.median(times) * 1e3 if times else None
 
@@ -289,7 +202,7 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           policy: Optional[PathLike] = None, out: Optional[PathLike] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
           replay: str = "auto", fallback_seconds: Optional[float] = None,
-          latency_budget: Optional[float] = None,
+          latency_budget: Optional[float] = None, repro: Optional[PathLike] = None,
           progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
@@ -354,6 +267,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     replay: "auto" (after a probe names an origin of a failing backend, put the reference's
         value back there and re-run the candidate, and run the origin's op alone on the
         reference's inputs: docs/howto/guard.md §8) or "never". Replay never changes a verdict.
+    repro: a folder (new, or empty) for a repro bundle per failing ONNX backend whose probe named
+        an origin (REPRO/BACKEND/, driftscope repro's bundle; guard.md §8); needs the probe.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -392,6 +307,16 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
             raise GuardError(f"{what}={value!r}: must be a finite number "
                              f"{'> 0' if what == 'fallback_seconds' else '>= 0'}",
                              "invalid_argument")
+    if repro is not None:
+        from ._reproing import RefusedDir, check_dir
+
+        if probe == "never":
+            raise GuardError("--repro needs the probe (it cuts around the origin the probe "
+                             "names): drop --probe never", "invalid_argument")
+        try:
+            repro = check_dir(os.fspath(repro))
+        except RefusedDir as err:
+            raise GuardError(str(err), "invalid_argument") from None
     if policy is not None:
         _check_policy(os.fspath(policy))
     family = family_of(model)
@@ -668,6 +593,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                           state=dict(pairs) if pairs else None, steps=steps if pairs else 1,
                           sensitivity=sensitivity, replay=replay)
             investigate(results, ctx, probe, fallback)
+            if repro is not None:
+                from ._reproing import write_bundles
+
+                write_bundles(results, ctx, os.fspath(repro))
         return GuardReport(model=model, family=family, reference=ref, backends=results,
                            inputs=infos, samples=samples, seed=seed, runs=runs,
                            thresholds=thresholds, required=list(require),

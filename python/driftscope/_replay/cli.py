@@ -77,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the trusted backend (guard's names; default: torch, ort or litert-ref)")
     p.add_argument("--candidate", metavar="BACKEND", required=True,
                    help="the backend under test (guard's names: torch-fp16, torch-bf16, ...)")
+    p.add_argument("--candidate-model", metavar="FILE.py:FUNCTION|MODEL.onnx",
+                   help="a port: run this second model (the same network re-implemented) as "
+                        "the candidate; tensors are paired by name as compare pairs them (PyTorch "
+                        "module paths, ONNX node names), the unmatched ones listed")
     p.add_argument("--at", action="append", default=[], metavar="TENSOR",
                    help="replay at this tensor (repeatable); without --at, the origins "
                         "`driftscope compare` finds between the two runs are attributed")
@@ -132,6 +136,7 @@ class Job:
     find_origins: bool = False
     max_replays: Optional[int] = None
     limit: Optional[int] = None
+    candidate_model: Optional[str] = None  # --candidate-model: the port run as the candidate
 
 
 def _one_line(e: BaseException) -> str:
@@ -146,8 +151,9 @@ def run_part(job: Job) -> Dict[str, Any]:
 
     try:
         ref = core.replayable(job.model, job.reference, seed=job.seed)
-        cand = core.replayable(job.model, job.candidate, seed=job.seed)
+        cand = core.replayable(job.candidate_model or job.model, job.candidate, seed=job.seed)
         feeds = _feeds(job.model, job.family, job.seed)
+        pairing = _pair(job, ref, cand) if job.candidate_model else None
     except (CannotReplay, Error, ValueError, OSError, ImportError) as e:
         return {"fatal": _one_line(e)}
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's entry point may raise anything
@@ -158,13 +164,25 @@ def run_part(job: Job) -> Dict[str, Any]:
             known = set(ref.tensors())
             bad = [str(unknown(n, ref.tensors())) for n in job.at if n not in known]
             good = [n for n in job.at if n in known]
+            if pairing is not None:
+                theirs = set(cand.tensors())
+                bad += [f"--at {n}: the candidate model {job.candidate_model} has no tensor of "
+                        "that name (--candidate-model pairs tensors by name)"
+                        for n in good if n not in theirs]
+                good = [n for n in good if n in theirs]
             rep = core.replay(ref, cand, feeds, good, model=job.model)
+            if pairing is not None:
+                rep.pairing = pairing
+                rep.notes += _pairing_notes(pairing)
             out: Dict[str, Any] = {"replay": rep, "unknown": bad, "origins": good,
                                    "source": "--at"}
             if job.find_origins:
                 out["source"] = "compare's origins"
                 try:
                     out["origins"] = attribution.origins_from_compare(ref, cand, feeds)
+                    if pairing is not None:
+                        theirs = set(cand.tensors())
+                        out["origins"] = [n for n in out["origins"] if n in theirs]
                 except CannotReplay as e:
                     out["origins_error"] = str(e)
             return out
@@ -182,6 +200,40 @@ def run_part(job: Job) -> Dict[str, Any]:
     finally:
         ref.close()
         cand.close()
+
+
+def _pair(job: Job, ref: Any, cand: Any) -> Dict[str, Any]:
+    """The reference's tensors matched by name to the candidate model's, as compare pairs two
+    dumps; no name in common is bad input (two unrelated models, or another naming)."""
+    mine, theirs = ref.tensors(), cand.tensors()
+    have, had = set(theirs), set(mine)
+    matched = [n for n in mine if n in have]
+    from .torch import ROOT, parse_identity
+
+    # A PyTorch model's root module pairs with any other's: it is the model's output, not a
+    # tensor the two share by construction.
+    if not [n for n in matched if parse_identity(n)[0] not in ("", ROOT)]:
+        raise CannotReplay(f"--candidate-model {job.candidate_model}: no tensor name in common "
+                           f"with {job.model} ({len(mine)} and {len(theirs)} tensors): replay "
+                           "pairs tensors by name (module paths, ONNX node names)")
+    return {"candidate_model": job.candidate_model, "matched": len(matched),
+            "unmatched_reference": [n for n in mine if n not in have],
+            "unmatched_candidate": [n for n in theirs if n not in had]}
+
+
+def _pairing_notes(pairing: Dict[str, Any]) -> List[str]:
+    out = [f"candidate model {pairing['candidate_model']}: {pairing['matched']} tensor(s) paired "
+           "by name with the reference's"]
+    for key, who in (("unmatched_reference", "of the reference with no tensor of that name in "
+                                             "the candidate model"),
+                     ("unmatched_candidate", "of the candidate model with no tensor of that "
+                                             "name in the reference")):
+        names = pairing[key]
+        if names:
+            shown = ", ".join(names[:20]) + (f", ... ({len(names) - 20} more)"
+                                             if len(names) > 20 else "")
+            out.append(f"unmatched: {len(names)} tensor(s) {who}: {shown}")
+    return out
 
 
 def _child_main(job_path: str, out_path: str) -> int:
@@ -205,7 +257,7 @@ def _child_main(job_path: str, out_path: str) -> int:
 def _in_child(job: Job) -> Dict[str, Any]:
     """`job` in a fresh interpreter (as the guard runs a backend: _run.run_backend): a signal
     or an exit without a result is a runtime_error naming it."""
-    from .._guard._run import _child_env
+    from .._guard._env import child_env as _child_env
     from .._pyexec import kill_group, module_command
 
     with tempfile.TemporaryDirectory(prefix="driftscope-replay-") as work:
@@ -249,6 +301,22 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
     model = args.model or args.model_file
     inputs = [model.rpartition(":")[0] if args.model else model]
+    port = args.candidate_model
+    if port is not None:
+        low = port.lower()
+        if low.endswith(".onnx"):
+            where = port
+        elif ":" in port and port.rpartition(":")[0].lower().endswith(".py"):
+            where = port.rpartition(":")[0]
+        else:
+            print(f"{PROG}: error: --candidate-model {printable(port)}: give FILE.py:FUNCTION "
+                  "or MODEL.onnx", file=sys.stderr)
+            return 2
+        if not os.path.isfile(where):
+            print(f"{PROG}: error: --candidate-model {printable(port)}: {printable(where)} is "
+                  "not a file", file=sys.stderr)
+            return 2
+        inputs.append(where)
     for out in (args.json, args.markdown, args.html):
         if out and out != "-":
             why = _cli.refuse_output_onto_inputs(out, inputs)
@@ -262,7 +330,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
 
     reference = args.reference or DEFAULT_REFERENCE[family]
     base = dict(model=model, family=family, reference=reference, candidate=args.candidate,
-                seed=args.seed)
+                seed=args.seed, candidate_model=port)
     first = _in_child(Job("replay", at=list(args.at), find_origins=not args.at, **base))
     if "fatal" in first:
         print(f"{PROG}: error: {printable(first['fatal'])}", file=sys.stderr)

@@ -220,6 +220,8 @@ class Replay:
     # child process crashed or raised: part -> the one-line reason (cli.py runs each part in
     # its own process, so the rest of the report is still there).
     runtime_errors: Dict[str, str] = field(default_factory=dict)
+    # --candidate-model (a port): the tensors paired by name and those left unmatched.
+    pairing: Optional[Dict[str, Any]] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"schema": "driftscope.replay.report/1", "model": self.model,
@@ -231,7 +233,8 @@ class Replay:
                 "attribution": self.attribution.to_json() if self.attribution else None,
                 "runs": self.runs, "notes": list(self.notes), "errors": list(self.errors),
                 "runtime_errors": [{"part": k, "status": "RUNTIME_ERROR", "error": v}
-                                   for k, v in self.runtime_errors.items()]}
+                                   for k, v in self.runtime_errors.items()],
+                **({"pairing": self.pairing} if self.pairing is not None else {})}
 
 
 def replay(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],

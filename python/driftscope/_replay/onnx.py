@@ -422,12 +422,22 @@ def isolate(reference: OnnxReplayable, candidate: OnnxReplayable,
     value. One session per node; two capture runs (reference, candidate) in all."""
     seen_nodes = set()
     targets: List[Tuple[str, str]] = []  # (display name, ONNX value), one per node
+    # A port (--candidate-model): only the candidate's nodes whose name and inputs the
+    # reference model has too can be fed the reference's values; the rest are said.
+    theirs = reference.surgeon
+    known = set(theirs.producer) | set(theirs.input_names)
+    names = set(reference.tensors())
+    unpaired: List[str] = []
     for shown in candidate.tensors():
         value = candidate.resolve(shown)
         i = candidate.surgeon.producer.get(value)
         if i is None or i in seen_nodes:
             continue
         seen_nodes.add(i)
+        if shown not in names or value not in known or any(
+                x not in known for x in candidate.surgeon.run_inputs(value)):
+            unpaired.append(shown)
+            continue
         targets.append((shown, value))
     cap = len(targets) if limit is None else max(0, int(limit))
     chosen, left = targets[:cap], max(0, len(targets) - cap)
@@ -449,6 +459,10 @@ def isolate(reference: OnnxReplayable, candidate: OnnxReplayable,
         result.rows.append(row)
     if left:
         result.notes.append(f"{left} node(s) after the first {cap} were not run alone (limit)")
+    if unpaired:
+        result.notes.append(f"{len(unpaired)} node(s) of the candidate model not run alone: the "
+                            f"reference model has no value of that name for them or their "
+                            f"inputs ({', '.join(unpaired[:20])})")
     result.notes.extend(candidate.notes)
     return result
 

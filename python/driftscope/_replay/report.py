@@ -48,7 +48,10 @@ def _lines(rep: core.Replay, md: bool, web: bool = False) -> List[str]:
     if web:
         h, item, sub = _H2, _LI, _SUB  # p stays printable: html() escapes whole lines
     out.append(f"{'# ' if md else (_H1 if web else '')}driftscope replay: {p(rep.model)}: "
-               f"candidate {p(rep.candidate)} against reference {p(rep.reference)}")
+               f"candidate {p(rep.candidate)}"
+               + (f" running {p(rep.pairing['candidate_model'])}"
+                  if getattr(rep, "pairing", None) else "")
+               + f" against reference {p(rep.reference)}")
     out.append("")
     if rep.runtime_errors:
         out.append(f"{h}RUNTIME_ERROR (a part's process crashed or its runtime failed; the "

@@ -195,7 +195,7 @@ def _counted(sub: Any) -> int:
 
 def _run_on(backend: str, path: str, feeds: Dict[str, np.ndarray], seed: int,
             timeout: float) -> Dict[str, np.ndarray]:
-    from .._guard import _run as R
+    from .._guard import _process as R
 
     result = R.run_backend(backend, path, [feeds], 0, seed, timeout)
     if result.get("error"):
@@ -311,7 +311,7 @@ def _reference_init(src: str, dst: str, seed: int, timeout: float) -> Dict[str, 
     layer's rewrite, the same rules as for a whole model); returns its record."""
     import json
 
-    from .._guard._run import _child_env
+    from .._guard._env import child_env as _child_env
     from .._pyexec import module_command
 
     p = subprocess.run(module_command("driftscope", "reference", "init", src, "-o", dst,
@@ -537,7 +537,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     """Writes the bundle; `hasher` (driftscope.reference) is needed with anonymize_."""
     import onnx
 
-    from .._guard._run import _start_forker, _local
+    from .._guard._process import _start_forker, _local
     from .._guard.backends.registry import BACKENDS
 
     for role, b in (("--reference", reference), ("--candidate", candidate)):
