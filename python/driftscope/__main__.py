@@ -165,7 +165,7 @@ def _dispatch(args: List[str]) -> int:
         return llm_compare_main(args[1:])
     if args[0] == "repro":
         from . import reference
-        from ._replay.repro import cli_main as repro_main
+        from ._replay.repro_cli import cli_main as repro_main
 
         return repro_main(args[1:], hasher=reference)
     print(f"driftscope: error: unknown command {args[0]!r}; the Python entry point runs "

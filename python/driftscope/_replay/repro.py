@@ -627,19 +627,28 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     return result
 
 
-def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None) -> int:
-    """`python -m driftscope repro`; `hasher` is driftscope.reference (for --anonymize)."""
+def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None,
+             makers: Optional[Dict[str, Any]] = None) -> int:
+    """`python -m driftscope repro`; `hasher` is driftscope.reference (for --anonymize);
+    `makers` the make_repro of the other formats ({"tflite": ..., "torch": ...}: repro_cli.py
+    hands them in, as they build on this module)."""
     from .._cli import parse_args
 
     p = argparse.ArgumentParser(
-        prog=PROG, description="Write the smallest subgraph of an ONNX model that reproduces a "
+        prog=PROG, description="Write the smallest subgraph of an ONNX or .tflite model (or, with "
+        "--model FILE.py:FN, the smallest PyTorch module, exported with torch.export) that "
+        "reproduces a "
         "backend's error at TENSOR as a standalone bundle (model.onnx, inputs.npz, "
         "expected.npz, run.py, README.md, SHA256SUMS). Exit 0: written, it reproduces; 1: "
         "written, it does not (no subgraph of --max-nodes nodes, or the anonymized one); "
         "2: bad input.")
-    p.add_argument("model", help="the ONNX model")
-    p.add_argument("--reference", default="ort", help="the reference backend (guard's names; "
-                   "default ort)")
+    p.add_argument("model", nargs="?", help="the ONNX model, or a .tflite model "
+                   "(repro_tflite.py)")
+    p.add_argument("--model", dest="torch_model", metavar="FILE.py:FN",
+                   help="a PyTorch model instead: FN returns (model, inputs) as for guard "
+                        "--model; TENSOR is then a module path (repro_torch.py)")
+    p.add_argument("--reference", default=None, help="the reference backend (guard's names; "
+                   "default ort, litert-ref for a .tflite model, torch for --model)")
     p.add_argument("--candidate", required=True, help="the backend whose error to reproduce "
                    "(ort-int8, ort-fp16, openvino...)")
     p.add_argument("--at", required=True, metavar="TENSOR",
@@ -665,11 +674,32 @@ def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None) -> int:
         return int(e.code) if isinstance(e.code, int) else 2
     from .._text import printable
 
+    make, model = make_repro, args.model
+    makers = makers or {}
+    kind = "torch" if args.torch_model else "tflite" if (
+        args.model and args.model.lower().endswith(".tflite")) else ""
+    if kind and kind not in makers:
+        print(f"{PROG}: error: this entry point writes ONNX bundles only", file=sys.stderr)
+        return 2
+    if kind:
+        make = makers[kind]
+    if args.torch_model:
+        model = args.torch_model
+        if args.model:
+            print(f"{PROG}: error: give either MODEL or --model FILE.py:FN, not both",
+                  file=sys.stderr)
+            return 2
+    if not model:
+        print(f"{PROG}: error: a model is needed (MODEL.onnx, MODEL.tflite or --model "
+              "FILE.py:FN)", file=sys.stderr)
+        return 2
+    reference = args.reference or ("torch" if args.torch_model else "litert-ref"
+                                   if make is not make_repro else "ort")
     try:
-        r = make_repro(args.model, args.reference, args.candidate, args.at, args.output,
-                       args.input, args.anonymize, args.seed, args.max_nodes, args.force,
-                       args.timeout, log=lambda s: print(f"{PROG}: {printable(s)}",
-                                                        file=sys.stderr), hasher=hasher)
+        r = make(model, reference, args.candidate, args.at, args.output,
+                 args.input, args.anonymize, args.seed, args.max_nodes, args.force,
+                 args.timeout, log=lambda s: print(f"{PROG}: {printable(s)}",
+                                                  file=sys.stderr), hasher=hasher)
     except ReproError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
