@@ -42,4 +42,6 @@ command -v javac >/dev/null && run "java: TdumpWriter vs plain FileChannel.write
   .venv/bin/python bench/bench_replay.py
 [ -f bench/bench_fp16_fallback.py ] && run "float16 fallback: guard beside NVIDIA AutoCast, evaluated with float16 computed (nodes kept, cosine, wall)" \
   .venv/bin/python bench/bench_fp16_fallback.py --bin $B/driftscope
+[ -f bench/bench_sensitivity.py ] && run "sensitivity ranking: MiniLM ort-int8 fallback search's builds and wall with --sensitivity vs without (ratio, lower is better)" \
+  .venv/bin/python bench/bench_sensitivity.py --bin $B/driftscope
 exit 0

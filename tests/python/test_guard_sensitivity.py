@@ -77,3 +77,21 @@ def test_negative_is_a_usage_error(tmp_path):
     _mlp(tmp_path / "mlp.onnx")
     p = guard("mlp.onnx", "--backends", "ort", "--sensitivity", "-1", cwd=tmp_path)
     assert p.returncode == 2 and "sensitivity=-1: must be an integer >= 0" in p.stderr
+
+
+def test_int8_builds_leave_the_model_folder_alone(tmp_path):
+    """ONNX Runtime's quantizer, given a path, shape-infers it into '<stem>-inferred.onnx' beside
+    it and deletes that file: it replaced and removed the user's file of that name, and the
+    ranking's two builds at once raced on it (12 of MiniLM's 39 nodes failed to build)."""
+    pytest.importorskip("onnxruntime")
+    d = tmp_path / "models"
+    d.mkdir()
+    _mlp(d / "mlp.onnx")
+    (d / "mlp-inferred.onnx").write_bytes(b"the user's own file")
+    p = guard("models/mlp.onnx", "--backends", "ort-int8", "--sensitivity", "8", "--json",
+              "r.json", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert (d / "mlp-inferred.onnx").read_bytes() == b"the user's own file"
+    assert sorted(f.name for f in d.iterdir()) == ["mlp-inferred.onnx", "mlp.onnx"]
+    s = json.loads((tmp_path / "r.json").read_text())["backends"][1]["sensitivity"]
+    assert not any(n["failed"] for n in s["nodes"]), s["nodes"]

@@ -178,7 +178,13 @@ class OrtBackend(Backend):
             # Weights in a data file beside it: the notes need the graph only (kilobytes, not
             # the whole variant parsed again); the variant itself is read when a probe or a
             # fallback needs it.
-            quantize_dynamic(model, out, nodes_to_exclude=keep, use_external_data_format=True)
+            # Given a path, the quantizer shape-infers it into '<stem>-inferred.onnx' beside it
+            # and deletes that: beside the user's model it replaced and removed a file of that
+            # name, and two builds at once (--sensitivity's) raced on it (FileNotFoundError, or
+            # a half-written file: "Failed to find proper ai.onnx domain"). A ModelProto is
+            # shape-inferred in the quantizer's own temporary folder.
+            quantize_dynamic(onnx.load(model), out, nodes_to_exclude=keep,
+                             use_external_data_format=True)
             quantized, external_dir = onnx.load(out, load_external_data=False), None
             proto = functools.partial(onnx.load, out)
             # Renamed only when the probe records: it parses the source model once more.
