@@ -95,3 +95,16 @@ def test_int8_builds_leave_the_model_folder_alone(tmp_path):
     assert sorted(f.name for f in d.iterdir()) == ["mlp-inferred.onnx", "mlp.onnx"]
     s = json.loads((tmp_path / "r.json").read_text())["backends"][1]["sensitivity"]
     assert not any(n["failed"] for n in s["nodes"]), s["nodes"]
+
+
+def test_qdq_builds_leave_the_model_folder_alone(tmp_path):
+    """The same for ort-qdq's quantize_static, which also shape-infers a path beside it."""
+    pytest.importorskip("onnxruntime")
+    d = tmp_path / "models"
+    d.mkdir()
+    _mlp(d / "mlp.onnx")
+    (d / "mlp-inferred.onnx").write_bytes(b"the user's own file")
+    p = guard("models/mlp.onnx", "--backends", "ort-qdq", "--probe", "never", cwd=tmp_path)
+    assert p.returncode in (0, 1, 3), p.stdout + p.stderr
+    assert (d / "mlp-inferred.onnx").read_bytes() == b"the user's own file"
+    assert sorted(f.name for f in d.iterdir()) == ["mlp-inferred.onnx", "mlp.onnx"]

@@ -252,7 +252,11 @@ class OrtQdqBackend(Backend):
             extra["TensorQuantOverrides"] = a16_overrides(model, a16)
         # Weights in a data file beside it: the graph alone is read back below (kilobytes, not
         # the whole model again); ONNX Runtime and the recorder read the file itself.
-        quantize_static(model, out, _Reader(samples, inputs), quant_format=QuantFormat.QDQ,
+        # A ModelProto, not the path: given a path, the quantizer writes '<stem>-inferred.onnx'
+        # beside the user's model and deletes it (a user's file of that name replaced and gone;
+        # two builds at once racing on it), as ort-int8's quantize_dynamic did.
+        quantize_static(onnx.load(model), out, _Reader(samples, inputs),
+                        quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         nodes_to_exclude=list(keep_float32), use_external_data_format=True,
                         extra_options=extra)
