@@ -14,8 +14,7 @@ against the labels. Measured: synthetic, 8 samples: ort-qdq top1 1 -> 0 (drop 1.
 1 -> 0.75 (drop 0.25); real, 8 images: drop 0 for both.
 
 The real model: PP-OCR's text-orientation classifier (ch_ppocr_mobile_v2.0_cls_infer.onnx, 0 or
-180 degrees) from rapidocr-onnxruntime 1.4.4's wheel, which bench/bench_fp16_fallback.py caches in
-build/bench-models (skipped without it), on eight text-like lines (dark strokes on a light page,
+180 degrees) that the rapidocr-onnxruntime 1.4.4 package ships, on eight text-like lines (dark strokes on a light page,
 every second one turned 180 degrees, labelled), normalised as the package does.
 """
 from __future__ import annotations
@@ -24,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +140,6 @@ def test_synthetic_inputs_fail_what_real_images_pass(tmp_path):
             assert _row(rep, name)["status"] == "PASS" and t["drop"] == 0.0, t
 
 
-OCR_WHEEL = "rapidocr_onnxruntime-1.4.4-py3-none-any.whl"
 OCR_CLS = "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 
 
@@ -167,11 +164,12 @@ def _text_lines(d: Path, n: int = 8) -> None:
 
 
 def test_real_ocr_orientation_classifier_judged_by_its_labels(tmp_path):
-    wheel = ROOT / "build" / "bench-models" / OCR_WHEEL
-    if not wheel.exists():
-        pytest.skip(f"{wheel} not cached (bench/bench_fp16_fallback.py downloads it)")
-    with zipfile.ZipFile(wheel) as z:
-        (tmp_path / "cls.onnx").write_bytes(z.read(OCR_CLS))
+    # The model as the rapidocr-onnxruntime package ships it (requirements-dev installs it).
+    ocr = pytest.importorskip("rapidocr_onnxruntime")
+    import importlib.resources
+
+    shipped = importlib.resources.files(ocr) / OCR_CLS.split("/", 1)[1]
+    (tmp_path / "cls.onnx").write_bytes(shipped.read_bytes())
     _text_lines(tmp_path / "lines")
     (tmp_path / "metric.py").write_text(ACCURACY)
     base = ["cls.onnx", "--backends", "ort-int8,ort-fp16-exact", "--probe", "never",
