@@ -69,8 +69,40 @@ def isolate(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
         return _teacher_forced(ref, cand, feeds)
     if hasattr(cand, "isolate"):
         return _op_by_op(ref, cand, feeds, DEFAULT_LIMIT if limit is None else limit)
-    return Isolation(error=f"{cand.backend}: this mechanism can neither teacher-force nor run "
-                           "one op alone for the isolation scan")
+    return _through_the_interface(ref, cand, feeds, DEFAULT_LIMIT if limit is None else limit)
+
+
+def _through_the_interface(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],
+                           limit: int) -> Isolation:
+    """Op at a time with the interface alone (a mechanism without its own batched scan, such
+    as .tflite's): each of the first `limit` tensors' op run on the candidate with the
+    reference's recorded inputs (op_inputs + run_op), against the reference's value; one capture
+    of every scanned tensor on each side gives the values and the plain-run errors."""
+    names = cand.tensors()
+    known = set(ref.tensors())
+    chosen = [n for n in names if n in known][:max(0, int(limit))]
+    left = max(0, len([n for n in names if n in known]) - len(chosen))
+    iso = Isolation(how="one op at a time", limit=limit, left_out=left)
+    try:
+        ref_vals = ref.capture(feeds, chosen)
+        plain_vals = cand.capture(feeds, chosen)
+    except CannotReplay as e:
+        iso.error = str(e)
+        return iso
+    iso.runs = 1
+    for n in chosen:
+        try:
+            own = cand.run_op(n, ref.op_inputs(feeds, n))
+        except CannotReplay as e:
+            iso.not_alone.append(f"{n}: {e}")
+            continue
+        iso.runs += 1
+        iso.scanned += 1
+        err = core.error(ref_vals[n], own, "", core.INTERMEDIATE)
+        if err.beyond:
+            iso.introduced.append(Row(n, err, core.error(ref_vals[n], plain_vals[n], "",
+                                                         core.INTERMEDIATE)))
+    return iso
 
 
 def _op_by_op(ref: Replayable, cand: Replayable, feeds: Mapping[str, np.ndarray],

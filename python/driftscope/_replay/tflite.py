@@ -306,6 +306,20 @@ class TfliteReplayable(Replayable):
         os.unlink(path)
         return got
 
+    def record(self, feeds: Mapping[str, np.ndarray], path: str) -> None:
+        """A dump of one plain run of the whole model on this backend, recorded by the backend's
+        own Session.record (driftscope.litert.record's names, which tensors() follows):
+        attribution compares two of them for compare's origins."""
+        import warnings
+
+        session = self._whole()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                session.record(self._model_feeds(feeds), path)
+        except NotImplementedError:
+            raise CannotReplay(f"{self.backend} cannot record its intermediate tensors") from None
+
     # -- the interface --------------------------------------------------------------------------
 
     def capture(self, feeds: Mapping[str, np.ndarray],
