@@ -108,3 +108,40 @@ def test_qdq_builds_leave_the_model_folder_alone(tmp_path):
     assert p.returncode in (0, 1, 3), p.stdout + p.stderr
     assert (d / "mlp-inferred.onnx").read_bytes() == b"the user's own file"
     assert sorted(f.name for f in d.iterdir()) == ["mlp-inferred.onnx", "mlp.onnx"]
+
+
+def test_weights_held_as_constant_nodes_are_keepable(tmp_path):
+    """Paddle2ONNX writes every weight as a Constant node (PP-OCR's models have no initializer),
+    and quantize_dynamic turns such Convs into ConvInteger: they are nodes an INT8 fallback can
+    keep. Before: no keepable node ("not one ort-int8 can keep"), no ranking, no fallback."""
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    ws = [rng.normal(size=(8, 8, 3, 3)).astype(np.float32) / 8 for _ in range(3)]
+    ws[1][2, 3, 1, 1] = 300.0  # the outlier: conv1's per-tensor INT8 step wipes the rest out
+    nodes, prev = [], "x"
+    for i, w in enumerate(ws):
+        nodes += [helper.make_node("Constant", [], [f"w{i}"], name=f"const{i}",
+                                   value=numpy_helper.from_array(w, f"w{i}")),
+                  helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}",
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Tanh", [f"c{i}"], [f"t{i}"], name=f"tanh{i}")]
+        prev = f"t{i}"
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 8, 8, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "conv.onnx"))
+    from driftscope._guard._probe import onnx_weights_and_producers
+
+    weighted, _ = onnx_weights_and_producers(str(tmp_path / "conv.onnx"))
+    assert {"conv0", "conv1", "conv2"} <= weighted
+    guard("conv.onnx", "--backends", "ort-int8", "--sensitivity", "8", "--json", "r.json",
+          cwd=tmp_path)
+    row = json.loads((tmp_path / "r.json").read_text())["backends"][1]
+    assert row["status"] == "PRECISION_DEGRADATION", row
+    assert [n["node"] for n in row["sensitivity"]["nodes"]][0] == "conv1", row["sensitivity"]
+    assert row["fallback"]["verified"], row["fallback"]
+    assert [n["node"] for n in row["fallback"]["nodes"]] == ["conv1"]

@@ -364,7 +364,9 @@ class Investigator:
                          "per-op precision in one interpreter; OpenVINO places it by ONNX node "
                          "names)")
             return res
-        if probe.origin is None and getattr(b, "fallback_range", None) is None:
+        ranked = [n for n, share in (row.sensitivity or {}).get("ranked", [])
+                  if share is not None and share > 0]
+        if probe.origin is None and getattr(b, "fallback_range", None) is None and not ranked:
             res.error = "the probe named no node to start from"
             return res
         order, inputs = self.keepable(b)

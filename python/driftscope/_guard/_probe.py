@@ -186,6 +186,11 @@ def onnx_weights_and_producers(model: str) -> Tuple[set, Dict[str, List[str]]]:
 
     proto, _, _ = _load_model(model)
     floats = {t.name for t in proto.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    # Weights held as Constant nodes (Paddle2ONNX writes every weight so, PP-OCR's models have no
+    # initializer at all): quantize_dynamic folds and quantizes them like initializers.
+    floats |= {n.output[0] for n in proto.graph.node if n.op_type == "Constant" and n.output
+               and any(a.name == "value" and a.t.data_type == onnx.TensorProto.FLOAT
+                       for a in n.attribute)}
     producer = {o: n.name for n in proto.graph.node for o in n.output if o}
     weighted = {n.name for n in proto.graph.node if n.name and floats.intersection(n.input)}
     inputs = {n.name: [producer[x] for x in n.input if x in producer]
