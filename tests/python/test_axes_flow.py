@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 
@@ -221,7 +224,7 @@ def test_cli_input_axes(tmp_path):
         "def make():\n"
         "    return M(), torch.randn(2, 6, 8)\n")
     out = tmp_path / "r.tdump"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     base = [sys.executable, "-m", "driftscope", "record", "torch", "--model", f"{model_py}:make",
             "-o", str(out), "--no-progress"]
     p = subprocess.run(base + ["--input-axes", "x=batch,seq,hidden"], capture_output=True,
@@ -290,7 +293,7 @@ def test_onnxruntime_input_axes_name_the_transposed_norm(tmp_path, fixed):
     import numpy as np
 
     np.save(tmp_path / "x.npy", x.numpy())
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     base = [sys.executable, "-m", "driftscope", "record", "onnx", str(onnx_path), "--input",
             f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path / "cli.tdump"), "--no-progress"]
     p = subprocess.run(base + ["--input-axes", "x=batch,seq,hidden"], capture_output=True,

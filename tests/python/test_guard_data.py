@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxconverter_common")
@@ -42,7 +45,7 @@ def _model(path: Path, two_inputs: bool = False) -> None:
 
 
 def guard(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     return subprocess.run([sys.executable, "-m", "driftscope", "guard", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=300)
 

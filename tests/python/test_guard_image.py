@@ -28,6 +28,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
@@ -44,7 +47,7 @@ def accuracy(ref, cand, sample):
 
 
 def guard(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     return subprocess.run([sys.executable, "-m", "driftscope", "guard", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=600)
 

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "python" / "models"
 FAULTS = MODELS / "delegate_faults.py"
@@ -23,8 +26,7 @@ FAULTS = MODELS / "delegate_faults.py"
 
 def _guard(tmp_path, *args):
     out = tmp_path / "guard.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
+    env = env_with_package()
     proc = subprocess.run([sys.executable, "-m", "driftscope", "guard", *args, "--fallback",
                            "never", "--samples", "1", "--runs", "1", "--no-progress",
                            "--json", str(out)], cwd=tmp_path, env=env, capture_output=True,

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
 
 from driftscope._guard import _task  # noqa: E402
 
@@ -38,7 +40,7 @@ def _shift(path: Path) -> None:
 
 
 def guard(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     return subprocess.run([sys.executable, "-m", "driftscope", "guard", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=300)
 

@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 import driftscope
 from driftscope import _guard as G
 
@@ -105,7 +108,7 @@ def sq(tmp_path: Path) -> Path:
 
 
 def _guard(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = env_with_package()
     return subprocess.run([sys.executable, "-m", "driftscope", "guard", "sq.onnx", "--backends",
                            "ort-fp16-exact", "--fallback", "never", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=300)

@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 import driftscope
 from driftscope import _guard as G
 
@@ -27,8 +30,7 @@ from test_guard_replay import _sq_model  # noqa: E402 - y = (x * x) * 0.001 + x
 
 
 def _env():
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH", "")) if p))
+    return env_with_package()
 
 
 def _guard(cwd: Path, model: str, *args: str) -> subprocess.CompletedProcess:

@@ -17,6 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
@@ -31,8 +34,7 @@ ROOT = HERE.parent.parent
 def _env():
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return env_with_package(env)
 
 
 def _cli(*args, cwd):

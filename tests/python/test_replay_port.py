@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pkgenv import env_with_package  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 PORT = Path(__file__).resolve().parent / "models" / "port"
 PY = os.environ.get("DRIFTSCOPE_PYTHON", sys.executable)
 
 
 def replay(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH", "")) if p))
+    env = env_with_package()
     return subprocess.run([PY, "-m", "driftscope", "replay", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=600)
 

@@ -113,8 +113,9 @@ def test_isolate_names_a_second_fault_hidden_behind_the_first_in_minilm(bert):
 
 
 def _cli(*args, cwd):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(HERE.parent.parent / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    from pkgenv import env_with_package
+
+    env = env_with_package()
     return subprocess.run([sys.executable, "-m", "driftscope", "replay", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=600)
 

@@ -21,10 +21,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")) if p)
-    return env
+    # The package this process imports (site-packages under make test), never the checkout's
+    # python/ by path: its compiled _core is not there in a fresh clone (pkgenv.py).
+    from pkgenv import env_with_package
+
+    return env_with_package()
 
 
 def repro(*args, cwd=None):
@@ -47,7 +48,6 @@ def minilm(bert, minilm_onnx, tmp_path_factory):
     import onnxruntime as ort
     from onnxruntime.quantization import quantize_dynamic
 
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     from driftscope._guard._metrics import PASS, Thresholds, judge
 
     _, ids, mask = bert
