@@ -114,6 +114,18 @@ def test_tflite_bad_input_is_one_line_exit_2(planted, tmp_path):
         assert not (tmp_path / "x").exists()
 
 
+def test_an_input_that_is_a_fifo_is_refused_not_waited_on(planted, tmp_path):
+    """--input goes through the recorders' one loader: a FIFO (or a device) is refused before
+    anything reads it; the copy repro had read it with np.load and waited for a writer."""
+    fifo = tmp_path / "x.npy"
+    os.mkfifo(fifo)
+    p = repro(planted, "--at", "planted", "--candidate", "litert", "--input", f"input={fifo}",
+              "-o", tmp_path / "x")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "it is a FIFO, not a regular file" in p.stderr
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.fixture(scope="module")
 def torch_ok():
     pytest.importorskip("torch")

@@ -102,21 +102,23 @@ def _node_of(graph: Any, at: str) -> Tuple[Any, str]:
     raise ReproError(f"no tensor named '{printable(at)}' in the model{hint}")
 
 
+def given_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
+    """--input NAME=FILE.npy / FILE.npz, read by the recorders' one loader (regular files only,
+    no pickles), its errors as ReproError."""
+    from ..errors import Error
+    from ..recorders.api import onnx_load_cli_inputs
+
+    try:
+        return onnx_load_cli_inputs(specs)
+    except Error as err:
+        raise ReproError(str(err)) from None
+
+
 def _load_feeds(model: Any, specs: Sequence[str], seed: int) -> Dict[str, np.ndarray]:
-    """--input NAME=FILE.npy / FILE.npz, and for the rest the guard's own generated inputs."""
+    """--input arrays, and for the rest the guard's own generated inputs."""
     from .._guard import _inputs as I
 
-    given: Dict[str, np.ndarray] = {}
-    for spec in specs:
-        name, eq, path = spec.partition("=")
-        try:
-            if eq:
-                given[name] = np.load(path, allow_pickle=False)
-            else:
-                with np.load(spec, allow_pickle=False) as z:
-                    given.update({k: z[k] for k in z.files})
-        except (OSError, ValueError) as err:
-            raise ReproError(f"--input {spec}: {err}") from None
+    given = given_inputs(specs)
     samples, _ = I.make_samples(I.onnx_signature(model), given, {}, seed, 1)
     return samples[0]
 

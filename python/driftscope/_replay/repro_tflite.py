@@ -82,17 +82,7 @@ def _interpreter(content: bytes, kernels: str, preserve: bool = False) -> Any:
 def _feeds(model: str, specs: Sequence[str], seed: int) -> Dict[str, np.ndarray]:
     from .._guard import _inputs as I
 
-    given: Dict[str, np.ndarray] = {}
-    for spec in specs:
-        name, eq, path = spec.partition("=")
-        try:
-            if eq:
-                given[name] = np.load(path, allow_pickle=False)
-            else:
-                with np.load(spec, allow_pickle=False) as z:
-                    given.update({k: z[k] for k in z.files})
-        except (OSError, ValueError) as err:
-            raise RP.ReproError(f"--input {spec}: {err}") from None
+    given = RP.given_inputs(specs)
     with open(model, "rb") as f:
         it = _interpreter(f.read(), "reference")
     samples, _ = I.make_samples(I.litert_signature(it.get_input_details()), given, {}, seed, 1)
