@@ -8,12 +8,23 @@ import stat
 import sys
 import tempfile
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, List, NoReturn, Optional, Sequence, TypeVar, Union
 
 from ._progress import Progress
 from .errors import Error
 
 T = TypeVar("T")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, as every driftscope usage error, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        from ._text import printable
+
+        print(f"{self.prog}: error: {printable(message)} (try {self.prog} --help)",
+              file=sys.stderr)
+        sys.exit(2)
 
 
 def parse_args(parser: argparse.ArgumentParser,

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Optional, Sequence, Tuple
 
-from .._cli import parse_args, write_output
+from .._cli import OneLineParser, parse_args, write_output
 from .._progress import Progress
 from .._text import printable
 from ..errors import Error
@@ -87,15 +87,9 @@ examples:
 docs/howto/guard.md explains every backend, input rule and formula."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as every driftscope usage error
-        print(f"{PROG}: error: {printable(message)} (try {PROG} --help)", file=sys.stderr)
-        sys.exit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model_file", nargs="?", metavar="MODEL",
                    help="the .onnx or .tflite model (for PyTorch use --model)")
     p.add_argument("--model", metavar="FILE.py:FUNCTION",

@@ -59,14 +59,8 @@ backend that cannot replay this model, a model that does not load). The report i
 for the tensors that were known. docs/howto/replay.md explains every number."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, as every driftscope usage error
-        print(f"{PROG}: error: {printable(message)} (try {PROG} --help)", file=sys.stderr)
-        sys.exit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+    p = _cli.OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model_file", nargs="?", metavar="MODEL",
                    help="an .onnx or .tflite model (for PyTorch use --model)")
