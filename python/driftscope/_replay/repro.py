@@ -438,11 +438,15 @@ def _run_py(reference: str, candidate: str) -> str:
 def _write_bundle(folder: str, sub: Any, feeds: Dict[str, np.ndarray],
                   expected: Dict[str, np.ndarray], reference: str, candidate: str,
                   readme: str) -> None:
+    write_files(folder, {"model.onnx": sub.SerializeToString(), "inputs.npz": _npz(feeds),
+                         "expected.npz": _npz(expected),
+                         "run.py": _run_py(reference, candidate).encode("utf-8"),
+                         "README.md": readme.encode("utf-8")})
+
+
+def write_files(folder: str, files: Dict[str, bytes]) -> None:
+    """Every bundle format: its files, then SHA256SUMS over them in the order given."""
     os.makedirs(folder, exist_ok=True)
-    files = {"model.onnx": sub.SerializeToString(), "inputs.npz": _npz(feeds),
-             "expected.npz": _npz(expected),
-             "run.py": _run_py(reference, candidate).encode("utf-8"),
-             "README.md": readme.encode("utf-8")}
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
@@ -468,14 +472,31 @@ def _readme(model: str, at: str, reference: str, candidate: str, best: Attempt, 
             attempts: List[Attempt], reproduces: bool, max_nodes: int, run_line: str,
             control_line: str, anonymized: Optional[str]) -> str:
     ops = ", ".join(n.op_type for n in sub.graph.node)
-    verdict = "REPRODUCES" if reproduces else "DOES NOT REPRODUCE"
-    lines = [f"# driftscope repro bundle: {verdict}", "",
-             f"Candidate `{candidate}` against reference `{reference}` on a subgraph of "
+    intro = [f"Candidate `{candidate}` against reference `{reference}` on a subgraph of "
              f"{_counted(sub)} node(s) ({ops})" +
              ("" if anonymized else f" around `{at}` of `{os.path.basename(model)}`") + ".", ""]
     if not reproduces and not anonymized:
-        lines += [f"No subgraph of at most {max_nodes} nodes reproduced the candidate's error: "
+        intro += [f"No subgraph of at most {max_nodes} nodes reproduced the candidate's error: "
                   "this is the largest one tried; the error is inherited from further up.", ""]
+    return readme_text(
+        reproduces, intro, best, run_line, "float32", control_line, anonymized,
+        ["python run.py                    # exit 1: it reproduces",
+         "python run.py --backend float32  # the control: exit 0"],
+        "Thresholds are driftscope guard's (cosine >= 0.99, relative error and norm "
+        "ratio bounds); run.py needs numpy, onnx and the runtime only.",
+        [f"- {len(a.nodes)} node(s): {a.status}"
+         + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts],
+        _versions())
+
+
+def readme_text(reproduces: bool, intro: List[str], best: Attempt, run_line: str,
+                control: str, control_line: str, anonymized: Optional[str],
+                run_commands: List[str], needs: str, search: List[str],
+                versions: List[str]) -> str:
+    """The README.md every bundle format writes: the verdict, `intro` (what the piece is), the
+    measured lines, the anonymisation note, how to run it, the search and the versions."""
+    verdict = "REPRODUCES" if reproduces else "DOES NOT REPRODUCE"
+    lines = [f"# driftscope repro bundle: {verdict}", ""] + intro
     lines += ["## Measured", "",
               f"- the candidate's output against the reference's: {best.status}"
               + (f" (cosine {best.cosine:.6f}" if best.cosine is not None else "")
@@ -483,17 +504,12 @@ def _readme(model: str, at: str, reference: str, candidate: str, best: Attempt, 
                  else ")" if best.cosine is not None else "")
               + (f": {best.detail}" if best.detail else ""),
               f"- `python run.py`: {run_line}",
-              f"- `python run.py --backend float32`: {control_line}", ""]
+              f"- `python run.py --backend {control}`: {control_line}", ""]
     if anonymized:
         lines += ["## Anonymized", "", anonymized, ""]
-    lines += ["## Run", "", "```", "python run.py                    # exit 1: it reproduces",
-              "python run.py --backend float32  # the control: exit 0", "```", "",
-              "Thresholds are driftscope guard's (cosine >= 0.99, relative error and norm "
-              "ratio bounds); run.py needs numpy, onnx and the runtime only.", "",
-              "## Search", ""]
-    lines += [f"- {len(a.nodes)} node(s): {a.status}"
-              + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts]
-    lines += ["", "## Versions", ""] + [f"- {v}" for v in _versions()] + [""]
+    lines += ["## Run", "", "```"] + run_commands + ["```", "", needs, "", "## Search", ""]
+    lines += search
+    lines += ["", "## Versions", ""] + [f"- {v}" for v in versions] + [""]
     return "\n".join(lines)
 
 

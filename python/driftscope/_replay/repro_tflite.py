@@ -19,7 +19,6 @@ backend's own build of model.tflite) and run.py runs it on LiteRT's default kern
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -320,67 +319,30 @@ def _run_py(reference: str, candidate: str, quantized: bool) -> str:
         small_rtol=t.small_rtol)
 
 
-def _write(folder: str, files: Dict[str, bytes]) -> None:
-    os.makedirs(folder, exist_ok=True)
-    for name, data in files.items():
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(data)
-    sums = "".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items())
-    with open(os.path.join(folder, "SHA256SUMS"), "w", encoding="utf-8") as f:
-        f.write(sums)
-
-
-def _candidate_build(candidate: str, piece: bytes, work: str, seed: int) -> Optional[bytes]:
-    """The quantized piece an ai-edge-quantizer row runs (None for a runtime row)."""
-    from .._guard.backends.registry import BACKENDS
-
-    b = BACKENDS[candidate]
-    if not getattr(b, "recipe_name", None):
-        return None
-    folder = tempfile.mkdtemp(prefix="q", dir=work)
-    path = os.path.join(folder, "piece.tflite")
-    with open(path, "wb") as f:
-        f.write(piece)
-    b.load(path, folder, seed)
-    with open(os.path.join(folder, "quantized.tflite"), "rb") as f:
-        return f.read()
-
-
 def _readme(model: str, at: str, reference: str, candidate: str, best: RP.Attempt, nops: int,
             kinds: str, attempts: List[RP.Attempt], reproduces: bool, max_nodes: int,
             run_line: str, control_line: str, anonymized: Optional[str],
             quantized: bool) -> str:
-    verdict = "REPRODUCES" if reproduces else "DOES NOT REPRODUCE"
-    lines = [f"# driftscope repro bundle: {verdict}", "",
-             f"Candidate `{candidate}` against reference `{reference}` on a piece of "
+    intro = [f"Candidate `{candidate}` against reference `{reference}` on a piece of "
              f"{nops} operator(s) ({kinds})" +
              ("" if anonymized else f" around `{at}` of `{os.path.basename(model)}`") + ".", ""]
     if quantized:
-        lines += [f"`{candidate}` is a model quantized by ai-edge-quantizer, which is not a "
+        intro += [f"`{candidate}` is a model quantized by ai-edge-quantizer, which is not a "
                   "runtime: `candidate.tflite` is its build of `model.tflite` (the same recipe "
                   "the guard's backend applies), run on LiteRT's default kernels (XNNPACK).", ""]
     if not reproduces and not anonymized:
-        lines += [f"No piece of at most {max_nodes} operators reproduced the candidate's error: "
+        intro += [f"No piece of at most {max_nodes} operators reproduced the candidate's error: "
                   "this is the largest one tried; the error is inherited from further up.", ""]
-    lines += ["## Measured", "",
-              f"- the candidate's output against the reference's: {best.status}"
-              + (f" (cosine {best.cosine:.6f}" if best.cosine is not None else "")
-              + (f", relative error {best.rel_error:.4g})" if best.rel_error is not None
-                 else ")" if best.cosine is not None else "")
-              + (f": {best.detail}" if best.detail else ""),
-              f"- `python run.py`: {run_line}",
-              f"- `python run.py --backend {reference}`: {control_line}", ""]
-    if anonymized:
-        lines += ["## Anonymized", "", anonymized, ""]
-    lines += ["## Run", "", "```", "python run.py                       # exit 1: it reproduces",
-              f"python run.py --backend {reference}  # the control: exit 0", "```", "",
-              "Thresholds are driftscope guard's (cosine >= 0.99, relative error and norm ratio "
-              "bounds); run.py needs numpy and ai-edge-litert only. Quantized outputs are judged "
-              "dequantized (what the integers stand for).", "", "## Search", ""]
-    lines += [f"- {len(a.nodes)} op(s): {a.status}"
-              + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts]
-    lines += ["", "## Versions", ""] + [f"- {v}" for v in _versions()] + [""]
-    return "\n".join(lines)
+    return RP.readme_text(
+        reproduces, intro, best, run_line, reference, control_line, anonymized,
+        ["python run.py                       # exit 1: it reproduces",
+         f"python run.py --backend {reference}  # the control: exit 0"],
+        "Thresholds are driftscope guard's (cosine >= 0.99, relative error and norm ratio "
+        "bounds); run.py needs numpy and ai-edge-litert only. Quantized outputs are judged "
+        "dequantized (what the integers stand for).",
+        [f"- {len(a.nodes)} op(s): {a.status}"
+         + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts],
+        _versions())
 
 
 def _check_output(out: str, inputs: Sequence[str], force: bool) -> None:
@@ -454,14 +416,14 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
             try:
                 real = os.path.join(staged, "real-weights") if anonymize_ else staged
                 expected = {o: ref_out[o] for o in piece.outputs}
-                _write(real, files(piece.data, sub_feeds, expected, ""))
+                RP.write_files(real, files(piece.data, sub_feeds, expected, ""))
                 run = RP.run_bundle(real, timeout=timeout)
                 control = RP.run_bundle(real, reference, timeout=timeout)
                 result.run_py_exit = run[0]
                 readme = _readme(model, at, reference, candidate, best, len(piece.ops), kinds,
                                  attempts, best.reproduces, max_nodes, f"exit {run[0]}: {run[1]}",
                                  f"exit {control[0]}: {control[1]}", None, quantized)
-                _write(real, files(piece.data, sub_feeds, expected, readme))
+                RP.write_files(real, files(piece.data, sub_feeds, expected, readme))
                 if anonymize_:
                     data, drawn, _ = anonymize(piece.data, sub_feeds, seed, hasher)
                     path = os.path.join(work, "anon.tflite")
@@ -471,7 +433,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                     ag = _graph(path)
                     outs = [ag.name(x) for x in ag.outputs]
                     expected = {o: ref_anon[o] for o in outs}
-                    _write(staged, files(data, drawn, expected, ""))
+                    RP.write_files(staged, files(data, drawn, expected, ""))
                     arun = RP.run_bundle(staged, timeout=timeout)
                     acontrol = RP.run_bundle(staged, reference, timeout=timeout)
                     result.anonymized_exit = arun[0]
@@ -498,7 +460,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                                      len(piece.ops), kinds, [anon_best], result.anonymized,
                                      max_nodes, f"exit {arun[0]}: {arun[1]}",
                                      f"exit {acontrol[0]}: {acontrol[1]}", note, quantized)
-                    _write(staged, files(data, drawn, expected, readme))
+                    RP.write_files(staged, files(data, drawn, expected, readme))
                     if result.anonymized:
                         shutil.rmtree(real)
                 RP._install(staged, out)

@@ -181,48 +181,30 @@ def _write(folder: str, sub: Any, args: tuple, expected: np.ndarray, reference: 
              "expected.npz": RP._npz({"output": expected}),
              "run.py": _run_py(reference, candidate).encode("utf-8"),
              "README.md": readme.encode("utf-8")}
-    import hashlib
-
-    os.makedirs(folder, exist_ok=True)
-    for name, data in files.items():
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(data)
-    with open(os.path.join(folder, "SHA256SUMS"), "w", encoding="utf-8") as f:
-        f.write("".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()))
+    RP.write_files(folder, files)
 
 
 def _readme(spec: str, at: str, path: str, reference: str, candidate: str, best: RP.Attempt,
             attempts: List[RP.Attempt], reproduces: bool, run_line: str, control_line: str,
             anonymized: Optional[str], kind: str) -> str:
-    verdict = "REPRODUCES" if reproduces else "DOES NOT REPRODUCE"
-    lines = [f"# driftscope repro bundle: {verdict}", "",
-             f"Candidate `{candidate}` against reference `{reference}` on one module ({kind})"
+    intro = [f"Candidate `{candidate}` against reference `{reference}` on one module ({kind})"
              + ("" if anonymized else f", `{path}` of `{os.path.basename(spec)}`"
                 + (f" (the search started at `{at}`)" if path != at else ""))
              + ", exported alone with torch.export (model.pt2).", ""]
     if not reproduces and not anonymized:
-        lines += ["No module from the start up to the root reproduced the candidate's error: "
+        intro += ["No module from the start up to the root reproduced the candidate's error: "
                   "this is the largest one tried.", ""]
-    lines += ["## Measured", "",
-              f"- the candidate's output against the reference's: {best.status}"
-              + (f" (cosine {best.cosine:.6f}" if best.cosine is not None else "")
-              + (f", relative error {best.rel_error:.4g})" if best.rel_error is not None
-                 else ")" if best.cosine is not None else "")
-              + (f": {best.detail}" if best.detail else ""),
-              f"- `python run.py`: {run_line}",
-              f"- `python run.py --backend {reference}`: {control_line}", ""]
-    if anonymized:
-        lines += ["## Anonymized", "", anonymized, ""]
-    lines += ["## Run", "", "```", "python run.py                  # exit 1: it reproduces",
-              f"python run.py --backend {reference}  # the control, float32: exit 0", "```", "",
-              "run.py loads model.pt2 with torch.export.load and runs its module in float32 "
-              "and in the candidate's dtype (parameters and float inputs cast, as driftscope "
-              "guard's torch backends cast the model); thresholds are the guard's. It needs "
-              "numpy and torch only.", "", "## Search", ""]
-    lines += [f"- `{a.nodes[0]}`: {a.status}"
-              + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts]
-    lines += ["", "## Versions", ""] + [f"- {v}" for v in _versions()] + [""]
-    return "\n".join(lines)
+    return RP.readme_text(
+        reproduces, intro, best, run_line, reference, control_line, anonymized,
+        ["python run.py                  # exit 1: it reproduces",
+         f"python run.py --backend {reference}  # the control, float32: exit 0"],
+        "run.py loads model.pt2 with torch.export.load and runs its module in float32 "
+        "and in the candidate's dtype (parameters and float inputs cast, as driftscope "
+        "guard's torch backends cast the model); thresholds are the guard's. It needs "
+        "numpy and torch only.",
+        [f"- `{a.nodes[0]}`: {a.status}"
+         + (f" (cosine {a.cosine:.6f})" if a.cosine is not None else "") for a in attempts],
+        _versions())
 
 
 def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
