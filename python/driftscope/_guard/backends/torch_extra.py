@@ -28,7 +28,7 @@ import re
 import shutil
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -247,29 +247,38 @@ def export(spec: str, seed: int, work: str) -> Tuple[str, Dict[str, Any], bool]:
         key = hashlib.sha256(f"{seed}\0{spec}".encode("utf-8", "surrogatepass")).hexdigest()
         folder = os.path.join(_EXPORT_DIR, key[:24])
         reused = os.path.isfile(os.path.join(folder, "export.json"))
+    meta = build_once(folder, reused, "export.json", lambda tmp: _export(spec, seed, tmp),
+                      str, "the export of this guard run, tried once")
+    return os.path.join(folder, "exported.onnx"), meta, reused
+
+
+def build_once(folder: str, reused: bool, meta_file: str,
+               build: Callable[[str], Dict[str, Any]], reason: Callable[[Exception], str],
+               again: str) -> Dict[str, Any]:
+    """What `build(tmp)` returned, built once per guard run into `folder` (its files and
+    `meta_file`) unless `reused`; a failure is kept as {"error": reason(err)} and raised for
+    every row, the later ones saying `again`."""
     if not reused:
-        # Built beside the final folder and renamed into place: a half-written export is never
-        # read.
+        # Built beside the final folder and renamed into place: a half-written one is never read.
         tmp = f"{folder}.{os.getpid()}.part"
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         try:
-            meta = _export(spec, seed, tmp)
-        except Exception as err:  # noqa: BLE001 - cached as the run's export failure
-            meta = {"error": str(err)}
+            meta = build(tmp)
+        except Exception as err:  # noqa: BLE001 - cached as the run's build failure
+            meta = {"error": reason(err)}
             for f in os.listdir(tmp):
                 os.remove(os.path.join(tmp, f))
-        with open(os.path.join(tmp, "export.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(tmp, meta_file), "w", encoding="utf-8") as f:
             json.dump(meta, f)
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.replace(tmp, folder)
-    with open(os.path.join(folder, "export.json"), encoding="utf-8") as f:
+    with open(os.path.join(folder, meta_file), encoding="utf-8") as f:
         meta = json.load(f)
     if meta.get("error"):
-        raise RuntimeError(meta["error"] + (" (the export of this guard run, tried once)"
-                                            if reused else ""))
-    return os.path.join(folder, "exported.onnx"), meta, reused
+        raise RuntimeError(meta["error"] + (f" ({again})" if reused else ""))
+    return meta
 
 
 def _export_note(meta: Dict[str, Any], reused: bool, nodes: int, scoped: int) -> str:

@@ -35,7 +35,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import time
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -254,27 +253,16 @@ def convert(spec: str, seed: int, work: str) -> Tuple[str, Dict[str, Any], bool]
     else:
         folder = os.path.join(torch_extra._EXPORT_DIR, _key(spec, seed))
         reused = os.path.isfile(os.path.join(folder, "convert.json"))
-    if not reused:
-        # Built beside the final folder and renamed into place: a half-written file is never
-        # read.
-        tmp = f"{folder}.{os.getpid()}.part"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        try:
-            meta = _convert(spec, seed, tmp)
-            meta["spec"] = spec
-        except Exception as err:  # noqa: BLE001 - cached as the run's conversion failure
-            meta = {"error": f"litert_torch.convert failed: {torch_extra._reason(err)}"}
-        with open(os.path.join(tmp, "convert.json"), "w", encoding="utf-8") as f:
-            json.dump(meta, f)
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    with open(os.path.join(folder, "convert.json"), encoding="utf-8") as f:
-        meta = json.load(f)
-    if meta.get("error"):
-        raise RuntimeError(meta["error"] + (" (the conversion of this guard run, tried once)"
-                                            if reused else ""))
+
+    def build(tmp: str) -> Dict[str, Any]:
+        meta = _convert(spec, seed, tmp)
+        meta["spec"] = spec
+        return meta
+
+    meta = torch_extra.build_once(
+        folder, reused, "convert.json", build,
+        lambda err: f"litert_torch.convert failed: {torch_extra._reason(err)}",
+        "the conversion of this guard run, tried once")
     return os.path.join(folder, "converted.tflite"), meta, reused
 
 
