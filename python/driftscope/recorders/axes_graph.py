@@ -10,7 +10,8 @@ Framework-free: tested without ONNX or TensorFlow (tests/python/test_axes_graph.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Type)
 
 from . import axes_rules as _rules
 
@@ -67,11 +68,13 @@ class GraphNames:
         self.splits: Dict[Tuple[str, ...], str] = {}
 
     def declare(self, value: str, names: Sequence[Optional[str]], shape: Sequence[int],
-                how: str) -> None:
+                how: str, label: str = "") -> None:
+        """`label`: what the trail calls the value (default: `value`)."""
         names = tuple(names)
         if "hidden" in names:
             self.widths.setdefault("hidden", int(shape[names.index("hidden")]))
-        self.named[value] = Named(names, (f"{value}: {names_text(names)} ({how})",), (), 1)
+        self.named[value] = Named(names, (f"{label or value}: {names_text(names)} ({how})",),
+                                  (), 1)
 
     def arg(self, value: str, shape: Sequence[int]) -> _rules.Arg:
         n = self.named.get(value)
@@ -129,6 +132,32 @@ class GraphNames:
                 if line not in have and len(have) < _rules.MAX_EVENTS:
                     have.append(line)
 
+    def step(self, label: str, where: str, inputs: Sequence[str],
+             outs: Sequence[Tuple[str, Optional[Sequence[int]]]],
+             in_shapes: Mapping[str, Optional[Sequence[int]]],
+             translate: Callable[[Callable[[str], _rules.Arg]],
+                                 Tuple[Optional[str], List[Any], Dict[str, Any]]],
+             num_heads: Optional[int] = None, module: str = "") -> None:
+        """One graph op through its format's adapter: `translate(A)` turns the op into a rule
+        call ``(rule name or None, args, kwargs)``, with ``A(value)`` the rule's view of an input.
+        What every graph format shares: an op none of whose inputs has names is left alone, a
+        value without a recorded shape cannot be followed, and an adapter that fails on an
+        unusual op is an op without a rule."""
+        if not any(x in self.named for x in inputs):
+            return
+        known = [(o, tuple(s)) for o, s in outs if s is not None]
+        if not known:
+            return
+        if any(in_shapes.get(x) is None for x in inputs):
+            for o, _ in known:  # a value the run did not return (filtered): no shape to follow
+                self.named[o] = Named(None, stop=f"names stop at {label} (shape not recorded)")
+            return
+        try:
+            op, args, kw = translate(lambda x: self.arg(x, in_shapes[x]))  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - an unusual op is an op without a rule
+            op, args, kw = None, [], {}
+        self.apply(op, label, where, inputs, args, kw, known, num_heads=num_heads, module=module)
+
     def attrs(self, value: str) -> Tuple[Optional[List[str]], Dict[str, str]]:
         """(axis names to write or None, the attributes axes_from / axes_stop / axes_ops)."""
         out: Dict[str, str] = {}
@@ -162,3 +191,76 @@ def input_names(name: str, rank: int, declared: Mapping[str, Sequence[str]],
     if any(syms) and len(syms) == rank:
         return tuple(syms), "dim_param"
     return None, ""
+
+
+def declared_input_axes(input_axes: Any, ranks: Mapping[str, Optional[int]],
+                        error: Type[Exception],
+                        aliases: Optional[Mapping[str, str]] = None) -> Dict[str, Tuple[str, ...]]:
+    """``input_axes=`` of a graph recorder checked against the graph's inputs (`ranks`: input
+    name -> rank, None where unknown; `aliases`: other names of an input, such as a LiteRT
+    signature's, -> its name): names well formed (:func:`axes_rules.parse_axes`), a known input,
+    one name per axis. Raises `error` with one line; returns input name -> names."""
+    if not input_axes:
+        return {}
+    if not isinstance(input_axes, Mapping):
+        raise error(f"input_axes: expected a dict {{input name: 'a,b,c'}}, got "
+                    f"{type(input_axes).__name__}")
+    out: Dict[str, Tuple[str, ...]] = {}
+    for key, spec in input_axes.items():
+        try:
+            names = _rules.parse_axes(spec, f"input_axes[{key!r}]")
+        except _rules.AxesError as e:
+            raise error(str(e)) from None
+        target = key if key in ranks else (aliases or {}).get(key)
+        if target is None:
+            raise error(f"input_axes: {key!r} is not an input of the model (its inputs: "
+                        f"{', '.join(ranks)})")
+        rank = ranks[target]
+        if rank is not None and rank != len(names):
+            raise error(f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a "
+                        f"rank-{rank} input")
+        if target in out:
+            raise error(f"input_axes: {key!r} names input {target!r} a second time")
+        out[target] = names
+    return out
+
+
+class GraphOp(NamedTuple):
+    """An op as :func:`head_counts` sees it: `kind` is "matmul" (a batched product of two
+    activations), "reshape", "pass" (an op attention puts between the two: transpose, scale,
+    cast) or anything else; `key` names it in the result."""
+    kind: str
+    inputs: Sequence[str]
+    outputs: Sequence[str]
+    key: str
+
+
+def head_counts(ops: Iterable[GraphOp], shapes: Mapping[str, Sequence[int]],
+                static: Iterable[str]) -> Dict[str, int]:
+    """Reshape key -> head count, for the reshapes whose parts feed a batched product of two
+    activations (attention's QK^T and probabilities @ V): ``[b, s, H*D] -> [b, s, H, D]``. A
+    graph has no num_heads attribute; this structure is where the head axis is."""
+    ops = list(ops)
+    fixed = set(static)
+    producer = {o: op for op in ops for o in op.outputs if o}
+    heads: Dict[str, int] = {}
+    for op in ops:
+        if op.kind != "matmul" or len(op.inputs) < 2 or any(x in fixed for x in op.inputs[:2]):
+            continue
+        if not op.outputs or len(shapes.get(op.outputs[0], ())) != 4:
+            continue
+        for x in op.inputs[:2]:
+            p = producer.get(x)
+            for _ in range(6):
+                if p is None or p.kind == "reshape":
+                    break
+                if p.kind != "pass" or not p.inputs:
+                    p = None
+                    break
+                p = producer.get(p.inputs[0])
+            if p is None or p.kind != "reshape" or not p.inputs or not p.outputs:
+                continue
+            si, so = shapes.get(p.inputs[0], ()), shapes.get(p.outputs[0], ())
+            if len(so) == 4 and len(si) == 3 and si[-1] == so[-2] * so[-1] and so[-2] > 1:
+                heads[p.key] = int(so[-2])
+    return heads

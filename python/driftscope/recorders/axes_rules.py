@@ -397,13 +397,18 @@ def softmax(ctx: Ctx) -> List[Names]:
 
 
 def layer_norm(ctx: Ctx) -> List[Names]:
+    """Normalises the last ``len(normalized_shape)`` axes; a graph's decomposed normalisation
+    (a MEAN over any axes, subtracted) gives those axes as ``dims``."""
     a = ctx.first()
     if a is None or a.names is None:
         return [None] * len(ctx.outs)
-    shape = ctx.param(1, "normalized_shape")
-    n = len(shape) if isinstance(shape, (list, tuple)) else 1
     rank = len(a.shape)
-    ctx.event("norm", a, list(range(rank - n, rank)))
+    dims = _dims(ctx.kwargs.get("dims"), rank)
+    if dims is None:
+        shape = ctx.param(1, "normalized_shape")
+        n = len(shape) if isinstance(shape, (list, tuple)) else 1
+        dims = list(range(rank - n, rank))
+    ctx.event("norm", a, dims)
     return _all_outs(ctx, a.names)
 
 

@@ -18,6 +18,9 @@ written as their integer values with the affine encoding LiteRT uses (``value = 
 zero_point)``, per tensor or per channel, docs/format.md §3.3.2), so ``driftscope compare``
 dequantizes exactly what the kernels computed. 4-D activations of image ops get NHWC axis names
 (``batch,height,width,channels``), so a comparison against an NCHW dump can permute them.
+Axis names declared on the inputs (``input_axes=``, or the conventions for input_ids,
+attention_mask, ... by signature name) flow through the ops by the rule table the PyTorch and
+ONNX recorders use (axes_rules, through axes_graph; docs/axes.md §1.3).
 Tensors that hold no data TDUMP can store (resource-variable handles, variant and string
 tensors) are never read, and every other read is first tried in a forked probe process: a tensor
 LiteRT cannot hand out is skipped and named in a RuntimeWarning instead of taking the process
@@ -45,6 +48,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 import numpy as np
 
 from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
+from . import axes_rules as _rules
+from .axes_graph import (GraphNames, GraphOp, Named, declared_input_axes, head_counts,
+                         input_names)
 from .dataflow import DataFlow, GraphNode
 from ..errors import Error  # noqa: F401  (callers catch driftscope.litert.Error)
 from .onnxruntime import (
@@ -55,6 +61,7 @@ from .onnxruntime import (
     TensorSink,
     _feeds_by_name,
     _first_line,
+    _parse_input_axes_flags,
     load_cli_inputs,
     parse_meta,
 )
@@ -111,9 +118,12 @@ def _read_model(model: Any) -> Tuple[bytes, str]:
 class _ModelInfo:
     """What the flatbuffer says about the main subgraph's tensors, read before LiteRT sees it."""
 
-    def __init__(self, constant: Set[int], types: List[str]) -> None:
+    def __init__(self, constant: Set[int], types: List[str], model: Any = None) -> None:
         self.constant = constant  # indices of tensors with buffer data (weights)
         self.types = types        # TensorType name of each tensor ("FLOAT32", "RESOURCE", ...)
+        self.model = model        # the flatbuffer's Model table (op options, small constants)
+        self.inputs: Dict[str, Optional[int]] = {}  # main subgraph input name -> rank
+        self.signature: Dict[str, str] = {}  # signature input name -> tensor name
 
 
 def _check_flatbuffer(data: bytes, name: str) -> _ModelInfo:
@@ -142,7 +152,22 @@ def _check_flatbuffer(data: bytes, name: str) -> _ModelInfo:
                 # Data inline, or (models over 2 GiB) at an offset after the flatbuffer.
                 if buf.DataLength() > 0 or buf.Size() > 0:
                     constant.add(i)
-        return _ModelInfo(constant, types)
+        info = _ModelInfo(constant, types, model)
+        for i in range(sg.InputsLength()):
+            t = sg.Tensors(sg.Inputs(i))
+            info.inputs[(t.Name() or b"").decode("utf-8", "replace")] = (
+                t.ShapeSignatureLength() or t.ShapeLength())
+        for k in range(model.SignatureDefsLength()):
+            sd = model.SignatureDefs(k)
+            if sd.SubgraphIndex() != 0:
+                continue
+            for j in range(sd.InputsLength()):
+                m = sd.Inputs(j)
+                idx = m.TensorIndex()
+                if 0 <= idx < sg.TensorsLength():
+                    info.signature[(m.Name() or b"").decode("utf-8", "replace")] = (
+                        sg.Tensors(idx).Name() or b"").decode("utf-8", "replace")
+        return info
     except ModelLoadError:
         raise
     except Exception as err:
@@ -274,7 +299,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
            filter: Optional[str] = None, summary: Optional[str] = None,
            meta: Optional[Mapping[str, Any]] = None, num_threads: Optional[int] = None,
            check_observer: bool = True, parameters: bool = False,
-           progress: Optional[Callable[[int, int], None]] = None) -> Recording:
+           progress: Optional[Callable[[int, int], None]] = None,
+           input_axes: Optional[Mapping[str, Any]] = None) -> Recording:
     """Runs a .tflite model (path or bytes) on `inputs` with the LiteRT interpreter and records
     every op's outputs into the TDUMP file `path`.
 
@@ -289,6 +315,11 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     parameters: also record each op's constant inputs (weights, biases) before its outputs,
         role "parameter", role_index = input position; quantized weights keep their per-channel
         encoding.
+    input_axes: axis names of model inputs, ``{"x": "batch,seq,hidden"}``, keyed by input tensor
+        name or signature name, carried through every op by the rule table (docs/axes.md
+        §1.3; undeclared inputs: the conventions for input_ids, attention_mask, ... by their
+        signature or tensor name). A malformed declaration, an unknown input or a wrong rank
+        raises InputMismatchError before anything runs.
     """
     import driftscope
 
@@ -300,6 +331,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
             driftscope.Filter(text)
     data, name = _read_model(model_path)
     info = _check_flatbuffer(data, name)
+    declared_axes = declared_input_axes(input_axes, info.inputs, InputMismatchError,
+                                        info.signature)
     constant = info.constant
     name_filter = driftscope.Filter(filter) if filter else None
 
@@ -377,6 +410,8 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
     if known:  # in the file too, so a comparison can tell a tensor never read from a lost one
         metadata["not_recorded"] = _skipped_message(known, prefix="", limit=64)[:8192]
     flow = _graph_dataflow(it, ops, info)
+    names_flow = _axis_flow(it, ops, info, declared_axes, nhwc,
+                            {e[1]: e[2] for e in plan if e[0] == "output"})
     with driftscope.Writer(os.fspath(path), meta=_with_precision(metadata, it, ops, meta),
                            filter=filter or "") as writer:
         sink = TensorSink(writer, summary)
@@ -392,7 +427,14 @@ def record(model_path: Any, inputs: Any, path: Any, kernels: str = "optimized",
             details = it._get_tensor_details(t, 0)
             attrs = {"tflite_tensor": details["name"], "tflite_tensor_index": str(t),
                      "tflite_op_index": str(op["index"])}
-            axes = NHWC_AXES if (role == "output" and t in nhwc and value.ndim == 4) else None
+            axes: Any = NHWC_AXES if (role == "output" and t in nhwc and value.ndim == 4) else None
+            if role == "output":
+                flowed, flow_attrs = names_flow.attrs(str(t))
+                if flowed is not None and len(flowed) == value.ndim:
+                    axes = flowed
+                elif axes and "axes_stop" in flow_attrs:  # named by its layout after all
+                    del flow_attrs["axes_stop"]
+                attrs.update(flow_attrs)
             attrs["ds.kind"] = flow.kind(str(t), value.dtype.kind)
             if role == "output":
                 attrs["ds.inputs"] = flow.inputs_of(str(t))
@@ -440,6 +482,316 @@ def _graph_dataflow(it, ops, info: _ModelInfo) -> DataFlow:
         k = type_kind(int(d["index"]))
         inputs[str(int(d["index"]))] = {"int": "index", "bool": "mask"}.get(k, k)
     return DataFlow(nodes, constants, inputs)
+
+
+# -- axis names that flow (docs/axes.md §1.3): the rule table over the .tflite op list --------
+
+_KEEP_OPS = frozenset(
+    "RELU RELU6 RELU_N1_TO_1 RELU_0_TO_1 LEAKY_RELU LOGISTIC TANH HARD_SWISH GELU ABS NEG EXP LOG "
+    "SQRT RSQRT SQUARE FLOOR CEIL ROUND ELU SIN COS SIGN QUANTIZE DEQUANTIZE CAST LOGICAL_NOT "
+    "ZEROS_LIKE ONES_LIKE".split())
+_BROADCAST_OPS = frozenset(
+    "ADD SUB MUL DIV MAXIMUM MINIMUM SQUARED_DIFFERENCE POW FLOOR_DIV FLOOR_MOD EQUAL NOT_EQUAL "
+    "LESS LESS_EQUAL GREATER GREATER_EQUAL LOGICAL_AND LOGICAL_OR SELECT SELECT_V2 PRELU".split())
+_REGROUP_OPS = frozenset(("RESHAPE", "SQUEEZE", "EXPAND_DIMS"))
+_REDUCE_OPS = frozenset(("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY",
+                         "REDUCE_ALL"))
+_PAD_OPS = frozenset(("PAD", "PADV2", "MIRROR_PAD", "SLICE"))
+# What lies between a normalisation's MEAN and the product or quotient that applies it.
+_NORM_CHAIN = frozenset(("ADD", "RSQRT", "SQRT", "MAXIMUM", "DIV", "MUL"))
+_HEAD_PASS = frozenset(("TRANSPOSE", "MUL", "DIV", "CAST", "SQRT", "DEQUANTIZE", "QUANTIZE"))
+
+
+def _scope(where: str) -> str:
+    """A tensor name as a module path, which a new feature axis is named after (as in PyTorch):
+    ``model/encoder/q_proj/MatMul`` -> ``model.encoder.q_proj`` (TensorFlow's op names, which
+    start with a capital, are dropped), ``mlp/up`` -> ``mlp.up``."""
+    parts = [p for p in where.split("/") if p]
+    if len(parts) > 1 and parts[-1][:1].isupper():
+        parts = parts[:-1]
+    return ".".join(parts) or where
+
+
+class _Options:
+    """Builtin options and small constant inputs of the main subgraph's ops, read from the
+    flatbuffer (the interpreter's op details carry neither)."""
+
+    def __init__(self, info: _ModelInfo) -> None:
+        from ai_edge_litert import schema_py_generated as schema
+
+        self.s = schema
+        self.model = info.model
+        self.sg = info.model.Subgraphs(0) if info.model is not None else None
+        self.types = info.types
+
+    def table(self, op_index: int, cls_name: str) -> Any:
+        """The op's options table as `cls_name` (``ConcatenationOptions``), or None."""
+        if self.sg is None or not 0 <= op_index < self.sg.OperatorsLength():
+            return None
+        tab = self.sg.Operators(op_index).BuiltinOptions()
+        if tab is None:
+            return None
+        o = getattr(self.s, cls_name)()
+        o.Init(tab.Bytes, tab.Pos)
+        return o
+
+    def ints(self, t: int) -> Optional[List[int]]:
+        """A small INT32/INT64 constant (a perm, axes, an axis), or None."""
+        if self.sg is None or not 0 <= t < self.sg.TensorsLength():
+            return None
+        dtype = {"INT32": np.int32, "INT64": np.int64}.get(self.types[t])
+        b = self.sg.Tensors(t).Buffer()
+        if dtype is None or not 0 < b < self.model.BuffersLength():
+            return None
+        raw = self.model.Buffers(b).DataAsNumpy()
+        if not isinstance(raw, np.ndarray) or raw.size == 0 or raw.size > 64:
+            return None
+        return [int(x) for x in np.frombuffer(raw.tobytes(), dtype=dtype)]
+
+
+def _input_axes_of(it, info: _ModelInfo, declared: Mapping[str, Sequence[str]],
+                   nhwc: Set[int]) -> List[Tuple[int, Tuple[Optional[str], ...], str, str]]:
+    """(tensor index, names, where from, its signature or tensor name) of the model inputs that
+    have names: declared ones, then the conventions for input_ids, attention_mask, ... by
+    signature name, tensor name, or the tensor name without the converter's
+    ``serving_default_`` and ``:0``. An NHWC ``pixel_values`` (one that feeds an image op) is
+    named batch,height,width,channels."""
+    by_tensor = {v: k for k, v in info.signature.items()}
+    out = []
+    for d in it.get_input_details():
+        name, t = d["name"], int(d["index"])
+        rank = len(d["shape"])
+        names, how = input_names(name, rank, declared)
+        if names is None:
+            bare = name.split(":", 1)[0]
+            bare = bare[len("serving_default_"):] if bare.startswith("serving_default_") else bare
+            for key in (by_tensor.get(name), bare):
+                if key and key in _rules.CONVENTIONS:
+                    names, how = input_names(key, rank, {})
+                    if names is not None and key == "pixel_values" and t in nhwc:
+                        names = tuple(NHWC_AXES.split(","))
+                    break
+        if names is not None and len(names) == rank:
+            out.append((t, names, how, by_tensor.get(name) or name))
+    return out
+
+
+def _norm_source(op: Mapping[str, Any], producer: Mapping[int, Any], opts: _Options,
+                 used: Set[int], centred: Set[int]) -> Optional[Tuple[int, List[int], str]]:
+    """A decomposed normalisation applied by `op` (tensors are indices): ``x - MEAN(x)``
+    (SUB or SQUARED_DIFFERENCE: a layer norm's centring), or ``x * f(MEAN(x*x))`` (MUL or DIV
+    through ADD/RSQRT/SQRT: an RMS norm) with x not already centred. Returns (x, the MEAN's axes,
+    kind) once per MEAN, else None."""
+    ins = [int(t) for t in op["inputs"] if int(t) >= 0]
+    if len(ins) != 2:
+        return None
+    for x, other in ((ins[0], ins[1]), (ins[1], ins[0])):
+        p = producer.get(other)
+        if op["op_name"] in ("SUB", "SQUARED_DIFFERENCE"):
+            if p is not None and p["op_name"] == "MEAN" and int(p["inputs"][0]) == x:
+                mean = p
+                kind = "layer_norm"
+            else:
+                continue
+        elif op["op_name"] in ("MUL", "DIV") and x not in centred:
+            for _ in range(4):  # through ADD eps, RSQRT, SQRT, MAXIMUM
+                if p is None or p["op_name"] not in _NORM_CHAIN:
+                    break
+                p = next((producer.get(int(t)) for t in p["inputs"] if int(t) in producer), None)
+            if p is None or p["op_name"] != "MEAN":
+                continue
+            sq = producer.get(int(p["inputs"][0]))
+            if sq is None or not (
+                    (sq["op_name"] == "SQUARE" and int(sq["inputs"][0]) == x)
+                    or (sq["op_name"] == "MUL" and [int(t) for t in sq["inputs"]] == [x, x])
+                    or (sq["op_name"] == "POW" and int(sq["inputs"][0]) == x)):
+                continue
+            mean = p
+            kind = "rms_norm"
+        else:
+            return None
+        key = int(mean["outputs"][0])
+        axes = opts.ints(int(mean["inputs"][1])) if len(mean["inputs"]) > 1 else None
+        keep = opts.table(int(mean["index"]), "ReducerOptions")
+        if key in used or axes is None or keep is None or not keep.KeepDims():
+            continue
+        used.add(key)
+        return x, axes, kind
+    return None
+
+
+def _axis_flow(it, ops, info: _ModelInfo, declared: Mapping[str, Sequence[str]],
+               nhwc: Set[int], record_of: Mapping[int, str]) -> GraphNames:
+    """Names of every tensor the run produced, from the model inputs' names through the rule
+    table (axes_rules, the same as PyTorch's and ONNX's), op by op in model order. Tensors are
+    keyed by index (as text)."""
+    flow = GraphNames()
+    try:
+        starts = _input_axes_of(it, info, declared, nhwc)
+        if not starts:
+            return flow
+        opts = _Options(info)
+    except Exception:  # noqa: BLE001 - naming never breaks a recording
+        return flow
+    shapes: Dict[int, Tuple[int, ...]] = {}
+
+    def shape(t: int) -> Optional[Tuple[int, ...]]:
+        if t not in shapes:
+            try:
+                shapes[t] = tuple(int(x) for x in it._get_tensor_details(t, 0)["shape"])
+            except Exception:  # noqa: BLE001
+                return None
+        return shapes[t]
+
+    for t, names, how, label in starts:
+        flow.declare(str(t), names, shape(t) or (), how, label)
+    static = set(info.constant)
+    producer = {int(t): op for op in ops for t in op["outputs"] if int(t) >= 0}
+    kinds = {"BATCH_MATMUL": "matmul", "RESHAPE": "reshape"}
+    heads = head_counts((GraphOp(kinds.get(op["op_name"], "pass" if op["op_name"] in _HEAD_PASS
+                                           else ""),
+                                 [str(int(x)) for x in op["inputs"]],
+                                 [str(int(x)) for x in op["outputs"]], str(op["index"]))
+                         for op in ops),
+                        {str(t): shape(t) or () for op in ops for t in
+                         list(op["inputs"]) + list(op["outputs"]) if int(t) >= 0},
+                        {str(t) for t in static})
+    used_means: Set[int] = set()
+    centred: Set[int] = set()
+    for op in ops:
+        outs = [int(t) for t in op["outputs"] if int(t) >= 0]
+        try:
+            _axis_step(it, op, flow, opts, shape, static, producer, heads, record_of,
+                       used_means, centred)
+        except Exception:  # noqa: BLE001 - naming never breaks a recording: the names stop
+            for t in outs:
+                flow.named[str(t)] = Named(None, stop=f"names stop at {op['op_name']} (no rule)")
+    return flow
+
+
+def _axis_step(it, op: Mapping[str, Any], flow: GraphNames, opts: _Options,
+               shape: Callable[[int], Optional[Tuple[int, ...]]], static: Set[int],
+               producer: Mapping[int, Any], heads: Mapping[str, int],
+               record_of: Mapping[int, str], used_means: Set[int], centred: Set[int]) -> None:
+    """One op of the model: its rule call (the adapter from TFLite op types to the table)."""
+    name = op["op_name"]
+    ins = [int(t) for t in op["inputs"] if int(t) >= 0]
+    outs = [int(t) for t in op["outputs"] if int(t) >= 0]
+    keys = [str(t) for t in ins]
+    if not outs or not any(k in flow.named for k in keys):
+        return
+    where = record_of.get(outs[0]) or _display_name(
+        it._get_tensor_details(outs[0], 0)["name"], op["index"], name, 0)
+    module = _scope(where)
+    out_shapes = [(str(t), shape(t)) for t in outs]
+    in_shapes = {str(t): shape(t) for t in ins}
+    num_heads = heads.get(str(op["index"]))
+    label = name
+    try:
+        norm = _norm_source(op, producer, opts, used_means, centred) if name in (
+            "SUB", "SQUARED_DIFFERENCE", "MUL", "DIV") else None
+    except Exception:  # noqa: BLE001
+        norm = None
+    if norm is not None:
+        x, axes, kind = norm
+        if kind == "layer_norm":
+            centred.add(outs[0])
+        label = f"{kind} (MEAN, {name})"
+        flow.step(label, where, [str(x)], out_shapes[:1], in_shapes,
+                  lambda A, x=x, axes=axes: ("layer_norm", [A(str(x))], {"dims": axes}),
+                  module=module)
+        return
+    if name in _IMAGE_OPS and str(ins[0]) in flow.named and len(out_shapes[0][1] or ()) == 4:
+        # NHWC by definition: the layout names, as the recorder has always written them
+        # (the spatial sizes change, so a rule would lose them).
+        src = flow.named[str(ins[0])]
+        for t, s in out_shapes:
+            if s is not None and len(s) == 4 and src.names is not None:
+                n = tuple(NHWC_AXES.split(","))
+                flow.named[t] = src.then(n, f"{name} at {where}: NHWC {NHWC_AXES}")
+            else:
+                flow.step(name, where, keys, [(t, s)], in_shapes,
+                          lambda A: (None, [], {}))
+        return
+    if name == "FULLY_CONNECTED" and len(out_shapes[0][1] or ()) < len(in_shapes[keys[0]] or ()):
+        # keep_num_dims=False: [..., k] flattened to [n, k] first, then the product
+        s_in = in_shapes[keys[0]] or ()
+        flat = (f"{outs[0]}~flat", (int(np.prod(s_in[:-1], dtype=np.int64)), s_in[-1]))
+        flow.step(name, where, keys[:1], [flat], in_shapes,
+                  lambda A: ("reshape", [A(keys[0])], {}), module=module)
+        in_shapes[flat[0]] = flat[1]
+        flow.step(name, where, [flat[0]], out_shapes[:1], in_shapes,
+                  lambda A: ("linear", [A(flat[0])], {}), module=module)
+        return
+
+    def translate(A, op=op, name=name, ins=ins, keys=keys, in_shapes=in_shapes):
+        rank = len(in_shapes[keys[0]] or ())
+        if name in _KEEP_OPS:
+            return "relu", [A(keys[0])], {}
+        if name in _BROADCAST_OPS:
+            return "add", [A(k) for k in keys], {}
+        if name in _REGROUP_OPS:
+            return "reshape", [A(keys[0])], {}
+        if name == "TRANSPOSE":
+            return "permute", [A(keys[0]), opts.ints(ins[1])], {}
+        if name == "FULLY_CONNECTED":
+            return "linear", [A(keys[0])], {}
+        if name == "BATCH_MATMUL":
+            o = opts.table(int(op["index"]), "BatchMatMulOptions")
+            adj = (bool(o.AdjX()), bool(o.AdjY())) if o is not None else (False, False)
+            if ins[1] in static and len(in_shapes[keys[1]] or ()) == 2 and not adj[0]:
+                return "linear", [A(keys[0])], {}
+            a, b = A(keys[0]), A(keys[1])
+            return "matmul", [_swap(a) if adj[0] else a, _swap(b) if adj[1] else b], {}
+        if name == "L2_NORMALIZATION":  # over the last axis
+            return "layer_norm", [A(keys[0]), [0]], {}
+        if name in ("SOFTMAX", "LOG_SOFTMAX"):
+            return "softmax", [A(keys[0]), -1], {}  # TFLite's softmax: the last axis
+        if name in _REDUCE_OPS or name in ("ARG_MAX", "ARG_MIN"):
+            axes = opts.ints(ins[1]) if len(ins) > 1 else None
+            o = opts.table(int(op["index"]), "ReducerOptions") if name in _REDUCE_OPS else None
+            keep = bool(o.KeepDims()) if o is not None else False
+            return "mean", [A(keys[0])], {"dim": axes, "keepdim": keep}
+        if name == "CONCATENATION":
+            o = opts.table(int(op["index"]), "ConcatenationOptions")
+            return "cat", [[A(k) for k in keys], int(o.Axis())], {}
+        if name == "PACK":
+            o = opts.table(int(op["index"]), "PackOptions")
+            return "stack", [[A(k) for k in keys], int(o.Axis())], {}
+        if name == "UNPACK":
+            o = opts.table(int(op["index"]), "UnpackOptions")
+            return "unbind", [A(keys[0]), int(o.Axis())], {}
+        if name == "SPLIT":  # inputs: axis, value
+            return "split", [A(keys[1]), 1, opts.ints(ins[0])[0]], {}
+        if name == "SPLIT_V":  # inputs: value, sizes, axis
+            return "split", [A(keys[0]), 1, opts.ints(ins[2])[0]], {}
+        if name == "GATHER":
+            o = opts.table(int(op["index"]), "GatherOptions")
+            axis = int(o.Axis()) if o is not None else 0
+            if ins[0] in static and axis == 0:
+                return "embedding", [A(keys[1])], {}
+            if ins[0] not in static and len(in_shapes[keys[1]] or ()) <= 1:
+                axis = axis + rank if axis < 0 else axis
+                pick = 0 if len(in_shapes[keys[1]] or ()) == 0 else slice(None)
+                return "getitem", [A(keys[0]), (slice(None),) * axis + (pick,)], {}
+        if name in _PAD_OPS or (name == "STRIDED_SLICE"
+                                and len(out_shapes[0][1] or ()) == rank):
+            return "getitem", [A(keys[0]), (slice(None),) * rank], {}
+        if name == "BROADCAST_TO":
+            return "expand", [A(keys[0])], {}
+        return None, [], {}
+
+    flow.step(label, where, keys, out_shapes, in_shapes, translate, num_heads=num_heads,
+              module=module)
+
+
+def _swap(a: "_rules.Arg") -> "_rules.Arg":
+    """An operand BATCH_MATMUL reads transposed (adj_x, adj_y): its last two axes swapped."""
+    n = a.names
+    if n is not None and len(n) >= 2:
+        n = n[:-2] + (n[-1], n[-2])
+    s = a.shape[:-2] + (a.shape[-1], a.shape[-2]) if len(a.shape) >= 2 else a.shape
+    return _rules.Arg(n, s)
 
 
 def _plan_reads(it, ops, constant: Set[int], parameters: bool,
@@ -749,6 +1101,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="interpreter threads")
     p.add_argument("--parameters", action="store_true",
                    help="also record each op's constant inputs (weights), role 'parameter'")
+    p.add_argument("--input-axes", action="append", default=[], metavar="NAME=AXES",
+                   help="axis names of input NAME (tensor or signature name), e.g. "
+                        "'x=batch,seq,hidden', carried through every op by the rule table "
+                        "(docs/axes.md §1.3); repeatable")
     add_record_options(p)
     return p
 
@@ -760,7 +1116,7 @@ def cli_main(argv: Optional[Sequence[str]] = None, prog: str = "driftscope recor
         args.model, feeds, args.output, kernels=args.kernels, filter=args.filter,
         summary=args.summary, meta=parse_meta(args.meta), num_threads=args.threads,
         parameters=args.parameters, check_observer=not args.no_observer_check,
-        progress=progress))
+        progress=progress, input_axes=_parse_input_axes_flags(args.input_axes)))
 
 
 if __name__ == "__main__":  # pragma: no cover

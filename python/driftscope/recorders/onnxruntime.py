@@ -44,7 +44,7 @@ import numpy as np
 from .. import _core
 from .._cli import add_record_inputs, add_record_options, parse_args, run_recorder
 from . import axes_rules as _rules
-from .axes_graph import GraphNames, Named, input_names
+from .axes_graph import GraphNames, GraphOp, declared_input_axes, head_counts, input_names
 from .dataflow import DataFlow, GraphNode
 from .naming import QUANT_PLUMBING, NodeInfo, PlannedName, plan_names
 from ..errors import Error
@@ -434,30 +434,10 @@ def _numpyless_values(proto) -> Dict[str, int]:
 
 def _declared_input_axes(proto, input_axes: Any) -> Dict[str, Any]:
     """input_axes= checked against the graph: names well formed, one per axis of a graph input."""
-    if not input_axes:
-        return {}
-    if not isinstance(input_axes, Mapping):
-        raise InputMismatchError(f"input_axes: expected a dict {{input name: 'a,b,c'}}, got "
-                                 f"{type(input_axes).__name__}")
     inits = {i.name for i in proto.graph.initializer}
-    inputs = {i.name: i for i in proto.graph.input if i.name not in inits}
-    out: Dict[str, Any] = {}
-    for key, spec in input_axes.items():
-        try:
-            names = _rules.parse_axes(spec, f"input_axes[{key!r}]")
-        except _rules.AxesError as e:
-            raise InputMismatchError(str(e)) from None
-        vi = inputs.get(key)
-        if vi is None:
-            raise InputMismatchError(f"input_axes: {key!r} is not an input of the model (its "
-                                     f"inputs: {', '.join(inputs)})")
-        t = vi.type.tensor_type
-        if t.HasField("shape") and len(t.shape.dim) != len(names):
-            raise InputMismatchError(
-                f"input_axes[{key!r}]: {len(names)} names ({','.join(names)}) for a rank-"
-                f"{len(t.shape.dim)} input")
-        out[key] = names
-    return out
+    ranks = {i.name: (len(i.type.tensor_type.shape.dim) if i.type.tensor_type.HasField("shape")
+                      else None) for i in proto.graph.input if i.name not in inits}
+    return declared_input_axes(input_axes, ranks, InputMismatchError)
 
 
 def _axis_names(proto, declared: Optional[Mapping[str, Sequence[str]]] = None
@@ -1336,32 +1316,15 @@ def _scope(node) -> str:
     return ".".join(parts[:-1]) if len(parts) > 1 else ""
 
 
-def _head_counts(nodes, producer: Mapping[str, Any], shapes: Mapping[str, tuple],
-                 static: set) -> Dict[str, int]:
-    """Reshape node name -> head count, for the reshapes whose parts feed a batched MatMul of two
-    activations (attention's QK^T and probabilities @ V): ``[b, s, H*D] -> [b, s, H, D]``. The
-    graph has no num_heads attribute; this structure is where the head axis is."""
-    heads: Dict[str, int] = {}
-    for n in nodes:
-        if n.op_type != "MatMul" or len(n.input) < 2 or any(x in static for x in n.input[:2]):
-            continue
-        if len(shapes.get(n.output[0], ())) != 4:
-            continue
-        for x in n.input[:2]:
-            p = producer.get(x)
-            for _ in range(6):
-                if p is None or p.op_type == "Reshape":
-                    break
-                if p.op_type not in ("Transpose", "Mul", "Div", "Cast", "Sqrt"):
-                    p = None
-                    break
-                p = producer.get(p.input[0])
-            if p is None or p.op_type != "Reshape":
-                continue
-            si, so = shapes.get(p.input[0], ()), shapes.get(p.output[0], ())
-            if len(so) == 4 and len(si) == 3 and si[-1] == so[-2] * so[-1] and so[-2] > 1:
-                heads[p.name or p.output[0]] = int(so[-2])
-    return heads
+_HEAD_PASS = frozenset(("Transpose", "Mul", "Div", "Cast", "Sqrt"))
+
+
+def _head_counts(nodes, shapes: Mapping[str, tuple], static: set) -> Dict[str, int]:
+    """Reshape node name -> head count (axes_graph.head_counts over the ONNX ops)."""
+    kind = {"MatMul": "matmul", "Reshape": "reshape"}
+    return head_counts((GraphOp(kind.get(n.op_type, "pass" if n.op_type in _HEAD_PASS else ""),
+                                list(n.input), list(n.output), n.name or n.output[0])
+                        for n in nodes), shapes, static)
 
 
 def _onnx_axis_flow(proto, nodes, shapes: Mapping[str, tuple], declared: Mapping[str, Any],
@@ -1404,9 +1367,8 @@ def _onnx_axis_flow(proto, nodes, shapes: Mapping[str, tuple], declared: Mapping
         names, how = input_names(vi.name, len(shape), declared, sym.get(vi.name))
         if names is not None and len(names) == len(shape):
             flow.declare(vi.name, names, shape, how)
-    producer = {o: n for n in nodes for o in n.output if o}
-    heads = _head_counts(nodes, producer, {k: shape_of(k) or () for k in
-                                           set(shapes) | set(inits) | set(consts)}, static)
+    heads = _head_counts(nodes, {k: shape_of(k) or () for k in
+                                 set(shapes) | set(inits) | set(consts)}, static)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 13)
     scope_heads: Dict[str, int] = {}
     for n in nodes:
@@ -1417,24 +1379,14 @@ def _onnx_axis_flow(proto, nodes, shapes: Mapping[str, tuple], declared: Mapping
         ins = [x for x in node.input if x]
         if not any(x in flow.named for x in ins):
             continue
-        outs = [(o, shape_of(o)) for o in node.output if o]
-        if not outs or any(s is None for _, s in outs):
-            outs = [(o, s) for o, s in outs if s is not None]
-            if not outs:
-                continue
-        in_shapes = {x: shape_of(x) for x in ins}
-        if any(s is None for s in in_shapes.values()):
-            for o, _ in outs:  # a value the run did not return (filtered): no shape to follow
-                flow.named[o] = Named(None, stop=f"names stop at {node.op_type} (shape not "
-                                                   f"recorded)")
-            continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        A = lambda x: flow.arg(x, in_shapes[x])  # noqa: E731
-        op_type = node.op_type
-        op: Optional[str] = None
-        args: List[Any] = []
-        kw: Dict[str, Any] = {}
-        try:
+        in_shapes = {x: shape_of(x) for x in ins}
+
+        def translate(A, node=node, ins=ins, in_shapes=in_shapes, attrs=attrs):
+            op_type = node.op_type
+            op: Optional[str] = None
+            args: List[Any] = []
+            kw: Dict[str, Any] = {}
             rank = len(in_shapes[ins[0]])
             if op_type in _KEEP_OPS:
                 op, args = "relu", [A(ins[0])]
@@ -1488,11 +1440,12 @@ def _onnx_axis_flow(proto, nodes, shapes: Mapping[str, tuple], declared: Mapping
                 op, args = "split", [A(ins[0]), 1, int(attrs.get("axis", 0))]
             elif op_type == "Expand":
                 op, args = "expand", [A(ins[0])]
-        except Exception:  # noqa: BLE001 - an unusual node is a node without a rule
-            op = None
+            return op, args, kw
+
         first = node.output[0] if node.output else ""
         where = record_of.get(first, node.name or first)
-        flow.apply(op, op_type, where, ins, args, kw, outs,
-                   num_heads=heads.get(node.name or first, scope_heads.get(_scope(node))),
-                   module=_scope(node) or where)
+        flow.step(node.op_type, where, ins, [(o, shape_of(o)) for o in node.output if o],
+                  in_shapes, translate,
+                  num_heads=heads.get(node.name or first, scope_heads.get(_scope(node))),
+                  module=_scope(node) or where)
     return flow

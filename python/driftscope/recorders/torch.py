@@ -43,6 +43,8 @@ from .._progress import Progress
 from .._entry import load_function
 from .torch_sets import SetRecording
 from . import axes_rules as _rules
+from .axes_graph import Named as _Named, event_line as _event_line, names_text as _names_text, \
+    writable as _writable
 from .._torch_tensor import TORCH_TO_TDUMP, tensor_payload
 from .._torch_tensor import Unsupported as _Unsupported, dim_names as _dim_names, prepare as _prepare
 from .._writer import Writer
@@ -234,37 +236,6 @@ def _parse_input_axes(spec: Any) -> Dict[str, Tuple[str, ...]]:
         except _rules.AxesError as e:
             raise InvalidArgumentError(str(e), 1, "invalid_argument") from None
     return out
-
-
-def _writable(names: Tuple[Optional[str], ...]) -> bool:
-    """Whole names only (a record's axes are all named or none, docs/format.md §3.3), within
-    the format's 1024 bytes."""
-    return (all(n for n in names) and len(",".join(names).encode()) <= 1024  # type: ignore[arg-type]
-            and not any("," in n for n in names))  # type: ignore[union-attr]
-
-
-class _Named:
-    """A tensor's names and where they came from: the first three propagation steps, the last
-    three and how many there were; or, with no names, where they stopped."""
-
-    __slots__ = ("names", "steps", "tail", "count", "stop")
-
-    def __init__(self, names: Optional[Tuple[Optional[str], ...]], steps: Tuple[str, ...] = (),
-                 tail: Tuple[str, ...] = (), count: int = 0, stop: str = "") -> None:
-        self.names, self.steps, self.tail, self.count, self.stop = names, steps, tail, count, stop
-
-    def then(self, names: Optional[Tuple[Optional[str], ...]], step: str) -> "_Named":
-        if len(self.steps) < 3:
-            return _Named(names, self.steps + (step,), (), self.count + 1)
-        return _Named(names, self.steps, (self.tail + (step,))[-3:], self.count + 1)
-
-    def trail_text(self) -> str:
-        more = self.count - len(self.steps) - len(self.tail)
-        return " -> ".join(self.steps + ((f"... ({more} more)",) if more > 0 else ()) + self.tail)
-
-
-def _names_text(names: Optional[Sequence[Optional[str]]]) -> str:
-    return ",".join(n or "?" for n in names) if names is not None else ""
 
 
 # -- the recorder -------------------------------------------------------------------------------
@@ -602,11 +573,8 @@ class Recorder:
                     self._axn[o] = _Named(None, stop=f"names stop at {op}{where}")
             if ctx.events:
                 trail = base.trail_text()
-                self._add_events(module or self.root_name, [
-                    "\t".join((kind, name, _names_text(n1), ",".join(map(str, s1)),
-                               ",".join(map(str, ax)), _names_text(n2),
-                               ",".join(map(str, s2 or ())), trail))
-                    for kind, name, n1, s1, ax, n2, s2 in ctx.events])
+                self._add_events(module or self.root_name,
+                                 [_event_line(e, trail) for e in ctx.events])
         except Exception:  # noqa: BLE001 - naming never breaks a model's run
             return
 
