@@ -407,12 +407,20 @@ class Checker {
       if (auto a = parse_axes(sa, t); a && a->size() == 1) judge_softmax(t.op_type, own, (*a)[0], own_trail);
   }
 
-  // One axis name, one size per run: a name with two sizes is two meanings (or a bug).
+  // One axis name, one size per run: a name with two sizes is two meanings (or a bug). The image
+  // layout names (the recorders' NCHW/NHWC names of convolution-family outputs, docs/axes.md) say
+  // what an axis is for, not which one it is: a strided convolution halves `height` and widens
+  // `channels` in every CNN, so they are never held to one size.
+  static bool layout_role(std::string_view n) {
+    return n == "channels" || n == "height" || n == "width" || n == "depth";
+  }
+
   void axis_sizes(const Record& rec) {
     const TensorInfo& t = rec.info;
     for (size_t i = 0; i < t.axes.size() && i < t.shape.size(); ++i) {
       const std::string& n = t.axes[i];
-      if (t.shape[i] <= 1 || std::find(dynamic_.begin(), dynamic_.end(), n) != dynamic_.end()) continue;
+      if (t.shape[i] <= 1 || layout_role(n) || std::find(dynamic_.begin(), dynamic_.end(), n) != dynamic_.end())
+        continue;
       auto [it, fresh] = sizes_.try_emplace(n, Seen{t.shape[i], who(t)});
       if (fresh || it->second.size == t.shape[i]) continue;
       if (!reported_axes_.insert(n).second) continue;

@@ -257,6 +257,22 @@ TEST(Check, OneAxisNameTwoSizes) {
   EXPECT_TRUE(run_check(q).findings.empty());
 }
 
+// A CNN's feature maps: every strided convolution changes height/width and channels. These layout
+// names (what the recorders give convolution-family outputs) are not identities, so no axis_size
+// (it fired on every strided CNN the PyTorch and LiteRT recorders named); `batch` still is one.
+TEST(Check, ImageLayoutNamesMayChangeSize) {
+  ScratchDir dir;
+  Entry a{"conv1", noise(2 * 8 * 16 * 16, 1), {2, 8, 16, 16}};
+  a.axes = {"batch", "channels", "height", "width"};
+  Entry b{"conv2", noise(2 * 16 * 8 * 8, 2), {2, 16, 8, 8}};
+  b.axes = {"batch", "channels", "height", "width"};
+  Entry c{"nhwc", noise(3 * 4 * 4 * 32, 3), {3, 4, 4, 32}};
+  c.axes = {"batch", "height", "width", "channels"};
+  CheckReport r = run_check(write_dump(dir.file("cnn.tdump"), {a, b, c}));
+  EXPECT_EQ(codes(r), std::vector<std::string>{"axis_size:nhwc"}) << check_to_text(r);
+  EXPECT_NE(r.findings.at(0).message.find("axis 'batch' has size 3"), std::string::npos) << check_to_text(r);
+}
+
 // The summary counts distinct tensor names (issue 23 item 4: counted by sorting now, by a search
 // of the names seen before): names repeated apart from each other, and one name with two
 // findings, each counted once; the first finding is the one named. An axis name is reported
