@@ -121,10 +121,15 @@ def _bound(v: float) -> str:
 
 def _docs_table() -> str:
     """The options table of docs/compare.md, rendered from the library's table."""
-    lines = ["| flag | JSON key (C ABI) | Python keyword | what |", "|---|---|---|---|"]
+    json_types = {"number": "number", "optional_number": "number", "integer": "integer",
+                  "optional_integer": "integer", "flag": "bool", "text": "string",
+                  "list": "array of strings", "names": "object"}
+    lines = ["| flag | JSON key (C ABI) | JSON type | Python keyword | what |",
+             "|---|---|---|---|---|"]
     for r in ROWS:
         flag = ", ".join(f"`{f}`" for f in r["flags"]) or "—"
         key = f"`{r['name']}`" if r["scope"] == "settings" else "—"
+        jtype = json_types[r["type"]] if r["scope"] == "settings" else "—"
         kw = f"`{r['keyword']}`" if r["keyword"] else "—"
         what = r["help"].replace("|", "\\|")
         if r["range"] and r["type"] != "list":
@@ -132,7 +137,7 @@ def _docs_table() -> str:
             what += f" [{lo} … {hi}]"
         if r["choices"]:
             what += " (" + ", ".join(r["choices"]) + ")"
-        lines.append(f"| {flag} | {key} | {kw} | {what} |")
+        lines.append(f"| {flag} | {key} | {jtype} | {kw} | {what} |")
     return "\n".join(lines)
 
 
