@@ -8,12 +8,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "command.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/compare_options.hpp"
 #include "driftscope/report.hpp"
 #include "util.hpp"
 
@@ -21,80 +24,20 @@ namespace driftscope::cli {
 namespace {
 
 // The flags land in the library's CompareSettings as given: the range checks are the library's
-// (CompareSettings::resolve), the same for the CLI, the C ABI and Python.
+// (CompareSettings::resolve), the same for the CLI, the C ABI and Python. The flags themselves are
+// the rows of compare_options.hpp (setup_compare registers them).
 struct CompareArgs {
   std::string reference, candidate;
   CompareSettings settings;
-  std::string json_out, markdown_out, html_out, plot_out, model_explorer_out;
-  std::string color = "auto";
-  bool all = false, quiet = false, no_progress = false;
-  std::string engine = "local", ray_address, ray_scratch;
-  std::optional<int64_t> ray_parts;
+  CompareCommandOptions command;
 };
 
 // `--engine ray` runs in the Python package (driftscope/_compare/cli.py, docs/howto/cluster.md),
-// which measures the pairs as Ray tasks and assembles the report with this library: the command
-// line is handed over flag by flag, numbers in their shortest round-trip spelling.
+// which measures the pairs as Ray tasks and assembles the report with this library. It gets the
+// options as they were resolved here, one JSON object by the table's names, not a command line
+// rebuilt flag by flag and parsed again.
 std::vector<std::string> ray_args(const CompareArgs& a) {
-  const CompareSettings& st = a.settings;
-  std::vector<std::string> v = {a.reference, a.candidate, "--engine", "ray"};
-  auto opt = [&](const char* flag, const auto& x) {
-    if (x) {
-      v.emplace_back(flag);
-      v.push_back(fmt::format("{}", *x));
-    }
-  };
-  auto str = [&](const char* flag, const std::string& x) {
-    if (!x.empty()) {
-      v.emplace_back(flag);
-      v.push_back(x);
-    }
-  };
-  auto list = [&](const char* flag, const std::vector<std::string>& xs) {
-    for (const auto& x : xs) v.push_back(fmt::format("{}={}", flag, x));
-  };
-  auto flag = [&](const char* f, bool on) {
-    if (on) v.emplace_back(f);
-  };
-  opt("--atol", st.atol);
-  opt("--rtol", st.rtol);
-  opt("--max-mismatch-fraction", st.max_mismatch_fraction);
-  opt("--min-cosine", st.min_cosine);
-  opt("--min-sqnr", st.min_sqnr);
-  opt("--max-rel-l2", st.max_rel_l2);
-  opt("--max-ulp", st.max_ulp);
-  opt("--min-argmax", st.min_argmax);
-  opt("--min-topk", st.min_topk);
-  opt("--r64-floor", st.r64_floor);
-  opt("--ray-parts", a.ray_parts);
-  str("--policy", st.policy);
-  str("--reference64", st.reference64);
-  str("--map-file", st.map_file);
-  str("--pairs", st.pairs);
-  str("--filter", st.filter);
-  str("--json", a.json_out);
-  str("--markdown", a.markdown_out);
-  str("--html", a.html_out);
-  str("--plot", a.plot_out);
-  str("--model-explorer", a.model_explorer_out);
-  str("--color", a.color);
-  str("--ray-address", a.ray_address);
-  str("--ray-scratch", a.ray_scratch);
-  list("--map-a", st.map_a);
-  list("--map-b", st.map_b);
-  list("--classes", st.classes);
-  list("--r64-k", st.r64_k);
-  v.push_back(fmt::format("--top-k={}", st.top_k));
-  v.push_back(fmt::format("--threads={}", st.threads));
-  flag("--nan-equal", st.nan_equal);
-  flag("--reshape", st.reshape);
-  flag("--stop-at-first", st.stop_at_first);
-  flag("--allow-unpaired", st.allow_unpaired);
-  flag("--allow-incomparable", st.allow_incomparable);
-  flag("--all", a.all);
-  flag("--quiet", a.quiet);
-  flag("--no-progress", a.no_progress);
-  return v;
+  return {a.reference, a.candidate, "--options-json", compare_options_to_json(a.settings, &a.command)};
 }
 
 constexpr const char* kRayHelp = "driftscope compare --engine ray runs in the driftscope Python package with ray "
@@ -124,38 +67,54 @@ class Progress {
   bool drawn_ = false;
 };
 
+// One row of compare_options.hpp as a CLI11 option. Only the command's own options are range- and
+// choice-checked here; the settings' values go to CompareSettings::resolve(), so a bad one gets
+// the message every front end gives.
+template <class T>
+void add_compare_option(CLI::App* sub, T& var, std::string_view flag, std::string_view help, std::string_view group,
+              bool command, std::string_view choices, double lo, double hi) {
+  if (flag.empty()) return;  // not on the command line (the C ABI's and Python's only)
+  CLI::Option* o = nullptr;
+  if constexpr (std::is_same_v<T, ExactNames>)
+    return;  // no row of this type has a flag (it is the mapping file's [exact] table)
+  else if constexpr (std::is_same_v<T, bool>)
+    o = sub->add_flag(std::string(flag), var, std::string(help));
+  else
+    o = sub->add_option(std::string(flag), var, std::string(help));
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) o->allow_extra_args(false);
+  o->group(std::string(group));
+  if (!command) return;
+  if (!choices.empty()) {
+    std::vector<std::string> allowed;
+    for (size_t pos = 0; pos <= choices.size();) {
+      size_t comma = std::min(choices.find(',', pos), choices.size());
+      allowed.emplace_back(choices.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    o->check(CLI::IsMember(allowed));
+  }
+  if constexpr (std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, int64_t>)
+    if (lo != hi) o->check(CLI::Range(static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+}
+
 int run_compare(const CompareArgs& a) {
+  const CompareCommandOptions& c = a.command;
   auto resolved = a.settings.resolve();
   if (!resolved) return fail(resolved.error().to_string());
-  if (a.engine == "ray") return run_python("compare", kRayHelp, ray_args(a));
-  if (!a.ray_address.empty() || a.ray_parts || !a.ray_scratch.empty())
+  if (c.engine == "ray") return run_python("compare", kRayHelp, ray_args(a));
+  if (!c.ray_address.empty() || c.ray_parts || !c.ray_scratch.empty())
     return fail("--ray-address, --ray-parts and --ray-scratch need --engine ray");
   CompareOptions o = std::move(*resolved);
 
-  // Refused before the comparison runs, not after it spent minutes: a report path that names an
-  // input (the same inode: a symlink or hard link too) would replace that dump.
-  std::vector<std::string> inputs = {a.reference, a.candidate};
-  for (const std::string* in : {&a.settings.reference64, &a.settings.policy, &a.settings.map_file})
-    if (!in->empty()) inputs.push_back(*in);
-  const std::pair<const char*, const std::string*> outputs[] = {
-      {"--json", &a.json_out}, {"--markdown", &a.markdown_out}, {"--html", &a.html_out},
-      {"--plot", &a.plot_out}, {"--model-explorer", &a.model_explorer_out}};
-  for (const auto& [flag, out] : outputs)
-    if (!out->empty() && *out != "-")
-      if (auto same = refuse_input_as_output(*out, inputs); !same) return fail(same.error().message);
-  for (size_t i = 0; i < std::size(outputs); ++i)
-    for (size_t j = i + 1; j < std::size(outputs); ++j)
-      if (!outputs[i].second->empty() && *outputs[i].second == *outputs[j].second &&
-          *outputs[i].second != "-")
-        return fail(fmt::format("{} and {} both name {}; give each report its own file",
-                                outputs[i].first, outputs[j].first, *outputs[i].second));
-  size_t to_stdout = 0;
-  for (const auto& [flag, out] : outputs) to_stdout += *out == "-";
-  if (to_stdout > 1) return fail("only one report can go to stdout ('-')");
+  if (auto ok = check_compare_outputs(a.reference, a.candidate, a.settings, c); !ok)
+    return fail(ok.error().message);
+  const std::vector<std::string> inputs = compare_inputs(a.reference, a.candidate, a.settings);
+  const bool to_stdout = c.json == "-" || c.markdown == "-" || c.html == "-" || c.plot == "-" ||
+                         c.model_explorer == "-";
   // The page's heatmaps, histograms and worst elements come from one more pass per pair.
-  o.details = !a.html_out.empty();
+  o.details = !c.html.empty();
 
-  Progress progress(!a.no_progress && !a.quiet && ::isatty(STDERR_FILENO));
+  Progress progress(!c.no_progress && !c.quiet && ::isatty(STDERR_FILENO));
   o.progress = [&progress](size_t done, size_t total) { progress.update(done, total); };
   auto rep = compare_files(a.reference, a.candidate, o);
   progress.finish();
@@ -167,39 +126,39 @@ int run_compare(const CompareArgs& a) {
   kept = new Report(std::move(*rep));
   const Report& r = *kept;
 
-  if (!a.json_out.empty()) {
+  if (!c.json.empty()) {
     // Streamed pair by pair: the whole text of a large report is never held in memory.
-    auto out = OutputFile::open(a.json_out, inputs);
+    auto out = OutputFile::open(c.json, inputs);
     if (!out) return fail(out.error().to_string());
     auto w = report_to_json(r, 2, [&](std::string_view s) { return out->write(s); });
     if (w) w = out->commit();
     if (!w) return fail(w.error().to_string());
   }
-  if (!a.markdown_out.empty())
-    if (auto w = write_output_file(a.markdown_out, report_to_markdown(r), inputs); !w)
+  if (!c.markdown.empty())
+    if (auto w = write_output_file(c.markdown, report_to_markdown(r), inputs); !w)
       return fail(w.error().to_string());
-  if (!a.html_out.empty())
-    if (auto w = write_output_file(a.html_out, report_to_html(r), inputs); !w)
+  if (!c.html.empty())
+    if (auto w = write_output_file(c.html, report_to_html(r), inputs); !w)
       return fail(w.error().to_string());
-  if (!a.plot_out.empty()) {
+  if (!c.plot.empty()) {
     auto png = report_to_png(r);
     if (!png) return fail(png.error().to_string());
-    if (auto w = write_output_file(a.plot_out, *png, inputs); !w) return fail(w.error().to_string());
+    if (auto w = write_output_file(c.plot, *png, inputs); !w) return fail(w.error().to_string());
   }
-  if (!a.model_explorer_out.empty())
-    if (auto w = write_output_file(a.model_explorer_out, report_to_model_explorer(r), inputs); !w)
+  if (!c.model_explorer.empty())
+    if (auto w = write_output_file(c.model_explorer, report_to_model_explorer(r), inputs); !w)
       return fail(w.error().to_string());
-  if (to_stdout == 0) {
-    if (a.quiet) {
+  if (!to_stdout) {
+    if (c.quiet) {
       fmt::print("{}\n", printable(r.summary));
     } else {
       TextOptions t;
       bool tty = ::isatty(STDOUT_FILENO);
       const char* no_color = std::getenv("NO_COLOR");
-      t.color = a.color == "always" || (a.color == "auto" && tty && !(no_color && *no_color));
+      t.color = c.color == "always" || (c.color == "auto" && tty && !(no_color && *no_color));
       size_t w = terminal_width();
       t.width = static_cast<unsigned>(w ? std::max<size_t>(w, 60) : 120);
-      t.all = a.all;
+      t.all = c.all;
       std::string text = report_to_text(r, t);
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
@@ -215,68 +174,15 @@ std::function<int()> setup_compare(CLI::App& app) {
                   "the trusted run; its execution order defines 'first' and errors are relative to it")
       ->required();
   sub->add_option("CANDIDATE", a->candidate, "the run under test (a dump or a dump set directory)")->required();
-  CompareSettings& st = a->settings;
-
-  const char* tol = "Tolerance (any of these replaces the per-dtype defaults as a whole)";
-  sub->add_option("--atol", st.atol, "allclose: |cand-ref| <= atol + rtol*|ref|")->group(tol);
-  sub->add_option("--rtol", st.rtol, "allclose relative tolerance")->group(tol);
-  sub->add_option("--max-mismatch-fraction", st.max_mismatch_fraction,
-                  "let allclose fail on up to this fraction of elements")->group(tol);
-  sub->add_option("--min-cosine", st.min_cosine, "cosine similarity at least this")->group(tol);
-  sub->add_option("--min-sqnr", st.min_sqnr, "SQNR in dB at least this: 10 log10(sum ref^2 / sum (ref-cand)^2)")->group(tol);
-  sub->add_option("--max-rel-l2", st.max_rel_l2, "relative L2 error ||cand-ref||/||ref|| at most this")->group(tol);
-  sub->add_option("--max-ulp", st.max_ulp, "max ULP distance (both sides of one float dtype)")->group(tol);
-  sub->add_option("--min-argmax", st.min_argmax, "argmax agreement along the class axis, fraction of rows")->group(tol);
-  sub->add_option("--min-topk", st.min_topk, "mean top-k overlap along the class axis")->group(tol);
-  sub->add_option("--policy", st.policy, "per-pattern tolerance file (TOML or JSON; docs/compare.md)")->group(tol);
-  sub->add_flag("--nan-equal", st.nan_equal, "NaN at the same position on both sides counts as equal")->group(tol);
-  sub->add_option("--reference64", st.reference64,
-                  "float64 run: pass a tensor when err(cand) <= k * err(reference) + floor")->group(tol);
-  sub->add_option("--r64-k", st.r64_k, "reference64 multiplier per candidate dtype, e.g. f16=3 (repeatable)")->allow_extra_args(false)->group(tol);
-  sub->add_option("--r64-floor", st.r64_floor, "reference64 floor factor f: f * RMS(float64) * the rounding the candidate's dtype makes (docs/metrics.md 7a; 0: no floor)")
-      ->group(tol);
-
-  const char* al = "Alignment";
-  sub->add_option("--map-a", st.map_a, "rename reference tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
-  sub->add_option("--map-b", st.map_b, "rename candidate tensors: 'REGEX=>REPLACEMENT' (repeatable)")->allow_extra_args(false)->group(al);
-  sub->add_option("--map-file", st.map_file, "mapping file (TOML or JSON): a = [...], b = [...], [exact]")->group(al);
-  sub->add_option("--pairs", st.pairs, "pair by name (default) or by execution order: name, positional")
-      ->group(al);
-  sub->add_flag("--reshape", st.reshape, "compare same-size tensors of different shapes in row-major order")->group(al);
-  sub->add_option("--filter", st.filter, "compare only tensors passing this filter (docs/filters.md)")->group(al);
-  sub->add_option("--classes", st.classes, "tensors (glob) whose last axis holds classes: argmax/top-k agreement")->allow_extra_args(false)->group(al);
-  sub->add_option("--top-k", st.top_k, "k of top-k agreement, 1 .. 1000 (default 5)")->group(al);
-
-  const char* run = "Running and verdict";
-  sub->add_flag("--stop-at-first", st.stop_at_first, "stop after the first divergence (fastest CI answer)")->group(run);
-  sub->add_flag("--allow-unpaired", st.allow_unpaired, "tensors found in only one dump do not fail the comparison")->group(run);
-  sub->add_flag("--allow-incomparable", st.allow_incomparable, "incomparable pairs do not fail the comparison")->group(run);
-  sub->add_option("-j,--threads", st.threads, "worker threads, 0 .. 4096 (default 0: all cores; results never depend on it)")->group(run);
-  sub->add_option("--engine", a->engine,
-                  "local (default: this process's threads) or ray: measure the pairs as tasks on a Ray "
-                  "cluster that sees the dumps at the same paths; the report is the local one")
-      ->group(run)->check(CLI::IsMember({"local", "ray"}));
-  sub->add_option("--ray-address", a->ray_address,
-                  "the Ray cluster (default: $RAY_ADDRESS, else the local one: 'auto')")->group(run);
-  sub->add_option("--ray-parts", a->ray_parts, "pairs are measured in this many tasks (default: 2 per cluster CPU)")
-      ->group(run)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  sub->add_option("--ray-scratch", a->ray_scratch,
-                  "dump sets with --engine ray: the logical dumps go to a fresh directory in DIR, which every "
-                  "worker must see (default: next to the candidate set; removed afterwards)")->group(run);
-
-  const char* out = "Output";
-  sub->add_option("--json", a->json_out, "write the JSON report (docs/report-schema.json) to FILE, '-' for stdout")->group(out);
-  sub->add_option("--markdown", a->markdown_out, "write a Markdown report (CI job summary) to FILE, '-' for stdout")->group(out);
-  sub->add_option("--html", a->html_out,
-                  "write a self-contained HTML report (chart, sortable table, per-tensor heatmaps) to FILE")->group(out);
-  sub->add_option("--plot", a->plot_out, "write a PNG image of the error growth to FILE")->group(out);
-  sub->add_option("--model-explorer", a->model_explorer_out,
-                  "write per-node results as Model Explorer node data (JSON overlay) to FILE")->group(out);
-  sub->add_flag("--all", a->all, "list every pair, not just the neighbourhood and the worst")->group(out);
-  sub->add_flag("-q,--quiet", a->quiet, "print only the summary line")->group(out);
-  sub->add_option("--color", a->color, "auto (TTY and no NO_COLOR), always or never")
-      ->group(out)->check(CLI::IsMember({"auto", "always", "never"}));
-  sub->add_flag("--no-progress", a->no_progress, "no progress bar on stderr")->group(out);
+  // Registration order is the rows' order, which is --help's (tests/cli holds it).
+#define DS_SETTING_FLAG_(type, name, def, flag, keyword, role, lo, hi, choices, group, help) \
+  add_compare_option(sub, a->settings.name, flag, help, group, false, choices, lo, hi);
+#define DS_COMMAND_FLAG_(type, name, def, flag, keyword, role, lo, hi, choices, group, help) \
+  add_compare_option(sub, a->command.name, flag, help, group, true, choices, lo, hi);
+  DRIFTSCOPE_COMPARE_SETTINGS(DS_SETTING_FLAG_)
+  DRIFTSCOPE_COMPARE_COMMAND(DS_COMMAND_FLAG_)
+#undef DS_SETTING_FLAG_
+#undef DS_COMMAND_FLAG_
 
   sub->footer(R"HELP(
 Pairs tensors by (name, role, occurrence), measures every pair in one float64 pass and

@@ -24,6 +24,7 @@
 
 #include "driftscope/boxed.hpp"
 #include "driftscope/compact_optional.hpp"
+#include "driftscope/compare_options.hpp"
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
@@ -155,37 +156,13 @@ struct CompareOptions {
 };
 
 // Compare options spelt as a user gives them: the keys of the C ABI's options JSON and of Python's
-// compare(), the long options of `driftscope compare` ('-' for '_'). resolve() is the one
-// validator every front end calls, so a bad value gets the same error and message from the CLI,
-// C and Python: Errc::invalid_argument "compare option 'min_cosine' is 2, allowed -1 .. 1" (or the
-// error of the policy file, mapping file, rename rule or filter it names).
+// compare(), the long options of `driftscope compare` ('-' for '_'); the fields, their defaults,
+// ranges and help are the rows of DRIFTSCOPE_COMPARE_SETTINGS (compare_options.hpp). resolve() is
+// the one validator every front end calls, so a bad value gets the same error and message from
+// the CLI, C and Python: Errc::invalid_argument "compare option 'min_cosine' is 2, allowed -1 .. 1"
+// (or the error of the policy file, mapping file, rename rule or filter it names).
 struct CompareSettings {
-  // Tolerance criteria; any given replaces the per-dtype defaults (and a policy's [default]).
-  std::optional<double> atol, rtol;              // >= 0
-  std::optional<double> max_mismatch_fraction;   // 0 .. 1, needs atol or rtol
-  std::optional<double> min_cosine;              // -1 .. 1
-  std::optional<double> min_sqnr;                // dB, not NaN
-  std::optional<double> max_rel_l2;              // >= 0
-  std::optional<int64_t> max_ulp;                // >= 0
-  std::optional<double> min_argmax, min_topk;    // 0 .. 1
-  std::string policy;                            // path of a policy file
-  std::string policy_text;                       // or the policy itself; not both
-  std::string map_file;                          // mapping file
-  std::vector<std::string> map_a, map_b;         // rename rules "REGEX=>REPLACEMENT"
-  std::vector<std::pair<std::string, std::string>> exact;  // (reference name, candidate name)
-  std::string pairs = "name";                    // "name" or "positional"
-  std::string filter;                            // filter syntax (filter.hpp)
-  std::vector<std::string> classes;              // globs: the last axis holds classes
-  int64_t top_k = 5;                             // 1 .. 1000
-  std::string reference64;                       // path of a float64 run
-  std::vector<std::string> r64_k;                // "DTYPE=K", K in 0 .. 1e12
-  std::optional<double> r64_floor;               // 0 .. 1e12
-  bool nan_equal = false, reshape = false, stop_at_first = false, allow_unpaired = false,
-       allow_incomparable = false;
-  int64_t threads = 0;                           // 0 (all cores) .. 4096
-  double amplification_threshold = 10.0;         // finite, > 1
-  int64_t max_amplifiers = 5;                    // 0 .. 1000
-  bool details = false;                          // CompareOptions::details (HTML report)
+  DRIFTSCOPE_COMPARE_SETTINGS(DRIFTSCOPE_OPTION_FIELD_)
 
   // Checks every value, reads the policy and mapping files and builds the engine's options.
   Result<CompareOptions> resolve() const;

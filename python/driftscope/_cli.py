@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import sys
-import tempfile
 import warnings
 from typing import Any, Callable, List, NoReturn, Optional, Sequence, TypeVar, Union
 
@@ -103,24 +101,14 @@ def input_paths(model: str, input_specs: Sequence[str] = ()) -> List[str]:
 
 
 def refuse_output_onto_inputs(output: str, inputs: Sequence[str]) -> Optional[str]:
-    """The rule every driftscope verb follows (include/driftscope/file.hpp,
+    """The rule every driftscope verb follows, the library's (include/driftscope/file.hpp,
     refuse_input_as_output): an output never names an input, also not through a symbolic or a
     hard link (same device and inode). A recorder writes its dump in place, record by record, so
     ``-o model.onnx`` would destroy the model at the first record. Returns the one-line message,
     worded as the command's, or None when the output is safe."""
-    try:
-        out = os.stat(output)
-    except OSError:
-        return None  # does not exist yet: it cannot be an input
-    for path in inputs:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
-            return (f"output {output} is the input file; choose another name (driftscope never "
-                    f"modifies its inputs)")
-    return None
+    from . import _core
+
+    return _core.refuse_input_as_output(os.fspath(output), [os.fspath(p) for p in inputs])
 
 
 def run_recorder(prog: str, args: argparse.Namespace,
@@ -148,12 +136,13 @@ def run_recorder(prog: str, args: argparse.Namespace,
     return 0
 
 
-def write_output(path: str, data: Union[str, bytes]) -> None:
-    """Writes a report (text, or bytes such as a PNG) by the command's output rules
-    (include/driftscope/file.hpp, OutputFile): "-" is stdout; an existing FIFO or character device
-    (/dev/null, a pipe) is written in place, as the stream it is; anything else goes to a
-    temporary file in the same folder, renamed into place, so the file is complete or absent
-    (check refuse_output_onto_inputs first)."""
+def write_output(path: str, data: Union[str, bytes], inputs: Sequence[str] = ()) -> None:
+    """Writes a report (text, or bytes such as a PNG) by the library's output rules
+    (include/driftscope/file.hpp, write_output_file): "-" is stdout; an existing FIFO or character
+    device (/dev/null, a pipe) is written in place, as the stream it is; anything else goes to a
+    temporary file in the same folder, renamed into place, so the file is complete or absent. An
+    output that is one of `inputs` is refused (check refuse_output_onto_inputs first to refuse it
+    before any work)."""
     if path == "-":
         if isinstance(data, str):
             sys.stdout.write(data)
@@ -161,22 +150,7 @@ def write_output(path: str, data: Union[str, bytes]) -> None:
             sys.stdout.flush()
             sys.stdout.buffer.write(data)
         return
+    from . import _core
+
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        mode = 0
-    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-        with open(path, "wb") as f:
-            f.write(raw)
-        return
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    _core.write_output_file(os.fspath(path), raw, [os.fspath(p) for p in inputs])

@@ -168,6 +168,38 @@ class CompareSettings:
     amplification_threshold: float
     max_amplifiers: int
     def __init__(self) -> None: ...
+    def to_json(self) -> str: ...
+
+class CompareCommandOptions:
+    """The options of `driftscope compare` beyond the settings (include/driftscope/
+    compare_options.hpp): report files, display, the engine."""
+    engine: str
+    ray_address: str
+    ray_parts: Optional[int]
+    ray_scratch: str
+    json: str
+    markdown: str
+    html: str
+    plot: str
+    model_explorer: str
+    all: bool
+    quiet: bool
+    color: str
+    no_progress: bool
+    def __init__(self) -> None: ...
+
+def compare_options() -> List[Dict[str, Any]]:
+    """The table of compare options: name, type, scope ("settings"/"command"), role ("value",
+    "input_file", "output_file"), flags, keyword, range (lo, hi) or None, choices, group, help."""
+    ...
+def compare_options_from_json(text: str) -> Tuple[CompareSettings, CompareCommandOptions]: ...
+def compare_options_to_json(settings: CompareSettings,
+                            command: Optional[CompareCommandOptions] = None) -> str: ...
+def check_compare_outputs(reference: str, candidate: str, settings: CompareSettings,
+                          command: CompareCommandOptions) -> Optional[str]: ...
+def compare_inputs(reference: str, candidate: str, settings: CompareSettings) -> List[str]: ...
+def refuse_input_as_output(output: str, inputs: List[str]) -> Optional[str]: ...
+def write_output_file(path: str, data: bytes, inputs: List[str] = ...) -> None: ...
 
 def compare_files(reference: str, candidate: str, settings: CompareSettings,
                   progress: Optional[Any]) -> Report: ...

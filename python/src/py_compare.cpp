@@ -17,6 +17,7 @@
 
 #include "py_core.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/compare_options.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/report.hpp"
 
@@ -214,40 +215,86 @@ void bind_compare(nb::module_& m) {
           },
           nb::arg("color") = false, nb::arg("width") = 100, nb::arg("all") = false);
 
-  // Plain fields, no checks: CompareSettings::resolve() is the validator.
-  nb::class_<CompareSettings>(m, "CompareSettings")
-      .def(nb::init<>())
-      .def_rw("atol", &CompareSettings::atol)
-      .def_rw("rtol", &CompareSettings::rtol)
-      .def_rw("max_mismatch_fraction", &CompareSettings::max_mismatch_fraction)
-      .def_rw("min_cosine", &CompareSettings::min_cosine)
-      .def_rw("min_sqnr", &CompareSettings::min_sqnr)
-      .def_rw("max_rel_l2", &CompareSettings::max_rel_l2)
-      .def_rw("max_ulp", &CompareSettings::max_ulp)
-      .def_rw("min_argmax", &CompareSettings::min_argmax)
-      .def_rw("min_topk", &CompareSettings::min_topk)
-      .def_rw("policy", &CompareSettings::policy)
-      .def_rw("policy_text", &CompareSettings::policy_text)
-      .def_rw("map_file", &CompareSettings::map_file)
-      .def_rw("map_a", &CompareSettings::map_a)
-      .def_rw("map_b", &CompareSettings::map_b)
-      .def_rw("exact", &CompareSettings::exact)
-      .def_rw("pairs", &CompareSettings::pairs)
-      .def_rw("filter", &CompareSettings::filter)
-      .def_rw("classes", &CompareSettings::classes)
-      .def_rw("top_k", &CompareSettings::top_k)
-      .def_rw("reference64", &CompareSettings::reference64)
-      .def_rw("r64_k", &CompareSettings::r64_k)
-      .def_rw("r64_floor", &CompareSettings::r64_floor)
-      .def_rw("nan_equal", &CompareSettings::nan_equal)
-      .def_rw("reshape", &CompareSettings::reshape)
-      .def_rw("stop_at_first", &CompareSettings::stop_at_first)
-      .def_rw("allow_unpaired", &CompareSettings::allow_unpaired)
-      .def_rw("allow_incomparable", &CompareSettings::allow_incomparable)
-      .def_rw("details", &CompareSettings::details)
-      .def_rw("threads", &CompareSettings::threads)
-      .def_rw("amplification_threshold", &CompareSettings::amplification_threshold)
-      .def_rw("max_amplifiers", &CompareSettings::max_amplifiers);
+  // Plain fields, no checks: CompareSettings::resolve() is the validator. The fields are the
+  // rows of compare_options.hpp, which _core.compare_options() returns as data.
+  auto settings = nb::class_<CompareSettings>(m, "CompareSettings").def(nb::init<>());
+  auto command = nb::class_<CompareCommandOptions>(m, "CompareCommandOptions").def(nb::init<>());
+#define DS_BIND_SETTING_(type, name, ...) settings.def_rw(#name, &CompareSettings::name);
+#define DS_BIND_COMMAND_(type, name, ...) command.def_rw(#name, &CompareCommandOptions::name);
+  DRIFTSCOPE_COMPARE_SETTINGS(DS_BIND_SETTING_)
+  DRIFTSCOPE_COMPARE_COMMAND(DS_BIND_COMMAND_)
+#undef DS_BIND_SETTING_
+#undef DS_BIND_COMMAND_
+  settings.def("to_json", [](const CompareSettings& s) { return compare_options_to_json(s); });
+
+  // The table itself: the Python command's argparse, compare()'s keyword handling and the
+  // docs check are built from it (driftscope/_compare/).
+  m.def("compare_options", [] {
+    nb::list rows;
+    for (const OptionSpec& o : compare_option_specs()) {
+      nb::dict d;
+      d["name"] = std::string(o.name);
+      d["type"] = std::string(option_type_name(o.type));
+      d["scope"] = o.scope == OptionScope::settings ? "settings" : "command";
+      d["role"] = o.role == OptionRole::input_file    ? "input_file"
+                  : o.role == OptionRole::output_file ? "output_file"
+                                                      : "value";
+      nb::list flags;
+      std::string_view f = o.flag;
+      while (!f.empty()) {
+        size_t comma = f.find(',');
+        flags.append(std::string(f.substr(0, comma)));
+        f = comma == std::string_view::npos ? std::string_view() : f.substr(comma + 1);
+      }
+      d["flags"] = flags;
+      d["keyword"] = std::string(o.keyword);
+      d["range"] = o.lo == o.hi ? nb::object(nb::none()) : nb::object(nb::make_tuple(o.lo, o.hi));
+      nb::list choices;
+      std::string_view c = o.choices;
+      while (!c.empty()) {
+        size_t comma = c.find(',');
+        choices.append(std::string(c.substr(0, comma)));
+        c = comma == std::string_view::npos ? std::string_view() : c.substr(comma + 1);
+      }
+      d["choices"] = choices;
+      d["group"] = std::string(o.group);
+      d["help"] = std::string(o.help);
+      rows.append(d);
+    }
+    return rows;
+  });
+  // The settings (and command options) from the JSON of compare_options_to_json: what the
+  // command hands to the Ray engine and what the Ray engine hands to its tasks.
+  m.def(
+      "compare_options_from_json",
+      [](const std::string& text) {
+        CompareSettings s;
+        CompareCommandOptions c;
+        if (auto ok = compare_options_from_json(text, s, &c); !ok) raise(ok.error());
+        return nb::make_tuple(s, c);
+      },
+      nb::arg("text"));
+  m.def(
+      "compare_options_to_json",
+      [](const CompareSettings& s, std::optional<CompareCommandOptions> c) {
+        return compare_options_to_json(s, c ? &*c : nullptr);
+      },
+      nb::arg("settings"), nb::arg("command") = nb::none());
+  m.def(
+      "check_compare_outputs",
+      [](const std::string& reference, const std::string& candidate, const CompareSettings& s,
+         const CompareCommandOptions& c) -> std::optional<std::string> {
+        // The one-line message the command prints (no code prefix), or None.
+        if (auto ok = check_compare_outputs(reference, candidate, s, c); !ok) return ok.error().message;
+        return std::nullopt;
+      },
+      nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"), nb::arg("command"));
+  m.def(
+      "compare_inputs",
+      [](const std::string& reference, const std::string& candidate, const CompareSettings& s) {
+        return compare_inputs(reference, candidate, s);
+      },
+      nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"));
 
   m.def("compare", &run_compare, nb::arg("reference"), nb::arg("candidate"), nb::arg("settings"),
         nb::arg("progress").none());

@@ -1,5 +1,6 @@
 // driftscope._core: module definition, error translation, filters and dtype helpers.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
+#include "driftscope/file.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/text.hpp"
@@ -102,6 +104,29 @@ void bind_filter(nb::module_& m) {
       "printable",
       [](nb::bytes text) { return printable(std::string_view(text.c_str(), text.size())); },
       nb::arg("text"));
+  // The output-file rules of include/driftscope/file.hpp for every Python front end (_cli.py):
+  // an output never names an input (also through a link); a stream (FIFO, character device) is
+  // written in place, anything else through a temporary file renamed into place.
+  m.def(
+      "refuse_input_as_output",
+      [](const std::string& out, const std::vector<std::string>& inputs) -> std::optional<std::string> {
+        // The one-line message, worded as the commands print it (no code prefix), or None.
+        if (auto ok = refuse_input_as_output(out, inputs); !ok) return ok.error().message;
+        return std::nullopt;
+      },
+      nb::arg("output"), nb::arg("inputs"));
+  m.def(
+      "write_output_file",
+      [](const std::string& path, nb::bytes data, const std::vector<std::string>& inputs) {
+        std::string_view bytes(data.c_str(), data.size());
+        std::optional<Result<void>> written;
+        {
+          nb::gil_scoped_release unlocked;
+          written.emplace(write_output_file(path, bytes, inputs));
+        }
+        if (!*written) raise(written->error());
+      },
+      nb::arg("path"), nb::arg("data"), nb::arg("inputs") = std::vector<std::string>{});
   // The data-flow attributes (docs/format.md §3.3.3): one grammar for every recorder.
   using Ref = std::tuple<std::string, std::string, int64_t, int64_t>;
   m.def(

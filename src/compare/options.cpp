@@ -12,10 +12,12 @@
 namespace driftscope {
 namespace {
 
-constexpr int64_t kMaxThreads = 4096;
-constexpr int64_t kMaxAmplifiers = 1000;
-constexpr int64_t kMaxTopK = 1000;
-constexpr double kMaxR64 = 1e12;  // k and floor; the same bound as in policy files
+// The bounds are the option table's rows (compare_options.hpp), which --help and the docs show.
+double upper(std::string_view option) { return find_compare_option(option)->hi; }
+const int64_t kMaxThreads = static_cast<int64_t>(upper("threads"));
+const int64_t kMaxAmplifiers = static_cast<int64_t>(upper("max_amplifiers"));
+const int64_t kMaxTopK = static_cast<int64_t>(upper("top_k"));
+const double kMaxR64 = upper("r64_floor");  // k and floor; the same bound as in policy files
 
 Error option_error(std::string message) {
   return make_error(Errc::invalid_argument, "compare option " + message);

@@ -1071,6 +1071,17 @@ static void test_compare(void) {
   CHECK(strstr(report, "\"exit_code\": 2") != NULL);
   ds_string_free(report);
 
+  /* The keys are the rows of the library's option table (include/driftscope/compare_options.hpp):
+     every settings row is a key, numbers may be "inf"/"-inf"/"nan" (JSON has none), null leaves
+     an optional criterion unset; the command's own options (report files) are not keys. */
+  CHECK(ds_compare(ref, scaled, "{\"details\": true, \"min_cosine\": null}", NULL, NULL) ==
+        DS_VERDICT_DIVERGED);
+  CHECK(ds_compare(ref, scaled, "{\"atol\": \"inf\"}", NULL, NULL) == DS_VERDICT_PASS);
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"json\": \"r.json\"}", NULL, NULL));
+  CHECK(strcmp(ds_last_error_message(), "unknown compare option 'json'") == 0);
+  FAILS_WITH(DS_E_INVALID_ARGUMENT, ds_compare(ref, same, "{\"atol\": \"1e-3\"}", NULL, NULL));
+  CHECK(strcmp(ds_last_error_message(), "compare option 'atol' must be a number") == 0);
+
   /* Errors: the request, not the comparison. */
   report = (char*)ref;
   FAILS_WITH(DS_E_IO, ds_compare(ref, missing, NULL, &report, NULL));

@@ -236,15 +236,24 @@ def compare(reference: PathOrDump, candidate: PathOrDump, *,
     kwargs = {k: v for k, v in locals().items()
               if k not in ("reference", "candidate", "progress", "engine", "ray_address",
                            "ray_parts", "ray_scratch")}
+    if engine not in ("local", "ray"):
+        raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
+                                   "invalid_argument")
+    return run(reference, candidate, settings(kwargs), progress=progress, engine=engine,
+               ray_address=ray_address, ray_parts=ray_parts, ray_scratch=ray_scratch)
+
+
+def run(reference: PathOrDump, candidate: PathOrDump, s: Any, *,
+        progress: Optional[Callable[[int, int], None]] = None, engine: str = "local",
+        ray_address: Optional[str] = None, ray_parts: Optional[int] = None,
+        ray_scratch: Optional[Union[str, "os.PathLike[str]"]] = None) -> Report:
+    """compare() with its settings as the engine's CompareSettings `s` (the command's path:
+    cli.py resolves them from the table, not from keywords)."""
     if engine == "ray":
         from .ray import compare_on_ray
 
-        return Report(compare_on_ray(reference, candidate, kwargs, address=ray_address,
+        return Report(compare_on_ray(reference, candidate, s, address=ray_address,
                                      parts=ray_parts, scratch=ray_scratch))
-    if engine != "local":
-        raise InvalidArgumentError(f"engine={engine!r} is not 'local' or 'ray'", 1,
-                                   "invalid_argument")
-    s = settings(kwargs)
     if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
            for x in (reference, candidate)):
         # A dump set on either side (docs/dumpsets.md): the library gathers the shards.

@@ -22,10 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .. import _core
 from .._dump import Dump, open as _open
 from ..errors import Error, InvalidArgumentError
-from .settings import settings
-
-# Keyword arguments of compare() that name files: tasks get them as absolute paths.
-_PATH_ARGS = ("reference64", "mapping")
+from .settings import copy, rows, settings
 
 DEFAULT_MAX_RETRIES = 3
 
@@ -42,12 +39,13 @@ def _path(x: Any) -> str:
     return x.path if isinstance(x, Dump) else os.fspath(x)
 
 
-def _measure_part(reference: str, candidate: str, kwargs: Dict[str, Any], pairs: List[int],
+def _measure_part(reference: str, candidate: str, settings_json: str, pairs: List[int],
                   delay_s: float) -> bytes:
-    """One Ray task: the measured blob of `pairs` (compare.hpp measure_pairs)."""
+    """One Ray task: the measured blob of `pairs` (compare.hpp measure_pairs). The settings come
+    as the driver resolved them, the library's JSON of them (compare_options_to_json)."""
     if delay_s:
         time.sleep(delay_s)  # tests: keeps a task running while its worker is killed
-    s = settings(kwargs)
+    s, _ = _core.compare_options_from_json(settings_json)
     ref, cand = _open(reference), _open(candidate)
     try:
         return _core.compare_measure(ref._live(), cand._live(), s, pairs)
@@ -104,32 +102,33 @@ def split(work: Sequence[int], parts: int) -> List[List[int]]:
     return out
 
 
-def compare_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
+def compare_on_ray(reference: Any, candidate: Any, s: Any, *,
                    address: Optional[str] = None, parts: Optional[int] = None,
                    scratch: Optional[Any] = None, max_retries: int = DEFAULT_MAX_RETRIES,
                    _task_delay_s: float = 0.0) -> Any:
     if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
         raise InvalidArgumentError(f"ray_parts={parts!r} is not a positive integer", 1,
                                    "invalid_argument")
+    if isinstance(s, Mapping):  # compare()'s keyword arguments (api.options)
+        s = settings(s)
     run = dict(address=address, parts=parts, max_retries=max_retries, delay_s=_task_delay_s)
     if any(not isinstance(x, Dump) and _core.is_dump_set_path(os.fspath(x))
            for x in (reference, candidate)):
-        return _sets_on_ray(_path(reference), _path(candidate), kwargs, scratch, run)
-    return _pairs_on_ray(reference, candidate, kwargs, **run)
+        return _sets_on_ray(_path(reference), _path(candidate), s, scratch, run)
+    return _pairs_on_ray(reference, candidate, s, **run)
 
 
-def _sets_on_ray(reference: str, candidate: str, kwargs: Mapping[str, Any],
+def _sets_on_ray(reference: str, candidate: str, s: Any,
                  scratch: Optional[Any], run: Dict[str, Any]) -> Any:
     """Dump sets (docs/dumpsets.md): the library writes the two logical dumps into a scratch
     directory every worker sees (compare.hpp prepare_sets), the workers measure their pairs,
     and the library's finish() makes the report the sets' one: the steps of the local set
     compare, so the report is the local one. The scratch directory is removed afterwards."""
-    s = settings(kwargs)
     directory = _scratch_directory(reference, candidate, scratch)
     try:
         prepared = _core.prepare_sets(reference, candidate, s, directory)
         # prepare_sets applied the filter to the stored records (SetComparison::options).
-        logical = dict(kwargs, filter="")
+        logical = copy(s, filter="")
         report = _pairs_on_ray(prepared.reference_dump, prepared.candidate_dump, logical, **run)
         return prepared.finish(report)
     finally:
@@ -156,22 +155,20 @@ def _scratch_directory(reference: str, candidate: str, scratch: Optional[Any]) -
                              f"--ray-scratch DIR", 2, "io_error") from None
 
 
-def _pairs_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
+def _pairs_on_ray(reference: Any, candidate: Any, s: Any, *,
                   address: Optional[str], parts: Optional[int], max_retries: int,
                   delay_s: float) -> Any:
     """The report (_core.Report) of two single dumps, their pairs measured as Ray tasks."""
-    s = settings(kwargs)  # checked (resolve) by compare_work below, before any task runs
+    # s is checked (resolve) by compare_work below, before any task runs.
     ref_path, cand_path = _path(reference), _path(candidate)
     ref = reference if isinstance(reference, Dump) else _open(ref_path)
     cand = candidate if isinstance(candidate, Dump) else _open(cand_path)
     work = _core.compare_work(ref._live(), cand._live(), s)
-    task_kwargs = dict(kwargs)
-    for key in _PATH_ARGS:
-        if task_kwargs.get(key) is not None:
-            task_kwargs[key] = os.path.abspath(os.fspath(task_kwargs[key]))
-    if task_kwargs.get("policy") is not None and not isinstance(task_kwargs["policy"], Mapping):
-        task_kwargs["policy"] = os.path.abspath(os.fspath(task_kwargs["policy"]))
-    task_kwargs["threads"] = 1  # one CPU per task, as Ray schedules it; never changes results
+    # Files named by the settings (the table's input_file rows) as absolute paths, for workers
+    # elsewhere; one CPU per task, as Ray schedules it (threads never change results).
+    paths = {r["name"]: os.path.abspath(getattr(s, r["name"])) for r in rows("settings")
+             if r["role"] == "input_file" and getattr(s, r["name"])}
+    task_settings = _core.compare_options_to_json(copy(s, threads=1, **paths))
 
     blobs: List[bytes] = []
     if work:
@@ -185,7 +182,7 @@ def _pairs_on_ray(reference: Any, candidate: Any, kwargs: Mapping[str, Any], *,
                                 retry_exceptions=False)(_measure_part)
             chunks = split(work, parts)
             refs = [remote.remote(os.path.abspath(ref_path), os.path.abspath(cand_path),
-                                  task_kwargs, chunk, delay_s) for chunk in chunks]
+                                  task_settings, chunk, delay_s) for chunk in chunks]
             for i, r in enumerate(refs):
                 try:
                     blobs.append(ray.get(r))
