@@ -536,10 +536,10 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--top-k", type=int, default=5, metavar="K")
     p.add_argument("--atol", type=float, default=None)
     p.add_argument("--rtol", type=float, default=None)
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
     p.add_argument("--html", default=None, metavar="FILE",
                    help="also write a self-contained HTML page: the growth chart over steps x "
                         "layers (a heatmap of each layer's relative error) and the per-step table")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
     try:
         a = parse_args(p, argv)
     except SystemExit as e:
