@@ -41,19 +41,23 @@ def _schema_check(data):
 
 @pytest.fixture
 def faulty_fp16(monkeypatch):
-    """A planted fault in one runtime: the `hf-fp16` backend runs a copy of the model whose
-    layer L's attention output projection is scaled by 1.5 (the guard reaches the recorder
-    through driftscope.recorders.api at call time, so the patched record() is what it runs)."""
+    """A planted fault in one runtime: the `hf-fp16` backend runs a copy of the model changed
+    by `fault(model)` (by default layer L's attention output projection scaled by 1.5). The
+    guard reaches the recorder through driftscope.recorders.api at call time, so the patched
+    record() is what it runs."""
     import driftscope.recorders.llm as R
 
     real = R.record
 
-    def plant(layer):
+    def plant(layer, fault=None):
         def record(model, prompt, path, **kw):
             if kw.get("backend") == "hf-fp16":
                 model = copy.deepcopy(model)
                 with torch.no_grad():
-                    model.model.layers[layer].self_attn.o_proj.weight.mul_(1.5)
+                    if fault is None:
+                        model.model.layers[layer].self_attn.o_proj.weight.mul_(1.5)
+                    else:
+                        fault(model.model.layers[layer])
             return real(model, prompt, path, **kw)
 
         monkeypatch.setattr(R, "record", record)
@@ -121,8 +125,37 @@ def test_planted_fault_in_one_runtime_is_a_flip_probed_at_its_layer(faulty_fp16,
     assert probe["flip_step"] == flip_step and probe["flip_layer_index"] == layer
     text = rep.to_text()
     assert text.startswith("DEGRADED: hf-fp16 ARGMAX_FLIP")
+    assert "heatmap" not in rep.rows_llm["hf-fp16"]  # no --out: nothing written
     assert (f"hf-fp16 probe (prompt 1, llm-compare): first tensor beyond tolerance "
             f"step.0/model.layers.{layer}.self_attn.o_proj (step 0, layer {layer})") in text
+    _schema_check(json.loads(rep.to_json()))
+
+
+def test_planted_large_fault_is_a_degradation_and_a_nan_is_a_silent_failure(faulty_fp16,
+                                                                            tmp_path):
+    faulty_fp16(1, lambda layer: layer.mlp.down_proj.weight.mul_(1e6))
+    rep = driftscope.guard(LLAMA, backends=["hf-fp16"], out=tmp_path / "o")
+    row = rep["hf-fp16"]
+    # every step flips and the distribution moves: the worse status, both reasons named
+    assert row.status == G.PRECISION_DEGRADATION and rep.exit_code == 1
+    assert "8 of 8 steps flipped" in row.worst.detail and "> 0.01" in row.worst.detail
+    probe = rep.rows_llm["hf-fp16"]["probe"]
+    assert probe["first_crossing"] == "step.0/model.layers.1.mlp.down_proj"
+    assert probe["first_crossing_layer"] == 1 and probe["flip_step"] == 0
+    # with --out, the probed prompt's growth chart beside the dumps, the fault's cell marked
+    page = tmp_path / "o" / "hf-fp16" / "prompt0.html"
+    assert rep.rows_llm["hf-fp16"]["heatmap"] == str(page)
+    assert f"the growth chart over steps x layers of prompt 1 is {page}" in rep.to_text()
+    cells = _Cells()
+    cells.feed(page.read_text())
+    assert [(layer, c["data-step"]) for layer, cells_ in cells.rows for c in cells_
+            if "first-fail" in (c.get("class") or "")] == [("1", "0")]
+    _schema_check(json.loads(rep.to_json()))
+    faulty_fp16(0, lambda layer: layer.mlp.down_proj.weight.__setitem__((0, 0), float("nan")))
+    rep = driftscope.guard(LLAMA, backends=["hf-fp16"])
+    assert rep["hf-fp16"].status == G.NUMERICAL_INSTABILITY and rep.exit_code == 3
+    assert rep.rows_llm["hf-fp16"]["max_kl"] is None  # not finite: null in the JSON
+    assert rep.rows_llm["hf-fp16"]["probe"]["first_crossing_layer"] == 0
     _schema_check(json.loads(rep.to_json()))
 
 

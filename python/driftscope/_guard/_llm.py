@@ -237,14 +237,18 @@ class LLMGuardReport(GuardReport):
                 continue
             overlap = (f"lowest mean top-{d['top_k']} overlap {r['min_mean_topk_overlap']:.3f}"
                        if r.get("min_mean_topk_overlap") is not None else "")
+            kl = "not finite" if r["max_kl"] is None else f"{r['max_kl']:.3g}"
             stats = (f"{r['flipped_steps']} of {r['steps']} teacher-forced steps flipped, max "
-                     f"KL {r['max_kl']:.3g}, {overlap}")
+                     f"KL {kl}, {overlap}")
             if b.status == PASS:
                 out.append(f"{b.name} matches {self.reference}: {stats}.")
             else:
                 out.append(f"{b.name} {b.status}: {b.worst.detail if b.worst else stats}.")
             if r.get("probe"):
                 out.append(_probe_sentence(b.name, r["probe"], r.get("intermediates", "")))
+            if r.get("heatmap"):
+                out.append(f"{b.name}: the growth chart over steps x layers of prompt "
+                           f"{r['probe']['prompt'] + 1} is {r['heatmap']}.")
         return out
 
     def to_text(self) -> str:
@@ -513,6 +517,11 @@ def _candidate(name: str, model: Any, prompts: List[List[int]], ref_paths: List[
             "probe": _probe_json(reps[at][0], at) if probed else None}
     if keep:
         row.notes.append(f"dumps in {os.path.join(work, name)}")
+        if probed:  # the probed prompt's growth chart beside its dumps (llm-compare --html's)
+            page = os.path.join(work, name, f"prompt{at}.html")
+            with open(page, "w", encoding="utf-8") as f:
+                f.write(api.llm_heatmap_html(reps[at][0]))
+            info["heatmap"] = page
     return row, info
 
 

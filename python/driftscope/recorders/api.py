@@ -46,6 +46,7 @@ LENT: Dict[str, Tuple[str, str]] = {
     "llm_backends": ("llm", "BACKENDS"),                          # the backend table
     "llm_record": ("llm", "record"),
     "llm_compare": ("llm", "compare"),
+    "llm_heatmap_html": ("llm_heatmap", "to_html"),               # llm-compare --html's page
     # driftscope.recorders.naming: the scope of a recorded name (the module path it is under)
     "split_scope": ("naming", "split_scope"),
 }
