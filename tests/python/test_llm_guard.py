@@ -177,6 +177,34 @@ def test_checkpoint_folder_and_generated_prompts(tmp_path):
         assert d.metadata["llm.teacher"] == "prompt1.tdump"
 
 
+def test_a_causal_lm_with_tensors_stays_a_pytorch_model_unless_an_llm_backend_is_named(
+        tmp_path):
+    """examples/guard_architectures.py's gpt2 and llama return (causal LM, {"input_ids":
+    tensor}) for the torch-* and onnx-* backends (guard.md section 11): still the PyTorch
+    guard's; naming a generation backend makes the same entry point a language model."""
+    import contextlib
+
+    from driftscope._guard import _llm
+
+    fn = tmp_path / "tensors.py"
+    # the torch backends' children import this file afresh: it finds tiny_llm itself
+    fn.write_text(f"import sys\nsys.path.insert(0, {str(MODELS.parent)!r})\n"
+                  "import torch, tiny_llm\n"
+                  "def build():\n"
+                  "    model, prompt = tiny_llm.llama()\n"
+                  "    return model, {'input_ids': torch.tensor([prompt])}\n")
+    entry = f"{fn}:build"
+    assert _llm.detect(entry, 0, ValueError, contextlib.nullcontext) is None
+    found = _llm.detect(entry, 0, ValueError, contextlib.nullcontext, llm_named=True)
+    assert found.prompts == [tiny_llm.PROMPT]
+    rep = driftscope.guard(entry, backends=["hf-fp16"])
+    assert rep.family == "llm" and rep.llm["prompts"] == [tiny_llm.PROMPT]
+    assert rep["hf-fp16"].status == G.PASS
+    rep = driftscope.guard(entry, backends=["torch-fp16"], runs=1, probe="never")
+    assert rep.family == "torch" and [b.name for b in rep.backends] == ["torch", "torch-fp16"]
+    assert rep["torch-fp16"].status not in (G.RUNTIME_ERROR, G.UNAVAILABLE)
+
+
 BAD_FNS = """
 import torch, transformers as T
 from driftscope.reference import hash_init_

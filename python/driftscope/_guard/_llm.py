@@ -111,9 +111,15 @@ def _load_folder(path: str, entry: str, error: Callable[[str], Exception]) -> An
 
 
 def detect(entry: str, seed: int, error: Callable[[str], Exception],
-           quiet: Callable[[], Any]) -> Optional[LLMModel]:
+           quiet: Callable[[], Any], llm_named: bool = False) -> Optional[LLMModel]:
     """Calls FN of FILE.py:FN (after torch.manual_seed(seed)) and returns the language model it
     gives, or None when it gives something else the PyTorch guard judges ((module, inputs)).
+
+    A language model: a causal LM or a checkpoint folder's path alone, or first in a pair whose
+    second item is a list (token ids, or a list of such lists). A causal LM with tensors, a
+    dict or a tensor, stays the PyTorch guard's (its torch-* and onnx-* backends run the forward
+    on them: docs/howto/guard.md section 11) unless `llm_named` (--backends, --reference or
+    --require names a backend of the generation recorder): then its input_ids are the prompt.
     `error(message)` makes the exception for a function that returns neither; `quiet()` is the
     context in which the user's code runs (the guard's: what it prints goes to stderr)."""
     from ..recorders.api import torch_load_entry_point
@@ -140,12 +146,12 @@ def detect(entry: str, seed: int, error: Callable[[str], Exception],
                     f"(model, inputs) for a PyTorch model, or a causal LM (a transformers "
                     f"model that can generate, (model, prompt_ids), or a checkpoint folder's "
                     f"path)")
+    if pair and not path and not isinstance(rest, list) and not llm_named:
+        return None  # (model, tensors): the PyTorch guard's, as before language models
     prompts = _token_lists(rest) if pair else None
     if path:
         model = _load_folder(os.fspath(model), entry, error)
     elif not _causal(model):
-        if pair and not isinstance(rest, list):
-            return None  # a transformers encoder with its tensors: the PyTorch guard's
         raise error(f"--model {entry}: {type(model).__name__} is not a causal LM (its "
                     f"can_generate() is False: no generate-able config or LM head); give a "
                     f"...ForCausalLM model")

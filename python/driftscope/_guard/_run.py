@@ -338,9 +338,11 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     llm_options = {"max_kl": max_kl, "min_topk_overlap": min_topk_overlap, "top_k": top_k}
     if family == "torch" and reference_model is None:
         from . import _llm
+        from ..recorders.api import llm_backends
 
+        named = list(backends or []) + list(require) + ([reference] if reference else [])
         found = _llm.detect(model, seed, lambda msg: GuardError(msg, "model_load_failed"),
-                            _stdout_to_stderr)
+                            _stdout_to_stderr, any(n in llm_backends for n in named))
         if found is not None:
             _llm_refuse(inputs=inputs, data=data, metric=metric, search_inputs=search_inputs,
                         sensitivity=sensitivity, dims=dims, state=state, repro=repro,
