@@ -77,6 +77,15 @@ exit status: 0 every available backend passes; 1 degraded (PRECISION_DEGRADATION
 RUNTIME_ERROR); 3 silent failure (NUMERICAL_INSTABILITY, SILENT_ZERO_VECTOR, CONSTANT_OUTPUT);
 2 usage or input error, the reference backend failed, or a --require'd backend is unavailable.
 
+language models: --model file.py:FUNCTION whose FUNCTION returns a transformers causal LM,
+(model, prompt_ids) or a local checkpoint folder's path runs every backend of the generation
+recorder (hf reference, hf-bf16, hf-fp16, hf-compile, ...; unavailable ones say why) on
+--samples prompts (default 3, generated ids unless given) for --steps new tokens (default 8),
+each teacher-forced with the reference's tokens; verdicts on every step's logits: ARGMAX_FLIP
+(more than --max-argmax-flip of the steps flip their greedy token), PRECISION_DEGRADATION (max
+KL above --max-kl, or a prompt's mean top-k overlap below --min-topk-overlap); failing backends
+are probed: the first step and layer beyond tolerance (docs/howto/llm.md).
+
 examples:
   driftscope guard model.onnx
   driftscope guard model.onnx --backends ort-fp16,ort-int8 --dim seq=32 --json guard.json
@@ -94,7 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the .onnx or .tflite model (for PyTorch use --model)")
     p.add_argument("--model", metavar="FILE.py:FUNCTION",
                    help="a PyTorch model: FUNCTION() returns (model, inputs), as for "
-                        "`driftscope record torch`; called after torch.manual_seed(SEED)")
+                        "`driftscope record torch`; called after torch.manual_seed(SEED); or a "
+                        "language model: a transformers causal LM, (model, prompt_ids) or a "
+                        "checkpoint folder's path (docs/howto/llm.md)")
     p.add_argument("--backends", metavar="A,B,...",
                    help="backends to check (default: every backend for this kind of model)")
     p.add_argument("--reference", metavar="NAME",
@@ -113,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
                         "h_in/h_out, state/stateN; none: no state at all)")
     p.add_argument("--steps", type=int, default=None, metavar="T",
                    help="steps to run a stateful model, carrying its state (default 3); every "
-                        "step's outputs are judged")
+                        "step's outputs are judged; a language model: new tokens per prompt "
+                        "(default 8)")
     p.add_argument("--data", metavar="DIR|FILE|FILE.py:FN",
                    help="judge on your own inputs: a folder of .npz samples (arrays named by "
                         "input; .npy for a one-input model), one .npz/.npy file, or a Python "
@@ -144,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
                         "error each removes alone; the fallback search grows in that order")
     p.add_argument("--samples", type=int, default=None, metavar="N",
                    help="run N seeded input samples; each backend reports its worst (default "
-                        "1; with --data: every sample, at most N, a generator's first 16)")
+                        "1; with --data: every sample, at most N, a generator's first 16; a "
+                        "language model: N prompts, default 3)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the generated inputs (default 0)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
@@ -178,6 +191,14 @@ def _parser() -> argparse.ArgumentParser:
                         "(repeatable); OUTPUT=none: not that output; none: never (default: "
                         "found from a softmax or logits producer; for PyTorch models the last "
                         "axis, except outputs named other than logits/scores/probs/classes)")
+    p.add_argument("--max-kl", type=float, default=None, metavar="NATS",
+                   help="a language model: PRECISION_DEGRADATION when KL(reference || "
+                        "candidate) of some step's softmaxed logits exceeds this (default 0.01)")
+    p.add_argument("--min-topk-overlap", type=float, default=None, metavar="F",
+                   help="a language model: PRECISION_DEGRADATION when a prompt's mean top-k "
+                        "token overlap over its steps is below F (default 0.8)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help="a language model: the k of --min-topk-overlap (default 5)")
     p.add_argument("--require", action="append", default=[], metavar="NAME",
                    help="this backend must be available here (repeatable; comma lists too)")
     p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
@@ -419,7 +440,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            fallback_runs=builds, fallback_seconds=seconds,
                            latency_budget=args.latency_budget,
                            replay=args.replay, repro=args.repro,
-                           progress=lambda done, total, name: bar.update(done, total, name))
+                           progress=lambda done, total, name: bar.update(done, total, name),
+                           max_kl=args.max_kl, min_topk_overlap=args.min_topk_overlap,
+                           top_k=args.top_k)
         if args.json:
             write_output(args.json, report.to_json())
         if args.markdown:

@@ -145,6 +145,16 @@ def _signature(family: str, model: str, seed: int,
                          "model_load_failed") from err
 
 
+def _llm_refuse(**options: Any) -> None:
+    """The options a language model's guard does not take (its inputs are prompts)."""
+    for name, value in options.items():
+        if value:
+            flag = {"inputs": "--input", "dims": "--dim"}.get(name, "--" + name.replace("_", "-"))
+            raise GuardError(f"{flag}: not supported for a language model (its inputs are "
+                             "prompt token ids: return (model, prompt_ids); --samples prompts, "
+                             "--steps new tokens)", "invalid_argument")
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
@@ -203,7 +213,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           probe_method: str = "auto", fallback_runs: int = DEFAULT_FALLBACK_RUNS,
           replay: str = "auto", fallback_seconds: Optional[float] = None,
           latency_budget: Optional[float] = None, repro: Optional[PathLike] = None,
-          progress: Optional[Callable[[int, int, str], None]] = None) -> GuardReport:
+          progress: Optional[Callable[[int, int, str], None]] = None,
+          max_kl: Optional[float] = None, min_topk_overlap: Optional[float] = None,
+          top_k: Optional[int] = None) -> GuardReport:
     """Runs `model` on the reference backend and every backend of `backends` (default: every
     backend for the model's kind), each in its own process, on the same deterministic inputs,
     and judges every output of every backend against the reference.
@@ -269,6 +281,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         reference's inputs: docs/howto/guard.md §8) or "never". Replay never changes a verdict.
     repro: a folder (new, or empty) for a repro bundle per failing ONNX backend whose probe named
         an origin (REPRO/BACKEND/, driftscope repro's bundle; guard.md §8); needs the probe.
+    max_kl / min_topk_overlap / top_k: a language model's thresholds (an entry point giving a
+        causal LM: _llm.py, docs/howto/llm.md "Guard"); `steps` is then the new tokens per
+        prompt and `samples` the number of prompts.
     Raises GuardError for bad arguments, a model that does not load, inputs that do not fit,
     and a reference backend that is unavailable or fails.
     """
@@ -320,6 +335,26 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
     if policy is not None:
         _check_policy(os.fspath(policy))
     family = family_of(model)
+    llm_options = {"max_kl": max_kl, "min_topk_overlap": min_topk_overlap, "top_k": top_k}
+    if family == "torch" and reference_model is None:
+        from . import _llm
+        from ..recorders.api import llm_backends
+
+        named = list(backends or []) + list(require) + ([reference] if reference else [])
+        found = _llm.detect(model, seed, lambda msg: GuardError(msg, "model_load_failed"),
+                            _stdout_to_stderr, any(n in llm_backends for n in named))
+        if found is not None:
+            _llm_refuse(inputs=inputs, data=data, metric=metric, search_inputs=search_inputs,
+                        sensitivity=sensitivity, dims=dims, state=state, repro=repro,
+                        policy=policy)
+            return _llm.run(found, entry=model, error=GuardError, backends=backends,
+                            reference=reference, require=require, samples=samples, seed=seed,
+                            steps=steps, max_argmax_flip=max_argmax_flip, probe=probe, out=out,
+                            progress=progress, **llm_options)
+    given = [k for k, v in llm_options.items() if v is not None]
+    if given:
+        raise GuardError(f"{given[0]}: a threshold of a language model's guard; this model is "
+                         "not one (docs/howto/llm.md)", "invalid_argument")
     ref_model = model if reference_model is None else os.fspath(reference_model)
     ref_family = family_of(ref_model)
     order, ref = _resolve_backends(family, backends, reference, require, ref_family)

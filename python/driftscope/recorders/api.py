@@ -42,6 +42,11 @@ LENT: Dict[str, Tuple[str, str]] = {
     "torch_call": ("torch", "_call"),
     "torch_flat": ("torch", "_flat"),
     "torch_record": ("torch", "record"),
+    # driftscope.llm: generations of a causal LM (the guard of a language model, _guard/_llm.py)
+    "llm_backends": ("llm", "BACKENDS"),                          # the backend table
+    "llm_record": ("llm", "record"),
+    "llm_compare": ("llm", "compare"),
+    "llm_heatmap_html": ("llm_heatmap", "to_html"),               # llm-compare --html's page
     # driftscope.recorders.naming: the scope of a recorded name (the module path it is under)
     "split_scope": ("naming", "split_scope"),
 }

@@ -536,16 +536,22 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--top-k", type=int, default=5, metavar="K")
     p.add_argument("--atol", type=float, default=None)
     p.add_argument("--rtol", type=float, default=None)
+    p.add_argument("--html", default=None, metavar="FILE",
+                   help="also write a self-contained HTML page: the growth chart over steps x "
+                        "layers (a heatmap of each layer's relative error) and the per-step table")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
     try:
         a = parse_args(p, argv)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else 2
     try:
-        if a.json:
-            msg = refuse_output_onto_inputs(a.json, [a.reference, a.candidate])
+        for out in (a.json, a.html):
+            msg = out and refuse_output_onto_inputs(out, [a.reference, a.candidate])
             if msg:
                 raise InvalidArgumentError(msg, 1, "invalid_argument")
+        if a.json and a.html and os.path.abspath(a.json) == os.path.abspath(a.html):
+            raise InvalidArgumentError(f"--json and --html both name {a.json}", 1,
+                                       "invalid_argument")
         for f in (a.reference, a.candidate):
             if not os.path.isfile(f):
                 raise InvalidArgumentError(f"{f}: no such file", 1, "invalid_argument")
@@ -553,6 +559,10 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
         rep = compare(a.reference, a.candidate, top_k=a.top_k, **opts)
         if a.json:
             write_output(a.json, rep.to_json() + "\n")
+        if a.html:  # the growth chart: llm_heatmap.py
+            from . import llm_heatmap
+
+            write_output(a.html, llm_heatmap.to_html(rep))
     except (Error, ValueError, OSError) as e:
         return _error("llm-compare", e)
     print(rep.to_text())
