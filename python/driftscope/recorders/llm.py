@@ -66,9 +66,12 @@ def unavailable_reason(backend: str) -> str:
         return ""
     if backend.startswith("llamacpp"):
         if not _installed("llama_cpp"):
+            # measured 2026-12-05: the 0.3.36 sdist, CPU backend only, 2 cores, stopped
+            # unfinished after 480 s at build step 37 of 140
             return (f"{backend}: llama-cpp-python is not installed: it has no binary wheel for "
-                    f"this platform on PyPI and building it compiles llama.cpp from source (CMake "
-                    f"and a C++ toolchain, minutes of both cores), not done in this environment")
+                    f"this platform on PyPI, and building its sdist compiles llama.cpp from "
+                    f"source (on the 2-core development machine not finished after 8 minutes: "
+                    f"37 of 140 build steps), so this environment does not carry it")
         return f"{backend}: the llama.cpp recorder is not written yet (issue 31)"
     return f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})"
 

@@ -12,13 +12,13 @@ recorder's naming (recorders/naming.py) gives its node outputs the names transfo
 hooks give them (``model.layers.1.self_attn.q_proj``): an ``hf`` dump and an ``ort`` dump pair
 up layer by layer with no map.
 
-ONNX Runtime records every node output of every step (the recorder's extra graph outputs, in a
-second session: the plain session drives the generation and its logits and cache are what is
-recorded, so extra outputs blocking fusions cannot change the tokens; ``observer_effect`` says
-whether the two sessions' logits agree). OpenVINO reads the same ONNX file and runs it with
-``INFERENCE_PRECISION_HINT=f32`` (its CPU plugin would otherwise run bfloat16 where the CPU has
-it); it records logits and cache entries: a compiled OpenVINO model fuses the graph and hands
-back only its outputs.
+Both runtimes record every node output of every step: the recorder's extra graph outputs live
+in a second session (ONNX Runtime) or a second compiled model (OpenVINO, whose ONNX frontend
+keeps the ONNX value names), while the plain one drives the generation and its logits and
+cache are what is recorded, so extra outputs blocking fusions cannot change the tokens
+(``observer_effect`` says whether the two runs' logits agree). OpenVINO reads the same ONNX file
+and runs it with ``INFERENCE_PRECISION_HINT=f32`` (its CPU plugin would otherwise run bfloat16
+where the CPU has it).
 """
 
 from __future__ import annotations
@@ -190,33 +190,69 @@ class _OrtRunner:
             if "logits" in got:
                 self.effect = max(self.effect, float(np.max(np.abs(
                     got["logits"].astype(np.float64) - out["logits"]))))
-            for e in self.plan:
-                v = got.get(e.tensor)
-                if not isinstance(v, np.ndarray) or v.dtype.kind not in "fiub":
-                    continue
-                for name in e.names:
-                    rows.append((name if e.role_index == 0 else f"{name}.{e.role_index}",
-                                 e.op_type, v))
+            rows = _rows(self.plan, got)
         return out, rows
 
 
 class _OvRunner:
-    def __init__(self, path: str) -> None:
+    def __init__(self, proto: Any, path: str, intermediates: bool) -> None:
         import openvino as ov
+
+        from .onnxruntime import _plan
 
         self.version = f"openvino {ov.__version__}"
         core = ov.Core()
+        config = {"INFERENCE_PRECISION_HINT": "f32"}
         try:
-            self.compiled = core.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            self.compiled = core.compile_model(path, "CPU", config)
+            self.capture = None
+            self.plan: List[Any] = []
+            if intermediates:
+                # OpenVINO's ONNX frontend keeps the ONNX value names on its tensors: the same
+                # values as the ONNX Runtime recorder's plan, under the same names, exposed as
+                # extra outputs of a second compiled model (fusions in the plain one stay)
+                model = core.read_model(path)
+                ports = {n: o for op in model.get_ops() for o in op.outputs()
+                         for n in o.get_names()}
+                self.plan = [e for e in _plan(proto) if e.names and e.tensor in ports]
+                model.add_outputs([ports[e.tensor] for e in self.plan])
+                self.capture = core.compile_model(model, "CPU", config)
         except Exception as err:
             raise InvalidArgumentError(f"{path}: OpenVINO cannot compile it: "
                                        f"{str(err).strip().splitlines()[0]}", 1,
                                        "invalid_argument") from err
-        self.effect = None
+        self.effect = 0.0
+
+    @staticmethod
+    def _by_name(compiled: Any, res: Any) -> Dict[str, np.ndarray]:
+        out = {}
+        for port in compiled.outputs:
+            value = np.asarray(res[port])
+            for name in port.get_names():
+                out[name] = value
+        return out
 
     def run(self, feeds: Dict[str, np.ndarray]) -> Tuple[Dict[str, np.ndarray], List[Any]]:
-        res = self.compiled(feeds)
-        return {port.get_any_name(): np.asarray(res[port]) for port in self.compiled.outputs}, []
+        out = self._by_name(self.compiled, self.compiled(feeds))
+        rows: List[Any] = []
+        if self.capture is not None:
+            got = self._by_name(self.capture, self.capture(feeds))
+            if "logits" in got:
+                self.effect = max(self.effect, float(np.max(np.abs(
+                    got["logits"].astype(np.float64) - out["logits"]))))
+            rows = _rows(self.plan, got)
+        return out, rows
+
+
+def _rows(plan: Sequence[Any], got: Dict[str, np.ndarray]) -> List[Any]:
+    rows = []
+    for e in plan:
+        v = got.get(e.tensor)
+        if not isinstance(v, np.ndarray) or v.dtype.kind not in "fiub":
+            continue
+        for name in e.names:
+            rows.append((name if e.role_index == 0 else f"{name}.{e.role_index}", e.op_type, v))
+    return rows
 
 
 def generate(backend: str, model: Any, prompt: Sequence[int], new_tokens: int,
@@ -245,8 +281,7 @@ def generate(backend: str, model: Any, prompt: Sequence[int], new_tokens: int,
             raise InvalidArgumentError(f"{path}: not a valid ONNX file ({err})", 1,
                                        "invalid_argument") from err
         n_layers, dims = _graph_io(proto, path)
-        runner: Any = (_OrtRunner(proto, path, intermediates=True) if backend == "ort"
-                       else _OvRunner(path))
+        runner: Any = (_OrtRunner if backend == "ort" else _OvRunner)(proto, path, True)
         del proto
         past = {}
         for i, d in enumerate(dims):
@@ -286,14 +321,11 @@ def generate(backend: str, model: Any, prompt: Sequence[int], new_tokens: int,
                     stopped = f"eos (token {token}) at step {k}"
                     break
     meta = {"framework": runner.version, "llm.export": export,
-            "llm.intermediates": ("every node output, named by module scope (ONNX Runtime "
-                                  "recorder)" if backend == "ort" else
-                                  "logits and cache only (a compiled OpenVINO model hands back "
-                                  "its outputs only)")}
-    if backend == "ort":
-        meta["observer_effect"] = ("none" if runner.effect == 0.0 else
-                                   f"logits of the session with intermediate outputs differ by "
-                                   f"up to {runner.effect:.3g}")
-    else:
+            "llm.intermediates": "every node output, named by module scope (the ONNX Runtime "
+                                 "recorder's naming)",
+            "observer_effect": ("none" if runner.effect == 0.0 else
+                                f"logits of the run with intermediate outputs differ by up to "
+                                f"{runner.effect:.3g}")}
+    if backend == "openvino":
         meta["openvino.inference_precision"] = "f32"
     return steps, tokens, fed, stopped, meta
