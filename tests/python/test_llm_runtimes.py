@@ -136,7 +136,10 @@ def test_cli_records_ort_and_refuses_bad_exports(runs, tmp_path):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     onnx.save(helper.make_model(g), str(tmp_path / "relu.onnx"))
+    (tmp_path / "junk.onnx").write_bytes(b"\x08\x07not a protobuf at all" * 10)
     for extra, message in (
+            (["--backend", "openvino", "--onnx", str(tmp_path / "junk.onnx")],
+             "not a valid ONNX file"),
             (["--backend", "ort", "--onnx", str(tmp_path / "relu.onnx")],
              "not a generation step exported by driftscope.llm.export_onnx"),
             (["--backend", "hf", "--onnx", str(d / "step.onnx")], "only for the ort and openvino"),

@@ -46,12 +46,20 @@ def _cache_arg(model: Any) -> str:
             else "past_key_values")
 
 
+def _cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
+    # llm.py reads the cache the same way; imported from there it would close an import circle
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(getattr(l, "keys", None), getattr(l, "values", None)) for l in layers]
+    if isinstance(cache, (tuple, list)):  # the legacy tuple of (key, value) per layer
+        return [(kv[0], kv[1]) for kv in cache]
+    return []
+
+
 def _cache_shapes(model: Any) -> List[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
     """(key shape, value shape) of one position, per layer: read from a one-token run, so every
     family's cache layout (GQA heads, head size) is the model's own."""
     import torch
-
-    from .llm import _cache_layers
 
     with torch.no_grad():
         out = model(input_ids=torch.zeros((1, 1), dtype=torch.long), use_cache=True)
@@ -92,7 +100,6 @@ def export_onnx(model: Any, path: "str | os.PathLike[str]", *, opset: int = 17) 
                                                  for i in range(n_layers)], config=config)
             out = lm(input_ids=input_ids, position_ids=position_ids, use_cache=True,
                      **{cache_arg: cache})
-            from .llm import _cache_layers
 
             res = [out.logits]
             for k, v in _cache_layers(getattr(out, cache_arg)):
@@ -118,10 +125,15 @@ def export_onnx(model: Any, path: "str | os.PathLike[str]", *, opset: int = 17) 
     out_path = os.fspath(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarnings about the cache's Python branches
-        with torch.no_grad():
-            torch.onnx.export(Step(model), (ids, pos, *past), out_path, input_names=names_in,
-                              output_names=names_out, dynamic_axes=dynamic, dynamo=False,
-                              opset_version=opset)
+        try:
+            with torch.no_grad():
+                torch.onnx.export(Step(model), (ids, pos, *past), out_path,
+                                  input_names=names_in, output_names=names_out,
+                                  dynamic_axes=dynamic, dynamo=False, opset_version=opset)
+        except Exception as err:  # the exporter raises anything from tracing to ONNX checks
+            raise UnsupportedError(f"{type(model).__name__}: torch.onnx.export of one "
+                                   f"generation step failed: {_first_line(err)}", 5,
+                                   "unsupported") from err
     import onnx
 
     proto = onnx.load(out_path)
@@ -131,6 +143,11 @@ def export_onnx(model: Any, path: "str | os.PathLike[str]", *, opset: int = 17) 
             node.name = node.name[len(prefix) - 1:]
     onnx.save(proto, out_path)
     return {"layers": n_layers, "opset": opset}
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _graph_io(proto: Any, path: str) -> Tuple[int, List[Tuple[int, ...]]]:
@@ -219,8 +236,7 @@ class _OvRunner:
                 self.capture = core.compile_model(model, "CPU", config)
         except Exception as err:
             raise InvalidArgumentError(f"{path}: OpenVINO cannot compile it: "
-                                       f"{str(err).strip().splitlines()[0]}", 1,
-                                       "invalid_argument") from err
+                                       f"{_first_line(err)}", 1, "invalid_argument") from err
         self.effect = 0.0
 
     @staticmethod
@@ -232,11 +248,21 @@ class _OvRunner:
                 out[name] = value
         return out
 
+    @staticmethod
+    def _infer(compiled: Any, feeds: Dict[str, np.ndarray]) -> Any:
+        from .onnxruntime import ModelRunError
+
+        try:
+            return compiled(feeds)
+        except Exception as err:
+            raise ModelRunError(f"OpenVINO failed to run the generation step: "
+                                f"{_first_line(err)}") from err
+
     def run(self, feeds: Dict[str, np.ndarray]) -> Tuple[Dict[str, np.ndarray], List[Any]]:
-        out = self._by_name(self.compiled, self.compiled(feeds))
+        out = self._by_name(self.compiled, self._infer(self.compiled, feeds))
         rows: List[Any] = []
         if self.capture is not None:
-            got = self._by_name(self.capture, self.capture(feeds))
+            got = self._by_name(self.capture, self._infer(self.capture, feeds))
             if "logits" in got:
                 self.effect = max(self.effect, float(np.max(np.abs(
                     got["logits"].astype(np.float64) - out["logits"]))))
@@ -278,7 +304,7 @@ def generate(backend: str, model: Any, prompt: Sequence[int], new_tokens: int,
         try:
             proto = onnx.load(path)
         except Exception as err:
-            raise InvalidArgumentError(f"{path}: not a valid ONNX file ({err})", 1,
+            raise InvalidArgumentError(f"{path}: not a valid ONNX file ({_first_line(err)})", 1,
                                        "invalid_argument") from err
         n_layers, dims = _graph_io(proto, path)
         runner: Any = (_OrtRunner if backend == "ort" else _OvRunner)(proto, path, True)
