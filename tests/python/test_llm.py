@@ -252,7 +252,7 @@ def test_cli_record_and_compare(runs, tmp_path):
     (["record", "llm", "--model", "{m}:llama_long_prompt", "--new-tokens", "4", "-o", "x.tdump"],
      "the prompt (70 tokens) and 4 new tokens need 73 positions; the model's context is 64"),
     (["record", "llm", "--model", "{m}:llama", "--new-tokens", "4", "--backend", "ort",
-      "-o", "x.tdump"], "ort: "),
+      "--onnx", "missing.onnx", "-o", "x.tdump"], "--onnx missing.onnx: no such file"),
     (["record", "llm", "--model", "{m}:llama", "--new-tokens", "4", "--backend",
       "llamacpp-q8_0", "-o", "x.tdump"], "llamacpp-q8_0: "),
     (["record", "llm", "--model", "{m}:llama", "--teacher", "{ref}", "-o", "{ref}"],
@@ -284,12 +284,14 @@ def test_howto_page_runs(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "tests" / "python"))
     from test_howtos import HOWTO, blocks, run_page
 
-    shutil.copy(ROOT / "tests/python/models/tiny_llm.py", tmp_path / "tiny_llm.py")
+    for f in ("tiny_llm.py", "tiny_llm_faults.py"):
+        shutil.copy(ROOT / "tests/python/models" / f, tmp_path / f)
     if os.environ.get("DRIFTSCOPE_BIN"):  # a worktree without its own build uses this one
         monkeypatch.setenv("PATH", os.pathsep.join(
             [os.path.dirname(os.environ["DRIFTSCOPE_BIN"]), os.environ.get("PATH", "")]))
     ran = run_page(HOWTO / "llm.md", tmp_path)
     assert len([r for r in ran if r.startswith("driftscope record llm")]) >= 3
-    assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 3
-    assert ran.count("python") >= 1
+    assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 6
+    assert len([r for r in ran if "--backend ort" in r or "--backend openvino" in r]) == 3
+    assert ran.count("python") >= 2
     assert (tmp_path / "report.json").exists()

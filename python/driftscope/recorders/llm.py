@@ -33,13 +33,16 @@ from .._entry import load_function
 from .._writer import Writer
 from ..errors import Error, InvalidArgumentError, UnsupportedError
 
-__all__ = ["record", "compare", "GenerationReport", "BACKENDS", "cli_main", "compare_main"]
+__all__ = ["record", "compare", "GenerationReport", "BACKENDS", "cli_main", "compare_main",
+           "export_onnx"]
 
 # backend -> (torch dtype name, compiled)
 _HF = {"hf": ("float32", False), "hf-bf16": ("bfloat16", False), "hf-fp16": ("float16", False),
        "hf-compile": ("float32", True)}
-_OTHER = ("ort", "openvino", "llamacpp-f32", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0")
-BACKENDS = tuple(_HF) + _OTHER
+# ONNX Runtime / OpenVINO on the model exported by recorders/llm_onnx.py (no optimum)
+_RUNTIMES = {"ort": ("onnxruntime", "onnx onnxruntime"), "openvino": ("openvino", "openvino")}
+_OTHER = ("llamacpp-f32", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0")
+BACKENDS = tuple(_HF) + tuple(_RUNTIMES) + _OTHER
 
 
 def _installed(module: str) -> bool:
@@ -53,22 +56,22 @@ def _installed(module: str) -> bool:
 
 def unavailable_reason(backend: str) -> str:
     """Why a backend named in issue 31 cannot record here (never a fake run)."""
-    if backend == "ort":
-        if not _installed("optimum"):
-            return ("ort: optimum is not installed (its ONNX export with past key values, "
-                    "optimum.onnxruntime.ORTModelForCausalLM, is what runs a generation on ONNX "
-                    "Runtime); pip install optimum[onnxruntime]")
-        return "ort: the optimum recorder is not written yet (issue 31)"
-    if backend == "openvino":
-        if not _installed("optimum") or not _installed("openvino"):
-            return ("openvino: optimum-intel and openvino are not installed (OVModelForCausalLM "
-                    "runs the generation); pip install optimum[openvino]")
-        return "openvino: the optimum-intel recorder is not written yet (issue 31)"
+    if backend in _RUNTIMES:
+        module, pip = _RUNTIMES[backend]
+        missing = [m for m in (module, "onnx") if not _installed(m)]
+        if missing:
+            return (f"{backend}: {' and '.join(missing)} not installed (the model is exported "
+                    f"with torch.onnx.export and run there); pip install {pip}" +
+                    ("" if pip.startswith("onnx ") else " onnx"))
+        return ""
     if backend.startswith("llamacpp"):
         if not _installed("llama_cpp"):
+            # measured 2026-12-05: the 0.3.36 sdist, CPU backend only, 2 cores, stopped
+            # unfinished after 480 s at build step 37 of 140
             return (f"{backend}: llama-cpp-python is not installed: it has no binary wheel for "
-                    f"this platform on PyPI and building it compiles llama.cpp from source (CMake "
-                    f"and a C++ toolchain, minutes of both cores), not done in this environment")
+                    f"this platform on PyPI, and building its sdist compiles llama.cpp from "
+                    f"source (on the 2-core development machine not finished after 8 minutes: "
+                    f"37 of 140 build steps), so this environment does not carry it")
         return f"{backend}: the llama.cpp recorder is not written yet (issue 31)"
     return f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})"
 
@@ -149,11 +152,20 @@ def _cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
     return []
 
 
+def export_onnx(model: Any, path: Union[str, "os.PathLike[str]"], *, opset: int = 17
+                ) -> Dict[str, Any]:
+    """The causal LM as one ONNX generation step with explicit KV-cache tensors, the graph the
+    ort and openvino backends run (recorders/llm_onnx.py; docs/howto/llm.md)."""
+    from .llm_onnx import export_onnx as export
+
+    return export(model, path, opset=opset)
+
+
 def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
            new_tokens: Optional[int] = None,
            teacher: Union[None, Sequence[int], str, "os.PathLike[str]"] = None,
            backend: str = "hf", dtype: Any = None, eos: Any = "config",
-           filter: str = "") -> Dict[str, Any]:
+           filter: str = "", onnx: Union[None, str, "os.PathLike[str]"] = None) -> Dict[str, Any]:
     """Greedy generation of `new_tokens` steps, step by step with the KV cache, every step's
     module outputs, cache entries and logits written to `path` (module docstring for names).
 
@@ -166,12 +178,22 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
     logits and cache only, module hooks would split the compiled graph); dtype (a torch dtype)
     overrides the backend's. eos: "config" (the model's eos_token_id), an id, or None; a
     free-running generation stops after the step that produced it.
+    ort / openvino: the model exported by driftscope.llm.export_onnx (recorders/llm_onnx.py),
+    float32, run by ONNX Runtime (every node output recorded, named by module scope) or OpenVINO
+    (logits and cache); onnx: such an export to run instead (a patched one, or to skip the
+    export's seconds).
     Returns the run metadata written."""
     import torch
 
-    if backend not in _HF:
+    if backend not in _HF and (backend not in _RUNTIMES or unavailable_reason(backend)):
         raise UnsupportedError(unavailable_reason(backend), 5, "unsupported")
-    dtype_name, compiled = _HF[backend]
+    if onnx is not None and backend not in _RUNTIMES:
+        raise InvalidArgumentError(f"onnx: only for the {' and '.join(_RUNTIMES)} backends, not "
+                                   f"{backend}", 1, "invalid_argument")
+    if dtype is not None and backend in _RUNTIMES:
+        raise InvalidArgumentError(f"dtype: the {backend} backend runs the float32 export", 1,
+                                   "invalid_argument")
+    dtype_name, compiled = _HF.get(backend, ("float32", False))
     tdtype = dtype if dtype is not None else getattr(torch, dtype_name)
     if isinstance(tdtype, str):
         tdtype = getattr(torch, tdtype)
@@ -227,6 +249,16 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
     eos_id = getattr(config, "eos_token_id", None) if eos == "config" else eos
     if isinstance(eos_id, (list, tuple)):
         eos_id = eos_id[0] if eos_id else None
+
+    if backend in _RUNTIMES:
+        from .llm_onnx import generate
+
+        steps, tokens, fed, stopped, extra = generate(
+            backend, model, prompt, new_tokens, teacher_tokens, eos_id,
+            None if onnx is None else os.fspath(onnx))
+        return _write(out_path, filter, model, steps, tokens, fed, dict(
+            extra, backend=backend, precision="float32", model=type(model).__name__),
+            prompt, new_tokens, teacher_desc, stopped, eos_id)
 
     params = list(model.parameters())
     if params and params[0].dtype != tdtype:
@@ -290,17 +322,24 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
         for h in handles:
             h.remove()
 
-    meta: Dict[str, Any] = {
+    return _write(out_path, filter, model, steps, tokens, fed, {
         "framework": "transformers", "backend": backend,
         "precision": str(tdtype).replace("torch.", ""), "model": type(model).__name__,
+        "llm.intermediates": ("logits and cache only (torch.compile: module hooks would split "
+                              "the compiled graph)" if compiled else "every module's output")},
+        prompt, new_tokens, teacher_desc, stopped, eos_id)
+
+
+def _write(out_path: str, filter: str, model: Any, steps: List[List[Tuple[str, str, Any]]],
+           tokens: List[int], fed: List[int], backend_meta: Dict[str, Any], prompt: List[int],
+           new_tokens: int, teacher_desc: str, stopped: str, eos_id: Any) -> Dict[str, Any]:
+    meta: Dict[str, Any] = dict(backend_meta)
+    meta.update({
         "llm.prompt_ids": _ids_text(prompt), "llm.tokens": _ids_text(tokens),
         # the token fed at steps 1..: the model's own, or the teacher's
         "llm.fed": _ids_text(fed[:len(tokens) - 1]), "llm.steps": str(len(tokens)),
         "llm.new_tokens": str(new_tokens), "llm.teacher": teacher_desc, "llm.stopped": stopped,
-        "llm.eos_token_id": "none" if eos_id is None else str(eos_id),
-        "llm.intermediates": ("logits and cache only (torch.compile: module hooks would split "
-                              "the compiled graph)" if compiled else "every module's output"),
-    }
+        "llm.eos_token_id": "none" if eos_id is None else str(eos_id)})
     ref = getattr(model, "driftscope_reference", None)
     if ref:
         meta["reference.init"] = json.dumps(ref, sort_keys=True, separators=(",", ":"))
@@ -367,6 +406,14 @@ class GenerationReport:
         fc = d.get("first_crossing")
         lines.append("  first tensor beyond tolerance over all steps: " +
                      (f"{fc['name']} (step {fc['step']})" if fc else "none"))
+        fk = d.get("first_cache")
+        if fk:
+            lines.append(f"  first KV-cache entry beyond tolerance: {fk['name']} "
+                         f"({fk['status']}, max|diff| {fk['max_abs_diff']:.3g})")
+        if d.get("names") and (d["names"]["map_a"] or d["names"]["map_b"]):
+            from .llm_names import RenamePlan
+
+            lines.append(RenamePlan.from_dict(d["names"]).to_text())
         if d["unmatched"]:
             lines.append(f"  not compared: {d['unmatched']}")
         lines.append("  step  ref  cand  top1  top-k   KL          max|diff|  inputs")
@@ -391,12 +438,22 @@ def _pair_dict(t: Any) -> Dict[str, Any]:
 
 
 def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os.PathLike[str]"],
-            *, top_k: int = 5, **compare_options: Any) -> GenerationReport:
+            *, top_k: int = 5, names: str = "auto", **compare_options: Any) -> GenerationReport:
     """Two generation dumps (record()): per step the last position's logits (top-1 agreement,
     top-k overlap, KL(reference || candidate), max |diff|), the first step whose greedy tokens
     differ, and the first tensor beyond tolerance at that step, found by driftscope.compare
-    filtered to that step (compare_options go to it: atol, rtol, policy, reference64, ...)."""
+    filtered to that step (compare_options go to it: atol, rtol, policy, reference64, ...).
+    names: "auto" recognises each side's naming convention (transformers Llama / GPT-2 / Phi
+    paths, GGUF blk.N names, ONNX node paths; recorders/llm_names.py) and, where they differ,
+    renames both to one canonical form through map_a / map_b (the report's ``names`` holds the
+    rules and a rename table); map_a / map_b given here replace that side's rules; "exact"
+    renames nothing."""
     import driftscope
+
+    from .llm_names import rename_plan
+
+    if names not in ("auto", "exact"):
+        raise InvalidArgumentError(f"names={names!r}: 'auto' or 'exact'", 1, "invalid_argument")
 
     rpath, cpath = os.fspath(reference), os.fspath(candidate)
     rmeta, cmeta = _generation_meta(rpath), _generation_meta(cpath)
@@ -442,12 +499,27 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     teacher_forced = all(s["inputs_identical"] for s in steps)
     opts = dict(compare_options)
     opts.setdefault("allow_unpaired", True)
+    plan = None
+    if names == "auto":
+        with driftscope.open(rpath) as rd, driftscope.open(cpath) as cd:
+            plan = rename_plan(rd.names(), cd.names())
+        for key, rules in (("map_a", plan.map_a), ("map_b", plan.map_b)):
+            if rules and not opts.get(key):
+                opts[key] = rules
     # the steps both runs have: every step when they agree, else the shorter list of clauses
     longest = max(len(rtok), len(ctok))
     common = ("" if longest == n else " ".join(f"step.{k}/*" for k in range(n))
               if n <= longest - n else " ".join(f"-step.{k}/*" for k in range(n, longest)))
     whole = driftscope.compare(rpath, cpath, filter=common, **opts)
     fc = whole.first_divergence
+    # the first cache entry beyond tolerance, by step then layer: where a carried error was
+    # written (the cache names are the recorders' own, the same in every backend)
+    first_cache = None
+    for t in whole.tensors:
+        tail = str(t.get("name")).partition("/")[2]
+        if tail.startswith("cache.layers.") and t.get("status") not in ("pass", None):
+            first_cache = dict(_pair_dict(t), step=_step_of(str(t.get("name"))))
+            break
     first_crossing = None
     if fc is not None:
         first_crossing = dict(_pair_dict(fc), step=_step_of(str(fc.get("name"))))
@@ -473,6 +545,7 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
         "reference_backend": rmeta.get("backend"), "candidate_backend": cmeta.get("backend"),
         "reference_steps": len(rtok), "candidate_steps": len(ctok), "compared_steps": n,
         "teacher_forced": teacher_forced, "top_k": top_k, "first_flip": first_flip,
+        "first_cache": first_cache, "names": plan.to_dict() if plan else None,
         "flip_layer": flip_layer, "first_crossing": first_crossing, "unmatched": unmatched,
         "steps": steps})
 
@@ -500,11 +573,15 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--eos", default="config", metavar="ID|none",
                    help="stop a free-running generation after this token (default: the "
                         "model's eos_token_id)")
+    p.add_argument("--onnx", default=None, metavar="STEP.onnx",
+                   help="ort / openvino: run this export (driftscope.llm.export_onnx, or one "
+                        "patched from it) instead of exporting the model")
     p.add_argument("-o", "--output", required=True, metavar="OUT.tdump")
     a = parse_args(p, argv)
     try:
         msg = refuse_output_onto_inputs(a.output, [a.model.rpartition(":")[0]] +
-                                        ([a.teacher] if a.teacher else []))
+                                        ([a.teacher] if a.teacher else []) +
+                                        ([a.onnx] if a.onnx else []))
         if msg:
             raise InvalidArgumentError(msg, 1, "invalid_argument")
         if a.backend not in BACKENDS:
@@ -517,7 +594,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             raise InvalidArgumentError(f"--model {a.model}: must return (model, prompt_ids)", 1,
                                        "invalid_argument")
         meta = record(got[0], got[1], a.output, new_tokens=a.new_tokens, teacher=a.teacher,
-                      backend=a.backend, eos=eos)
+                      backend=a.backend, eos=eos, onnx=a.onnx)
     except (Error, ValueError, OSError) as e:
         return _error("record llm", e)
     print(f"{a.output}: {meta['llm.steps']} steps, tokens {meta['llm.tokens']} "
@@ -540,6 +617,15 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
                    help="also write a self-contained HTML page: the growth chart over steps x "
                         "layers (a heatmap of each layer's relative error) and the per-step table")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--names", choices=("auto", "exact"), default="auto",
+                   help="auto (default): recognise each side's naming convention (transformers, "
+                        "GPT-2, Phi, GGUF blk.N, ONNX node paths) and rename both to one "
+                        "canonical form where they differ, printing the rename table; exact: "
+                        "pair names as they are")
+    p.add_argument("--map-a", action="append", default=[], metavar="'REGEX=>REPLACEMENT'",
+                   help="rename rule for reference names (replaces the automatic ones)")
+    p.add_argument("--map-b", action="append", default=[], metavar="'REGEX=>REPLACEMENT'",
+                   help="rename rule for candidate names (replaces the automatic ones)")
     try:
         a = parse_args(p, argv)
     except SystemExit as e:
@@ -555,8 +641,9 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
         for f in (a.reference, a.candidate):
             if not os.path.isfile(f):
                 raise InvalidArgumentError(f"{f}: no such file", 1, "invalid_argument")
-        opts = {k: v for k, v in (("atol", a.atol), ("rtol", a.rtol)) if v is not None}
-        rep = compare(a.reference, a.candidate, top_k=a.top_k, **opts)
+        opts = {k: v for k, v in (("atol", a.atol), ("rtol", a.rtol), ("map_a", a.map_a),
+                                  ("map_b", a.map_b)) if v}
+        rep = compare(a.reference, a.candidate, top_k=a.top_k, names=a.names, **opts)
         if a.json:
             write_output(a.json, rep.to_json() + "\n")
         if a.html:  # the growth chart: llm_heatmap.py
