@@ -779,52 +779,112 @@ void chunk_raw_scalar(RawFormat f, const std::byte* ref, const std::byte* cand, 
   out->max_ulp = best;
 }
 
+// Every kernel of this file goes through Highway's dispatch tables (HWY_EXPORT), so a target that
+// foreach_target compiles is reachable without a hand-kept list of targets, and tests reach each
+// one through the same table that production calls use.
+HWY_EXPORT(ChunkKernel);
+HWY_EXPORT(ChunkF32Kernel);
+HWY_EXPORT(ChunkF16Kernel);
+HWY_EXPORT(ChunkBF16Kernel);
+HWY_EXPORT(MaxUlp8);
+HWY_EXPORT(MaxUlp16);
+HWY_EXPORT(MaxUlp32);
 HWY_EXPORT(AbsDiff);
 HWY_EXPORT(CountAtLeast);
 HWY_EXPORT(MaxOfRuns);
 
 namespace {
-DiffStats abs_diff_any(const double* ref, const double* cand, size_t n, double* d) {
-  return HWY_DYNAMIC_DISPATCH(AbsDiff)(ref, cand, n, d);
+
+template <RawFormat F>
+void raw_scalar(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
+                ChunkPartial* out) {
+  chunk_raw_scalar(F, ref, cand, n, p, out);
 }
-void count_at_least_any(const double* d, size_t n, const double* t, size_t k, uint64_t* out) {
-  HWY_DYNAMIC_DISPATCH(CountAtLeast)(d, n, t, k, out);
+
+// The forced choice: 0 for Highway's own (HWY_DYNAMIC_DISPATCH's), kForcedScalar for the scalar
+// reference, else one Highway target bit.
+constexpr int64_t kForcedScalar = -1;
+std::atomic<int64_t> g_forced{0};
+
+// The index into this file's HWY_EXPORT tables for a CPU whose supported set is `targets`, as
+// HWY_DYNAMIC_DISPATCH computes it (ChosenTarget::GetIndex uses this translation unit's
+// HWY_TARGETS). A local ChosenTarget: forcing a target here leaves every other module's
+// dispatch alone.
+size_t table_index(int64_t targets) {
+  hwy::ChosenTarget chosen;
+  chosen.Update(targets);
+  return chosen.GetIndex();
 }
-void max_of_runs_any(const double* d, const uint32_t* ends, size_t runs, double* out) {
-  HWY_DYNAMIC_DISPATCH(MaxOfRuns)(d, ends, runs, out);
+
+// The index in use: the forced target's, else the one HWY_DYNAMIC_DISPATCH would take (which
+// honours hwy::SetSupportedTargetsForTest and hwy::DisableTargets).
+size_t current_index() {
+  const int64_t f = g_forced.load(std::memory_order_acquire);
+  if (f > 0) return table_index(f);
+  // The scalar reference has no table entry; the helpers without a reference of their own
+  // (MaxUlp, the detail pass) run Highway's fallback target (EMU128 or SCALAR) for it.
+  if (f == kForcedScalar) return table_index(HWY_SCALAR);
+  hwy::ChosenTarget& chosen = hwy::GetChosenTarget();
+  if (!chosen.IsInitialized()) chosen.Update(hwy::SupportedTargets());
+  return chosen.GetIndex();
 }
+
+// The targets compiled in this file and supported by this CPU, best (lowest bit) first, one per
+// table entry: EMU128 and SCALAR share the fallback entry, which holds EMU128 when both are built.
+std::vector<int64_t> compiled_supported() {
+  std::vector<int64_t> out;
+  std::vector<size_t> seen;
+  for (int64_t left = HWY_TARGETS & hwy::SupportedTargets(); left != 0; left &= left - 1) {
+    const int64_t t = left & -left;
+    const size_t index = table_index(t);
+    if (std::find(seen.begin(), seen.end(), index) != seen.end()) continue;
+    seen.push_back(index);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// The target bit of a name from targets(), kForcedScalar for "scalar", 0 when not available.
+int64_t find(const std::string& name) {
+  if (name == "scalar") return kForcedScalar;
+  for (int64_t t : compiled_supported()) {
+    if (name == hwy::TargetName(t)) return t;
+  }
+  return 0;
+}
+
+ChunkRawFn raw_entry(size_t index, RawFormat f) {
+  switch (f) {
+    case RawFormat::f32: return HWY_DISPATCH_TABLE(ChunkF32Kernel)[index];
+    case RawFormat::f16: return HWY_DISPATCH_TABLE(ChunkF16Kernel)[index];
+    default: return HWY_DISPATCH_TABLE(ChunkBF16Kernel)[index];
+  }
+}
+
+ChunkRawFn raw_reference(RawFormat f) {
+  switch (f) {
+    case RawFormat::f32: return &raw_scalar<RawFormat::f32>;
+    case RawFormat::f16: return &raw_scalar<RawFormat::f16>;
+    default: return &raw_scalar<RawFormat::bf16>;
+  }
+}
+
+// The detail pass's helpers of the target in use (numerics::abs_diff and co. below).
+auto abs_diff_entry() { return HWY_DISPATCH_TABLE(AbsDiff)[current_index()]; }
+auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
+auto max_of_runs_entry() { return HWY_DISPATCH_TABLE(MaxOfRuns)[current_index()]; }
+
 }  // namespace
-
-}  // namespace driftscope::numerics::kernel
-
-namespace driftscope::numerics {
-
-DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d) {
-  return kernel::abs_diff_any(ref, cand, n, d);
-}
-void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
-  kernel::count_at_least_any(d, n, thresholds, k, out);
-}
-void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out) {
-  kernel::max_of_runs_any(d, ends, runs, out);
-}
-
-}  // namespace driftscope::numerics
-
-namespace driftscope::numerics::kernel {
-
-HWY_EXPORT(MaxUlp8);
-HWY_EXPORT(MaxUlp16);
-HWY_EXPORT(MaxUlp32);
 
 uint64_t max_ulp_bits(const std::byte* ref, const std::byte* cand, size_t n, unsigned bytes,
                       uint64_t nonfinite_mask) {
   const auto* a = reinterpret_cast<const uint8_t*>(ref);
   const auto* b = reinterpret_cast<const uint8_t*>(cand);
+  const size_t i = current_index();
   switch (bytes) {
-    case 1: return HWY_DYNAMIC_DISPATCH(MaxUlp8)(a, b, n, nonfinite_mask);
-    case 2: return HWY_DYNAMIC_DISPATCH(MaxUlp16)(a, b, n, nonfinite_mask);
-    default: return HWY_DYNAMIC_DISPATCH(MaxUlp32)(a, b, n, nonfinite_mask);
+    case 1: return HWY_DISPATCH_TABLE(MaxUlp8)[i](a, b, n, nonfinite_mask);
+    case 2: return HWY_DISPATCH_TABLE(MaxUlp16)[i](a, b, n, nonfinite_mask);
+    default: return HWY_DISPATCH_TABLE(MaxUlp32)[i](a, b, n, nonfinite_mask);
   }
 }
 
@@ -838,117 +898,62 @@ double reduce_lanes(const double* lanes) noexcept {
   return t[0];
 }
 
-namespace {
-
-template <RawFormat F>
-void raw_scalar(const std::byte* ref, const std::byte* cand, size_t n, const Params& p,
-                ChunkPartial* out) {
-  chunk_raw_scalar(F, ref, cand, n, p, out);
-}
-
-struct Entry {
-  int64_t target;  // Highway target bit; 0 for the scalar reference
-  ChunkFn fn;
-  ChunkRawFn raw[3];  // by RawFormat
-};
-
-// Best first. Only targets this translation unit compiled appear.
-constexpr Entry kEntries[] = {
-#if HWY_TARGETS & HWY_AVX3_DL
-    {HWY_AVX3_DL, &N_AVX3_DL::ChunkKernel, {&N_AVX3_DL::ChunkF32Kernel, &N_AVX3_DL::ChunkF16Kernel, &N_AVX3_DL::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_AVX3
-    {HWY_AVX3, &N_AVX3::ChunkKernel, {&N_AVX3::ChunkF32Kernel, &N_AVX3::ChunkF16Kernel, &N_AVX3::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    {HWY_AVX2, &N_AVX2::ChunkKernel, {&N_AVX2::ChunkF32Kernel, &N_AVX2::ChunkF16Kernel, &N_AVX2::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_SSE4
-    {HWY_SSE4, &N_SSE4::ChunkKernel, {&N_SSE4::ChunkF32Kernel, &N_SSE4::ChunkF16Kernel, &N_SSE4::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_SSSE3
-    {HWY_SSSE3, &N_SSSE3::ChunkKernel, {&N_SSSE3::ChunkF32Kernel, &N_SSSE3::ChunkF16Kernel, &N_SSSE3::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_NEON
-    {HWY_NEON, &N_NEON::ChunkKernel, {&N_NEON::ChunkF32Kernel, &N_NEON::ChunkF16Kernel, &N_NEON::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_PPC8
-    {HWY_PPC8, &N_PPC8::ChunkKernel, {&N_PPC8::ChunkF32Kernel, &N_PPC8::ChunkF16Kernel, &N_PPC8::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_WASM
-    {HWY_WASM, &N_WASM::ChunkKernel, {&N_WASM::ChunkF32Kernel, &N_WASM::ChunkF16Kernel, &N_WASM::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_EMU128
-    {HWY_EMU128, &N_EMU128::ChunkKernel, {&N_EMU128::ChunkF32Kernel, &N_EMU128::ChunkF16Kernel, &N_EMU128::ChunkBF16Kernel}},
-#endif
-#if HWY_TARGETS & HWY_SCALAR
-    {HWY_SCALAR, &N_SCALAR::ChunkKernel, {&N_SCALAR::ChunkF32Kernel, &N_SCALAR::ChunkF16Kernel, &N_SCALAR::ChunkBF16Kernel}},
-#endif
-    {0, &chunk_scalar, {&raw_scalar<RawFormat::f32>, &raw_scalar<RawFormat::f16>, &raw_scalar<RawFormat::bf16>}},
-};
-
-std::string entry_name(const Entry& e) { return e.target == 0 ? "scalar" : hwy::TargetName(e.target); }
-
-bool supported(const Entry& e) { return e.target == 0 || (hwy::SupportedTargets() & e.target) != 0; }
-
-// The forced entry (index into kEntries + 1), 0 for automatic choice.
-std::atomic<size_t> g_forced{0};
-
-const Entry& best() {
-  for (const Entry& e : kEntries) {
-    if (supported(e)) return e;
-  }
-  return kEntries[std::size(kEntries) - 1];
-}
-
-const Entry& current() {
-  if (const size_t f = g_forced.load(std::memory_order_acquire)) return kEntries[f - 1];
-  static const Entry& kBest = best();  // the CPU does not change: choose once
-  return kBest;
-}
-
-const Entry* find(const std::string& name) {
-  for (const Entry& e : kEntries) {
-    if (supported(e) && entry_name(e) == name) return &e;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 std::vector<std::string> targets() {
   std::vector<std::string> out;
-  for (const Entry& e : kEntries) {
-    if (supported(e)) out.push_back(entry_name(e));
-  }
+  for (int64_t t : compiled_supported()) out.emplace_back(hwy::TargetName(t));
+  out.emplace_back("scalar");
   return out;
 }
 
 ChunkFn by_name(const std::string& name) {
-  const Entry* e = find(name);
-  return e ? e->fn : nullptr;
+  const int64_t t = find(name);
+  if (t == kForcedScalar) return &chunk_scalar;
+  return t == 0 ? nullptr : HWY_DISPATCH_TABLE(ChunkKernel)[table_index(t)];
 }
 
 ChunkRawFn by_name_raw(const std::string& name, RawFormat f) {
-  const Entry* e = find(name);
-  return e ? e->raw[static_cast<size_t>(f)] : nullptr;
+  const int64_t t = find(name);
+  if (t == kForcedScalar) return raw_reference(f);
+  return t == 0 ? nullptr : raw_entry(table_index(t), f);
 }
 
-ChunkFn selected() { return current().fn; }
+// Entry 0 of a table is Highway's ChooseAndCall (it initialises the global choice on its first
+// call); current_index() never returns 0, as it initialises first.
+ChunkFn selected() {
+  if (g_forced.load(std::memory_order_acquire) == kForcedScalar) return &chunk_scalar;
+  return HWY_DISPATCH_TABLE(ChunkKernel)[current_index()];
+}
 
-ChunkRawFn selected_raw(RawFormat f) { return current().raw[static_cast<size_t>(f)]; }
+ChunkRawFn selected_raw(RawFormat f) {
+  if (g_forced.load(std::memory_order_acquire) == kForcedScalar) return raw_reference(f);
+  return raw_entry(current_index(), f);
+}
 
 bool force(const std::string& name) {
   if (name.empty()) {
     g_forced.store(0, std::memory_order_release);
     return true;
   }
-  const Entry* e = find(name);
-  if (e == nullptr) return false;
-  g_forced.store(static_cast<size_t>(e - kEntries) + 1, std::memory_order_release);
+  const int64_t t = find(name);
+  if (t == 0) return false;
+  g_forced.store(t, std::memory_order_release);
   return true;
 }
 
 }  // namespace driftscope::numerics::kernel
+
+namespace driftscope::numerics {
+
+DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d) {
+  return kernel::abs_diff_entry()(ref, cand, n, d);
+}
+void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
+  kernel::count_at_least_entry()(d, n, thresholds, k, out);
+}
+void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out) {
+  kernel::max_of_runs_entry()(d, ends, runs, out);
+}
+
+}  // namespace driftscope::numerics
 
 #endif  // HWY_ONCE

@@ -89,15 +89,19 @@ uint64_t max_ulp_bits(const std::byte* ref, const std::byte* cand, size_t n, uns
 // Sum of the kLanes lane values by a fixed pairwise tree.
 double reduce_lanes(const double* lanes) noexcept;
 
-// Targets compiled in and supported by this CPU, best first; "scalar" (the reference) is last.
+// Targets compiled in and supported by this CPU, best first, one per entry of the HWY_EXPORT
+// dispatch tables (EMU128 and SCALAR share the fallback entry); "scalar" (the reference) is last.
 std::vector<std::string> targets();
-// The kernel in use: the forced one, else the best supported target.
+// The kernel in use: the forced one, else the one HWY_DYNAMIC_DISPATCH chooses (so
+// hwy::SetSupportedTargetsForTest and hwy::DisableTargets apply, as for every Highway module).
 ChunkFn selected();
 ChunkRawFn selected_raw(RawFormat f);
 // The kernel of a named target, nullptr when not available on this CPU.
 ChunkFn by_name(const std::string& name);
 ChunkRawFn by_name_raw(const std::string& name, RawFormat f);
-// Forces a target for every later call (tests and benchmarks); "" restores automatic choice.
+// Forces a target for every later call of every kernel in pair_kernel.cpp (the chunk kernels,
+// max_ulp_bits, the detail helpers; tests and benchmarks); "" restores automatic choice. Under
+// "scalar" the helpers without a reference of their own run Highway's fallback target.
 bool force(const std::string& name);
 
 }  // namespace driftscope::numerics::kernel

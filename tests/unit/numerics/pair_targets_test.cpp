@@ -1,0 +1,272 @@
+// Every Highway kernel of src/numerics on every target Highway compiled here and this CPU runs, in
+// the manner of Highway's HWY_EXPORT_AND_TEST_P: the target is chosen with
+// hwy::SetSupportedTargetsForTest and the kernels are reached through the same dynamic-dispatch
+// tables (HWY_EXPORT) that production calls use. Each result is checked against a scalar loop
+// (exact operations) or the scalar reference kernel (chunk metrics: the same bits on every target).
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include "driftscope/decode.hpp"
+#include "numerics/decode_simd.hpp"
+#include "numerics/pair_kernel.hpp"
+#include "numerics/pair_metrics.hpp"
+
+namespace driftscope::numerics {
+namespace targets_test {
+
+using kernel::ChunkPartial;
+using kernel::RawFormat;
+
+// The Highway target bit of a name that kernel::targets() lists (0 for "scalar").
+int64_t target_bit(const std::string& name) {
+  for (int b = 0; b < 63; ++b) {
+    if (name == hwy::TargetName(int64_t{1} << b)) return int64_t{1} << b;
+  }
+  return 0;
+}
+
+uint64_t dbits(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return u;
+}
+
+void expect_same(const ChunkPartial& a, const ChunkPartial& b, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(0, std::memcmp(a.lanes, b.lanes, sizeof(a.lanes))) << "lane sums differ";
+  EXPECT_EQ(dbits(a.max_abs), dbits(b.max_abs));
+  EXPECT_EQ(dbits(a.max_rel), dbits(b.max_rel));
+  EXPECT_EQ(a.min_ref, b.min_ref);
+  EXPECT_EQ(a.max_ref, b.max_ref);
+  EXPECT_EQ(a.min_cand, b.min_cand);
+  EXPECT_EQ(a.max_cand, b.max_cand);
+  EXPECT_EQ(a.nonfinite, b.nonfinite);
+  EXPECT_EQ(a.nan_ref, b.nan_ref);
+  EXPECT_EQ(a.nan_cand, b.nan_cand);
+  EXPECT_EQ(a.nan_both, b.nan_both);
+  EXPECT_EQ(a.inf_ref, b.inf_ref);
+  EXPECT_EQ(a.inf_cand, b.inf_cand);
+  EXPECT_EQ(a.inf_same, b.inf_same);
+  EXPECT_EQ(a.zero_ref, b.zero_ref);
+  EXPECT_EQ(a.zero_cand, b.zero_cand);
+  EXPECT_EQ(a.mismatch, b.mismatch);
+  EXPECT_EQ(a.first_mismatch, b.first_mismatch);
+  EXPECT_EQ(a.max_ulp, b.max_ulp);
+}
+
+// Random bit patterns of `bytes`-byte floats with a share of specials (NaN, Inf, zeros,
+// subnormals, the extremes) and of near neighbours (small ULP distances).
+std::vector<std::byte> patterns(size_t n, unsigned bytes, uint64_t seed, const std::vector<std::byte>* near) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> out(n * bytes);
+  const uint64_t width_mask = bytes == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bytes)) - 1;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t v = rng() & width_mask;
+    if (near != nullptr && rng() % 4 != 0) {
+      uint64_t base = 0;
+      std::memcpy(&base, near->data() + i * bytes, bytes);
+      v = (base + (rng() % 5) - 2) & width_mask;  // a few ULP either way, wrapping through 0
+    }
+    std::memcpy(out.data() + i * bytes, &v, bytes);
+  }
+  return out;
+}
+
+// docs/metrics.md §5 by the definition, one element at a time.
+uint64_t max_ulp_reference(const std::byte* a, const std::byte* b, size_t n, unsigned bytes,
+                           uint64_t mask) {
+  const uint64_t sign = uint64_t{1} << (8 * bytes - 1);
+  uint64_t best = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t x = 0, y = 0;
+    std::memcpy(&x, a + i * bytes, bytes);
+    std::memcpy(&y, b + i * bytes, bytes);
+    if ((x & mask) == mask || (y & mask) == mask) continue;
+    const int64_t ox = (x & sign) ? -static_cast<int64_t>(x & (sign - 1)) : static_cast<int64_t>(x & (sign - 1));
+    const int64_t oy = (y & sign) ? -static_cast<int64_t>(y & (sign - 1)) : static_cast<int64_t>(y & (sign - 1));
+    const auto d = static_cast<uint64_t>(ox > oy ? ox - oy : oy - ox);
+    best = best < d ? d : best;
+  }
+  return best;
+}
+
+class KernelTargets : public ::testing::TestWithParam<std::string> {
+ protected:
+  // As hwy::TestWithParamTarget: the target is what Highway's dispatch will choose.
+  void SetUp() override {
+    if (GetParam() != "scalar") hwy::SetSupportedTargetsForTest(target_bit(GetParam()));
+    else ASSERT_TRUE(force_target("scalar"));
+  }
+  void TearDown() override {
+    hwy::SetSupportedTargetsForTest(0);
+    force_target("");
+  }
+};
+
+// The chunk kernels are reached through the HWY_EXPORT tables: under Highway's target mock the
+// kernel compare_pair selects is that target's (a hand-kept table chosen once per process
+// ignores it and keeps running the best target).
+TEST_P(KernelTargets, DispatchFollowsHighwaysChoice) {
+  const std::string t = GetParam();
+  ASSERT_NE(kernel::by_name(t), nullptr) << t;
+  EXPECT_EQ(kernel::selected(), kernel::by_name(t)) << t;
+  for (RawFormat f : {RawFormat::f32, RawFormat::f16, RawFormat::bf16}) {
+    ASSERT_NE(kernel::by_name_raw(t, f), nullptr) << t;
+    EXPECT_EQ(kernel::selected_raw(f), kernel::by_name_raw(t, f)) << t;
+  }
+}
+
+TEST_P(KernelTargets, ChunkKernelsMatchTheScalarReference) {
+  const std::string t = GetParam();
+  kernel::Params params{1e-6, 1e-4, 1e-12, false, 0};
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{100}, size_t{4093}, kernel::kChunk}) {
+    // 64-byte aligned and zero past n (the contract of ChunkFn).
+    alignas(64) static double r[kernel::kChunk + kernel::kLanes];
+    alignas(64) static double c[kernel::kChunk + kernel::kLanes];
+    std::fill(std::begin(r), std::end(r), 0.0);
+    std::fill(std::begin(c), std::end(c), 0.0);
+    std::mt19937_64 rng(n);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (size_t i = 0; i < n; ++i) {
+      r[i] = g(rng);
+      c[i] = i % 97 == 5 ? std::numeric_limits<double>::quiet_NaN() : r[i] + 1e-3 * g(rng);
+    }
+    ChunkPartial want, got;
+    kernel::chunk_scalar(r, c, n, params, &want);
+    kernel::selected()(r, c, n, params, &got);
+    expect_same(got, want, t + " f64 n=" + std::to_string(n));
+    for (RawFormat f : {RawFormat::f32, RawFormat::f16, RawFormat::bf16}) {
+      const unsigned bytes = f == RawFormat::f32 ? 4 : 2;
+      const auto rb = patterns(n, bytes, 7 + n, nullptr);
+      const auto cb = patterns(n, bytes, 8 + n, &rb);
+      kernel::chunk_raw_scalar(f, rb.data(), cb.data(), n, params, &want);
+      kernel::selected_raw(f)(rb.data(), cb.data(), n, params, &got);
+      expect_same(got, want, t + " raw " + std::to_string(bytes) + "-byte n=" + std::to_string(n));
+    }
+  }
+}
+
+TEST_P(KernelTargets, MaxUlpMatchesTheDefinition) {
+  // Format masks: fp8 e5m2 / e4m3fn (1 byte), f16, bf16 (2), f32 (4).
+  struct Case {
+    unsigned bytes;
+    uint64_t mask;
+  };
+  for (const Case k : {Case{1, 0x7C}, Case{1, 0x7F}, Case{2, 0x7C00}, Case{2, 0x7F80}, Case{4, 0x7F800000}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{64}, size_t{1000}}) {
+      const auto a = patterns(n, k.bytes, 100 + n, nullptr);
+      const auto b = patterns(n, k.bytes, 200 + n, &a);
+      EXPECT_EQ(kernel::max_ulp_bits(a.data(), b.data(), n, k.bytes, k.mask),
+                max_ulp_reference(a.data(), b.data(), n, k.bytes, k.mask))
+          << GetParam() << " bytes=" << k.bytes << " mask=" << k.mask << " n=" << n;
+    }
+  }
+}
+
+TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
+  const size_t n = 1003;
+  std::vector<double> r(n), c(n), d(n);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> g(0.0, 1.0);
+  for (size_t i = 0; i < n; ++i) {
+    r[i] = g(rng);
+    c[i] = i % 11 == 0 ? r[i] : r[i] + std::ldexp(g(rng), -static_cast<int>(i % 40));
+  }
+  const DiffStats s = abs_diff(r.data(), c.data(), n, d.data());
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  uint64_t zeros = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = std::fabs(c[i] - r[i]);
+    ASSERT_EQ(dbits(d[i]), dbits(x)) << GetParam() << " i=" << i;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    zeros += x == 0;
+  }
+  EXPECT_EQ(s.min, lo);
+  EXPECT_EQ(s.max, hi);
+  EXPECT_EQ(s.zeros, zeros);
+  const std::vector<double> thresholds = {0, 1e-12, 1e-9, 1e-6, 1e-3, 0.5, 1, 2, 4};
+  std::vector<uint64_t> counts(thresholds.size());
+  count_at_least(d.data(), n, thresholds.data(), thresholds.size(), counts.data());
+  for (size_t j = 0; j < thresholds.size(); ++j) {
+    uint64_t want = 0;
+    for (double x : d) want += x >= thresholds[j];
+    EXPECT_EQ(counts[j], want) << GetParam() << " threshold " << thresholds[j];
+  }
+  const std::vector<uint32_t> ends = {0, 1, 9, 10, 500, 1003};
+  std::vector<double> maxima(ends.size());
+  max_of_runs(d.data(), ends.data(), ends.size(), maxima.data());
+  uint32_t begin = 0;
+  for (size_t j = 0; j < ends.size(); ++j) {
+    double want = 0;
+    for (uint32_t i = begin; i < ends[j]; ++i) want = std::max(want, d[i]);
+    EXPECT_EQ(maxima[j], want) << GetParam() << " run " << j;
+    begin = ends[j];
+  }
+}
+
+TEST_P(KernelTargets, WideningMatchesTheScalarDecoders) {
+  // decode_simd.cpp's kernels (exact widenings), under the same Highway target.
+  const size_t n = 70000;  // every 16-bit pattern, then some
+  std::vector<uint16_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = static_cast<uint16_t>(i * 40503u);
+  std::vector<double> f16(n), bf16(n);
+  std::vector<float> f16f(n), bf16f(n);
+  const auto* src = reinterpret_cast<const std::byte*>(h.data());
+  widen_f16_to_f64(src, n, f16.data());
+  widen_bf16_to_f64(src, n, bf16.data());
+  widen_f16_to_f32(src, n, f16f.data());
+  widen_bf16_to_f32(src, n, bf16f.data());
+  for (size_t i = 0; i < n; ++i) {
+    const double a = f16_to_double(h[i]), b = bf16_to_double(h[i]);
+    if (std::isnan(a)) {
+      ASSERT_TRUE(std::isnan(f16[i]) && std::isnan(f16f[i])) << GetParam() << " f16 " << h[i];
+    } else {
+      ASSERT_EQ(dbits(f16[i]), dbits(a)) << GetParam() << " f16 " << h[i];
+      ASSERT_EQ(dbits(static_cast<double>(f16f[i])), dbits(a)) << GetParam() << " f16 " << h[i];
+    }
+    if (std::isnan(b)) {
+      ASSERT_TRUE(std::isnan(bf16[i]) && std::isnan(bf16f[i])) << GetParam() << " bf16 " << h[i];
+    } else {
+      ASSERT_EQ(dbits(bf16[i]), dbits(b)) << GetParam() << " bf16 " << h[i];
+      ASSERT_EQ(dbits(static_cast<double>(bf16f[i])), dbits(b)) << GetParam() << " bf16 " << h[i];
+    }
+  }
+}
+
+std::string target_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+INSTANTIATE_TEST_SUITE_P(EveryTarget, KernelTargets, ::testing::ValuesIn(kernel::targets()), target_name);
+
+TEST(KernelTargetList, IsEveryTargetCompiledAndSupported) {
+  const auto names = kernel::targets();
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names.back(), "scalar");
+  for (size_t i = 0; i + 1 < names.size(); ++i) {
+    const int64_t bit = target_bit(names[i]);
+    ASSERT_NE(bit, 0) << names[i];
+    EXPECT_NE(hwy::SupportedTargets() & bit, 0) << names[i];
+    if (i > 0) {
+      EXPECT_LT(target_bit(names[i - 1]), bit) << "best first";
+    }
+    // Each name reaches its own table entry (not, say, the fallback or the best target's).
+    for (size_t j = 0; j < i; ++j) {
+      EXPECT_NE(kernel::by_name(names[i]), kernel::by_name(names[j])) << names[i] << " " << names[j];
+      EXPECT_NE(kernel::by_name_raw(names[i], RawFormat::f16), kernel::by_name_raw(names[j], RawFormat::f16))
+          << names[i] << " " << names[j];
+    }
+  }
+}
+
+}  // namespace targets_test
+}  // namespace driftscope::numerics
