@@ -341,8 +341,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         from ..recorders.api import llm_backends
 
         named = list(backends or []) + list(require) + ([reference] if reference else [])
+        llm_named = any(n in llm_backends for n in named)
+        if not llm_named:
+            # A misspelt backend is refused before the user's code runs (it may take minutes).
+            _resolve_backends(family, backends, reference, require, family)
         found = _llm.detect(model, seed, lambda msg: GuardError(msg, "model_load_failed"),
-                            _stdout_to_stderr, any(n in llm_backends for n in named))
+                            _stdout_to_stderr, llm_named)
         if found is not None:
             _llm_refuse(inputs=inputs, data=data, metric=metric, search_inputs=search_inputs,
                         sensitivity=sensitivity, dims=dims, state=state, repro=repro,
