@@ -4,11 +4,15 @@
   run that has them (reference / candidate / both), in the text, JSON, Markdown and HTML reports;
   a finding only the candidate has makes a comparison that passes on numbers `diverged` (exit 1).
 * The check page lists the axis names of every named tensor (JSON `tensor_axes`).
+* A head-swap diagnosis reads the head count from the propagated names: a small attention with no
+  num_heads anywhere, diagnosed from `heads*head_dim`; all-MiniLM-L6-v2, where the names and
+  num_heads agree.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -168,3 +172,77 @@ def test_check_page_shows_the_names_of_every_tensor(tmp_path):
     assert norm["axes"] == ["batch", "seq", "hidden"] and "layer_norm in norm" in norm["axes_from"]
     html = (tmp_path / "c.html").read_text()
     assert "Axis names per tensor" in html and '"tensor_axes":[' in html
+
+
+class HeadMerge(nn.Module):
+    """softmax(q k^T) v over inputs already split into heads, merged back with a reshape: the merge
+    is named heads*head_dim. No num_heads attribute anywhere. `swap` exchanges heads 0 and 1 before
+    the merge."""
+
+    def __init__(self, swap=False):
+        super().__init__()
+        self.swap = swap
+
+    def forward(self, q, k, v):
+        b, h, s, d = q.shape
+        p = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(dim=-1)
+        ctx = p @ v
+        if self.swap:
+            ctx = torch.cat([ctx[:, 1:2], ctx[:, 0:1], ctx[:, 2:]], dim=1)
+        return ctx.transpose(1, 2).reshape(b, s, h * d)
+
+
+def test_head_swap_diagnosed_from_the_names_without_num_heads(tmp_path):
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 4, 5, 4) for _ in range(3))
+    axes = {n: "batch,heads,seq,head_dim" for n in ("q", "k", "v")}
+    ref = record(HeadMerge(), tmp_path / "ref.tdump", q, k, v, input_axes=axes)
+    cand = record(HeadMerge(swap=True), tmp_path / "cand.tdump", q, k, v, input_axes=axes)
+    root = next(r for r in driftscope.open(ref) if r.name == "<root>" and r.role == "output")
+    assert root.axes == ("batch", "seq", "heads*head_dim")
+    assert not any("num_heads" in dict(r.attrs) for r in driftscope.open(ref))
+    rc, out = run("compare", ref, cand, "--no-progress", "--json", "-")
+    assert rc == 1, out
+    layout = json.loads(out)["first_divergence"]["layout"]
+    assert layout["hypothesis"] == "block_permutation" and layout["blocks"] == 4, layout
+    assert layout["description"].startswith(
+        "candidate = reference with heads 0 and 1 exchanged along axis 2 (heads*head_dim) (4x4 split; head count 4 "
+        "from the axis names: axis 2 is heads*head_dim (heads = 4 in "), layout
+
+
+def test_minilm_head_count_from_names_agrees_with_num_heads(bert, tmp_path):
+    import copy
+
+    model, ids, mask = bert
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")  # the attention's softmax carries batch,heads,query,key
+    try:
+        inputs = {"input_ids": ids, "attention_mask": mask}  # named by the conventions only
+        ref = record(model, tmp_path / "ref.tdump", kwargs=inputs)
+        swapped = copy.deepcopy(model)
+        attn = swapped.encoder.layer[0].attention.self
+        with torch.no_grad():  # heads 0 and 1 exchanged in the query, key and value projections
+            order = torch.cat([torch.arange(32, 64), torch.arange(0, 32), torch.arange(64, 384)])
+            for proj in (attn.query, attn.key, attn.value):
+                proj.weight.copy_(proj.weight[order])
+                proj.bias.copy_(proj.bias[order])
+        cand = record(swapped, tmp_path / "cand.tdump", kwargs=inputs)
+    finally:
+        model.set_attn_implementation(before)
+    rc, out = run("compare", ref, cand, "--no-progress", "--filter", "encoder.layer.0.attention.self",
+                  "--json", "-")
+    assert rc == 1, out
+    doc = json.loads(out)
+    first = doc["first_divergence"]
+    assert first["name"] == "encoder.layer.0.attention.self" and first["role_index"] == 0, first["name"]
+    d = first["layout"]["description"]
+    print(d)
+    assert "num_heads" in dict(next(r for r in driftscope.open(ref) if r.name == first["name"]).attrs)
+    assert d.startswith("candidate = reference with heads 0 and 1 exchanged along axis 2 (hidden) (12x32 split; "
+                        "head count 12 from the axis names: axis 2 (hidden) was merged from heads,head_dim "
+                        "(axes_from), heads = 12 in its axes_ops (softmax); num_heads agrees)"), d
+    # The attention probabilities (batch,heads,query,key): the heads axis itself.
+    probs = next(t for t in doc["tensors"] if t["name"] == first["name"] and t["role_index"] == 1)
+    assert probs["layout"]["description"] == (
+        "candidate = reference with heads 0 and 1 exchanged along axis 1 (heads) (12x1 split; head count 12 from "
+        "the axis names: axis 1 is heads; num_heads agrees)"), probs["layout"]
