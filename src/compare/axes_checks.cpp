@@ -262,45 +262,50 @@ AxesFindingPair entry(const AxesFinding& f, std::string_view side, const TensorD
 
 void find_axes_in_comparison(Report& report, std::span<const std::pair<uint32_t, uint32_t>> records,
                              const Reader& ref, const Reader& cand, unsigned threads) {
+  // In blocks: only a block's judgements are held at once (a million pairs would hold 64 MB).
   const size_t n = records.size();
-  std::vector<AxesJudgement> a(n), b(n);
-  constexpr size_t kBlock = 1024;
-  detail::parallel_for((n + kBlock - 1) / kBlock, [&](size_t blk) {
-    for (size_t i = blk * kBlock; i < std::min(n, (blk + 1) * kBlock); ++i) {
-      a[i] = judge_record(ref, records[i].first);
-      b[i] = judge_record(cand, records[i].second);
-    }
-  }, threads);
+  constexpr size_t kBlock = 4096, kSub = 256;
+  std::vector<AxesJudgement> a(std::min(n, kBlock)), b(std::min(n, kBlock));
   size_t malformed_ref = 0, malformed_cand = 0;
   auto& out = report.axes_findings;
-  for (size_t i = 0; i < n; ++i) {
-    malformed_ref += a[i].malformed;
-    malformed_cand += b[i].malformed;
-    const PairResult& p = report.pairs[i];
-    auto in = [](const AxesJudgement& j, std::string_view code) -> const AxesFinding* {
-      for (const auto& f : j.findings)
-        if (f.code == code) return &f;
-      return nullptr;
-    };
-    for (const auto& f : a[i].findings) {
-      const AxesFinding* g = in(b[i], f.code);
-      AxesFindingPair e = entry(f, g ? "both" : "reference", p.ref);
-      e.pair = i;
-      e.index_ref = p.ref.exec_index;
-      e.reference_message = f.message;
-      if (g) {
-        e.index_cand = p.cand.exec_index;
-        e.candidate_message = g->message;
+  auto in = [](const AxesJudgement& j, std::string_view code) -> const AxesFinding* {
+    for (const auto& f : j.findings)
+      if (f.code == code) return &f;
+    return nullptr;
+  };
+  for (size_t first = 0; first < n; first += kBlock) {
+    const size_t m = std::min(kBlock, n - first);
+    detail::parallel_for((m + kSub - 1) / kSub, [&](size_t sub) {
+      for (size_t k = sub * kSub; k < std::min(m, (sub + 1) * kSub); ++k) {
+        a[k] = judge_record(ref, records[first + k].first);
+        b[k] = judge_record(cand, records[first + k].second);
       }
-      out.push_back(std::move(e));
-    }
-    for (const auto& g : b[i].findings) {
-      if (in(a[i], g.code)) continue;
-      AxesFindingPair e = entry(g, "candidate", p.cand);
-      e.pair = i;
-      e.index_cand = p.cand.exec_index;
-      e.candidate_message = g.message;
-      out.push_back(std::move(e));
+    }, threads);
+    for (size_t k = 0; k < m; ++k) {
+      const size_t i = first + k;
+      malformed_ref += a[k].malformed;
+      malformed_cand += b[k].malformed;
+      const PairResult& p = report.pairs[i];
+      for (const auto& f : a[k].findings) {
+        const AxesFinding* g = in(b[k], f.code);
+        AxesFindingPair e = entry(f, g ? "both" : "reference", p.ref);
+        e.pair = i;
+        e.index_ref = p.ref.exec_index;
+        e.reference_message = f.message;
+        if (g) {
+          e.index_cand = p.cand.exec_index;
+          e.candidate_message = g->message;
+        }
+        out.push_back(std::move(e));
+      }
+      for (const auto& g : b[k].findings) {
+        if (in(a[k], g.code)) continue;
+        AxesFindingPair e = entry(g, "candidate", p.cand);
+        e.pair = i;
+        e.index_cand = p.cand.exec_index;
+        e.candidate_message = g.message;
+        out.push_back(std::move(e));
+      }
     }
   }
   // Unpaired tensors: each is its own run's alone.
