@@ -47,6 +47,19 @@ struct CheckFinding {
   double value = 0;  // the measured figure the message states (count, fraction, max |x| ...)
 };
 
+// The axis names of one record as the recorder left them (docs/axes.md §1.1): for the check page,
+// which shows them on every tensor.
+struct CheckTensorAxes {
+  std::string name;
+  Role role = Role::output;
+  uint16_t role_index = 0;
+  uint32_t occurrence = 0;
+  uint64_t exec_index = 0;
+  std::vector<uint64_t> shape;
+  std::vector<std::string> axes;  // empty where the names stopped
+  std::string from, stop;         // attributes axes_from and axes_stop ("" when absent)
+};
+
 struct CheckReport {
   static constexpr std::string_view kSchema = "driftscope.check.report/1";
   std::string path;
@@ -55,6 +68,10 @@ struct CheckReport {
   std::vector<CheckFinding> findings; // in file order
   std::vector<std::string> notes;     // what could not be checked, and why
   std::vector<std::string> warnings;  // damaged file: what was read
+  // Every record with axis names or an axes_stop note, in file order (at most kMaxTensorAxes;
+  // a note counts the rest).
+  static constexpr size_t kMaxTensorAxes = 100000;
+  std::vector<CheckTensorAxes> tensor_axes;
   std::string summary;                // one line
   // "clean", "findings", or "nothing_checked" (no tensor record: like compare's nothing_compared,
   // not a pass).

@@ -435,6 +435,24 @@ struct GrowthPoint {
   double error;                  // relative L2 error (+inf: new NaN/Inf)
 };
 
+// A finding by axis name (docs/axes.md §3.1: norm_over, softmax_over, reduce_over_batch,
+// broadcast_conflict, concat_mismatch), the same judge as `driftscope check`, on a tensor of either
+// run of a comparison. `side` says which run has it: "candidate" (a bug the candidate brought: the
+// verdict is at least diverged, docs/compare.md), "reference" (the candidate no longer has it) or
+// "both" (the pair's two records both have it: it is not the candidate's doing).
+struct AxesFindingPair {
+  std::string code;
+  std::string side;                  // "reference", "candidate" or "both"
+  std::string name;                  // the tensor as the side that has it stores it (the reference's for both)
+  Role role = Role::output;
+  uint16_t role_index = 0;
+  uint32_t occurrence = 0;
+  std::string op_type;
+  std::optional<size_t> pair;        // index into Report::pairs, when the tensor is paired
+  std::optional<uint64_t> index_ref, index_cand;  // execution indexes of the records that have it
+  std::string reference_message, candidate_message;  // "" on a side without the finding
+};
+
 struct Report {
   static constexpr std::string_view kSchema = "driftscope.compare.report/1";
   Verdict verdict = Verdict::pass;
@@ -453,6 +471,9 @@ struct Report {
   std::vector<GrowthPoint> growth;               // outputs, in execution order
   std::vector<size_t> amplifiers;                // biggest amplification first
   std::vector<std::string> warnings;
+  // Findings by axis name in either run, in the reference's execution order (pairs and tensors
+  // only in the reference), then the candidate's tensors only in the candidate.
+  std::vector<AxesFindingPair> axes_findings;
   bool stopped_early = false;
   // Every independent origin in execution order (the first is the headline); data flow or not.
   std::vector<OriginPoint> origins;

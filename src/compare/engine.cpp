@@ -13,6 +13,7 @@
 
 #include "common/pages.hpp"
 #include "common/thread_pool.hpp"
+#include "compare/axes_checks.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
@@ -256,6 +257,7 @@ class Engine {
       if (rep.pairs[i].status == PairStatus::incomparable) rep.incomparable.push_back(i);
     localize(rep, o_, outside_lookup());
     if (o_.max_layout_diagnoses > 0) diagnose_layouts(rep, records, ref_, cand_, o_);
+    find_axes_in_comparison(rep, records, ref_, cand_, o_.threads);
     mark_finer_grained(rep);
     verdict();
     rep.summary = summary_line(rep);
@@ -718,6 +720,11 @@ class Engine {
              (!r.only_in_reference.empty() || r.only_in_candidate.size() > r.finer_in_candidate.size()))
       r.verdict = Verdict::diverged;
     else if (!o_.allow_incomparable && !r.incomparable.empty()) r.verdict = Verdict::diverged;
+    // A by-name finding only the candidate has is a bug it brought, whatever its numbers say
+    // (docs/compare.md "Findings by axis name").
+    else if (std::any_of(r.axes_findings.begin(), r.axes_findings.end(),
+                         [](const AxesFindingPair& f) { return f.side == "candidate"; }))
+      r.verdict = Verdict::diverged;
     else if (std::none_of(r.pairs.begin(), r.pairs.end(), [](const PairResult& p) { return p.compared; }))
       r.verdict = Verdict::nothing_compared;
     else r.verdict = Verdict::pass;

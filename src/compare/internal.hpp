@@ -198,7 +198,8 @@ struct LayoutInput {
   std::span<const double> ref, cand;      // every element, decoded; same count
   std::vector<uint64_t> ref_shape, cand_shape;
   std::vector<std::string> ref_axes;      // may be empty
-  uint64_t num_heads = 0;                 // a declared head count (attribute num_heads), 0: none
+  uint64_t num_heads = 0;                 // the head count (axis names, else attribute num_heads), 0: none
+  std::string heads_from;                 // where num_heads came from, said in a heads diagnosis
 };
 // Tests the hypotheses on a sample, confirms the best on every element; cost O(720 + rank * 80)
 // sampled hypotheses plus at most 5 full passes.

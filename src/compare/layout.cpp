@@ -5,12 +5,14 @@
 // element; the first that fits is reported with what it cost.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/thread_pool.hpp"
+#include "compare/axes_checks.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
@@ -283,6 +285,8 @@ std::string describe(const LayoutInput& in, const Hypothesis& h, bool view) {
                            in.ref_axes[h.axis] == "hidden" || in.ref_axes[h.axis] == "embed"));
       const char* what = heads ? "heads" : "blocks";
       std::string split = fmt::format("{}x{} split", h.blocks, h.block);
+      if (heads && in.num_heads == h.blocks && !in.heads_from.empty())
+        split += fmt::format("; head count {} from {}", h.blocks, in.heads_from);
       if (moved.size() == 2)
         return fmt::format("candidate = reference with {} {} and {} exchanged along {} ({})", what, moved[0],
                            moved[1], axis_label(in, h.axis), split);
@@ -419,6 +423,100 @@ uint64_t declared_heads(const TensorInfo& a, const TensorInfo& b) {
   return 0;
 }
 
+// The head count read from the propagated axis names (docs/axes.md "Layout diagnosis"): an axis
+// named `heads`, an axis whose name joins `heads` with others (`heads*head_dim`), or one that
+// axes_from shows merged from `heads,head_dim` (`... heads,head_dim -> ...,hidden`); the size of
+// `heads` comes from the record itself, its axes_ops, or another tensor of the comparison.
+struct NamedSize {
+  uint64_t size = 0;
+  std::string where;
+};
+using SizeMap = std::map<std::string, NamedSize, std::less<>>;
+
+void add_sizes(SizeMap& m, const std::vector<std::string>& names, std::span<const uint64_t> sizes,
+               const std::string& where) {
+  if (names.size() != sizes.size()) return;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!names[i].empty() && names[i] != "?" && sizes[i] > 0) m.try_emplace(axis_base(names[i]), NamedSize{sizes[i], where});
+}
+
+// The names of one step of a trail: what follows its last ": ", less a "(declared)" suffix.
+std::vector<std::string> step_names(std::string_view step) {
+  if (size_t c = step.rfind(": "); c != std::string_view::npos) step.remove_prefix(c + 2);
+  if (size_t p = step.find(" ("); p != std::string_view::npos) step = step.substr(0, p);
+  return split_on(step, ',');
+}
+
+bool merged_from_heads(std::string_view trail, std::string_view name) {
+  std::vector<std::string> steps;
+  for (size_t at = 0; at <= trail.size();) {
+    size_t end = trail.find(" -> ", at);
+    if (end == std::string_view::npos) end = trail.size();
+    steps.emplace_back(trail.substr(at, end - at));
+    at = end + 4;
+  }
+  for (size_t k = 1; k < steps.size(); ++k) {
+    auto x = step_names(steps[k - 1]), y = step_names(steps[k]);
+    if (x.size() != y.size() + 1) continue;
+    for (size_t j = 0; j < y.size(); ++j)
+      if (x[j] == "heads" && x[j + 1] == "head_dim" && y[j] == name && std::equal(y.begin(), y.begin() + j, x.begin()) &&
+          std::equal(y.begin() + j + 1, y.end(), x.begin() + j + 2))
+        return true;
+  }
+  return false;
+}
+
+struct NamedHeads {
+  uint64_t count = 0;
+  std::string from;
+};
+
+NamedHeads heads_from_names(const TensorInfo& t, const SizeMap& report_sizes) {
+  if (t.axes.size() != t.shape.size()) return {};
+  SizeMap own;  // the record's own facts first
+  add_sizes(own, t.axes, t.shape, "the tensor itself");
+  for (const auto& line : split_on(attr_value(t, "axes_ops"), '\n'))
+    if (auto e = parse_axes_event(line)) {
+      add_sizes(own, e->names, e->sizes, "its axes_ops (" + e->op + ")");
+      add_sizes(own, e->names2, e->sizes2, "its axes_ops (" + e->op + ")");
+    }
+  auto size_of = [&](std::string_view n) -> const NamedSize* {
+    if (auto it = own.find(n); it != own.end()) return &it->second;
+    if (auto it = report_sizes.find(n); it != report_sizes.end()) return &it->second;
+    return nullptr;
+  };
+  std::string_view trail = attr_value(t, "axes_from");
+  for (size_t a = 0; a < t.axes.size(); ++a) {
+    const std::string base = axis_base(t.axes[a]);
+    const uint64_t n = t.shape[a];
+    NamedHeads h;
+    if (base == "heads") {
+      h = {n, fmt::format("the axis names: axis {} is heads", a)};
+    } else if (auto parts = split_on(base, '*'); parts.size() > 1 &&
+               std::find(parts.begin(), parts.end(), "heads") != parts.end()) {
+      uint64_t c = 1;
+      std::vector<std::string> where;
+      for (const auto& part : parts) {
+        const NamedSize* s = size_of(part);
+        if (!s) {
+          c = 0;
+          break;
+        }
+        c *= s->size;
+        where.push_back(fmt::format("{} = {} in {}", part, s->size, s->where));
+        if (part == "heads") break;
+      }
+      if (c) h = {c, fmt::format("the axis names: axis {} is {} ({})", a, base, fmt::join(where, ", "))};
+    } else if (merged_from_heads(trail, base)) {
+      if (const NamedSize* s = size_of("heads"))
+        h = {s->size, fmt::format("the axis names: axis {} ({}) was merged from heads,head_dim (axes_from), "
+                                  "heads = {} in {}", a, base, s->size, s->where)};
+    }
+    if (h.count >= 2 && h.count <= n && n % h.count == 0) return h;
+  }
+  return {};
+}
+
 Result<std::vector<double>> decoded(const Reader& r, const Record& rec) {
   if (!r.integrity().checksums_verified) DRIFTSCOPE_TRY(r.verify_payload(rec));
   std::vector<double> v(rec.info.numel());
@@ -450,6 +548,17 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     if (numel_of(p.ref) != numel_of(p.cand)) continue;
     chosen.push_back(i);
   }
+  // Axis sizes by name over every tensor of the comparison, for heads_from_names.
+  SizeMap sizes;
+  if (!chosen.empty()) {
+    auto add = [&](const TensorDesc& d) {
+      add_sizes(sizes, d.axes(), std::span<const uint64_t>(d.shape.data(), d.shape.size()),
+                "tensor " + fmt_identity(d));
+    };
+    for (const PairResult& p : report.pairs) add(p.ref), add(p.cand);
+    for (const TensorDesc& d : report.only_in_reference) add(d);
+    for (const TensorDesc& d : report.only_in_candidate) add(d);
+  }
   detail::parallel_for(chosen.size(), [&](size_t k) {
     const size_t i = chosen[k];
     PairResult& p = report.pairs[i];
@@ -469,7 +578,18 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     in.ref_shape = ra.info.shape;
     in.cand_shape = rb.info.shape;
     for (const std::string& name : ra.info.axes) in.ref_axes.push_back(axis_base(name));  // dumpsets.md §4
-    in.num_heads = declared_heads(ra.info, rb.info);
+    const uint64_t declared = declared_heads(ra.info, rb.info);
+    NamedHeads named = heads_from_names(ra.info, sizes);
+    if (!named.count) named = heads_from_names(rb.info, sizes);
+    if (named.count) {
+      in.num_heads = named.count;
+      in.heads_from = named.from;
+      if (declared) in.heads_from += declared == named.count ? "; num_heads agrees"
+                                                             : fmt::format("; num_heads says {}", declared);
+    } else if (declared) {
+      in.num_heads = declared;
+      in.heads_from = "num_heads";
+    }
     std::vector<double> c = std::move(*b);
     if (!p.permutation.empty()) {  // the candidate read through its axis names first
       auto index = permuted_index(ra.info.shape, rb.info.shape, p.permutation);

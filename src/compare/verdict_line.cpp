@@ -7,6 +7,7 @@
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "compare/internal.hpp"
 
@@ -63,6 +64,22 @@ std::string rank_text(const Report& r, const PairResult& p) {
   return fmt::format(" on rank{} {} (of {})", ranks.size() == 1 ? "" : "s", list, world);
 }
 
+namespace {
+// A passing comparison still says that both runs share a finding by axis name (or that the
+// candidate lost one): numbers that agree do not make a normalisation over tokens right.
+std::string axes_note(const Report& r) {
+  if (r.axes_findings.empty()) return "";
+  std::vector<std::string> parts;
+  for (std::string_view side : {"both", "reference"}) {
+    auto n = std::count_if(r.axes_findings.begin(), r.axes_findings.end(),
+                           [&](const AxesFindingPair& f) { return f.side == side; });
+    if (n) parts.push_back(fmt::format("{} in {}", n, side == "both" ? "both runs" : "the reference only"));
+  }
+  const auto& f = r.axes_findings.front();
+  return fmt::format("; findings by axis name: {} (first: {} at {})", fmt::join(parts, ", "), f.code, f.name);
+}
+}  // namespace
+
 std::string summary_line(const Report& r) {
   auto at = [&](size_t i) {
     const PairResult& p = r.pairs[i];
@@ -82,7 +99,7 @@ std::string summary_line(const Report& r) {
                        fmt_identity(r.pairs[*worst].ref));
     else if (worst)
       s += " (all identical)";
-    return s;
+    return s + axes_note(r);
   }
   if (r.verdict == Verdict::nothing_compared) {
     // Say why nothing was compared, in the words of the options that explain it.
@@ -146,6 +163,13 @@ std::string summary_line(const Report& r) {
     parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
                                 fmt_identity(p.ref), p.reasons.front().message));
   }
+  if (auto it = std::find_if(r.axes_findings.begin(), r.axes_findings.end(),
+                             [](const AxesFindingPair& f) { return f.side == "candidate"; });
+      it != r.axes_findings.end())
+    parts.push_back(fmt::format("{} finding(s) by axis name only in the candidate (first: {} at {}: {})",
+                                std::count_if(r.axes_findings.begin(), r.axes_findings.end(),
+                                              [](const AxesFindingPair& f) { return f.side == "candidate"; }),
+                                it->code, it->name, it->candidate_message));
   std::string s = "DIVERGED: no tensor over tolerance, but ";
   for (size_t i = 0; i < parts.size(); ++i) s += (i ? "; " : "") + parts[i];
   return s;

@@ -79,6 +79,21 @@ json detail_json(const PairDetail& d) {
   return o;
 }
 
+// Findings by axis name (Report::axes_findings) under the warnings, as text from the page's own
+// JSON block like everything else. Added only to a page that has one, so every other page keeps
+// its bytes.
+constexpr std::string_view kAxesScript = R"JS(<script>
+"use strict";
+(function () {
+const R = JSON.parse(document.getElementById("ds-report").textContent);
+const box = document.getElementById("warnings");
+for (const f of R.axes_findings || [])
+  box.append(el("div", {class: "warn axes-finding"}, "by axis name, " + (f.side === "both" ? "in both runs" : "only in the " + f.side) +
+    ": " + f.code + " at " + f.name + ": " + (f.candidate_message || f.reference_message)));
+})();
+</script>
+)JS";
+
 }  // namespace
 
 std::string report_to_html(const Report& report) {
@@ -95,8 +110,11 @@ std::string report_to_html(const Report& report) {
   }
   detail += ']';
 
-  return report_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
-                                        {{"REPORT", report_json}, {"DETAIL", detail}});
+  std::string page = report_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
+                                                  {{"REPORT", report_json}, {"DETAIL", detail}});
+  if (!report.axes_findings.empty())
+    if (size_t at = page.rfind("</body>"); at != std::string::npos) page.insert(at, kAxesScript);
+  return page;
 }
 
 }  // namespace driftscope

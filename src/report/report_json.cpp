@@ -600,6 +600,17 @@ Result<void> report_to_json(const Report& r, int indent,
       {"amplification_threshold", real(r.amplification_threshold)}}));
   DRIFTSCOPE_TRY(e.array_member("origins", r.origins.size(),
                                 [&](size_t k) { return origin_json(r, r.origins[k]); }));
+  if (!r.axes_findings.empty())  // docs/compare.md "Findings by axis name"; absent when there is none
+    DRIFTSCOPE_TRY(e.array_member("axes_findings", r.axes_findings.size(), [&](size_t k) {
+      const AxesFindingPair& f = r.axes_findings[k];
+      auto opt = [](const auto& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+      auto msg = [](const std::string& m) { return m.empty() ? ordered_json(nullptr) : ordered_json(m); };
+      return ordered_json{{"code", f.code}, {"side", f.side}, {"name", f.name}, {"occurrence", f.occurrence},
+                          {"role", role_name(f.role)}, {"role_index", f.role_index}, {"op_type", f.op_type},
+                          {"pair", opt(f.pair)}, {"index_ref", opt(f.index_ref)}, {"index_cand", opt(f.index_cand)},
+                          {"reference_message", msg(f.reference_message)},
+                          {"candidate_message", msg(f.candidate_message)}};
+    }));
   DRIFTSCOPE_TRY(e.member("warnings", r.warnings));
   return e.end();
 }

@@ -187,6 +187,12 @@ std::string report_to_markdown(const Report& r) {
       out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),
                          text(r.pairs[i].reasons.front().message));
   }
+  if (!r.axes_findings.empty()) {
+    out += "\n### Findings by axis name\n\n";
+    for (const auto& f : r.axes_findings)
+      out += fmt::format("- {} `{}` in {}: {}\n", f.side, f.code, line_code(f.name),
+                         text(f.candidate_message.empty() ? f.reference_message : f.candidate_message));
+  }
   if (!r.warnings.empty()) {
     out += "\n### Warnings\n\n";
     for (const auto& w : r.warnings) out += fmt::format("- {}\n", text(w));

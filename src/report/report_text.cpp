@@ -377,6 +377,14 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     if (n < r.incomparable.size())
       out += fmt::format("  ... and {} more (--all lists them)\n", r.incomparable.size() - n);
   }
+  if (!r.axes_findings.empty()) {
+    out += "\n" + st.bold(fmt::format("Findings by axis name ({})", r.axes_findings.size())) + "\n";
+    for (const auto& f : r.axes_findings) {
+      const auto index = f.index_ref ? *f.index_ref : *f.index_cand;
+      out += fmt::format("  {:>6} {:<9} {:<18} {}: {}\n", index, f.side, f.code, printable(f.name),
+                         printable(f.candidate_message.empty() ? f.reference_message : f.candidate_message));
+    }
+  }
   if (!r.warnings.empty()) {
     out += "\n" + st.wrap("1;33", "Warnings") + "\n";
     for (const auto& w : r.warnings) out += "  " + printable(w) + "\n";

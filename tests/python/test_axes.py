@@ -72,7 +72,7 @@ def test_minilm_head_exchange_is_named_and_diagnosed(tmp_path):
     assert layout["block_order"] == [1, 0] + list(range(2, 12))
     # the axis is named now that names flow from input_ids (issue 29)
     assert layout["description"] == ("candidate = reference with heads 0 and 1 exchanged along "
-                                     "axis 2 (hidden) (12x32 split)")
+                                     "axis 2 (hidden) (12x32 split; head count 12 from num_heads)")
     assert layout["cosine"] == pytest.approx(1.0, abs=1e-12)
     # Independent check in numpy: undoing the exchange gives back the reference exactly.
     ref = driftscope.open(tmp_path / "ref.tdump").get(first.name)
@@ -80,7 +80,7 @@ def test_minilm_head_exchange_is_named_and_diagnosed(tmp_path):
     undone = cand.copy()
     undone[..., :d], undone[..., d:2 * d] = cand[..., d:2 * d], cand[..., :d]
     np.testing.assert_array_equal(undone, ref)
-    assert "heads 0 and 1 exchanged along axis 2 (hidden) (12x32 split), cosine 1.0000" in report.to_text()
+    assert "heads 0 and 1 exchanged along axis 2 (hidden) (12x32 split; head count 12 from num_heads), cosine 1.0000" in report.to_text()
 
 
 # ---- PyTorch NCHW vs LiteRT NHWC ---------------------------------------------------------------

@@ -83,7 +83,8 @@ TEST(Layout, DeclaredHeadCountNamesHeadsAndWinsTheSplit) {
   const Report r = run_compare(a, b);
   const PairResult& p = only_pair(r);
   ASSERT_TRUE(p.layout.has_value());
-  EXPECT_EQ(p.layout->description, "candidate = reference with heads 1 and 2 exchanged along axis 2 (3x8 split)");
+  EXPECT_EQ(p.layout->description, "candidate = reference with heads 1 and 2 exchanged along axis 2 (3x8 split; head count 3 "
+                                    "from num_heads)");
 }
 
 TEST(Layout, AttentionTransposedBhsdVersusBshd) {
