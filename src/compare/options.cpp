@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/judge.hpp"
 
 namespace driftscope {
 namespace {
@@ -169,6 +170,41 @@ Result<CompareOptions> CompareSettings::resolve() const {
   o.details = details;
   DRIFTSCOPE_TRY(validate(o));
   return o;
+}
+
+}  // namespace driftscope
+
+// ---- the guard criteria profile (judge.hpp; docs/metrics.md §9) ---------------------------------
+// A block of its own: the guard's thresholds are judging options like compare's criteria, so
+// they are refused here with the same wording ("guard option 'min_cosine' is 1.5, allowed -1 ..
+// 1"), by `driftscope guard`, driftscope.guard() and _core.judge_output alike.
+
+namespace driftscope {
+
+Result<void> validate(const GuardCriteria& c) {
+  struct Range {
+    std::string_view key;
+    double v, lo, hi;
+  };
+  const Range ranges[] = {
+      {"min_cosine", c.min_cosine, -1, 1},
+      {"min_norm", c.min_norm, 0, HUGE_VAL},
+      {"max_argmax_flip", c.max_argmax_flip, 0, 1},
+      {"max_rel_error", c.max_rel_error.value_or(0), 0, HUGE_VAL},
+      {"max_norm_ratio", c.max_norm_ratio, 1, HUGE_VAL},
+      {"small_atol", c.small_atol, 0, HUGE_VAL},
+      {"small_rtol", c.small_rtol, 0, HUGE_VAL},
+      {"decision_threshold", c.decision_threshold, 0, 1},
+      {"flip_rtol", c.flip_rtol, 0, 1},
+  };
+  for (const Range& r : ranges) {
+    // Unbounded above means any finite value: an infinite threshold would judge nothing.
+    std::string problem = std::isinf(r.hi) && std::isinf(r.v) && r.v > 0
+                              ? fmt::format("'{}' is {}, allowed: finite and >= {}", r.key, r.v, r.lo)
+                              : compare_detail::range_problem(r.key, r.v, r.lo, r.hi);
+    if (!problem.empty()) return make_error(Errc::invalid_argument, "guard option " + problem);
+  }
+  return {};
 }
 
 }  // namespace driftscope
