@@ -97,6 +97,18 @@ void bind_judge(nb::module_& m) {
       DS_GUARD_CRITERIA_ARGS);
 
   m.def(
+      "guard_rel_error_limit",
+      [](double min_cosine, double min_norm, double max_argmax_flip, std::optional<double> max_rel_error,
+         double max_norm_ratio, double small_atol, double small_rtol, double decision_threshold,
+         double flip_rtol) {
+        return criteria(min_cosine, min_norm, max_argmax_flip, max_rel_error, max_norm_ratio, small_atol,
+                        small_rtol, decision_threshold, flip_rtol)
+            .rel_error_limit();
+      },
+      DS_GUARD_CRITERIA_ARGS, "GuardCriteria::rel_error_limit(): max_rel_error, or the bound the cosine and "
+                              "norm-ratio rules imply together.");
+
+  m.def(
       "judge_output",
       [](F64Array ref, F64Array cand, std::optional<uint32_t> class_axis, double min_cosine, double min_norm,
          double max_argmax_flip, std::optional<double> max_rel_error, double max_norm_ratio, double small_atol,

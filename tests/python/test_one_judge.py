@@ -284,6 +284,8 @@ def test_the_seed_thresholds_are_the_guard_profiles_defaults():
                     "small_rtol": 0.01, "decision_threshold": 0.5, "flip_rtol": 1e-4}
     t = Thresholds()
     assert {k: getattr(t, k) for k in seed} == seed and FEW == 4 == _core.FEW_VALUES
+    assert t.rel_error_limit() == pytest.approx((1.25 ** 2 - 2 * 1.25 * 0.99 + 1) ** 0.5, rel=1e-15)
+    assert Thresholds(max_rel_error=0.01).rel_error_limit() == 0.01
     params = inspect.signature(_run.guard).parameters
     parser = _command._parser()
     for key in ("min_cosine", "min_norm", "max_argmax_flip", "max_rel_error", "max_norm_ratio",

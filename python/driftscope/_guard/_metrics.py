@@ -88,13 +88,9 @@ class Thresholds:
 
     def rel_error_limit(self) -> float:
         """--max-rel-error, or by default the largest relative error the cosine and norm-ratio
-        rules allow together: with cos >= C and rho = norm ratio <= R,
-        ||c - r||^2 / ||r||^2 = rho^2 - 2 rho cos + 1 <= R^2 - 2 R C + 1 (0.296 at C = 0.99,
-        R = 1.25), so the default never contradicts a relaxed --min-cosine."""
-        if self.max_rel_error is not None:
-            return self.max_rel_error
-        r, c = self.max_norm_ratio, self.min_cosine
-        return math.sqrt(max(r * r - 2.0 * r * c + 1.0, 0.0))
+        rules allow together (GuardCriteria::rel_error_limit: sqrt(R^2 - 2RC + 1), 0.296 at
+        C = 0.99, R = 1.25), so the default never contradicts a relaxed --min-cosine."""
+        return _core.guard_rel_error_limit(**self.criteria())
 
     def criteria(self) -> Dict[str, Any]:
         """The guard criteria profile's keywords of _core.judge_output."""
