@@ -53,10 +53,10 @@ struct GuardCriteria {
   double min_cosine = 0.99;              // -1 .. 1
   double min_norm = 1e-4;                // absolute silent zero; finite, >= 0
   double max_argmax_flip = 0.0;          // 0 .. 1
-  std::optional<double> max_rel_error;   // >= 0; nullopt: rel_error_limit()'s derived bound
-  double max_norm_ratio = 1.25;          // finite, >= 1
-  double small_atol = 0.01, small_rtol = 0.01;  // few values: |c - r| <= atol + rtol |r|; >= 0
-  double decision_threshold = 0.5;       // scores in [0, 1]: 0 .. 1
+  std::optional<double> max_rel_error;   // >= 0 (inf: off); nullopt: rel_error_limit()'s bound
+  double max_norm_ratio = 1.25;          // >= 1 (inf: off)
+  double small_atol = 0.01, small_rtol = 0.01;  // few values: |c - r| <= atol + rtol |r|; >= 0 (inf: off)
+  double decision_threshold = 0.5;       // scores in [0, 1]: 0 .. 1 (inf: no decision rule)
   double flip_rtol = 1e-4;               // near-tie of a decision or a top-1; 0 .. 1
   // --max-rel-error, or the largest relative error the cosine and norm-ratio rules allow
   // together: with cos >= C and norm ratio rho <= R, ||c - r||^2 / ||r||^2 = rho^2 - 2 rho cos

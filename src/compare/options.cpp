@@ -182,28 +182,31 @@ Result<CompareOptions> CompareSettings::resolve() const {
 namespace driftscope {
 
 Result<void> validate(const GuardCriteria& c) {
+  // An infinite tolerance or ratio turns its rule off (the probe judges values inside a model
+  // without the few-values and decision rules); an infinite min_norm would call every output
+  // vanished, so it must be finite.
   struct Range {
     std::string_view key;
     double v, lo, hi;
   };
   const Range ranges[] = {
       {"min_cosine", c.min_cosine, -1, 1},
-      {"min_norm", c.min_norm, 0, HUGE_VAL},
       {"max_argmax_flip", c.max_argmax_flip, 0, 1},
       {"max_rel_error", c.max_rel_error.value_or(0), 0, HUGE_VAL},
       {"max_norm_ratio", c.max_norm_ratio, 1, HUGE_VAL},
       {"small_atol", c.small_atol, 0, HUGE_VAL},
       {"small_rtol", c.small_rtol, 0, HUGE_VAL},
-      {"decision_threshold", c.decision_threshold, 0, 1},
       {"flip_rtol", c.flip_rtol, 0, 1},
   };
-  for (const Range& r : ranges) {
-    // Unbounded above means any finite value: an infinite threshold would judge nothing.
-    std::string problem = std::isinf(r.hi) && std::isinf(r.v) && r.v > 0
-                              ? fmt::format("'{}' is {}, allowed: finite and >= {}", r.key, r.v, r.lo)
-                              : compare_detail::range_problem(r.key, r.v, r.lo, r.hi);
-    if (!problem.empty()) return make_error(Errc::invalid_argument, "guard option " + problem);
-  }
+  auto refuse = [](std::string problem) { return make_error(Errc::invalid_argument, "guard option " + problem); };
+  if (!(c.min_norm >= 0) || !std::isfinite(c.min_norm))
+    return refuse(fmt::format("'min_norm' is {}, allowed: finite and >= 0", c.min_norm));
+  for (const Range& r : ranges)
+    if (std::string problem = compare_detail::range_problem(r.key, r.v, r.lo, r.hi); !problem.empty())
+      return refuse(std::move(problem));
+  if (!(c.decision_threshold >= 0 && c.decision_threshold <= 1) && c.decision_threshold != HUGE_VAL)
+    return refuse(fmt::format("'decision_threshold' is {}, allowed 0 .. 1 (inf: no decision rule)",
+                              c.decision_threshold));
   return {};
 }
 

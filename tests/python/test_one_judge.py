@@ -296,12 +296,12 @@ def test_the_seed_thresholds_are_the_guard_profiles_defaults():
 
 @pytest.mark.parametrize("bad, message", [
     ({"min_cosine": 1.5}, "guard option 'min_cosine' is 1.5, allowed -1 .. 1"),
-    ({"min_norm": -1.0}, "guard option 'min_norm' is -1, allowed 0 .. inf"),
+    ({"min_norm": -1.0}, "guard option 'min_norm' is -1, allowed: finite and >= 0"),
     ({"min_norm": float("inf")}, "guard option 'min_norm' is inf, allowed: finite and >= 0"),
     ({"max_argmax_flip": float("nan")}, "guard option 'max_argmax_flip' is nan, allowed 0 .. 1"),
     ({"max_rel_error": -0.5}, "guard option 'max_rel_error' is -0.5, allowed 0 .. inf"),
     ({"max_norm_ratio": 0.5}, "guard option 'max_norm_ratio' is 0.5, allowed 1 .. inf"),
-    ({"decision_threshold": 2.0}, "guard option 'decision_threshold' is 2, allowed 0 .. 1"),
+    ({"decision_threshold": 2.0}, "guard option 'decision_threshold' is 2, allowed 0 .. 1 (inf: no decision rule)"),
 ])
 def test_the_guard_profile_has_one_validator(bad, message, tmp_path):
     """src/compare/options.cpp refuses a bad threshold for _core, Thresholds and guard() alike."""
@@ -311,6 +311,19 @@ def test_the_guard_profile_has_one_validator(bad, message, tmp_path):
         judge("y", np.ones(3), np.ones(3), Thresholds(**bad), 0)
     with pytest.raises(driftscope.errors.Error, match="^" + re.escape(message) + "$"):
         driftscope.guard(str(tmp_path / "missing.onnx"), **bad)
+
+
+def test_the_probes_inner_profile_is_valid():
+    """Values inside a model are judged with the few-values and decision rules off (an infinite
+    tolerance and threshold: _probe._inner), which the validator accepts."""
+    from driftscope._guard._probe import _inner
+
+    t = _inner(Thresholds())
+    t.validate()
+    r, c = np.array([0.52, 0.1]), np.array([0.48, 0.1])
+    assert judge("x", r, c, Thresholds(), 0).status == PRECISION_DEGRADATION
+    res = judge("x", r, c, t, 0)
+    assert res.status == PASS, res
 
 
 def test_judge_output_refuses_what_it_cannot_judge():

@@ -54,7 +54,7 @@ TEST(GuardCriteria, OneValidatorNamesTheOption) {
   };
   const Bad cases[] = {
       {[](GuardCriteria& g, double v) { g.min_cosine = v; }, 1.5, "guard option 'min_cosine' is 1.5, allowed -1 .. 1"},
-      {[](GuardCriteria& g, double v) { g.min_norm = v; }, -1, "guard option 'min_norm' is -1, allowed 0 .. inf"},
+      {[](GuardCriteria& g, double v) { g.min_norm = v; }, -1, "guard option 'min_norm' is -1, allowed: finite and >= 0"},
       {[](GuardCriteria& g, double v) { g.min_norm = v; }, HUGE_VAL, "guard option 'min_norm' is inf, allowed: finite and >= 0"},
       {[](GuardCriteria& g, double v) { g.max_argmax_flip = v; }, nan, "guard option 'max_argmax_flip' is nan, allowed 0 .. 1"},
       {[](GuardCriteria& g, double v) { g.max_rel_error = v; }, -0.5, "guard option 'max_rel_error' is -0.5, allowed 0 .. inf"},
@@ -71,6 +71,23 @@ TEST(GuardCriteria, OneValidatorNamesTheOption) {
     std::vector<double> x{1, 2};
     EXPECT_FALSE(judge_output(f64({2}), bytes_of(x), f64({2}), bytes_of(x), g).ok());
   }
+}
+
+TEST(GuardCriteria, InfiniteTolerancesTurnTheirRulesOff) {
+  // The probe judges values inside a model without the few-values and decision rules.
+  GuardCriteria g;
+  g.small_atol = HUGE_VAL;
+  g.decision_threshold = HUGE_VAL;
+  g.max_norm_ratio = HUGE_VAL;
+  g.max_rel_error = HUGE_VAL;
+  EXPECT_TRUE(validate(g).ok());
+  std::vector<double> r{0.6, 0.1}, c{0.4, 0.1};
+  GuardCriteria loose = g;
+  loose.min_cosine = -1;
+  OutputJudgement j = judged(r, c, loose);
+  EXPECT_EQ(j.beyond, 0u);
+  EXPECT_EQ(j.decisions, 0u);
+  EXPECT_EQ(j.status, OutputStatus::pass);
 }
 
 TEST(StatusTable, SilentCodesGiveTheSilentGuardStatuses) {
