@@ -12,10 +12,10 @@ cd "$(dirname "$0")/.."
 # layer folder | include prefixes it must not use (private src/ folders, public headers, the
 # generated page templates).
 RULES=(
-  "src/common|format/ numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/format|numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/numerics|interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/interop|compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp"
+  "src/common|format/ numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
+  "src/format|numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
+  "src/numerics|interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
+  "src/interop|compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp"
   "src/compare|check/ report/ interop/ reference/ capi/ driftscope/check.hpp driftscope/report.hpp"
   "src/check|report/ interop/ reference/ capi/ driftscope/report.hpp"
   "src/report|interop/ reference/ capi/"

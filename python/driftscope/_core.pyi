@@ -251,3 +251,27 @@ class CheckOptions:
 
 def check(reader: Reader, options: CheckOptions) -> Tuple[str, str, str]: ...
 def guard_report_html(report_json: str) -> str: ...
+
+# The one judge (python/src/py_judge.cpp, include/driftscope/judge.hpp; docs/metrics.md §9).
+GUARD_CRITERIA_DEFAULTS: Dict[str, Optional[float]]
+FEW_VALUES: int
+VANISHED_NORM_RATIO: float
+def status_table() -> List[Tuple[str, bool, str]]:
+    """[(code, silent, guard status)] in the order the judges check them."""
+def validate_guard_criteria(*, min_cosine: float = 0.99, min_norm: float = 1e-4,
+                            max_argmax_flip: float = 0.0, max_rel_error: Optional[float] = None,
+                            max_norm_ratio: float = 1.25, small_atol: float = 0.01,
+                            small_rtol: float = 0.01, decision_threshold: float = 0.5,
+                            flip_rtol: float = 1e-4) -> None: ...
+def judge_output(reference: np.ndarray, candidate: np.ndarray, class_axis: Optional[int] = None,
+                 *, min_cosine: float = 0.99, min_norm: float = 1e-4,
+                 max_argmax_flip: float = 0.0, max_rel_error: Optional[float] = None,
+                 max_norm_ratio: float = 1.25, small_atol: float = 0.01,
+                 small_rtol: float = 0.01, decision_threshold: float = 0.5,
+                 flip_rtol: float = 1e-4) -> Dict[str, Any]:
+    """One output judged with the guard criteria profile (float64 arrays, same shape)."""
+def guard_rel_error_limit(*, min_cosine: float = 0.99, min_norm: float = 1e-4,
+                          max_argmax_flip: float = 0.0, max_rel_error: Optional[float] = None,
+                          max_norm_ratio: float = 1.25, small_atol: float = 0.01,
+                          small_rtol: float = 0.01, decision_threshold: float = 0.5,
+                          flip_rtol: float = 1e-4) -> float: ...

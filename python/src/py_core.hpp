@@ -58,5 +58,6 @@ void bind_writer(nb::module_& m);
 void bind_compare(nb::module_& m);
 void bind_check(nb::module_& m);
 void bind_interop(nb::module_& m);
+void bind_judge(nb::module_& m);
 
 }  // namespace driftscope::py

@@ -204,4 +204,5 @@ NB_MODULE(_core, m) {
   py::bind_compare(m);
   py::bind_check(m);
   py::bind_interop(m);
+  py::bind_judge(m);
 }

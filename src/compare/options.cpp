@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "driftscope/judge.hpp"
 
 namespace driftscope {
 namespace {
@@ -171,6 +172,44 @@ Result<CompareOptions> CompareSettings::resolve() const {
   o.details = details;
   DRIFTSCOPE_TRY(validate(o));
   return o;
+}
+
+}  // namespace driftscope
+
+// ---- the guard criteria profile (judge.hpp; docs/metrics.md §9) ---------------------------------
+// A block of its own: the guard's thresholds are judging options like compare's criteria, so
+// they are refused here with the same wording ("guard option 'min_cosine' is 1.5, allowed -1 ..
+// 1"), by `driftscope guard`, driftscope.guard() and _core.judge_output alike.
+
+namespace driftscope {
+
+Result<void> validate(const GuardCriteria& c) {
+  // An infinite tolerance or ratio turns its rule off (the probe judges values inside a model
+  // without the few-values and decision rules); an infinite min_norm would call every output
+  // vanished, so it must be finite.
+  struct Range {
+    std::string_view key;
+    double v, lo, hi;
+  };
+  const Range ranges[] = {
+      {"min_cosine", c.min_cosine, -1, 1},
+      {"max_argmax_flip", c.max_argmax_flip, 0, 1},
+      {"max_rel_error", c.max_rel_error.value_or(0), 0, HUGE_VAL},
+      {"max_norm_ratio", c.max_norm_ratio, 1, HUGE_VAL},
+      {"small_atol", c.small_atol, 0, HUGE_VAL},
+      {"small_rtol", c.small_rtol, 0, HUGE_VAL},
+      {"flip_rtol", c.flip_rtol, 0, 1},
+  };
+  auto refuse = [](std::string problem) { return make_error(Errc::invalid_argument, "guard option " + problem); };
+  if (!(c.min_norm >= 0) || !std::isfinite(c.min_norm))
+    return refuse(fmt::format("'min_norm' is {}, allowed: finite and >= 0", c.min_norm));
+  for (const Range& r : ranges)
+    if (std::string problem = compare_detail::range_problem(r.key, r.v, r.lo, r.hi); !problem.empty())
+      return refuse(std::move(problem));
+  if (!(c.decision_threshold >= 0 && c.decision_threshold <= 1) && c.decision_threshold != HUGE_VAL)
+    return refuse(fmt::format("'decision_threshold' is {}, allowed 0 .. 1 (inf: no decision rule)",
+                              c.decision_threshold));
+  return {};
 }
 
 }  // namespace driftscope

@@ -10,6 +10,7 @@
 
 #include "compare/internal.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/judge.hpp"
 #include "driftscope/limits.hpp"
 
 namespace driftscope {
@@ -529,7 +530,7 @@ void judge(PairResult& p, bool nan_equal) {
     if (m.zero_cand == m.count) {
       add(p, PairStatus::silent_failure, "all_zero",
           cformat(FMT_COMPILE("candidate is all zeros; reference norm is {}"), fmt_num(m.norm_ref)));
-    } else if (m.norm_cand < 1e-6 * m.norm_ref) {
+    } else if (m.norm_cand < kVanishedNormRatio * m.norm_ref) {  // the status table (judge.hpp)
       add(p, PairStatus::silent_failure, "norm_vanished",
           cformat(FMT_COMPILE("candidate norm {} is below 1e-6 of the reference norm {}"), fmt_num(m.norm_cand),
                       fmt_num(m.norm_ref)));

@@ -16,6 +16,7 @@ from .backends import registry as B
 from ._classaxis import parse_class_axis
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
+from ._metrics import SEED
 from ._replaying import REPLAY_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
 from ._inputs import (DEFAULT_MAX_BYTES, InputError, format_size, input_budget,
@@ -167,22 +168,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="the generated inputs of all samples and steps may take this much "
                         "memory (512M, 2G, ...; default 1G); a model whose dims need more is "
                         "refused before anything is allocated")
-    p.add_argument("--min-cosine", type=float, default=0.99, metavar="C",
+    p.add_argument("--min-cosine", type=float, default=SEED["min_cosine"], metavar="C",
                    help="PRECISION_DEGRADATION below this cosine similarity (default 0.99)")
-    p.add_argument("--min-norm", type=float, default=1e-4, metavar="N",
+    p.add_argument("--min-norm", type=float, default=SEED["min_norm"], metavar="N",
                    help="SILENT_ZERO_VECTOR below this L2 norm where the reference's is at "
                         "least this (default 1e-4)")
-    p.add_argument("--max-argmax-flip", type=float, default=0.0, metavar="F",
+    p.add_argument("--max-argmax-flip", type=float, default=SEED["max_argmax_flip"], metavar="F",
                    help="ARGMAX_FLIP when more than this share of positions change their top-1 "
                         "(default 0: any change)")
     p.add_argument("--max-rel-error", type=float, default=None, metavar="E",
                    help="PRECISION_DEGRADATION when ||cand - ref|| / ||ref|| exceeds E (default: "
                         "what --min-cosine and --max-norm-ratio allow together, 0.296 at their "
                         "defaults)")
-    p.add_argument("--max-norm-ratio", type=float, default=1.25, metavar="R",
+    p.add_argument("--max-norm-ratio", type=float, default=SEED["max_norm_ratio"], metavar="R",
                    help="PRECISION_DEGRADATION when the norm ratio cand/ref is outside [1/R, R] "
                         "(default 1.25)")
-    p.add_argument("--decision-threshold", type=float, default=0.5, metavar="T",
+    p.add_argument("--decision-threshold", type=float, default=SEED["decision_threshold"], metavar="T",
                    help="a score output (values in [0, 1]; at most 4, or a last axis of 1) whose "
                         "value crosses T is a decision flip (default 0.5)")
     p.add_argument("--class-axis", action="append", default=[],

@@ -1,7 +1,11 @@
-"""Verdicts for one output of one backend against the reference, in float64 numpy.
+"""Verdicts for one output of one backend against the reference: the library's judge.
 
-Formulas (docs/howto/guard.md §5, "Verdicts"), with r = reference, c = candidate, both float64
-and flattened, F = positions finite in both:
+Every output is judged by driftscope._core.judge_output (include/driftscope/judge.hpp,
+src/compare/output_judge.cpp) with the guard criteria profile, whose defaults are the seed
+thresholds below and whose ranges src/compare/options.cpp checks. The statuses and their order
+are the one status table of compare, check and guard (docs/metrics.md §9); the metrics come from
+compare's float64 pass (compare_pair). Formulas (docs/howto/guard.md §5, "Verdicts"), with
+r = reference, c = candidate, both float64 and flattened, F = positions finite in both:
   norm_ref = ||r[finite r]||_2,  norm_cand = ||c[finite c]||_2
   cosine   = <r_F, c_F> / (||r_F|| ||c_F||); 1 when both are zero, 0 when only one is
   max_diff = max |r_F - c_F|
@@ -17,15 +21,16 @@ and flattened, F = positions finite in both:
               axis differs by more than a near-tie: r[i] - r[j] > flip_rtol * max|r| over the
               position (i the reference's top-1, j the candidate's); only where the output has a
               class axis (class_axes: a softmax/logits producer, or --class-axis)
-Checked in this order, the first that holds is the output's status:
-  NUMERICAL_INSTABILITY  c has NaN or Inf where r is finite
-  SILENT_ZERO_VECTOR     norm_cand < min_norm while norm_ref >= min_norm
-  CONSTANT_OUTPUT        c (> 1 element) is one value where r varies
-  PRECISION_DEGRADATION  cosine < min_cosine, rel_error > max_rel_error (default: the bound the
-                         cosine and norm-ratio rules imply, Thresholds.rel_error_limit), norm_ratio outside
-                         [1/max_norm_ratio, max_norm_ratio], or (few values) an element beyond
-                         its tolerance
-  ARGMAX_FLIP            a decision flip, or argmax_flip > max_argmax_flip
+Checked in this order, the first that holds is the output's status (status table code):
+  NUMERICAL_INSTABILITY  c has NaN or Inf where r is finite (nonfinite)
+  SILENT_ZERO_VECTOR     norm_cand < min_norm while norm_ref >= min_norm (all_zero, norm_vanished)
+  CONSTANT_OUTPUT        c (> 1 element) is one value where r varies (constant)
+  PRECISION_DEGRADATION  cosine < min_cosine (cosine), rel_error > max_rel_error (rel_l2; default:
+                         the bound the cosine and norm-ratio rules imply,
+                         Thresholds.rel_error_limit),
+                         norm_ratio outside [1/max_norm_ratio, max_norm_ratio] (norm_ratio), or
+                         (few values) an element beyond its tolerance (few_values)
+  ARGMAX_FLIP            a decision flip (decision_flip), or argmax_flip > max_argmax_flip (argmax)
   PASS
 """
 
@@ -33,9 +38,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
+
+from .. import _core
 
 PASS = "PASS"
 NUMERICAL_INSTABILITY = "NUMERICAL_INSTABILITY"
@@ -57,7 +64,9 @@ SEVERITY = {NUMERICAL_INSTABILITY: 7, SILENT_ZERO_VECTOR: 6, CONSTANT_OUTPUT: 5,
 
 
 # At most this many elements: a cosine cannot judge the output.
-FEW = 4
+FEW = _core.FEW_VALUES
+# The guard criteria profile's defaults (judge.hpp GuardCriteria): the seed thresholds.
+SEED = _core.GUARD_CRITERIA_DEFAULTS
 
 
 @dataclass
@@ -66,26 +75,36 @@ class Thresholds:
     class_axes: output name ("*": every output) -> the axis argmax runs over; an output without
     one is not judged by argmax (_classaxis.py); None: every output's last axis."""
 
-    min_cosine: float = 0.99
-    min_norm: float = 1e-4
-    max_argmax_flip: float = 0.0
+    min_cosine: float = SEED["min_cosine"]
+    min_norm: float = SEED["min_norm"]
+    max_argmax_flip: float = SEED["max_argmax_flip"]
     max_rel_error: Optional[float] = None  # None: rel_error_limit()'s derived bound
-    max_norm_ratio: float = 1.25
-    small_atol: float = 0.01
-    small_rtol: float = 0.01
-    decision_threshold: float = 0.5
-    flip_rtol: float = 1e-4
+    max_norm_ratio: float = SEED["max_norm_ratio"]
+    small_atol: float = SEED["small_atol"]
+    small_rtol: float = SEED["small_rtol"]
+    decision_threshold: float = SEED["decision_threshold"]
+    flip_rtol: float = SEED["flip_rtol"]
     class_axes: Optional[Dict[str, int]] = None
 
     def rel_error_limit(self) -> float:
         """--max-rel-error, or by default the largest relative error the cosine and norm-ratio
-        rules allow together: with cos >= C and rho = norm ratio <= R,
-        ||c - r||^2 / ||r||^2 = rho^2 - 2 rho cos + 1 <= R^2 - 2 R C + 1 (0.296 at C = 0.99,
-        R = 1.25), so the default never contradicts a relaxed --min-cosine."""
-        if self.max_rel_error is not None:
-            return self.max_rel_error
-        r, c = self.max_norm_ratio, self.min_cosine
-        return math.sqrt(max(r * r - 2.0 * r * c + 1.0, 0.0))
+        rules allow together (GuardCriteria::rel_error_limit: sqrt(R^2 - 2RC + 1), 0.296 at
+        C = 0.99, R = 1.25), so the default never contradicts a relaxed --min-cosine."""
+        return _core.guard_rel_error_limit(**self.criteria())
+
+    def criteria(self) -> Dict[str, Any]:
+        """The guard criteria profile's keywords of _core.judge_output."""
+        return {"min_cosine": self.min_cosine, "min_norm": self.min_norm,
+                "max_argmax_flip": self.max_argmax_flip, "max_rel_error": self.max_rel_error,
+                "max_norm_ratio": self.max_norm_ratio, "small_atol": self.small_atol,
+                "small_rtol": self.small_rtol, "decision_threshold": self.decision_threshold,
+                "flip_rtol": self.flip_rtol}
+
+    def validate(self) -> None:
+        """The library's validator of the profile (src/compare/options.cpp): raises
+        driftscope.errors.InvalidArgumentError ("guard option 'min_cosine' is 1.5, allowed -1 ..
+        1")."""
+        _core.validate_guard_criteria(**self.criteria())
 
     def to_json(self) -> Dict[str, Any]:
         return {"min_cosine": self.min_cosine, "min_norm": self.min_norm,
@@ -132,6 +151,11 @@ def _as_f64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64, copy=False).reshape(a.shape)
 
 
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """Row-major, as the library reads it (np.ascontiguousarray would make 0-d arrays 1-d)."""
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def class_axis(name: str, t: Thresholds, ndim: int) -> Optional[int]:
     """The axis argmax runs over for output `name` ("y[step 2]" is y), or None. Without
     class_axes (a direct call of judge()), the last axis, as before class axes existed."""
@@ -150,24 +174,11 @@ def class_axis(name: str, t: Thresholds, ndim: int) -> Optional[int]:
     return axis % ndim
 
 
-def _argmax_flips(r: np.ndarray, c: np.ndarray, rf: np.ndarray, cf: np.ndarray, axis: int,
-                  flip_rtol: float) -> Tuple[float, int]:
-    """(share of positions whose top-1 changed beyond a near-tie, number of near-ties)."""
-    rr = np.moveaxis(np.where(rf, r, -np.inf), axis, -1)
-    cc = np.moveaxis(np.where(cf, c, -np.inf), axis, -1)
-    i = np.argmax(rr, axis=-1)[..., None]
-    j = np.argmax(cc, axis=-1)[..., None]
-    differ = (i != j)[..., 0]
-    with np.errstate(invalid="ignore"):
-        margin = (np.take_along_axis(rr, i, -1) - np.take_along_axis(rr, j, -1))[..., 0]
-        scale = np.max(np.abs(np.where(np.moveaxis(rf, axis, -1), rr, 0.0)), axis=-1)
-        tie = differ & (margin <= flip_rtol * scale)
-    flips = differ & ~tie
-    return float(np.mean(flips)), int(np.count_nonzero(tie))
-
-
 def judge(name: str, ref: np.ndarray, cand: np.ndarray, t: Thresholds,
           sample: int) -> OutputResult:
+    """The library's judge (driftscope._core.judge_output: include/driftscope/judge.hpp) with the
+    guard criteria profile `t`: the statuses, their order and the metrics are compare's (one
+    status table, docs/metrics.md §9; one float64 pass); this function words the detail."""
     r, c = _as_f64(ref), _as_f64(cand)
     if r.shape != c.shape:
         return OutputResult(name, RUNTIME_ERROR, sample,
@@ -175,91 +186,48 @@ def judge(name: str, ref: np.ndarray, cand: np.ndarray, t: Thresholds,
                                    f"{tuple(r.shape)}")
     if r.size == 0:  # nothing to disagree about
         return OutputResult(name, PASS, sample, detail="empty output")
-    rf, cf = np.isfinite(r), np.isfinite(c)
-    both = rf & cf
-    res = OutputResult(name, PASS, sample)
-    res.nan = int(np.count_nonzero(np.isnan(c) & rf))
-    res.inf = int(np.count_nonzero(np.isinf(c) & rf))
-    res.norm_ref = float(np.linalg.norm(r[rf]))
-    res.norm_cand = float(np.linalg.norm(c[cf]))
-    a, b = r[both], c[both]
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 and nb == 0.0:
-        res.cosine = 1.0 if a.size else float("nan")
-    elif na == 0.0 or nb == 0.0:
-        res.cosine = 0.0
-    else:
-        res.cosine = float(np.dot(a, b) / (na * nb))
-    res.max_diff = float(np.max(np.abs(a - b))) if a.size else None
-    healthy = res.norm_ref >= t.min_norm
-    if healthy and na > 0.0:
-        res.rel_error = float(np.linalg.norm(a - b) / na)
-    ties = 0
     axis = class_axis(name, t, r.ndim)
-    if axis is not None and r.shape[axis] >= 2:
-        res.argmax_flip, ties = _argmax_flips(r, c, rf, cf, axis, t.flip_rtol)
+    j = _core.judge_output(_contiguous(r), _contiguous(c), axis, **t.criteria())
+    res = OutputResult(name, j["status"], sample, cosine=j["cosine"], norm_ref=j["norm_ref"],
+                       norm_cand=j["norm_cand"], max_diff=j["max_diff"], nan=j["nan"],
+                       inf=j["inf"], argmax_flip=j["argmax_flip"], rel_error=j["rel_error"])
+    codes = set(j["codes"])
+    rf, cf = r.reshape(-1), c.reshape(-1)
 
-    # A cosine says nothing about a few values (two one-element vectors have cosine +-1): such
-    # outputs are judged element by element. Scores (values in [0, 1], few of them or one per
-    # position: a last axis of 1) are judged by their decisions too; a reference within
-    # flip_rtol of the threshold is a tie, not a decision. (A face detector's [1, 896, 1]
-    # logits are many values: the cosine judges them.)
-    few = r.size <= FEW
-    beyond = decisions = 0
-    if few and a.size:
-        beyond = int(np.count_nonzero(np.abs(a - b) > t.small_atol + t.small_rtol * np.abs(a)))
-    if (few or r.shape[-1] == 1) and a.size and bool(np.all((a >= 0.0) & (a <= 1.0))):
-        crossed = ((a >= t.decision_threshold) != (b >= t.decision_threshold)) & (
-            np.abs(a - t.decision_threshold) > t.flip_rtol)
-        decisions = int(np.count_nonzero(crossed))
-    ratio = res.norm_cand / res.norm_ref if healthy else None
-
+    # The sentences, from the codes that held and the figures behind them.
     reasons: List[str] = []
-    if res.nan or res.inf:
-        res.status = NUMERICAL_INSTABILITY
+    if "nonfinite" in codes:
         reasons.append(f"{res.nan} NaN and {res.inf} Inf of {c.size} values where the reference "
                        "is finite")
-    elif healthy and res.norm_cand < t.min_norm:
-        res.status = SILENT_ZERO_VECTOR
+    if codes & {"all_zero", "norm_vanished"}:
         reasons.append(f"L2 norm {res.norm_cand:.3g} < {t.min_norm:g} where the reference's is "
                        f"{res.norm_ref:.4g}")
-    elif (c.size > 1 and bool(cf.all()) and bool(np.all(c == c.flat[0])) and bool(rf.any())
-          and float(np.ptp(r[rf])) > 0):
-        res.status = CONSTANT_OUTPUT
-        reasons.append(f"every value is {float(c.flat[0]):.6g} where the reference varies")
-    else:
-        if res.cosine is not None and not (res.cosine >= t.min_cosine):
-            reasons.append(f"cosine {res.cosine:.6f} < {t.min_cosine:g}")
-        limit = t.rel_error_limit()
-        if res.rel_error is not None and res.rel_error > limit:
-            reasons.append(f"relative error {res.rel_error:.4g} > {limit:.3g}")
-        if ratio is not None and not (1.0 / t.max_norm_ratio <= ratio <= t.max_norm_ratio):
-            reasons.append(f"norm ratio cand/ref {ratio:.4g} outside "
-                           f"[{1.0 / t.max_norm_ratio:.4g}, {t.max_norm_ratio:g}]")
-        if beyond:
-            k = int(np.argmax(np.abs(a - b)))
-            reasons.append(f"{beyond} of {a.size} values beyond |diff| <= {t.small_atol:g} + "
-                           f"{t.small_rtol:g}|ref| (worst {float(a[k]):.6g} -> {float(b[k]):.6g};"
-                           " a cosine cannot judge so few values)")
-        if reasons:
-            res.status = PRECISION_DEGRADATION
-        if decisions:
-            k = int(np.argmax(crossed))
-            reasons.append(f"decision flip: {decisions} score(s) cross "
-                           f"{t.decision_threshold:g} ({float(a[k]):.6g} -> {float(b[k]):.6g})")
-            if res.status == PASS:
-                res.status = ARGMAX_FLIP
-        if res.status == PASS and res.argmax_flip is not None \
-                and res.argmax_flip > t.max_argmax_flip:
-            res.status = ARGMAX_FLIP
-            assert axis is not None
-            positions = int(r.size // r.shape[axis])
-            reasons.append(f"top-1 over axis {axis} changes at {res.argmax_flip:.1%} of "
-                           f"{positions} positions")
-    if ties:
-        reasons.append(f"{ties} near-tie(s) whose top-1 swapped within {t.flip_rtol:g} of the "
-                       "row's largest value, not counted as flips")
-    if not healthy:
+    if "constant" in codes:
+        reasons.append(f"every value is {j['constant_value']:.6g} where the reference varies")
+    if "cosine" in codes:
+        reasons.append(f"cosine {res.cosine:.6f} < {t.min_cosine:g}")
+    if "rel_l2" in codes:
+        reasons.append(f"relative error {res.rel_error:.4g} > {t.rel_error_limit():.3g}")
+    if "norm_ratio" in codes:
+        reasons.append(f"norm ratio cand/ref {j['norm_ratio']:.4g} outside "
+                       f"[{1.0 / t.max_norm_ratio:.4g}, {t.max_norm_ratio:g}]")
+    if "few_values" in codes:
+        k = j["worst"]
+        reasons.append(f"{j['beyond']} of {j['finite_pairs']} values beyond "
+                       f"|diff| <= {t.small_atol:g} + {t.small_rtol:g}|ref| (worst "
+                       f"{float(rf[k]):.6g} -> {float(cf[k]):.6g}; a cosine cannot judge so few "
+                       "values)")
+    if "decision_flip" in codes:
+        k = j["first_decision"]
+        reasons.append(f"decision flip: {j['decisions']} score(s) cross "
+                       f"{t.decision_threshold:g} ({float(rf[k]):.6g} -> {float(cf[k]):.6g})")
+    if "argmax" in codes:
+        reasons.append(f"top-1 over axis {axis} changes at {res.argmax_flip:.1%} of "
+                       f"{j['positions']} positions")
+    if j["ties"]:
+        reasons.append(f"{j['ties']} near-tie(s) whose top-1 swapped within {t.flip_rtol:g} of "
+                       "the row's largest value, not counted as flips")
+    if not j["healthy"]:
         reasons.append(f"the reference's norm {res.norm_ref:.3g} is below {t.min_norm:g}, so a "
                        "vanished output cannot be told apart")
     res.detail = "; ".join(reasons)

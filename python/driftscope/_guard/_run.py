@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 
+from .. import _core
 from .._pyexec import kill_group, module_command
 from ..errors import Error, InvalidArgumentError
 from .backends import registry as B
@@ -29,8 +30,8 @@ from ._process import _child_env, _local, _start_forker, run_backend  # noqa: F4
 from . import _inputs as I
 from . import _stateful as S
 from ._classaxis import ClassAxisSpec, class_axes
-from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT,
-                       UNAVAILABLE,
+from ._metrics import (PASS, PRECISION_DEGRADATION, REFERENCE, RUNTIME_ERROR, SEED, SEVERITY,
+                       SILENT, UNAVAILABLE,
                        OutputResult, Thresholds,
                        by_position, judge_named, worse)
 from ._fallback import DEFAULT_FALLBACK_RUNS
@@ -194,6 +195,21 @@ def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference:
     return ordered, ref
 
 
+
+def _check_criteria(**values: Any) -> None:
+    """The guard criteria profile checked by the library's one validator of judging options
+    (src/compare/options.cpp): "guard option 'min_cosine' is 1.5, allowed -1 .. 1"."""
+    for flag, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise GuardError(f"{flag}={value!r}: must be a number", "invalid_argument")
+    try:
+        _core.validate_guard_criteria(**{k: None if v is None else float(v)
+                                         for k, v in values.items()})
+    except Error as err:  # its message without the "invalid_argument: " of every core error
+        text = str(err)
+        raise GuardError(text.split(": ", 1)[1] if text.startswith(err.code_name + ": ") else text,
+                         "invalid_argument") from None
+
 def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           reference: Optional[str] = None, inputs: Optional[Mapping[str, Any]] = None,
           samples: Optional[int] = None, seed: int = 0,
@@ -201,9 +217,10 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
           metric: Optional[str] = None, max_drop: float = DEFAULT_MAX_DROP,
           search_inputs: int = 0, input_ranges: Optional[Mapping[str, Tuple[float, float]]] = None,
           search_out: Optional[PathLike] = None, sensitivity: int = 0,
-          min_cosine: float = 0.99, min_norm: float = 1e-4, max_argmax_flip: float = 0.0,
-          max_rel_error: Optional[float] = None, max_norm_ratio: float = 1.25,
-          decision_threshold: float = 0.5, class_axis: ClassAxisSpec = None,
+          min_cosine: float = SEED["min_cosine"], min_norm: float = SEED["min_norm"],
+          max_argmax_flip: float = SEED["max_argmax_flip"],
+          max_rel_error: Optional[float] = None, max_norm_ratio: float = SEED["max_norm_ratio"],
+          decision_threshold: float = SEED["decision_threshold"], class_axis: ClassAxisSpec = None,
           max_input_bytes: Optional[int] = None,
           require: Sequence[str] = (), runs: int = DEFAULT_RUNS,
           timeout: float = DEFAULT_TIMEOUT_S, reference_model: Optional[PathLike] = None,
@@ -296,14 +313,9 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         raise GuardError(f"samples={samples!r}: must be an integer >= 1", "invalid_argument")
     if not isinstance(runs, int) or runs < 1:
         raise GuardError(f"runs={runs!r}: must be an integer >= 1", "invalid_argument")
-    if not (-1.0 <= min_cosine <= 1.0):
-        raise GuardError(f"min_cosine={min_cosine!r}: must be in [-1, 1]", "invalid_argument")
-    if not (min_norm >= 0.0 and math.isfinite(min_norm)):
-        raise GuardError(f"min_norm={min_norm!r}: must be a finite number >= 0",
-                         "invalid_argument")
-    if not (0.0 <= max_argmax_flip <= 1.0):
-        raise GuardError(f"max_argmax_flip={max_argmax_flip!r}: must be in [0, 1]",
-                         "invalid_argument")
+    _check_criteria(min_cosine=min_cosine, min_norm=min_norm, max_argmax_flip=max_argmax_flip,
+                    max_rel_error=max_rel_error, max_norm_ratio=max_norm_ratio,
+                    decision_threshold=decision_threshold)
     for value, allowed, what in ((probe, PROBE_MODES, "probe"),
                                  (fallback, FALLBACK_MODES, "fallback"),
                                  (probe_method, PROBE_METHODS, "probe_method"),
@@ -451,20 +463,12 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
                     kw["calibration"] = _renamed(kw["calibration"], rename)
             return run_backend(backend, m, samples, *args, **kw)
 
-        for flag, value, ok in (("max_rel_error", max_rel_error,
-                                 max_rel_error is None or max_rel_error >= 0),
-                                ("max_norm_ratio", max_norm_ratio, max_norm_ratio >= 1),
-                                ("decision_threshold", decision_threshold,
-                                 0 <= decision_threshold <= 1)):
-            if not ((value is None or isinstance(value, (int, float))) and ok):
-                raise GuardError(f"{flag}={value!r}: out of range (guard.md §5)",
-                                 "invalid_argument")
         try:
             axes = class_axes(ref_family, ref_model, class_axis)
         except (Error, ImportError, OSError, ValueError) as err:
             raise GuardError(f"class axes of {ref_model}: {_first_line(err)}",
                              "model_load_failed") from err
-        thresholds = Thresholds(min_cosine, min_norm, max_argmax_flip,
+        thresholds = Thresholds(float(min_cosine), float(min_norm), float(max_argmax_flip),
                                 max_rel_error=(None if max_rel_error is None
                                                else float(max_rel_error)),
                                 max_norm_ratio=float(max_norm_ratio),
