@@ -12,14 +12,17 @@ cd "$(dirname "$0")/.."
 # layer folder | include prefixes it must not use (private src/ folders, public headers, the
 # generated page templates).
 RULES=(
-  "src/common|format/ numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/format|numerics/ interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/numerics|interop/ compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp"
-  "src/interop|compare/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/judge.hpp driftscope/check.hpp driftscope/report.hpp"
-  "src/compare|check/ report/ interop/ reference/ capi/ driftscope/check.hpp driftscope/report.hpp"
-  "src/check|report/ interop/ reference/ capi/ driftscope/report.hpp"
+  "src/common|format/ numerics/ interop/ config/ judge/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp driftscope/judge.hpp"
+  "src/format|numerics/ interop/ config/ judge/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp driftscope/judge.hpp"
+  "src/numerics|interop/ config/ judge/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp driftscope/judge.hpp"
+  "src/interop|config/ judge/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/judge.hpp"
+  "src/config|format/ numerics/ interop/ judge/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp driftscope/interop.hpp driftscope/reference.hpp driftscope/judge.hpp"
+  "src/judge|interop/ config/ compare/ options/ check/ report/ reference/ capi/ driftscope/compare.hpp driftscope/check.hpp driftscope/report.hpp"
+  "src/compare|options/ check/ report/ interop/ reference/ capi/ driftscope/check.hpp driftscope/report.hpp"
+  "src/options|check/ report/ interop/ reference/ capi/ driftscope/check.hpp driftscope/report.hpp"
+  "src/check|options/ report/ interop/ reference/ capi/ driftscope/report.hpp"
   "src/report|interop/ reference/ capi/"
-  "src/reference|format/ numerics/ interop/ compare/ check/ report/ capi/"
+  "src/reference|format/ numerics/ interop/ config/ judge/ compare/ options/ check/ report/ capi/"
 )
 # The HTML/CSS/JS templates are embedded as generated/<name>.inc (CMakeLists.txt): only the
 # renderers may include them.

@@ -9,7 +9,7 @@
 
 #include "capi/capi_internal.hpp"
 #include "compare/internal.hpp"
-#include "compare/option_json.hpp"
+#include "options/option_json.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/report.hpp"
 

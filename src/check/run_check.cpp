@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "compare/axes_checks.hpp"
+#include "judge/axes_checks.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"

@@ -13,7 +13,7 @@
 
 #include "common/pages.hpp"
 #include "common/thread_pool.hpp"
-#include "compare/axes_checks.hpp"
+#include "judge/axes_checks.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"

@@ -15,19 +15,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/config_text.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
 #include "numerics/pair_metrics.hpp"
 
 namespace driftscope::compare_detail {
 
-// ---- toml.cpp: policy and mapping files (docs/compare.md "Policy file") into JSON values -------
-inline constexpr uint64_t kMaxConfigBytes = 16u << 20;
-// Errors are Errc::bad_policy, "ORIGIN:LINE:COLUMN: what", one line.
-Result<nlohmann::json> parse_toml(std::string_view text, std::string_view origin);
-// TOML or JSON by the first non-blank character; longer than kMaxConfigBytes is limit_exceeded.
-Result<nlohmann::json> parse_config(std::string_view text, std::string_view origin);
-Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes);
+// ---- axes_in_compare.cpp: the checks by axis name over both runs of a comparison -------------
+void find_axes_in_comparison(Report& report, std::span<const std::pair<uint32_t, uint32_t>> records,
+                             const Reader& ref, const Reader& cand, unsigned threads);
+
+// ---- config/config_text.hpp: policy and mapping files read as JSON values ----------------------
+using config::kMaxConfigBytes;
+using config::parse_config;
+using config::read_text_file;
 // Error messages quote keys, names and rules from files and callers; make_error() passes every
 // message through driftscope::printable (include/driftscope/text.hpp), so it stays one line.
 

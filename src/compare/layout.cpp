@@ -12,7 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "common/thread_pool.hpp"
-#include "compare/axes_checks.hpp"
+#include "judge/axes_checks.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"

@@ -8,7 +8,7 @@
 namespace {
 
 using namespace driftscope;
-using compare_detail::parse_toml;
+using config::parse_toml;
 
 TEST(PolicyDefaults, PerDtypeTable) {
   EXPECT_EQ(default_criteria(DType::f64, false).min_sqnr_db, 200.0);

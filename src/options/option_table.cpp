@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "compare/option_json.hpp"
+#include "options/option_json.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/compare_options.hpp"
 #include "driftscope/file.hpp"

@@ -39,9 +39,9 @@
 #include <toml++/toml.h>
 
 #include "common/bytes.hpp"
-#include "compare/internal.hpp"
+#include "config/config_text.hpp"
 
-namespace driftscope::compare_detail {
+namespace driftscope::config {
 namespace {
 
 using nlohmann::json;
@@ -263,4 +263,4 @@ Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) 
   return read_small_file(path, static_cast<size_t>(max_bytes));
 }
 
-}  // namespace driftscope::compare_detail
+}  // namespace driftscope::config

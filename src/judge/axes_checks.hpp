@@ -11,7 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
 
@@ -46,8 +45,6 @@ std::optional<AxesEvent> parse_axes_event(std::string_view line);
 // Report::axes_findings of a comparison: every paired record (`records`: per pair, its record
 // indexes) and every unpaired one of both runs judged by judge_axes, a pair's two findings of
 // one code merged into one "both" entry. Cost: one meta decoding per record, `threads` wide.
-void find_axes_in_comparison(Report& report, std::span<const std::pair<uint32_t, uint32_t>> records,
-                             const Reader& ref, const Reader& cand, unsigned threads);
 
 // Shared with the rest of check: the value of an attribute ("" when absent), comma lists, and
 // "-1", "2", "-2,-1" or axis names as sorted axis indexes (nullopt: names no axis of the tensor).
