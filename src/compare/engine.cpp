@@ -270,7 +270,7 @@ class Engine {
   OutsideLookup outside_lookup() {
     if (o_.filter.empty()) return {};
     return [this](const TensorRef& r) -> const TensorDesc* {
-      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name, r.role, r.role_index, r.occurrence});
+      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name.str(), r.role, r.role_index, r.occurrence});
       if (fresh) {
         if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index))
           it->second = describe(detail::ReaderAccess::record(ref_, *i));
