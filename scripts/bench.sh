@@ -14,9 +14,9 @@ run "metric kernels (f32, f16, bf16) against the plain read in C of the same byt
   $B/bench/ds_bench_kernels
 run "compare: cached f32 dumps against a plain mmap read, same threads (target >= 35%); --html details vs plain, 2 threads and 1 (target <= 1.3x)" \
   $B/bench/ds_bench_compare_throughput --mb 512
-run "compare: start-up, two tiny dumps against --version (target <= 10 ms)" \
+run "compare: start-up, two tiny dumps against --version and /bin/true (target <= 10 ms)" \
   $B/bench/ds_bench_compare_throughput --startup $B/driftscope
-run "compare: peak RSS and time against the record count (plain, --json; target 1M: <= 1 GB, 10 s)" \
+run "compare: peak RSS and time against the record count (plain, --json; target 1M: <= 1 GB, 5 s)" \
   $B/bench/ds_bench_compare_memory --records 10000,100000,1000000 $B/driftscope
 run "compare: the same with the data flow the PyTorch recorder writes (ds.inputs, ds.source)" \
   $B/bench/ds_bench_compare_memory --records 100000,1000000 --dataflow $B/driftscope

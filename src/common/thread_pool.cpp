@@ -121,8 +121,13 @@ Pool& pool() {
 }  // namespace
 
 unsigned hardware_threads() noexcept {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
+  // Asked once: glibc reads /sys/devices/system/cpu/online on every call, and a comparison asked
+  // five times before measuring anything (issue 30 item 3: start-up).
+  static const unsigned n = [] {
+    const unsigned c = std::thread::hardware_concurrency();
+    return c == 0 ? 1u : c;
+  }();
+  return n;
 }
 
 void parallel_for_impl(size_t n, unsigned threads, void* ctx, void (*call)(void*, size_t)) {

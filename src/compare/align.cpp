@@ -263,6 +263,51 @@ TensorDesc describe(const Record& r, const SharedString* name) {
 }
 
 namespace {
+// Points each recorded input's name (TensorRef::name) at the block of the name of the tensor it
+// names, when that tensor is described on the same side: with the PyTorch recorder's data flow
+// every record names the one before it, and a million such names took 48 bytes each on each side
+// (issue 30 item 4). The descriptions' names are found through an open-addressing table of
+// pointers (8 bytes a slot, at most half full), freed on return.
+void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vector<TensorDesc>& only) {
+  auto side = [&](PairResult& p) -> TensorDesc& { return ref_side ? p.ref : p.cand; };
+  std::vector<const SharedString*> table;  // built on the first input the fast path misses
+  size_t slots = 0;
+  const std::hash<std::string_view> hash;
+  auto slot_of = [&](std::string_view name) {
+    size_t i = hash(name) & (slots - 1);
+    while (table[i] && table[i]->view() != name) i = (i + 1) & (slots - 1);
+    return i;
+  };
+  auto build = [&] {
+    slots = 16;
+    while (slots < 2 * (results.size() + only.size())) slots *= 2;
+    table.assign(slots, nullptr);
+    auto add = [&](const SharedString& name) {
+      size_t i = slot_of(name.view());
+      if (!table[i]) table[i] = &name;  // a repeated name: the first one's block serves
+    };
+    for (auto& p : results) add(side(p).name);
+    for (auto& d : only) add(d.name);
+  };
+  // Most inputs name the tensor recorded just before (a layer's input is the last output): that
+  // one is tried first, without the table's hashing and random reads.
+  auto share = [&](TensorDesc& d, const TensorDesc* before) {
+    if (d.inputs().empty()) return;
+    for (TensorRef& r : d.edit().inputs) {
+      const SharedString* n = nullptr;
+      if (before && before->name == r.name.view()) {
+        n = &before->name;
+      } else {
+        if (table.empty()) build();
+        n = table[slot_of(r.name.view())];
+      }
+      if (n && !r.name.shares_with(*n)) r.name = *n;
+    }
+  };
+  for (size_t i = 0; i < results.size(); ++i) share(side(results[i]), i ? &side(results[i - 1]) : nullptr);
+  for (size_t i = 0; i < only.size(); ++i) share(only[i], i ? &only[i - 1] : nullptr);
+}
+
 // Pair (ref, cand) planned and described into its slot. The two names share one block when they
 // are equal, as they almost always are (shared_string.hpp: 96 bytes a pair, issue 13 §5).
 void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_index, const Record& cand,
@@ -522,6 +567,8 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
   }
   describe_all(ref, only_ref, out.only_ref);
   describe_all(cand, only_cand, out.only_cand);
+  share_input_names(out.results, /*ref_side=*/true, out.only_ref);
+  share_input_names(out.results, /*ref_side=*/false, out.only_cand);
   if (release_pages) {
     detail::release_pages(ref.bytes());
     detail::release_pages(cand.bytes());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <span>
@@ -271,7 +272,7 @@ class Engine {
   OutsideLookup outside_lookup() {
     if (o_.filter.empty()) return {};
     return [this](const TensorRef& r) -> const TensorDesc* {
-      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name, r.role, r.role_index, r.occurrence});
+      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name.str(), r.role, r.role_index, r.occurrence});
       if (fresh) {
         if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index))
           it->second = describe(detail::ReaderAccess::record(ref_, *i));
@@ -782,11 +783,19 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
   if (is_dump_set_path(reference) || is_dump_set_path(candidate))
     return compare_detail::compare_sets(reference, candidate, options);
   // The two scans on open (every frame and meta checked: ~1 s per million records) are
-  // independent: run side by side.
+  // independent: run side by side. Below kInlineScanBytes together they run on this thread: a
+  // worker's start and wake-up cost more than such a scan (issue 30 item 3: a compare of two tiny
+  // dumps waited on the worker for most of its wall time on a busy machine). Sizes that cannot be
+  // read (a FIFO, a missing file) take the ordinary path, whose open gives the error.
+  constexpr uintmax_t kInlineScanBytes = uintmax_t{1} << 20;
+  std::error_code size_a, size_b;
+  const uintmax_t bytes_a = std::filesystem::file_size(reference, size_a);
+  const uintmax_t bytes_b = std::filesystem::file_size(candidate, size_b);
+  const bool small = !size_a && !size_b && bytes_a < kInlineScanBytes && bytes_b < kInlineScanBytes - bytes_a;
   std::optional<Result<Reader>> a, b;
   detail::parallel_for(2, [&](size_t side) {
     (side == 0 ? a : b).emplace(Reader::open(side == 0 ? reference : candidate, lazy_checksums()));
-  }, std::min(2u, options.threads ? options.threads : detail::hardware_threads()));
+  }, small ? 1u : std::min(2u, options.threads ? options.threads : detail::hardware_threads()));
   if (!*a) {
     Error e = std::move(*a).error();
     e.message = "reference '" + reference + "': " + e.message;

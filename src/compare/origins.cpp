@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <tuple>
 #include <unordered_set>
@@ -103,9 +104,19 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   for (const auto& p : pairs) any = any || p.ref.has_inputs;
   if (!any) return false;
 
-  // Identity -> pair index, and identity -> unpaired reference tensor (followed through).
-  std::map<Key, size_t> pair_of;
-  for (size_t i = 0; i < pairs.size(); ++i) pair_of.emplace(key_of(pairs[i].ref), i);
+  // Identity -> pair index (the first pair of a repeated identity), and identity -> unpaired
+  // reference tensor (followed through). The pairs' identities sit in one sorted array, 32 bytes
+  // a pair where a std::map's nodes took 80 with the allocator's (issue 30 item 4: a million pairs).
+  std::vector<std::pair<Key, size_t>> pair_keys;
+  pair_keys.reserve(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) pair_keys.emplace_back(key_of(pairs[i].ref), i);
+  std::sort(pair_keys.begin(), pair_keys.end());
+  auto pair_of = [&](const Key& k) -> std::optional<size_t> {
+    auto it = std::lower_bound(pair_keys.begin(), pair_keys.end(), k,
+                               [](const std::pair<Key, size_t>& e, const Key& key) { return e.first < key; });
+    if (it == pair_keys.end() || it->first != k) return std::nullopt;
+    return it->second;
+  };
   std::map<Key, const TensorDesc*> unpaired;
   for (const auto& d : rep.only_in_reference) unpaired.emplace(key_of(d), &d);
   std::map<std::string_view, std::vector<size_t>> params;  // (views of the pairs' names)
@@ -153,11 +164,11 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     if (depth > kMaxFollow) return;
     for (const TensorRef& r : d.inputs()) {
       Key k = key_of(r);
-      if (auto it = pair_of.find(k); it != pair_of.end()) {
-        const PairResult& q = pairs[it->second];
+      if (auto at = pair_of(k)) {
+        const PairResult& q = pairs[*at];
         if (q.ref.exec_index >= d.exec_index) continue;  // not computed before it: ignore
         if (q.ref.kind != TensorKind::value) continue;    // exact by construction
-        if (q.compared) out.add(it->second);
+        if (q.compared) out.add(*at);
         else if (q.ref.has_inputs) follow(q.ref, out, depth);
       } else if (auto u = unpaired.find(k); u != unpaired.end()) {
         if (u->second->exec_index < d.exec_index && u->second->kind == TensorKind::value)
@@ -168,8 +179,8 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     }
   };
 
-  std::vector<std::vector<size_t>> children(pairs.size());
   std::vector<char> tainted(pairs.size(), 0);  // an origin, or downstream of one
+  std::vector<char> in_flow(pairs.size(), 0);  // its basis_pairs are its inputs on the data flow
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
@@ -186,10 +197,8 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
       resolve(p.ref, got, 0);
       got.compact();
       p.basis_pairs = got.items;  // a copy at its size: no capacity left over from the duplicates
-      for (size_t j : p.basis_pairs) {
-        p.input_error = std::max(p.input_error, pairs[j].error);
-        children[j].push_back(i);
-      }
+      in_flow[i] = 1;
+      for (size_t j : p.basis_pairs) p.input_error = std::max(p.input_error, pairs[j].error);
       // The contracted size: the longest last axis among the inputs (the reduction axis of a
       // Linear, matmul, LayerNorm or softmax); the rounding error they bring: the largest
       // relative error of an input that is itself within rounding (a fault upstream is no excuse).
@@ -262,6 +271,21 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   // pairs x origins / 64: 160k independent origins took 25.8 s, issue 23 §4). A child at a
   // lower index than its parent (files whose exec order disagrees with pair order) takes the
   // bits but passes them on no further, as that sweep did.
+  // The children of pair j (the pairs whose inputs include it, ascending) are
+  // child_list[child_begin[j] .. child_begin[j + 1]): two arrays where a vector per pair took 56
+  // bytes a pair with the allocator's (issue 30 item 4).
+  std::vector<size_t> child_begin(pairs.size() + 1, 0);
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (in_flow[i])
+      for (size_t j : pairs[i].basis_pairs) ++child_begin[j + 1];
+  for (size_t j = 0; j < pairs.size(); ++j) child_begin[j + 1] += child_begin[j];
+  std::vector<size_t> child_list(child_begin.back());
+  for (size_t i = 0; i < pairs.size(); ++i)  // child_begin[j] is j's cursor, then j + 1's start
+    if (in_flow[i])
+      for (size_t j : pairs[i].basis_pairs) child_list[child_begin[j]++] = i;
+  for (size_t j = pairs.size(); j > 0; --j) child_begin[j] = child_begin[j - 1];
+  child_begin[0] = 0;
+  in_flow = {};
   std::vector<uint64_t> bits(pairs.size(), 0);
   std::vector<size_t> touched;
   std::priority_queue<size_t, std::vector<size_t>, std::greater<>> next;
@@ -275,7 +299,8 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     while (!next.empty()) {  // each pair is pushed once a pass: when its bits leave zero
       size_t i = next.top();
       next.pop();
-      for (size_t c : children[i]) {
+      for (size_t k = child_begin[i]; k < child_begin[i + 1]; ++k) {
+        const size_t c = child_list[k];
         if (!bits[c]) {
           touched.push_back(c);
           if (c > i) next.push(c);

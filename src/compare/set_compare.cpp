@@ -392,7 +392,7 @@ void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, con
   if (d.inputs().empty()) return;
   std::vector<TensorRef> stored;
   for (TensorRef& r : d.edit().inputs) {
-    auto o = occs.find({r.name, static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
+    auto o = occs.find({r.name.str(), static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
     if (o != occs.end()) r.occurrence = o->second;
     if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
   }

@@ -83,16 +83,18 @@ Result<std::vector<TensorRef>> parse_inputs(std::string_view s) {
     r.role_index = static_cast<uint16_t>(*ri);
     r.occurrence = static_cast<uint32_t>(*oc);
     size_t name_start = pos;
+    std::string name;
     while (pos < s.size() && s[pos] != ',') {
       if (s[pos] == '\\') {
         if (pos + 1 >= s.size() || (s[pos + 1] != '\\' && s[pos + 1] != ','))
           return bad(pos, "'\\' must be followed by '\\' or ','");
         ++pos;
       }
-      r.name += s[pos++];
+      name += s[pos++];
     }
-    if (r.name.empty()) return bad(name_start, "empty name");
-    if (r.name.size() > limits::kMaxNameLength) return bad(name_start, "name longer than 4096 bytes");
+    if (name.empty()) return bad(name_start, "empty name");
+    if (name.size() > limits::kMaxNameLength) return bad(name_start, "name longer than 4096 bytes");
+    r.name = name;
     refs.push_back(std::move(r));
     if (pos == s.size()) return refs;
     ++pos;  // ','

@@ -326,6 +326,11 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   // 576: + r64_rms and r64_u, the float64 rule's rounding model on the data flow (issue 26 §5),
   // 16 MB for a million pairs.
   EXPECT_LE(sizeof(driftscope::PairResult), 576u);
+  // Data flow (issue 30 item 4): an input's name is one pointer that a comparison shares with the
+  // named tensor's (was a std::string: 40 bytes a reference), and the box of a description with
+  // data flow is 56 bytes (was 72, 80 with the allocator's: ranks, set by dump sets only, are Sparse).
+  EXPECT_EQ(sizeof(driftscope::TensorRef), 16u);
+  EXPECT_LE(sizeof(driftscope::TensorDesc::Rare), 56u);
 }
 
 TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {

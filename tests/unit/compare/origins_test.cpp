@@ -462,4 +462,35 @@ TEST(Origins, FollowingThroughIsLinearOnACraftedFanIn) {
   }
 }
 
+// A recorded input's name shares the block of the name of the tensor it names, on both sides and
+// for unpaired tensors too (issue 30 item 4: a million inputs cost no name of their own); one that
+// names nothing described keeps its own. Fails before: TensorRef::name was a std::string.
+TEST(Origins, InputNamesShareTheNamedTensorsBlock) {
+  Graph g;
+  g.add("x", "", 0, 1);
+  g.add("layer.a", "output/0/0:x", 0, 2);
+  g.add("layer.b", "output/0/0:layer.a,output/0/0:not.recorded", 0, 3);
+  Entry extra = value("only.ref", noise(kLen, 4), "output/0/0:layer.b");
+  g.ref.push_back(extra);
+  ScratchDir t;
+  CompareOptions o;
+  o.allow_unpaired = true;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand), o);
+  ASSERT_EQ(rep.pairs.size(), 3u);
+  for (bool ref_side : {true, false}) {
+    auto side = [&](size_t i) -> const TensorDesc& { return ref_side ? rep.pairs[i].ref : rep.pairs[i].cand; };
+    ASSERT_EQ(side(1).inputs().size(), 1u);
+    EXPECT_TRUE(side(1).inputs()[0].name.shares_with(side(0).name)) << ref_side;
+    ASSERT_EQ(side(2).inputs().size(), 2u);
+    EXPECT_TRUE(side(2).inputs()[0].name.shares_with(side(1).name)) << ref_side;
+    EXPECT_EQ(side(2).inputs()[1].name, "not.recorded");
+  }
+  ASSERT_EQ(rep.only_in_reference.size(), 1u);
+  ASSERT_EQ(rep.only_in_reference[0].inputs().size(), 1u);
+  EXPECT_TRUE(rep.only_in_reference[0].inputs()[0].name.shares_with(rep.pairs[2].ref.name));
+  // Sharing changes no result: the data flow is followed as before.
+  EXPECT_EQ(rep.pairs[2].basis, "dataflow");
+  EXPECT_EQ(rep.pairs[2].basis_pairs, (std::vector<size_t>{1}));
+}
+
 }  // namespace
