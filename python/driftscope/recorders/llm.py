@@ -381,6 +381,42 @@ class GenerationReport:
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.data, indent=indent, sort_keys=False)
 
+    def to_markdown(self) -> str:
+        d = self.data
+        lines = [f"# Generation compare: `{d['reference']}` vs `{d['candidate']}`", "",
+                 f"**Verdict: {d['verdict']}**; steps compared {d['compared_steps']} (reference "
+                 f"{d['reference_steps']}, candidate {d['candidate_steps']}); teacher-forced "
+                 f"{d['teacher_forced']}", ""]
+        if d["first_flip"] is None:
+            lines.append(f"- no greedy token flipped in {d['compared_steps']} steps")
+        else:
+            s = d["steps"][d["first_flip"]]
+            lines.append(f"- first flipped token: step {d['first_flip']} (reference "
+                         f"{s['ref_token']}, candidate {s['cand_token']})")
+            fl = d.get("flip_layer")
+            lines.append(f"- first layer beyond tolerance at step {d['first_flip']}: " +
+                         (f"`{fl['name']}` ({fl['status']})" if fl else "none"))
+        fc = d.get("first_crossing")
+        lines.append("- first tensor beyond tolerance over all steps: " +
+                     (f"`{fc['name']}` (step {fc['step']})" if fc else "none"))
+        fk = d.get("first_cache")
+        if fk:
+            lines.append(f"- first KV-cache entry beyond tolerance: `{fk['name']}`")
+        r64 = _r64_lines(d)
+        if r64:
+            lines += ["", "## " + r64[0], ""]
+            lines += [("  " if l.startswith("  ") else "") + "- " + l.strip() for l in r64[1:]]
+        if d["unmatched"]:
+            lines.append(f"- not compared: {d['unmatched']}")
+        lines += ["", "| step | ref | cand | top-1 | top-k | KL | max abs diff | inputs |",
+                  "|---:|---:|---:|---|---:|---:|---:|---|"]
+        for i, s in enumerate(d["steps"]):
+            lines.append(f"| {i} | {s['ref_token']} | {s['cand_token']} | "
+                         f"{'yes' if s['top1_agree'] else '**NO**'} | {s['topk_overlap']:.2f} | "
+                         f"{s['kl']:.4e} | {s['max_abs_diff']:.4e} | "
+                         f"{'same' if s['inputs_identical'] else 'DIFFER'} |")
+        return "\n".join(lines) + "\n"
+
     def to_text(self) -> str:
         d = self.data
         lines = [f"generation compare: {d['reference']} vs {d['candidate']}: {d['verdict']}",
@@ -410,6 +446,8 @@ class GenerationReport:
         if fk:
             lines.append(f"  first KV-cache entry beyond tolerance: {fk['name']} "
                          f"({fk['status']}, max|diff| {fk['max_abs_diff']:.3g})")
+        for line in _r64_lines(d):
+            lines.append("  " + line)
         if d.get("names") and (d["names"]["map_a"] or d["names"]["map_b"]):
             from .llm_names import RenamePlan
 
@@ -423,6 +461,44 @@ class GenerationReport:
                          f"{s['kl']:.4e}  {s['max_abs_diff']:.4e}  "
                          f"{'same' if s['inputs_identical'] else 'DIFFER'}")
         return "\n".join(lines)
+
+
+_WHY = {"first_flip": "the first flipped token", "first_crossing": "the first tensor beyond "
+        "tolerance"}
+
+
+def _r64_lines(d: Dict[str, Any]) -> List[str]:
+    """The float64 ordering rule's findings in words (text and Markdown share them)."""
+    r = d.get("reference64")
+    if not r:
+        return []
+    out = [f"float64 ordering rule (reference64 {r['path']}): error(candidate, float64) <= k x "
+           f"error(float32, float64) + floor"]
+    for e in r["steps"]:
+        head = f"at step {e['step']} ({_WHY[e['why']]}): "
+        lay = e["layer"]
+        if lay:
+            out.append(head + f"first layer beyond the rule: {lay['name']} (error vs float64 "
+                       f"{lay['error_candidate']:.3g} > limit {lay['limit']:.3g} = "
+                       f"{lay['k']:g} x float32's own {lay['error_reference']:.3g} + floor; " +
+                       (f"{lay['ratio']:.3g}x the limit)" if lay["ratio"] is not None
+                        else "a limit of 0)"))
+        else:
+            out.append(head + "no layer beyond the float64 ordering rule: " +
+                       ("the flip is within rounding" if e["why"] == "first_flip"
+                        else "within rounding"))
+        v = e["evidence"]
+        x, y = v["pair"]
+        lr = v["logits_rule"]
+        rmse = (f" (RMSE {lr['error_candidate']:.3g}, limit {lr['limit']:.3g}; float32's "
+                f"{lr['error_reference']:.3g})" if lr else "")
+        out.append(f"  evidence: the reference's top-2 margin {v['reference_margin']:.3g} "
+                   f"(tokens {v['reference_top2'][0]}, {v['reference_top2'][1]}); float64 picks "
+                   f"{v['float64_token']}, its logit {x} - logit {y} = {v['float64_margin']:.3g}, "
+                   f"the candidate's {v['candidate_margin']:.3g}; the logits' max error vs "
+                   f"float64: candidate {v['logits_max_error_candidate']:.3g}, float32 "
+                   f"{v['logits_max_error_reference']:.3g}" + rmse)
+    return out
 
 
 def _step_of(name: str) -> Optional[int]:
@@ -447,7 +523,11 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     paths, GGUF blk.N names, ONNX node paths; recorders/llm_names.py) and, where they differ,
     renames both to one canonical form through map_a / map_b (the report's ``names`` holds the
     rules and a rename table); map_a / map_b given here replace that side's rules; "exact"
-    renames nothing."""
+    renames nothing.
+    reference64 (a float64 generation teacher-forced with the reference: record(...,
+    dtype=torch.float64, teacher=REF)): also applies the float64 ordering rule at the first
+    flipped step and at the first step beyond tolerance (the report's ``reference64``: the first
+    tensor beyond the rule there, or none, with the logit-margin evidence)."""
     import driftscope
 
     from .llm_names import rename_plan
@@ -457,6 +537,10 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
 
     rpath, cpath = os.fspath(reference), os.fspath(candidate)
     rmeta, cmeta = _generation_meta(rpath), _generation_meta(cpath)
+    r64 = compare_options.get("reference64")
+    if r64 is not None:
+        r64 = os.fspath(r64)
+        _check_reference64(rpath, rmeta, r64)
     rprompt = _parse_ids(rmeta["llm.prompt_ids"], "llm.prompt_ids", rpath)
     cprompt = _parse_ids(cmeta["llm.prompt_ids"], "llm.prompt_ids", cpath)
     if rprompt != cprompt:
@@ -524,10 +608,18 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     if fc is not None:
         first_crossing = dict(_pair_dict(fc), step=_step_of(str(fc.get("name"))))
     flip_layer = None
+    flip_at = None
     if first_flip is not None:
-        at = driftscope.compare(rpath, cpath, filter=f"step.{first_flip}/*", **opts)
-        if at.first_divergence is not None:
-            flip_layer = _pair_dict(at.first_divergence)
+        flip_at = driftscope.compare(rpath, cpath, filter=f"step.{first_flip}/*", **opts)
+        if flip_at.first_divergence is not None:
+            flip_layer = _pair_dict(flip_at.first_divergence)
+    r64_steps = None
+    if r64 is not None:
+        wanted = [(first_flip, "first_flip", flip_at)]
+        if first_crossing is not None and first_crossing["step"] is not None:
+            wanted.append((first_crossing["step"], "first_crossing", None))
+        r64_steps = [_rule_at(rpath, cpath, r64, k, why, at_k, opts, rtok, ctok)
+                     for k, why, at_k in wanted if k is not None]
     verdict = "pass" if first_flip is None and first_crossing is None and not unmatched else (
         "token_flip" if first_flip is not None else "diverged" if first_crossing else
         "steps_differ")
@@ -547,7 +639,77 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
         "teacher_forced": teacher_forced, "top_k": top_k, "first_flip": first_flip,
         "first_cache": first_cache, "names": plan.to_dict() if plan else None,
         "flip_layer": flip_layer, "first_crossing": first_crossing, "unmatched": unmatched,
+        "reference64": None if r64 is None else {
+            "path": r64, "r64_k": opts.get("r64_k") or None, "r64_floor": opts.get("r64_floor"),
+            "steps": r64_steps},
         "steps": steps})
+
+
+def _check_reference64(rpath: str, rmeta: Dict[str, str], r64: str) -> None:
+    """The float64 run must be the reference's generation: same prompt, same tokens fed at every
+    step (teacher-forced with it), or its steps measure another context."""
+    meta = _generation_meta(r64)
+    if meta.get("precision", "float64") != "float64":
+        raise InvalidArgumentError(f"--reference64 {r64}: recorded in {meta['precision']}, not "
+                                   f"float64 (record llm --dtype float64)", 1, "invalid_argument")
+    if _parse_ids(meta["llm.prompt_ids"], "llm.prompt_ids", r64) != _parse_ids(
+            rmeta["llm.prompt_ids"], "llm.prompt_ids", rpath):
+        raise InvalidArgumentError(f"--reference64 {r64}: its prompt is not the reference's", 1,
+                                   "invalid_argument")
+    rfed = _parse_ids(rmeta.get("llm.fed", ""), "llm.fed", rpath)
+    ffed = _parse_ids(meta.get("llm.fed", ""), "llm.fed", r64)
+    for j, (x, y) in enumerate(zip(rfed, ffed)):
+        if x != y:
+            raise InvalidArgumentError(
+                f"--reference64 {r64}: step {j + 1} was fed token {y}, the reference's step was "
+                f"fed {x}: record the float64 run teacher-forced with the reference "
+                f"(--teacher {os.path.basename(rpath)})", 1, "invalid_argument")
+
+
+def _rule_at(rpath: str, cpath: str, r64: str, k: int, why: str, at: Any,
+             opts: Dict[str, Any], rtok: List[int], ctok: List[int]) -> Dict[str, Any]:
+    """The float64 ordering rule at step k (the library's compare with reference64=, filtered
+    to the step): the first tensor it fails, or none, and the evidence either way: the
+    reference's top-2 logit margin against the logits' error vs float64 of both runs."""
+    import driftscope
+
+    with driftscope.open(r64) as fd:
+        if f"step.{k}/logits" not in set(fd.names()):
+            raise InvalidArgumentError(f"--reference64 {r64}: has no step {k} (its "
+                                       f"{fd.metadata.get('llm.steps', '?')} steps end before "
+                                       f"the step to judge)", 1, "invalid_argument")
+        c = np.asarray(fd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+    with driftscope.open(rpath) as rd, driftscope.open(cpath) as cd:
+        a = np.asarray(rd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+        b = np.asarray(cd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+    if at is None:
+        at = driftscope.compare(rpath, cpath, filter=f"step.{k}/*", **opts)
+    layer = None
+    logits_rule = None
+    for t in at.tensors:
+        rule = t.get("reference64")
+        if not rule:
+            continue
+        if str(t.get("name")) == f"step.{k}/logits":
+            logits_rule = rule
+        if layer is None and any(r.get("code") == "reference64" for r in t.get("reasons") or ()):
+            layer = dict(_pair_dict(t), error_candidate=rule["error_candidate"],
+                         error_reference=rule["error_reference"], limit=rule["limit"],
+                         k=rule["k"], ratio=(rule["error_candidate"] / rule["limit"]
+                                             if rule["limit"] > 0 else None))
+    order = np.argsort(-a, kind="stable")
+    t1, t2 = int(order[0]), int(order[1])
+    # the two tokens that matter: the flipped pair, else the reference's top two
+    x, y = (rtok[k], ctok[k]) if rtok[k] != ctok[k] else (t1, t2)
+    evidence = {
+        "reference_top2": [t1, t2], "reference_margin": float(a[t1] - a[t2]),
+        "float64_token": int(np.argmax(c)), "float64_margin": float(c[x] - c[y]),
+        "pair": [x, y], "candidate_margin": float(b[x] - b[y]),
+        "logits_max_error_candidate": float(np.max(np.abs(b - c))),
+        "logits_max_error_reference": float(np.max(np.abs(a - c))),
+        "logits_rule": logits_rule}
+    return {"step": k, "why": why, "layer": layer,
+            "verdict": "beyond_rule" if layer else "within_rounding", "evidence": evidence}
 
 
 # -- command lines --------------------------------------------------------------------------------
@@ -568,6 +730,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"one of {', '.join(BACKENDS)} (default hf: float32 eager)")
     p.add_argument("--new-tokens", type=int, default=None, metavar="N",
                    help="steps to generate (default: the teacher's length)")
+    p.add_argument("--dtype", default=None, choices=("float32", "float64", "bfloat16", "float16"),
+                   help="transformers backends: run in this dtype instead of the backend's "
+                        "(float64: the reference64 run of llm-compare --reference64)")
     p.add_argument("--teacher", default=None, metavar="REF.tdump",
                    help="feed this generation's tokens at every step (teacher forcing)")
     p.add_argument("--eos", default="config", metavar="ID|none",
@@ -594,7 +759,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             raise InvalidArgumentError(f"--model {a.model}: must return (model, prompt_ids)", 1,
                                        "invalid_argument")
         meta = record(got[0], got[1], a.output, new_tokens=a.new_tokens, teacher=a.teacher,
-                      backend=a.backend, eos=eos, onnx=a.onnx)
+                      backend=a.backend, eos=eos, onnx=a.onnx, dtype=a.dtype)
     except (Error, ValueError, OSError) as e:
         return _error("record llm", e)
     print(f"{a.output}: {meta['llm.steps']} steps, tokens {meta['llm.tokens']} "
@@ -617,6 +782,16 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
                    help="also write a self-contained HTML page: the growth chart over steps x "
                         "layers (a heatmap of each layer's relative error) and the per-step table")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--markdown", default=None, metavar="FILE",
+                   help="also write the report as Markdown")
+    p.add_argument("--reference64", default=None, metavar="R64.tdump",
+                   help="the reference's generation recorded in float64 (record llm --dtype "
+                        "float64 --teacher REF): the float64 ordering rule at the first flipped "
+                        "step and the first step beyond tolerance, with the logit-margin evidence")
+    p.add_argument("--r64-k", action="append", default=[], metavar="DTYPE=K",
+                   help="the rule's multiplier per candidate dtype, e.g. bf16=3 (as compare)")
+    p.add_argument("--r64-floor", type=float, default=None, metavar="F",
+                   help="the rule's floor factor (as compare; default 1)")
     p.add_argument("--names", choices=("auto", "exact"), default="auto",
                    help="auto (default): recognise each side's naming convention (transformers, "
                         "GPT-2, Phi, GGUF blk.N, ONNX node paths) and rename both to one "
@@ -631,21 +806,28 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else 2
     try:
-        for out in (a.json, a.html):
-            msg = out and refuse_output_onto_inputs(out, [a.reference, a.candidate])
+        ins = [a.reference, a.candidate] + ([a.reference64] if a.reference64 else [])
+        outs = [o for o in (a.json, a.html, a.markdown) if o]
+        for out in outs:
+            msg = refuse_output_onto_inputs(out, ins)
             if msg:
                 raise InvalidArgumentError(msg, 1, "invalid_argument")
-        if a.json and a.html and os.path.abspath(a.json) == os.path.abspath(a.html):
-            raise InvalidArgumentError(f"--json and --html both name {a.json}", 1,
+        if len({os.path.abspath(o) for o in outs}) < len(outs):
+            raise InvalidArgumentError("--json, --html and --markdown name the same file", 1,
                                        "invalid_argument")
-        for f in (a.reference, a.candidate):
+        for f in ins:
             if not os.path.isfile(f):
                 raise InvalidArgumentError(f"{f}: no such file", 1, "invalid_argument")
         opts = {k: v for k, v in (("atol", a.atol), ("rtol", a.rtol), ("map_a", a.map_a),
-                                  ("map_b", a.map_b)) if v}
+                                  ("map_b", a.map_b), ("reference64", a.reference64),
+                                  ("r64_k", a.r64_k)) if v}
+        if a.r64_floor is not None:
+            opts["r64_floor"] = a.r64_floor
         rep = compare(a.reference, a.candidate, top_k=a.top_k, names=a.names, **opts)
         if a.json:
             write_output(a.json, rep.to_json() + "\n")
+        if a.markdown:
+            write_output(a.markdown, rep.to_markdown())
         if a.html:  # the growth chart: llm_heatmap.py
             from . import llm_heatmap
 
