@@ -291,7 +291,8 @@ def test_howto_page_runs(tmp_path, monkeypatch):
             [os.path.dirname(os.environ["DRIFTSCOPE_BIN"]), os.environ.get("PATH", "")]))
     ran = run_page(HOWTO / "llm.md", tmp_path)
     assert len([r for r in ran if r.startswith("driftscope record llm")]) >= 3
-    assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 6
+    assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 9
+    assert len([r for r in ran if "--reference64" in r]) == 3
     assert len([r for r in ran if "--backend ort" in r or "--backend openvino" in r]) == 3
     assert ran.count("python") >= 2
     assert (tmp_path / "report.json").exists()
