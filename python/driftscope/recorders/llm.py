@@ -616,7 +616,8 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     r64_steps = None
     if r64 is not None:
         wanted = [(first_flip, "first_flip", flip_at)]
-        if first_crossing is not None and first_crossing["step"] is not None:
+        # the same step judged once: the flip's entry already holds it
+        if first_crossing is not None and first_crossing["step"] not in (None, first_flip):
             wanted.append((first_crossing["step"], "first_crossing", None))
         r64_steps = [_rule_at(rpath, cpath, r64, k, why, at_k, opts, rtok, ctok)
                      for k, why, at_k in wanted if k is not None]
