@@ -232,7 +232,9 @@ def linear():
     (["--model", "{f}:not_a_folder"], "which is not a checkpoint folder"),
     (["--model", f"{MODELS}:llama_long_prompt"],
      "prompt 1 (70 tokens) and 8 new tokens need 77 positions; the model's context is 64"),
-    (["--model", LLAMA, "--backends", "ort-fp16"], "unknown backend 'ort-fp16' (--backends)"),
+    # Refused before the entry point runs, so both backend lists are offered.
+    (["--model", LLAMA, "--backends", "ort-fp16"], "'ort-fp16' runs onnx models, not torch ones"),
+    (["--model", LLAMA, "--backends", "hf-bf61"], "for a language model: hf, hf-bf16, hf-fp16"),
     (["--model", LLAMA, "--steps", "0"], "steps=0: the new tokens per prompt"),
     (["--model", LLAMA, "--data", "x.npz"], "--data: not supported for a language model"),
     (["--model", LLAMA, "--min-topk-overlap", "1.5"], "min_topk_overlap=1.5"),

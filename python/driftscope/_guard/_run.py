@@ -355,8 +355,13 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         named = list(backends or []) + list(require) + ([reference] if reference else [])
         llm_named = any(n in llm_backends for n in named)
         if not llm_named:
-            # A misspelt backend is refused before the user's code runs (it may take minutes).
-            _resolve_backends(family, backends, reference, require, family)
+            # A misspelt backend is refused before the user's code runs (it may take minutes),
+            # so before it is known whether the model is a language model: both lists.
+            try:
+                _resolve_backends(family, backends, reference, require, family)
+            except GuardError as err:
+                raise GuardError(f"{err.message}; for a language model: "
+                                 f"{', '.join(llm_backends)}", err.code_name) from None
         found = _llm.detect(model, seed, lambda msg: GuardError(msg, "model_load_failed"),
                             _stdout_to_stderr, llm_named)
         if found is not None:
