@@ -446,8 +446,10 @@ HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_byte
   const size_t tail_start = n / kLanes * kLanes;
   HWY_ALIGN T ref_tail[kLanes] = {};
   HWY_ALIGN T cand_tail[kLanes] = {};
-  std::memcpy(ref_tail, ref_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
-  std::memcpy(cand_tail, cand_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  if (n > tail_start) {  // memcpy from a null pointer is undefined even for 0 bytes (empty input)
+    std::memcpy(ref_tail, ref_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+    std::memcpy(cand_tail, cand_bytes + tail_start * sizeof(T), (n - tail_start) * sizeof(T));
+  }
   const auto pinf = hn::Set(DF(), std::numeric_limits<float>::infinity());
   const auto zf = hn::Zero(DF());
   RawSource<Fmt> src{ref,        cand,       ref_tail, cand_tail, tail_start,    hn::Zero(DI()),
@@ -810,7 +812,16 @@ std::atomic<int64_t> g_forced{0};
 // HWY_DYNAMIC_DISPATCH computes it (ChosenTarget::GetIndex uses this translation unit's
 // HWY_TARGETS). A local ChosenTarget: forcing a target here leaves every other module's
 // dispatch alone.
+// A build that compiles one target only (HWY_COMPILE_ONLY_STATIC, or a compiler for which Highway
+// marks the others broken: the sanitizer build) gets one-entry tables from HWY_EXPORT (highway.h,
+// the same condition), which ChosenTarget's index does not fit.
+constexpr bool kOneEntryTables = HWY_IDE || ((HWY_TARGETS & (HWY_TARGETS - 1)) == 0);
+
 size_t table_index(int64_t targets) {
+  if constexpr (kOneEntryTables) {
+    (void)targets;
+    return 0;
+  }
   hwy::ChosenTarget chosen;
   chosen.Update(targets);
   return chosen.GetIndex();
@@ -824,6 +835,7 @@ size_t current_index() {
   // The scalar reference has no table entry; the helpers without a reference of their own
   // (MaxUlp, the detail pass) run Highway's fallback target (EMU128 or SCALAR) for it.
   if (f == kForcedScalar) return table_index(HWY_SCALAR);
+  if constexpr (kOneEntryTables) return 0;
   hwy::ChosenTarget& chosen = hwy::GetChosenTarget();
   if (!chosen.IsInitialized()) chosen.Update(hwy::SupportedTargets());
   return chosen.GetIndex();
