@@ -247,3 +247,31 @@ def test_minilm_int8_attribution_ranks_the_gather_and_the_worst_matmul(howto):
                      r"embeddings\.word_embeddings -?\d+\.\d%; all together \d+\.\d%; "
                      r"unexplained \d+\.\d%", outs[5])
     assert not math.isnan(out["together"])
+
+
+# -- where a part's cut models go ----------------------------------------------------------------
+
+def test_a_parts_cut_models_go_below_the_parents_folder(tmp_path, monkeypatch):
+    # The ONNX and .tflite mechanisms cut models into a work folder; a child of its own made it
+    # with mkdtemp and removed it in close(), so a child killed by a signal or a timeout left it
+    # in /tmp (3.2 GB once). The parent's folder now holds it, and the parent removes that.
+    from driftscope._replay.cli import Job, run_part
+
+    x = helper.make_tensor_value_info("x", T.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", T.FLOAT, [2, 4])
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="/a/MatMul"),
+                           helper.make_node("Relu", ["h"], ["y"], name="/b/Relu")],
+                          "g", [x], [y], initializer=[w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(private))
+    parent = tmp_path / "part"
+    got = run_part(Job("isolation", str(tmp_path / "m.onnx"), "onnx", "ort", "ort", 0, limit=5,
+                       work=str(parent)))
+    assert "isolation" in got, got
+    assert sorted(os.listdir(parent)) == ["candidate", "reference"]
+    assert not [p for p in os.listdir(private) if p.startswith("driftscope-replay-")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pickle
 import signal
@@ -131,6 +132,9 @@ class Job:
     max_replays: Optional[int] = None
     limit: Optional[int] = None
     candidate_model: Optional[str] = None  # --candidate-model: the port run as the candidate
+    # The parent's folder for this part: the mechanisms' cut models go below it, so a child
+    # killed by a signal leaves nothing behind (the parent removes the folder).
+    work: str = ""
 
 
 def _one_line(e: BaseException) -> str:
@@ -144,8 +148,10 @@ def run_part(job: Job) -> Dict[str, Any]:
     from .torch import unknown
 
     try:
-        ref = core.replayable(job.model, job.reference, seed=job.seed)
-        cand = core.replayable(job.candidate_model or job.model, job.candidate, seed=job.seed)
+        ref = core.replayable(job.model, job.reference, seed=job.seed,
+                              work=os.path.join(job.work, "reference") if job.work else "")
+        cand = core.replayable(job.candidate_model or job.model, job.candidate, seed=job.seed,
+                               work=os.path.join(job.work, "candidate") if job.work else "")
         feeds = _feeds(job.model, job.family, job.seed)
         pairing = _pair(job, ref, cand) if job.candidate_model else None
     except (CannotReplay, Error, ValueError, OSError, ImportError) as e:
@@ -257,7 +263,7 @@ def _in_child(job: Job) -> Dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="driftscope-replay-") as work:
         job_path, out_path = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
-            pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(dataclasses.replace(job, work=work), f, protocol=pickle.HIGHEST_PROTOCOL)
         proc = subprocess.Popen(module_command("driftscope._replay.cli", "--child", job_path,
                                                out_path),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
