@@ -32,6 +32,7 @@ from .._cli import parse_args, refuse_output_onto_inputs, write_output
 from .._entry import load_function
 from .._writer import Writer
 from ..errors import Error, InvalidArgumentError, UnsupportedError
+from .llm_onnx import cache_layers
 
 __all__ = ["record", "compare", "GenerationReport", "BACKENDS", "cli_main", "compare_main",
            "export_onnx"]
@@ -140,15 +141,6 @@ def _tensors_of(out: Any) -> List[Tuple[str, Any]]:
     if type(out) is tuple:  # not ModelOutput (a dict): the model's own outputs are handled apart
         ts = [(f".{i}", t) for i, t in enumerate(out) if isinstance(t, torch.Tensor)]
         return [("", ts[0][1])] if len(ts) == 1 else ts
-    return []
-
-
-def _cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
-    layers = getattr(cache, "layers", None)
-    if layers is not None:
-        return [(getattr(l, "keys", None), getattr(l, "values", None)) for l in layers]
-    if isinstance(cache, (tuple, list)):  # the legacy tuple of (key, value) per layer
-        return [(kv[0], kv[1]) for kv in cache]
     return []
 
 
@@ -301,7 +293,7 @@ def record(model: Any, prompt_ids: Any, path: Union[str, "os.PathLike[str]"], *,
                              **{cache_arg: cache})
                 cache = getattr(out, cache_arg)
                 rows = list(captured)
-                for layer, (kk, vv) in enumerate(_cache_layers(cache)):
+                for layer, (kk, vv) in enumerate(cache_layers(cache)):
                     for part, t in (("key", kk), ("value", vv)):
                         if t is not None:  # the positions this step appended (seq axis -2)
                             rows.append((f"cache.layers.{layer}.{part}", "KVCache",

@@ -46,8 +46,9 @@ def _cache_arg(model: Any) -> str:
             else "past_key_values")
 
 
-def _cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
-    # llm.py reads the cache the same way; imported from there it would close an import circle
+def cache_layers(cache: Any) -> List[Tuple[Any, Any]]:
+    """(keys, values) per layer of a transformers cache object or the legacy tuple (llm.py's
+    recorder reads the cache through this one too)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
         return [(getattr(l, "keys", None), getattr(l, "values", None)) for l in layers]
@@ -63,7 +64,7 @@ def _cache_shapes(model: Any) -> List[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
 
     with torch.no_grad():
         out = model(input_ids=torch.zeros((1, 1), dtype=torch.long), use_cache=True)
-    layers = _cache_layers(getattr(out, _cache_arg(model)))
+    layers = cache_layers(getattr(out, _cache_arg(model)))
     if not layers or any(k is None or v is None for k, v in layers):
         raise UnsupportedError(f"{type(model).__name__}: its cache is not a key/value pair per "
                                f"layer; the ONNX export covers decoders whose cache is", 5,
@@ -102,7 +103,7 @@ def export_onnx(model: Any, path: "str | os.PathLike[str]", *, opset: int = 17) 
                      **{cache_arg: cache})
 
             res = [out.logits]
-            for k, v in _cache_layers(getattr(out, cache_arg)):
+            for k, v in cache_layers(getattr(out, cache_arg)):
                 res += [k, v]
             return tuple(res)
 
