@@ -9,6 +9,7 @@
 // CompareOptions::max_permuted_elements). The library never prints; reports are returned as text.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -267,27 +268,30 @@ struct Metrics {
   uint64_t zero_ref = 0, zero_cand = 0;
   uint64_t mismatch_count = 0;
   double mismatch_fraction = kNaN;
-  int64_t first_mismatch = -1;             // flat index in reference order
-  // Coordinates in the reference's shape (InlineVector: no heap block up to two axes).
-  InlineVector<uint64_t, 2> first_mismatch_coords;
-  double first_mismatch_ref = kNaN, first_mismatch_cand = kNaN;
-  int64_t max_abs_index = -1;
-  InlineVector<uint64_t, 2> max_abs_coords;
+  int64_t max_abs_index = -1;      // its coordinates: PairResult::max_abs_coords()
   int64_t max_ulp = -1;
 
   // The metrics below are usually at their defaults (no NaN or Inf on either side, no class
-  // metrics, not light mode), so they live in one box (boxed.hpp): 8 bytes where they took 80
-  // (a report holds a million pairs: issue 13 §5). Read them through the accessors; set them
-  // with set_rare(), which keeps the box only when a value differs from its default.
+  // metrics, not light mode, no element outside allclose), so they live in one box (boxed.hpp):
+  // 8 bytes where they took 128 (a report holds a million pairs: issue 13 §5, issue 30 item 4).
+  // Read them through the accessors; set them with set_rare(), which keeps the box only when a
+  // value differs from its default.
   struct Rare {
     uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0, inf_same = 0;
     uint32_t top_k = 0;                                   // class metrics: the k of topk_overlap
     double argmax_agreement = kNaN, topk_overlap = kNaN;  // class metrics only
     double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
+    // The first element outside allclose (a failing or tolerated mismatch only): flat index in
+    // reference order, its coordinates in the reference's shape (InlineVector: no heap block up
+    // to two axes), and its two values.
+    int64_t first_mismatch = -1;
+    InlineVector<uint64_t, 2> first_mismatch_coords;
+    double first_mismatch_ref = kNaN, first_mismatch_cand = kNaN;
     bool is_default() const noexcept {
       return (nan_ref | nan_cand | nan_both | inf_ref | inf_cand | inf_same | top_k) == 0 &&
              std::isnan(argmax_agreement) && std::isnan(topk_overlap) && std::isnan(cosine_stderr) &&
-             std::isnan(rel_l2_stderr);
+             std::isnan(rel_l2_stderr) && first_mismatch == -1 && first_mismatch_coords.empty() &&
+             std::isnan(first_mismatch_ref) && std::isnan(first_mismatch_cand);
     }
   };
   uint64_t nan_ref() const noexcept { return rare_ ? rare_->nan_ref : 0; }
@@ -301,6 +305,12 @@ struct Metrics {
   double topk_overlap() const noexcept { return rare_ ? rare_->topk_overlap : kNaN; }
   double cosine_stderr() const noexcept { return rare_ ? rare_->cosine_stderr : kNaN; }
   double rel_l2_stderr() const noexcept { return rare_ ? rare_->rel_l2_stderr : kNaN; }
+  int64_t first_mismatch() const noexcept { return rare_ ? rare_->first_mismatch : -1; }
+  const InlineVector<uint64_t, 2>& first_mismatch_coords() const noexcept {
+    return rare_ ? rare_->first_mismatch_coords : kNoCoords;
+  }
+  double first_mismatch_ref() const noexcept { return rare_ ? rare_->first_mismatch_ref : kNaN; }
+  double first_mismatch_cand() const noexcept { return rare_ ? rare_->first_mismatch_cand : kNaN; }
   // All of them at once (the defaults when none is set).
   Rare rare() const { return rare_ ? *rare_ : Rare{}; }
   void set_rare(const Rare& r) {
@@ -309,6 +319,7 @@ struct Metrics {
   }
 
  private:
+  static inline const InlineVector<uint64_t, 2> kNoCoords{};
   Boxed<Rare> rare_;
 };
 
@@ -367,28 +378,55 @@ struct LayoutDiagnosis {
   std::string to_string() const;
 };
 
+// The members of a PairResult that are set only for a minority of pairs: permuted axes, module
+// outputs with recorded parameters, --html, layout diagnoses, a float64 run of the reference,
+// failing pairs of dump sets (PairResult::Rare: outside it only because its defaults must be
+// complete before PairResult's empty one is made).
+struct PairRare {
+  Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
+  Sparse<std::vector<size_t>> parameter_pairs;  // the module's compared parameters (role parameter)
+  // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
+  Boxed<PairDetail> detail;
+  // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
+  // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
+  Boxed<LayoutDiagnosis> layout;
+  // reference64 rule (when a float64 run was given and held this tensor: PairResult::r64)
+  double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
+  // RMS of the float64 values; the candidate's unit roundoff when its dtype is coarser than the
+  // reference's (0 otherwise): the limit's floor is then the rounding model of docs/metrics.md
+  // §7a on the data flow, set at localisation (docs/compare.md "The float64 ordering rule").
+  double r64_rms = 0, r64_u = 0;
+  // Dump sets (docs/dumpsets.md §7.1): a failing pair gathered from split shards whose other
+  // side is one whole tensor has each shard measured against its slice of it. shard_check: ""
+  // (not a failing gathered pair), "shards" (failing_shards holds the ranks whose shard fails:
+  // the pair's ranks), "no_shard_fails", "partial_sum", "other_side_sharded" or
+  // "not_sliceable" (the pair keeps all its ranks).
+  Sparse<std::string> shard_check;
+  Sparse<std::vector<uint32_t>> failing_shards;
+  // Bit for bit: a -0.0 or a NaN is not a default.
+  bool is_default() const noexcept {
+    uint64_t bits = 0;
+    for (double v : {r64_err_ref, r64_err_cand, r64_limit, r64_k, r64_rms, r64_u}) bits |= std::bit_cast<uint64_t>(v);
+    return bits == 0 && shard_check.empty() && failing_shards.empty() && permutation.empty() &&
+           parameter_pairs.empty() && !detail && !layout;
+  }
+};
+
 struct PairResult {
   TensorDesc ref, cand;
   // (The one-byte members sit together: a report holds a million pairs.)
   PairStatus status = PairStatus::pass;
   bool compared = false;         // metrics are valid
   bool estimated = false;        // light mode: metrics are sketch estimates
-  bool r64 = false;              // judged by the reference64 rule (r64_* below)
+  bool r64 = false;              // judged by the reference64 rule (r64_*() below)
   Origin origin = Origin::none;  // localisation (below); set for fail / silent_failure
   bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
   // (Sparse: usually empty, 8 bytes each; sparse.hpp.)
   Sparse<std::vector<Reason>> reasons;  // why it failed / is incomparable / was skipped
   Sparse<std::vector<std::string>> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
-  Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Metrics metrics;
   PairCriteria criteria;         // what it was judged by
   Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
-  // reference64 rule (when a float64 run was given and held this tensor: r64 above)
-  double r64_err_ref = 0, r64_err_cand = 0, r64_limit = 0, r64_k = 0;
-  // RMS of the float64 values; the candidate's unit roundoff when its dtype is coarser than the
-  // reference's (0 otherwise): the limit's floor is then the rounding model of docs/metrics.md §7a
-  // on the data flow, set at localisation (docs/compare.md "The float64 ordering rule").
-  double r64_rms = 0, r64_u = 0;
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
   Interned basis;                // "inputs", "predecessor" or "none"
@@ -398,20 +436,53 @@ struct PairResult {
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
   // judged against rounding (docs/metrics.md "Within or beyond rounding"; beyond_rounding above)
   double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
-  Sparse<std::vector<size_t>> parameter_pairs;  // the module's compared parameters (role parameter)
-  // With CompareOptions::details, for pairs compared element by element (not light-mode ones).
-  // Boxed (std::optional's interface, the value on the heap): a report holds a million pairs.
-  Boxed<PairDetail> detail;
-  // Layout diagnosis: set for the first divergence, introduced errors and same-size shape
-  // mismatches (at most CompareOptions::max_layout_diagnoses pairs).
-  Boxed<LayoutDiagnosis> layout;
-  // Dump sets (docs/dumpsets.md §7.1): a failing pair gathered from split shards whose other side
-  // is one whole tensor has each shard measured against its slice of it. shard_check: "" (not a
-  // failing gathered pair), "shards" (failing_shards holds the ranks whose shard fails: the
-  // pair's ranks), "no_shard_fails", "partial_sum", "other_side_sharded" or "not_sliceable"
-  // (the pair keeps all its ranks).
-  Sparse<std::string> shard_check;
-  Sparse<std::vector<uint32_t>> failing_shards;
+
+  // The coordinates of metrics.max_abs_index in the reference's shape (empty when it is -1):
+  // computed when asked, not held (24 bytes a pair).
+  InlineVector<uint64_t, 2> max_abs_coords() const {
+    if (metrics.max_abs_index < 0) return {};
+    InlineVector<uint64_t, 2> c(ref.shape.size(), 0);
+    uint64_t flat = static_cast<uint64_t>(metrics.max_abs_index);
+    for (size_t i = ref.shape.size(); i-- > 0;) {
+      if (ref.shape[i] == 0) return c;
+      c[i] = flat % ref.shape[i];
+      flat /= ref.shape[i];
+    }
+    return c;
+  }
+
+  // The members below are set only for a minority of pairs (PairRare above), so they live in one
+  // box (boxed.hpp): 8 bytes where they took 96 (a report holds a million pairs: issue 30 item 4).
+  // Read them through the accessors, which give the defaults when none is set; set them through
+  // edit(), which makes the box (drop_rare_if_default() gives it back when nothing in it differs
+  // from the defaults).
+  using Rare = PairRare;
+  const std::vector<uint32_t>& permutation() const noexcept {
+    return rare_ ? rare_->permutation.get() : kNoRare.permutation.get();
+  }
+  const std::vector<size_t>& parameter_pairs() const noexcept {
+    return rare_ ? rare_->parameter_pairs.get() : kNoRare.parameter_pairs.get();
+  }
+  const Boxed<PairDetail>& detail() const noexcept { return rare_ ? rare_->detail : kNoRare.detail; }
+  const Boxed<LayoutDiagnosis>& layout() const noexcept { return rare_ ? rare_->layout : kNoRare.layout; }
+  double r64_err_ref() const noexcept { return rare_ ? rare_->r64_err_ref : 0; }
+  double r64_err_cand() const noexcept { return rare_ ? rare_->r64_err_cand : 0; }
+  double r64_limit() const noexcept { return rare_ ? rare_->r64_limit : 0; }
+  double r64_k() const noexcept { return rare_ ? rare_->r64_k : 0; }
+  double r64_rms() const noexcept { return rare_ ? rare_->r64_rms : 0; }
+  double r64_u() const noexcept { return rare_ ? rare_->r64_u : 0; }
+  const std::string& shard_check() const noexcept { return rare_ ? rare_->shard_check.get() : kNoRare.shard_check.get(); }
+  const std::vector<uint32_t>& failing_shards() const noexcept {
+    return rare_ ? rare_->failing_shards.get() : kNoRare.failing_shards.get();
+  }
+  Rare& edit() { return rare_ ? *rare_ : rare_.emplace(); }
+  void drop_rare_if_default() noexcept {
+    if (rare_ && rare_->is_default()) rare_.reset();
+  }
+
+ private:
+  static inline const Rare kNoRare{};
+  Boxed<Rare> rare_;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").

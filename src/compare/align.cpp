@@ -182,7 +182,7 @@ void plan_shapes(PlannedPair& p, PairResult& res, const Record& ref, const Recor
                        axes_text(aa), axes_text(ba), na, options.max_permuted_elements)});
       return;
     }
-    res.permutation = std::move(perm);
+    res.edit().permutation = std::move(perm);
     return;
   }
   if (a.shape == b.shape) return;

@@ -127,14 +127,13 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref, uint3
   m.const_cand = k.const_cand;
   m.mismatch_count = k.mismatch_count;
   m.mismatch_fraction = k.mismatch_fraction;
-  m.first_mismatch = k.first_mismatch;
+  rare.first_mismatch = k.first_mismatch;
   if (k.first_mismatch >= 0) {
-    m.first_mismatch_coords = unravel(static_cast<uint64_t>(k.first_mismatch), ref.shape);
-    m.first_mismatch_ref = k.first_mismatch_ref;
-    m.first_mismatch_cand = k.first_mismatch_cand;
+    rare.first_mismatch_coords = unravel(static_cast<uint64_t>(k.first_mismatch), ref.shape);
+    rare.first_mismatch_ref = k.first_mismatch_ref;
+    rare.first_mismatch_cand = k.first_mismatch_cand;
   }
   m.max_abs_index = k.max_abs_index;
-  if (k.max_abs_index >= 0) m.max_abs_coords = unravel(static_cast<uint64_t>(k.max_abs_index), ref.shape);
   m.max_ulp = k.max_ulp;
   if (k.argmax_agreement >= 0) rare.argmax_agreement = k.argmax_agreement;
   if (k.topk_overlap >= 0) rare.topk_overlap = k.topk_overlap;
@@ -362,7 +361,7 @@ class Engine {
     PairResult& p = report_.pairs[i];
     const bool incomparable = !p.reasons.empty();
     if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
-    if (!p.permutation.empty())
+    if (!p.permutation().empty())
       p.notes.push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
                                     join_axes(p.ref.axes()), join_axes(p.cand.axes())));
     else if (p.ref.shape != p.cand.shape && !incomparable)
@@ -506,14 +505,14 @@ class Engine {
     k.crc_cand = !cand_.integrity().checksums_verified;
     k.release_pages = own_maps_;
     std::vector<uint64_t> index;
-    if (!p.permutation.empty()) {
-      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, p.permutation);
+    if (!p.permutation().empty()) {
+      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, p.permutation());
       k.cand_index = index;
     }
     // --reshape and size-1 differences compare in row-major order: present the candidate with
     // the reference's shape so coordinates and class rows follow the reference.
     TensorInfo cand_info = cand_rec.info;
-    if (p.permutation.empty()) cand_info.shape = ref_rec.info.shape;
+    if (p.permutation().empty()) cand_info.shape = ref_rec.info.shape;
     // --html's histogram, heatmap and worst elements come from the kernel's own chunks.
     std::optional<DetailPass> detail_pass;
     if (o_.details) k.observer = &detail_pass.emplace(ref_rec.info);
@@ -538,7 +537,7 @@ class Engine {
     if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
-    if (detail_pass) p.detail = detail_pass->take(ref_rec.info.shape);
+    if (detail_pass) p.edit().detail = detail_pass->take(ref_rec.info.shape);
   }
 
   void compute_light(size_t i, const Record& a, const Record& b) {
@@ -627,19 +626,20 @@ class Engine {
     double rms64 = er->count ? er->norm_ref / std::sqrt(static_cast<double>(er->count)) : 0.0;
     double floor = o_.policy.r64_floor.value_or(kDefaultR64Floor) * unit_roundoff(ct) * rms64;
     p.r64 = true;
-    p.r64_k = kk;
-    p.r64_err_ref = er->rmse;
-    p.r64_err_cand = ec->rmse;
-    p.r64_limit = kk * er->rmse + floor;
-    p.r64_rms = rms64;
+    PairResult::Rare& r64 = p.edit();
+    r64.r64_k = kk;
+    r64.r64_err_ref = er->rmse;
+    r64.r64_err_cand = ec->rmse;
+    r64.r64_limit = kk * er->rmse + floor;
+    r64.r64_rms = rms64;
     // A candidate coarser than the reference: the float32 run's error says nothing of what the
     // candidate's dtype makes, so localisation replaces the floor by the rounding model on the
     // data flow (docs/metrics.md §7a). Same or finer: float32's own error measures it.
     DType rt = effective(p.ref.dtype, ref_prec_);
-    if (unit_roundoff(ct) > unit_roundoff(rt)) p.r64_u = unit_roundoff(ct);
+    if (unit_roundoff(ct) > unit_roundoff(rt)) r64.r64_u = unit_roundoff(ct);
     // Non-finite values in the float32 run or the candidate leave the RMSE undefined.
-    if (er->finite_pairs != er->count) p.r64_limit = HUGE_VAL;
-    if (ec->finite_pairs != ec->count) p.r64_err_cand = HUGE_VAL;
+    if (er->finite_pairs != er->count) r64.r64_limit = HUGE_VAL;
+    if (ec->finite_pairs != ec->count) r64.r64_err_cand = HUGE_VAL;
     if (judged_default_[i]) {
       p.criteria = Criteria{};
       p.criteria_source = "reference64 rule";

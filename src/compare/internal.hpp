@@ -165,7 +165,7 @@ double rounding_bound(DType coarser, bool quantized) noexcept;
 // The same for a tensor with recorded inputs: unit roundoff `u`, contracted size `contracted`,
 // `inherited_error` the largest relative error of its inputs that are within rounding.
 double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept;
-// The float64 rule's limit of a candidate coarser than the reference (PairResult::r64_u > 0):
+// The float64 rule's limit of a candidate coarser than the reference (PairResult::r64_u() > 0):
 // k x float32's own error + floor_factor x RMS(float64) x the bound above in the candidate's u,
 // `inherited` the inputs' relative errors against float64. A pair that failed only by the rule
 // and is within the new limit passes; one that still fails has its reason restated.

@@ -591,8 +591,8 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
       in.heads_from = "num_heads";
     }
     std::vector<double> c = std::move(*b);
-    if (!p.permutation.empty()) {  // the candidate read through its axis names first
-      auto index = permuted_index(ra.info.shape, rb.info.shape, p.permutation);
+    if (!p.permutation().empty()) {  // the candidate read through its axis names first
+      auto index = permuted_index(ra.info.shape, rb.info.shape, p.permutation());
       std::vector<double> v(n);
       for (uint64_t j = 0; j < n; ++j) v[j] = c[index[j]];
       c = std::move(v);
@@ -600,7 +600,7 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     }
     in.ref = *a;
     in.cand = c;
-    p.layout = diagnose_layout(in);
+    p.edit().layout = diagnose_layout(in);
   }, options.threads ? options.threads : detail::hardware_threads());
 }
 

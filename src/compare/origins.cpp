@@ -83,12 +83,12 @@ double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_e
 }
 
 void rounding_r64_limit(PairResult& p, double floor_factor, uint64_t contracted, double inherited) {
-  if (!std::isfinite(p.r64_limit)) return;  // non-finite float32 values: the health checks judge
-  p.r64_limit = p.r64_k * p.r64_err_ref +
-                floor_factor * p.r64_rms * dataflow_rounding_bound(p.r64_u, contracted, inherited);
+  if (!std::isfinite(p.r64_limit())) return;  // non-finite float32 values: the health checks judge
+  p.edit().r64_limit = p.r64_k() * p.r64_err_ref() +
+                floor_factor * p.r64_rms() * dataflow_rounding_bound(p.r64_u(), contracted, inherited);
   auto it = std::find_if(p.reasons.begin(), p.reasons.end(), [](const Reason& r) { return r.code == "reference64"; });
   if (it == p.reasons.end()) return;  // the limit only grew: a pass stays a pass
-  if (p.r64_err_cand <= p.r64_limit) {
+  if (p.r64_err_cand() <= p.r64_limit()) {
     std::vector<Reason> rest(p.reasons.begin(), p.reasons.end());
     rest.erase(rest.begin() + (it - p.reasons.begin()));
     p.reasons = std::move(rest);
@@ -184,8 +184,9 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
-    if (auto it = params.find(p.ref.name); it != params.end() && p.ref.role != Role::parameter)
-      p.parameter_pairs = it->second;
+    if (auto it = params.find(p.ref.name); it != params.end() && p.ref.role != Role::parameter &&
+                                           !(it->second.empty() && p.parameter_pairs().empty()))
+      p.edit().parameter_pairs = it->second;
     p.basis_pairs.clear();
     p.input_error = 0;
     p.origin = Origin::none;
@@ -209,18 +210,18 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
         if (!pairs[j].beyond_rounding && std::isfinite(pairs[j].error)) inherited = std::max(inherited, pairs[j].error);
       }
       p.rounding = dataflow_rounding_bound(roundoff_of(p), k, inherited);
-      if (p.r64 && p.r64_u > 0) {
+      if (p.r64 && p.r64_u() > 0) {
         // The same model against the exact values: the inputs' errors against float64.
         double inherited64 = 0;
         for (size_t j : p.basis_pairs) {
           const PairResult& q = pairs[j];
-          if (q.r64 && !q.beyond_rounding && q.r64_rms > 0 && std::isfinite(q.r64_err_cand))
-            inherited64 = std::max(inherited64, q.r64_err_cand / q.r64_rms);
+          if (q.r64 && !q.beyond_rounding && q.r64_rms() > 0 && std::isfinite(q.r64_err_cand()))
+            inherited64 = std::max(inherited64, q.r64_err_cand() / q.r64_rms());
         }
         rounding_r64_limit(p, options.policy.r64_floor.value_or(kDefaultR64Floor), k, inherited64);
       }
     }
-    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
+    p.beyond_rounding = p.r64 ? p.r64_err_cand() > p.r64_limit() : p.error > p.rounding;
     // An input carries error when it fails beyond rounding: within tolerance, or within what its
     // dtype makes anyway, it brought nothing to blame. Downstream of an origin means some input
     // is an origin or downstream of one.
@@ -261,7 +262,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     o.pair = i;
     o.origin = p.origin;
     o.factor = p.amplification;
-    for (size_t j : p.parameter_pairs)
+    for (size_t j : p.parameter_pairs())
       o.parameters_differ = o.parameters_differ || failing(pairs[j].status) || pairs[j].beyond_rounding;
     rep.origins.push_back(o);
   }
@@ -352,7 +353,7 @@ void list_origins_by_order(Report& rep) {
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
-    p.beyond_rounding = p.r64 ? p.r64_err_cand > p.r64_limit : p.error > p.rounding;
+    p.beyond_rounding = p.r64 ? p.r64_err_cand() > p.r64_limit() : p.error > p.rounding;
     if (p.origin == Origin::introduced && p.ref.role != Role::parameter && p.ref.kind == TensorKind::value &&
         p.beyond_rounding) {
       OriginPoint o;

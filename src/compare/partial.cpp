@@ -1,7 +1,7 @@
 // A comparison in parts (compare.hpp "A comparison in parts"): the pairs of compare() measured in
 // any number of parts, elsewhere, and assembled into the report compare() gives, bit for bit.
 //
-// A part is a blob: "DSPART2\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
+// A part is a blob: "DSPART3\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
 // and record counts, the plan's identities and criteria), u64 size of the work list, u64 pair
 // count, then per pair u64 index, u8 reference64-missing flag and every field of PairResult the
 // engine fills before localisation, except the descriptions (the assembler prepares those
@@ -21,7 +21,7 @@ namespace driftscope {
 namespace compare_detail {
 namespace {
 
-constexpr std::string_view kMagic = "DSPART2\n";  // 2: r64_rms and r64_u (issue 26 §5)
+constexpr std::string_view kMagic = "DSPART3\n";  // 2: r64_rms and r64_u (issue 26 §5); 3: no max_abs_coords (issue 30 §4)
 
 Error bad_part(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 
@@ -251,12 +251,11 @@ void metrics_fields(IO& io, Metrics& m) {
   for (bool* v : {&m.nan_positions_match, &m.inf_positions_match, &m.const_ref, &m.const_cand}) io(*v);
   for (double* v : {&m.max_abs_diff, &m.mean_abs_diff, &m.rmse, &m.max_rel_diff, &m.cosine, &m.sqnr_db,
                     &m.nmse, &m.rel_l2, &m.norm_ref, &m.norm_cand, &m.mismatch_fraction,
-                    &m.first_mismatch_ref, &m.first_mismatch_cand, &r.argmax_agreement, &r.topk_overlap,
+                    &r.first_mismatch_ref, &r.first_mismatch_cand, &r.argmax_agreement, &r.topk_overlap,
                     &r.cosine_stderr, &r.rel_l2_stderr})
     io(*v);
-  for (int64_t* v : {&m.first_mismatch, &m.max_abs_index, &m.max_ulp}) io(*v);
-  io(m.first_mismatch_coords);
-  io(m.max_abs_coords);
+  for (int64_t* v : {&r.first_mismatch, &m.max_abs_index, &m.max_ulp}) io(*v);
+  io(r.first_mismatch_coords);
   io(r.top_k);
   m.set_rare(r);
 }
@@ -282,25 +281,28 @@ void Decoder::operator()(Criteria& c) { criteria_fields(*this, c); }
 // assembler) nor layout (diagnosed after assembly).
 template <class IO>
 void pair_fields(IO& io, PairResult& p) {
+  // The rarely-set members (PairResult::Rare) keep their places in the encoding.
+  PairResult::Rare& r = p.edit();
   io(p.status);
   io(p.reasons);
   io(p.notes);
-  io(p.permutation);
+  io(r.permutation);
   io(p.compared);
   io(p.estimated);
   io(p.metrics);
   io(p.criteria);
   io(p.criteria_source);
   io(p.r64);
-  for (double* v : {&p.r64_err_ref, &p.r64_err_cand, &p.r64_limit, &p.r64_k, &p.r64_rms, &p.r64_u, &p.error,
+  for (double* v : {&r.r64_err_ref, &r.r64_err_cand, &r.r64_limit, &r.r64_k, &r.r64_rms, &r.r64_u, &p.error,
                     &p.input_error, &p.amplification, &p.rounding})
     io(*v);
   io(p.origin);
   io(p.basis);
   io(p.basis_pairs);
   io(p.beyond_rounding);
-  io(p.parameter_pairs);
-  io(p.detail);
+  io(r.parameter_pairs);
+  io(r.detail);
+  p.drop_rare_if_default();
 }
 
 }  // namespace

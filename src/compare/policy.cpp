@@ -557,9 +557,9 @@ void judge(PairResult& p, bool nan_equal) {
     double allowed = c.max_mismatch_fraction.value_or(0.0);
     if (m.mismatch_count > 0 && !(m.mismatch_fraction <= allowed)) {
       std::string where;
-      if (m.first_mismatch >= 0)
-        where = cformat(FMT_COMPILE("; first at {}: ref {} cand {}"), coords(m.first_mismatch_coords),
-                            fmt_num(m.first_mismatch_ref, 7), fmt_num(m.first_mismatch_cand, 7));
+      if (m.first_mismatch() >= 0)
+        where = cformat(FMT_COMPILE("; first at {}: ref {} cand {}"), coords(m.first_mismatch_coords()),
+                            fmt_num(m.first_mismatch_ref(), 7), fmt_num(m.first_mismatch_cand(), 7));
       add(p, PairStatus::fail, "allclose",
           cformat(FMT_COMPILE("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}"),
                       m.mismatch_count, m.count, fmt_num(100.0 * m.mismatch_fraction, 3),
@@ -594,12 +594,12 @@ void judge(PairResult& p, bool nan_equal) {
     add(p, PairStatus::fail, "topk",
         cformat(FMT_COMPILE("top-{} overlap {} < {}"), m.top_k(), fmt_num(m.topk_overlap(), 4),
                     g(*c.min_topk_overlap)));
-  if (p.r64 && !(p.r64_err_cand <= p.r64_limit)) add(p, PairStatus::fail, "reference64", r64_reason(p));
+  if (p.r64 && !(p.r64_err_cand() <= p.r64_limit())) add(p, PairStatus::fail, "reference64", r64_reason(p));
 }
 
 std::string r64_reason(const PairResult& p) {
   return cformat(FMT_COMPILE("error against float64 {} > {} x float32's own {} + floor = {}"),
-                 fmt_num(p.r64_err_cand, 3), g(p.r64_k), fmt_num(p.r64_err_ref, 3), fmt_num(p.r64_limit, 3));
+                 fmt_num(p.r64_err_cand(), 3), g(p.r64_k()), fmt_num(p.r64_err_ref(), 3), fmt_num(p.r64_limit(), 3));
 }
 
 }  // namespace driftscope::compare_detail

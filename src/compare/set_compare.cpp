@@ -627,7 +627,7 @@ Result<void> SetComparison::finish(Report& report) const {
 
 
 const std::vector<uint32_t>& Report::pair_ranks(const PairResult& p) const noexcept {
-  if (p.shard_check == "shards") return p.failing_shards;
+  if (p.shard_check() == "shards") return p.failing_shards();
   return candidate.set || !reference.set ? p.cand.ranks() : p.ref.ranks();
 }
 

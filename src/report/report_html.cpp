@@ -105,7 +105,7 @@ std::string report_to_html(const Report& report) {
   std::string detail = "[";
   for (size_t i = 0; i < report.pairs.size(); ++i) {
     if (i) detail += ',';
-    const auto& d = report.pairs[i].detail;
+    const auto& d = report.pairs[i].detail();
     detail += d ? detail_json(*d).dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace) : "null";
   }
   detail += ']';

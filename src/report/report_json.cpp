@@ -179,10 +179,10 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("notes"), w.array_of(p.notes.get());
   w.key("estimated"), w.boolean(p.estimated);
   w.key("permutation");
-  if (p.permutation.empty()) w.null();
-  else w.array_of(p.permutation.get());
+  if (p.permutation().empty()) w.null();
+  else w.array_of(p.permutation());
   w.key("layout");
-  if (p.layout) w.json(layout_json(p.layout));
+  if (p.layout()) w.json(layout_json(p.layout()));
   else w.null();
   w.key("criteria");
   if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
@@ -223,12 +223,12 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   if (exact) w.number(m.mismatch_count);
   else w.null();
   num("mismatch_fraction", m.mismatch_fraction, exact);
-  index_member("first_mismatch_index", m.first_mismatch, exact);
-  coords("first_mismatch_coords", m.first_mismatch_coords, exact && m.first_mismatch >= 0);
-  num("first_mismatch_ref", m.first_mismatch_ref, exact && m.first_mismatch >= 0);
-  num("first_mismatch_cand", m.first_mismatch_cand, exact && m.first_mismatch >= 0);
+  index_member("first_mismatch_index", m.first_mismatch(), exact);
+  coords("first_mismatch_coords", m.first_mismatch_coords(), exact && m.first_mismatch() >= 0);
+  num("first_mismatch_ref", m.first_mismatch_ref(), exact && m.first_mismatch() >= 0);
+  num("first_mismatch_cand", m.first_mismatch_cand(), exact && m.first_mismatch() >= 0);
   index_member("max_abs_index", m.max_abs_index, exact);
-  coords("max_abs_coords", m.max_abs_coords, exact && m.max_abs_index >= 0);
+  coords("max_abs_coords", p.max_abs_coords(), exact && m.max_abs_index >= 0);
   index_member("max_ulp", m.max_ulp, exact);
   cnt("nan_ref", m.nan_ref());
   cnt("nan_cand", m.nan_cand());
@@ -254,10 +254,10 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("reference64");
   if (p.r64) {
     w.begin_object();
-    w.key("k"), w.number(p.r64_k);
-    w.key("error_reference"), write_real(w, p.r64_err_ref);
-    w.key("error_candidate"), write_real(w, p.r64_err_cand);
-    w.key("limit"), write_real(w, p.r64_limit);
+    w.key("k"), w.number(p.r64_k());
+    w.key("error_reference"), write_real(w, p.r64_err_ref());
+    w.key("error_candidate"), write_real(w, p.r64_err_cand());
+    w.key("limit"), write_real(w, p.r64_limit());
     w.end_object();
   } else {
     w.null();
@@ -280,12 +280,12 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("beyond_rounding");
   if (c) w.boolean(p.beyond_rounding);
   else w.null();
-  w.key("parameter_pairs"), w.array_of(p.parameter_pairs.get());
+  w.key("parameter_pairs"), w.array_of(p.parameter_pairs());
   if (ranks) {  // dump sets only (docs/dumpsets.md §7)
     w.key("ranks"), w.array_of(*ranks);
     w.key("ranks_ref"), w.array_of(p.ref.ranks());
     w.key("ranks_cand"), w.array_of(p.cand.ranks());
-    if (!p.shard_check.empty()) w.key("shard_check"), w.str(p.shard_check);
+    if (!p.shard_check().empty()) w.key("shard_check"), w.str(p.shard_check());
   }
   w.end_object();
 }
@@ -293,7 +293,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
 ordered_json origin_json(const Report& r, const OriginPoint& o) {
   const PairResult& p = r.pairs[o.pair];
   ordered_json params = ordered_json::array();
-  for (size_t j : p.parameter_pairs) {
+  for (size_t j : p.parameter_pairs()) {
     const PairResult& q = r.pairs[j];
     params.push_back(ordered_json{
         {"pair", j}, {"role_index", q.ref.role_index}, {"path", q.ref.path()},

@@ -130,7 +130,7 @@ std::string report_to_markdown(const Report& r) {
       out += "\n";
     }
     if (!p.ref.source().empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source()));
-    for (size_t j : p.parameter_pairs) {
+    for (size_t j : p.parameter_pairs()) {
       const PairResult& q = r.pairs[j];
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       out += fmt::format("- parameter {} {}: {} (rel_l2 {}, max abs diff {})\n", q.ref.role_index,
@@ -139,7 +139,7 @@ std::string report_to_markdown(const Report& r) {
                          fmt_num(q.metrics.max_abs_diff, 3));
     }
     for (const auto& n : p.notes) out += fmt::format("- note: {}\n", text(n));
-    if (p.layout && p.layout->hypothesis != "none") out += fmt::format("- layout: {}\n", text(p.layout->to_string()));
+    if (p.layout() && p.layout()->hypothesis != "none") out += fmt::format("- layout: {}\n", text(p.layout()->to_string()));
   };
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
   if (r.first_nonfinite && r.first_nonfinite != r.first_divergence) detail("First NaN/Inf", *r.first_nonfinite);
@@ -158,7 +158,7 @@ std::string report_to_markdown(const Report& r) {
                          text(rank_text(r, p)),
                          g.origin == Origin::amplified ? "amplified x" + fmt_num(g.factor, 3) : std::string("introduced"),
                          fmt_num(p.error, 3), g.reach, g.reach_failing,
-                         p.parameter_pairs.empty() ? "-" : g.parameters_differ ? "differ" : "same",
+                         p.parameter_pairs().empty() ? "-" : g.parameters_differ ? "differ" : "same",
                          p.ref.source().empty() ? std::string("-") : cell_code(p.ref.source()));
     }
   }

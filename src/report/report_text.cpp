@@ -46,11 +46,11 @@ std::string rounding_text(const PairResult& p) {
   if (!p.beyond_rounding && !rounding_applies(p))
     return fmt::format("not the question: it fails by {}, not by its error ({} vs {} its dtype makes)",
                        p.reasons.empty() ? std::string("its status") : p.reasons.front().code.get(),
-                       fmt_num(p.r64 ? p.r64_err_cand : p.error, 3), fmt_num(p.r64 ? p.r64_limit : p.rounding, 3));
+                       fmt_num(p.r64 ? p.r64_err_cand() : p.error, 3), fmt_num(p.r64 ? p.r64_limit() : p.rounding, 3));
   if (p.r64)
     return fmt::format("{} rounding (float64 rule: {} vs limit {})",
-                       p.beyond_rounding ? "beyond" : "within", fmt_num(p.r64_err_cand, 3),
-                       fmt_num(p.r64_limit, 3));
+                       p.beyond_rounding ? "beyond" : "within", fmt_num(p.r64_err_cand(), 3),
+                       fmt_num(p.r64_limit(), 3));
   return fmt::format("{} rounding (error {} vs {} its dtype makes anyway)",
                      p.beyond_rounding ? "beyond" : "within", fmt_num(p.error, 3), fmt_num(p.rounding, 3));
 }
@@ -222,9 +222,9 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
 
   Table table(r, st, o.width);
   auto parameters = [&](const PairResult& p, std::string_view indent = "  ") {
-    if (p.parameter_pairs.empty()) return;
+    if (p.parameter_pairs().empty()) return;
     bool differ = false;
-    for (size_t j : p.parameter_pairs) {
+    for (size_t j : p.parameter_pairs()) {
       const PairResult& q = r.pairs[j];
       bool d = q.beyond_rounding || q.status == PairStatus::fail || q.status == PairStatus::silent_failure;
       differ = differ || d;
@@ -264,14 +264,14 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                          fmt_num(m.norm_cand, 4));
     }
     if (p.compared && !p.estimated) {
-      if (m.first_mismatch >= 0)
+      if (m.first_mismatch() >= 0)
         out += fmt::format("  mismatch   {} of {} elements; first at {}: ref {} cand {}\n", m.mismatch_count,
-                           m.count, fmt_shape(m.first_mismatch_coords), fmt_num(m.first_mismatch_ref, 7),
-                           fmt_num(m.first_mismatch_cand, 7));
+                           m.count, fmt_shape(m.first_mismatch_coords()), fmt_num(m.first_mismatch_ref(), 7),
+                           fmt_num(m.first_mismatch_cand(), 7));
     }
     for (const auto& n : p.notes) out += fmt::format("  note       {}\n", printable(n));
-    if (p.layout && p.layout->hypothesis != "none")  // "none" only in JSON: no noise on numeric drift
-      out += fmt::format("  layout     {}\n", printable(p.layout->to_string()));
+    if (p.layout() && p.layout()->hypothesis != "none")  // "none" only in JSON: no noise on numeric drift
+      out += fmt::format("  layout     {}\n", printable(p.layout()->to_string()));
   };
 
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
@@ -371,8 +371,8 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     for (size_t k = 0; k < n; ++k) {
       const PairResult& p = r.pairs[r.incomparable[k]];
       out += fmt::format("  {:>6} {}  {}\n", p.ref.exec_index, shown(p.ref), printable(first_reason(p)));
-      if (p.layout && p.layout->hypothesis != "none")
-        out += fmt::format("  {:>6} layout: {}\n", "", printable(p.layout->to_string()));
+      if (p.layout() && p.layout()->hypothesis != "none")
+        out += fmt::format("  {:>6} layout: {}\n", "", printable(p.layout()->to_string()));
     }
     if (n < r.incomparable.size())
       out += fmt::format("  ... and {} more (--all lists them)\n", r.incomparable.size() - n);

@@ -55,6 +55,6 @@ TEST(Boxed, BehavesAsOptional) {
 // The reason it exists: an empty member costs a pointer, not the value.
 TEST(Boxed, RarelySetMembersCostAPointer) {
   EXPECT_EQ(sizeof(Boxed<driftscope::PairDetail>), sizeof(void*));
-  EXPECT_EQ(sizeof(driftscope::PairResult::layout), sizeof(void*));
+  EXPECT_EQ(sizeof(driftscope::PairRare::layout), sizeof(void*));
   EXPECT_EQ(sizeof(driftscope::Record::summary), sizeof(void*));
 }

@@ -104,7 +104,7 @@ TEST(Align, PermutedAxesNchwVsNhwc) {
   ASSERT_EQ(r.pairs.size(), 1u);
   const PairResult& p = r.pairs[0];
   EXPECT_EQ(p.status, PairStatus::pass) << (p.reasons.empty() ? "" : p.reasons[0].message);
-  EXPECT_EQ(p.permutation, (std::vector<uint32_t>{0, 3, 1, 2}));
+  EXPECT_EQ(p.permutation(), (std::vector<uint32_t>{0, 3, 1, 2}));
   EXPECT_EQ(p.metrics.max_abs_diff, 0.0);
   EXPECT_EQ(p.notes.front(), "axes permuted: reference (N,C,H,W) vs candidate (N,H,W,C)");
 

@@ -165,8 +165,8 @@ TEST(DetailPassFused, HtmlBytesEqualOnAnyThreadCount) {
     o.threads = threads;
     const Report r = run_compare(ra, rb, o);
     ASSERT_EQ(r.pairs.size(), 1u);
-    ASSERT_TRUE(r.pairs[0].detail.has_value());
-    EXPECT_EQ(r.pairs[0].detail->worst.size(), PairDetail::kWorst);
+    ASSERT_TRUE(r.pairs[0].detail().has_value());
+    EXPECT_EQ(r.pairs[0].detail()->worst.size(), PairDetail::kWorst);
     const std::string html = report_to_html(r);
     if (first.empty()) first = html;
     else EXPECT_TRUE(html == first) << threads << " threads: the HTML differs from 1 thread's";

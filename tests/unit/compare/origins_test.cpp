@@ -287,18 +287,18 @@ TEST(Origins, Reference64LowerPrecisionUsesTheRoundingModel) {
   o.reference64 = c.p64;
   Report rep = run_compare(c.pref, c.pc, o);
   ASSERT_EQ(rep.pairs.size(), 3u);
-  auto rel = [&](const PairResult& p) { return p.r64_err_cand / p.r64_rms; };
+  auto rel = [&](const PairResult& p) { return p.r64_err_cand() / p.r64_rms(); };
   for (const auto& p : rep.pairs) {
     ASSERT_TRUE(p.r64) << p.ref.name;
-    EXPECT_EQ(p.r64_u, u);
-    EXPECT_GT(p.r64_rms, 0);
+    EXPECT_EQ(p.r64_u(), u);
+    EXPECT_GT(p.r64_rms(), 0);
   }
   const PairResult &x = rep.pairs[0], &y = rep.pairs[1], &z = rep.pairs[2];
-  EXPECT_DOUBLE_EQ(x.r64_limit, 3 * x.r64_err_ref + x.r64_rms * own);
-  EXPECT_DOUBLE_EQ(y.r64_limit, 3 * y.r64_err_ref + y.r64_rms * (2 * rel(x) + own));
-  EXPECT_DOUBLE_EQ(z.r64_limit, 3 * z.r64_err_ref + z.r64_rms * (2 * rel(y) + own));
+  EXPECT_DOUBLE_EQ(x.r64_limit(), 3 * x.r64_err_ref() + x.r64_rms() * own);
+  EXPECT_DOUBLE_EQ(y.r64_limit(), 3 * y.r64_err_ref() + y.r64_rms() * (2 * rel(x) + own));
+  EXPECT_DOUBLE_EQ(z.r64_limit(), 3 * z.r64_err_ref() + z.r64_rms() * (2 * rel(y) + own));
   // y is more than one rounding off (the old floor) but within the model
-  EXPECT_GT(y.r64_err_cand, 3 * y.r64_err_ref + u * y.r64_rms);
+  EXPECT_GT(y.r64_err_cand(), 3 * y.r64_err_ref() + u * y.r64_rms());
   EXPECT_EQ(x.status, PairStatus::pass);
   EXPECT_EQ(y.status, PairStatus::pass);
   EXPECT_TRUE(y.reasons.empty());
@@ -308,8 +308,8 @@ TEST(Origins, Reference64LowerPrecisionUsesTheRoundingModel) {
   // The reason states the new limit, not the one judge() saw before localisation.
   const std::string& why = z.reasons[0].message;
   ASSERT_NE(why.rfind("= "), std::string::npos) << why;
-  EXPECT_NEAR(std::stod(why.substr(why.rfind("= ") + 2)), z.r64_limit, 0.01 * z.r64_limit) << why;
-  EXPECT_GT(z.r64_err_cand / z.r64_limit, 3.0);  // the fault: several times the bound
+  EXPECT_NEAR(std::stod(why.substr(why.rfind("= ") + 2)), z.r64_limit(), 0.01 * z.r64_limit()) << why;
+  EXPECT_GT(z.r64_err_cand() / z.r64_limit(), 3.0);  // the fault: several times the bound
   ASSERT_TRUE(rep.first_divergence);
   EXPECT_EQ(*rep.first_divergence, 2u);
   ASSERT_EQ(rep.origins.size(), 1u);
@@ -321,7 +321,7 @@ TEST(Origins, Reference64LowerPrecisionUsesTheRoundingModel) {
   o.policy.r64_k = {{DType::bf16, 1.0}};
   Report seed = run_compare(c.pref, c.pc, o);
   for (const auto& p : seed.pairs) {
-    EXPECT_EQ(p.r64_limit, p.r64_err_ref) << p.ref.name;
+    EXPECT_EQ(p.r64_limit(), p.r64_err_ref()) << p.ref.name;
     EXPECT_EQ(p.status, PairStatus::fail) << p.ref.name;
   }
   ASSERT_TRUE(seed.first_divergence);
@@ -344,8 +344,8 @@ TEST(Origins, Reference64SameDtypeKeepsTheFixedFloor) {
   auto pr = write_dump(d.file("ref.tdump"), s32);
   Report rep = run_compare(pr, pr, o);
   for (const auto& p : rep.pairs) {
-    EXPECT_EQ(p.r64_u, 0.0);
-    EXPECT_DOUBLE_EQ(p.r64_limit, 2 * p.r64_err_ref + 0x1p-24 * p.r64_rms);
+    EXPECT_EQ(p.r64_u(), 0.0);
+    EXPECT_DOUBLE_EQ(p.r64_limit(), 2 * p.r64_err_ref() + 0x1p-24 * p.r64_rms());
   }
 }
 

@@ -66,7 +66,7 @@ std::vector<double> doubles(const PairResult& p) {
   const Metrics& m = p.metrics;
   return {m.max_abs_diff, m.mean_abs_diff, m.rmse, m.max_rel_diff, m.cosine, m.sqnr_db, m.nmse, m.rel_l2,
           m.norm_ref, m.norm_cand, m.mismatch_fraction, m.cosine_stderr(), m.rel_l2_stderr(), p.error,
-          p.r64_err_ref, p.r64_err_cand, p.r64_limit, p.amplification, p.input_error};
+          p.r64_err_ref(), p.r64_err_cand(), p.r64_limit(), p.amplification, p.input_error};
 }
 
 void expect_same(const Report& a, const Report& b) {
@@ -77,10 +77,10 @@ void expect_same(const Report& a, const Report& b) {
     auto x = doubles(a.pairs[i]), y = doubles(b.pairs[i]);
     for (size_t k = 0; k < x.size(); ++k)
       EXPECT_EQ(std::bit_cast<uint64_t>(x[k]), std::bit_cast<uint64_t>(y[k])) << "pair " << i << " value " << k;
-    EXPECT_EQ(a.pairs[i].detail.has_value(), b.pairs[i].detail.has_value());
-    if (a.pairs[i].detail && b.pairs[i].detail) {
-      EXPECT_EQ(a.pairs[i].detail->heat, b.pairs[i].detail->heat);
-      EXPECT_EQ(a.pairs[i].detail->histogram, b.pairs[i].detail->histogram);
+    EXPECT_EQ(a.pairs[i].detail().has_value(), b.pairs[i].detail().has_value());
+    if (a.pairs[i].detail() && b.pairs[i].detail()) {
+      EXPECT_EQ(a.pairs[i].detail()->heat, b.pairs[i].detail()->heat);
+      EXPECT_EQ(a.pairs[i].detail()->histogram, b.pairs[i].detail()->histogram);
     }
   }
 }

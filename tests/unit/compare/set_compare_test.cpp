@@ -235,18 +235,18 @@ TEST(SetCompare, AFailingGatheredTensorNamesTheRanksOfItsFailingShards) {
   ASSERT_EQ(rep->pairs.size(), 3u);
   const PairResult& y = rep->pairs[0];
   EXPECT_EQ(y.status, PairStatus::fail);
-  EXPECT_EQ(y.shard_check, "shards");
-  EXPECT_EQ(y.failing_shards, std::vector<uint32_t>{2});
+  EXPECT_EQ(y.shard_check(), "shards");
+  EXPECT_EQ(y.failing_shards(), std::vector<uint32_t>{2});
   EXPECT_EQ(rep->pair_ranks(y), std::vector<uint32_t>{2});
   EXPECT_EQ(y.cand.ranks(), (std::vector<uint32_t>{0, 1, 2}));  // every shard stays listed there
   const PairResult& rows = rep->pairs[1];  // split along the first axis, an empty shard on rank 2
   EXPECT_EQ(rows.status, PairStatus::fail);
-  EXPECT_EQ(rows.shard_check, "shards");
+  EXPECT_EQ(rows.shard_check(), "shards");
   EXPECT_EQ(rep->pair_ranks(rows), std::vector<uint32_t>{1});
   // A partial sum (2+2+2 = 6, not 5) cannot be split into shards: every rank stays.
   const PairResult& sum = rep->pairs[2];
   EXPECT_EQ(sum.status, PairStatus::fail);
-  EXPECT_EQ(sum.shard_check, "partial_sum");
+  EXPECT_EQ(sum.shard_check(), "partial_sum");
   EXPECT_EQ(rep->pair_ranks(sum), (std::vector<uint32_t>{0, 1, 2}));
   EXPECT_EQ(rep->first_divergence_ranks, std::vector<uint32_t>{2});
   EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1, 2}));
@@ -255,7 +255,7 @@ TEST(SetCompare, AFailingGatheredTensorNamesTheRanksOfItsFailingShards) {
   // Passing pairs are not measured again.
   auto good = compare_files(ref, ref, o);
   ASSERT_TRUE(good.ok());
-  EXPECT_TRUE(good->pairs[0].shard_check.empty());
+  EXPECT_TRUE(good->pairs[0].shard_check().empty());
 }
 
 TEST(SetCompare, WhenNoShardFailsAloneEveryRankStays) {
@@ -271,7 +271,7 @@ TEST(SetCompare, WhenNoShardFailsAloneEveryRankStays) {
   ASSERT_TRUE(rep.ok()) << rep.error().to_string();
   ASSERT_EQ(rep->pairs.size(), 1u);
   EXPECT_EQ(rep->pairs[0].status, PairStatus::fail);
-  EXPECT_EQ(rep->pairs[0].shard_check, "no_shard_fails");
+  EXPECT_EQ(rep->pairs[0].shard_check(), "no_shard_fails");
   EXPECT_EQ(rep->pair_ranks(rep->pairs[0]), (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1}));
 }

@@ -123,7 +123,7 @@ TEST(Verdict, CommandLineCriteriaReplaceDefaults) {
   EXPECT_EQ(ac.pairs[0].status, PairStatus::fail);
   EXPECT_EQ(ac.pairs[0].reasons[0].code, "allclose");
   EXPECT_GT(ac.pairs[0].metrics.mismatch_count, 0u);
-  EXPECT_GE(ac.pairs[0].metrics.first_mismatch, 0);
+  EXPECT_GE(ac.pairs[0].metrics.first_mismatch(), 0);
   o.policy.global->max_mismatch_fraction = 1.0;
   EXPECT_EQ(one_pair(d, {"t", v}, {"t", w}, o).pairs[0].status, PairStatus::pass);
 }
@@ -306,9 +306,9 @@ TEST(Verdict, Reference64Rule) {
   Report rg = run_compare(pref, pg, o);
   const PairResult& pgood = rg.pairs[0];
   EXPECT_TRUE(pgood.r64);
-  EXPECT_EQ(pgood.r64_k, 3.0);
+  EXPECT_EQ(pgood.r64_k(), 3.0);
   EXPECT_EQ(pgood.criteria_source, "reference64 rule");
-  EXPECT_LE(pgood.r64_err_cand, pgood.r64_limit);
+  EXPECT_LE(pgood.r64_err_cand(), pgood.r64_limit());
   EXPECT_EQ(rg.verdict, Verdict::pass);
   EXPECT_EQ(rg.reference64.path, p64);
   Report rb = run_compare(pref, pb, o);
