@@ -246,3 +246,12 @@ def test_minilm_head_count_from_names_agrees_with_num_heads(bert, tmp_path):
     assert probs["layout"]["description"] == (
         "candidate = reference with heads 0 and 1 exchanged along axis 1 (heads) (12x1 split; head count 12 from "
         "the axis names: axis 1 is heads; num_heads agrees)"), probs["layout"]
+
+
+def test_the_python_report_lists_the_findings_by_axis_name(tmp_path):
+    ref = write(tmp_path / "ref.tdump")
+    report = driftscope.compare(ref, write(tmp_path / "cand.tdump", norm_ops=NORM_OVER_SEQ))
+    assert report.verdict == "diverged"
+    (f,) = report.axes_findings
+    assert (f["code"], f["side"], f["name"], f["pair"]) == ("norm_over", "candidate", "norm", 1)
+    assert driftscope.compare(ref, write(tmp_path / "same.tdump")).axes_findings == []

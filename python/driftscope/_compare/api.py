@@ -47,7 +47,7 @@ class Report:
     dumps without tensors, a filter that matched nothing; not a pass); exit_code: 0, 1, 3 or 2
     as the command.
     first_divergence / first_nonfinite / first_silent_zero: a TensorResult or None.
-    tensors: every pair in reference execution order. to_json() / to_markdown() / to_text() /
+    tensors: every pair in reference execution order; origins; axes_findings. to_json() / to_markdown() / to_text() /
     to_html() / to_png() / to_model_explorer(): the renderings of `driftscope compare`.
     """
 
@@ -125,6 +125,13 @@ class Report:
         the JSON schema's ``origins`` (name, origin "introduced"/"amplified", factor, reach,
         reach_failing, source, parameters_differ, parameters, ...; ranks for dump sets)."""
         return list(self.data["origins"])
+
+    @property
+    def axes_findings(self) -> List[Dict[str, Any]]:
+        """Findings by axis name on either run (docs/compare.md "Findings by axis name"): dicts
+        of the JSON schema's ``axes_findings`` (code, side "reference"/"candidate"/"both", name,
+        pair, index_ref, index_cand, reference_message, candidate_message); empty when none."""
+        return list(self.data.get("axes_findings", ()))
 
     @property
     def localisation(self) -> Dict[str, Any]:
