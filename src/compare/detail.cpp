@@ -130,6 +130,9 @@ struct DetailPass::State {
   PairDetail d;
   std::vector<double> heat;  // as double: max commutes with the final rounding to float
   std::vector<PairDetail::Element> worst;
+  // Where the grid's cells start: column cell g at col_edge[g], row cell g at row_edge[g] (one
+  // past the last cell too), so that a task's walk over the cells divides nothing.
+  std::vector<uint64_t> col_edge, row_edge;
 };
 
 namespace {
@@ -137,8 +140,8 @@ namespace {
 class DetailTask final : public numerics::ChunkTask {
  public:
   explicit DetailTask(DetailPass::State& s)
-      : s_(s), cols_(s.d.cols), rows_(s.d.rows), gcols_(s.d.grid_cols), grows_(s.d.grid_rows),
-        heat_(s.heat.size(), 0.0) {
+      : s_(s), cols_(s.d.cols), col_edge_(s.col_edge.data()), row_edge_(s.row_edge.data()),
+        gcols_(s.d.grid_cols), heat_(s.heat.size(), 0.0) {
     worst_.reserve(PairDetail::kWorst + 1);
   }
 
@@ -146,45 +149,26 @@ class DetailTask final : public numerics::ChunkTask {
     if (!started_) seek(c.first);
     const size_t m = c.n;
     double* d = diff_.data();
-    const BinTable& t = bin_table();
+    const size_t runs = plan_runs(m);
+    double top;
     if (c.nonfinite == 0) {
-      const numerics::DiffStats st = numerics::abs_diff(c.ref, c.cand, m, d);
-      // Bins are monotone in d, so the chunk's d fall in [bin(min), bin(max)], and the number in
-      // bins >= b is the number of d >= the lower edge of b: a few vector compares per element
-      // instead of a bin lookup and a counter increment each.
-      const size_t lo = t.bin(st.min), hi = t.bin(st.max);
-      std::array<uint64_t, kBins> at_least;  // [j]: d >= the lower edge of bin lo + 1 + j
-      numerics::count_at_least(d, m, hist_edges().data() + lo, hi - lo, at_least.data());
-      uint64_t above = m;  // d in bins >= b
-      for (size_t b = lo; b < hi; ++b) {
-        hist_[b] += above - at_least[b - lo];
-        above = at_least[b - lo];
-      }
-      hist_[hi] += above;
-      hist_[0] -= st.zeros;  // zeros were counted in bin 0: they are `exact`
-      exact_ += st.zeros;
+      // One pass over the chunk's values: d, its extremes and the heat runs' maxima.
+      const numerics::DiffStats st = numerics::diff_runs(c, d, ends_.data(), runs, maxes_.data());
+      bin_finite(d, m, st);
+      top = st.max;
     } else {
-      for (size_t k = 0; k < m; ++k) {
-        const double r = c.ref[k], x = c.cand[k];
-        if (std::isfinite(r) && std::isfinite(x)) {
-          d[k] = std::fabs(x - r);
-          if (d[k] == 0) ++exact_;
-          else ++hist_[t.bin(d[k])];
-        } else if ((std::isnan(r) && std::isnan(x)) || r == x) {
-          ++nonfinite_same_;
-          d[k] = 0;
-        } else {
-          ++nonfinite_differ_;
-          d[k] = HUGE_VAL;
-        }
-      }
+      top = bin_any(c, d);
     }
-    const double top = heat(d, m);
+    for (size_t j = 0; j < runs; ++j) {
+      double& cell = heat_[cells_[j]];
+      cell = std::max(cell, maxes_[j]);
+    }
     // Later elements lose ties to earlier ones, so a chunk whose largest d does not beat the
-    // best kept element has nothing to offer.
+    // best kept element has nothing to offer, nor has an element of it that does not.
     if (top > 0 && (worst_.size() < PairDetail::kWorst || top > worst_.front().abs_diff)) {
       for (size_t k = 0; k < m; ++k)
-        if (d[k] > 0) offer(worst_, {c.first + k, {}, c.ref[k], c.cand[k], d[k]});
+        if (d[k] > 0 && (worst_.size() < PairDetail::kWorst || d[k] > worst_.front().abs_diff))
+          offer(worst_, {c.first + k, {}, c.ref_at(k), c.cand_at(k), d[k]});
     }
   }
 
@@ -205,14 +189,13 @@ class DetailTask final : public numerics::ChunkTask {
     row_ = first / cols_;
     col_ = first % cols_;
     gc_ = cell_of(col_, cols_, gcols_);
-    gr_ = cell_of(row_, rows_, grows_);
-    next_col_ = cell_edge(gc_ + 1, cols_, gcols_);
-    next_row_ = cell_edge(gr_ + 1, rows_, grows_);
+    gr_ = cell_of(row_, s_.d.rows, s_.d.grid_rows);
+    next_col_ = col_edge_[gc_ + 1];
+    next_row_ = row_edge_[gr_ + 1];
   }
 
-  // Folds d[0, m) into the heat cells: the chunk's runs of one cell each, then their maxima in
-  // one vector call. Returns the largest d.
-  double heat(const double* d, size_t m) {
+  // Cuts the next m elements into runs of one heat cell each (ends_, cells_) and moves on.
+  size_t plan_runs(size_t m) {
     size_t runs = 0;
     size_t k = 0;
     while (k < m) {
@@ -223,24 +206,76 @@ class DetailTask final : public numerics::ChunkTask {
       col_ += run;
       if (col_ == cols_) {
         col_ = gc_ = 0;
-        next_col_ = cell_edge(1, cols_, gcols_);
-        if (++row_ == next_row_) next_row_ = cell_edge(++gr_ + 1, rows_, grows_);
+        next_col_ = col_edge_[1];
+        if (++row_ == next_row_) next_row_ = row_edge_[++gr_ + 1];
       } else if (col_ == next_col_) {
-        next_col_ = cell_edge(++gc_ + 1, cols_, gcols_);
+        next_col_ = col_edge_[++gc_ + 1];
       }
     }
-    numerics::max_of_runs(d, ends_.data(), runs, maxes_.data());
+    return runs;
+  }
+
+  // The histogram of a chunk without NaN/Inf. Bins are monotone in d, so the chunk's d fall in
+  // [bin(min), bin(max)], and the number in bins >= b is the number of d >= the lower edge of b:
+  // a few vector compares per element instead of a bin lookup and a counter increment each.
+  // Zeros (exact) are the d below the smallest positive double, counted only when min is 0.
+  void bin_finite(const double* d, size_t m, const numerics::DiffStats& st) {
+    const BinTable& t = bin_table();
+    const size_t lo = t.bin(st.min), hi = t.bin(st.max);
+    std::array<double, kBins> thresholds;
+    std::array<uint64_t, kBins> at_least;
+    const bool zeros = st.min == 0;
+    size_t k = 0;
+    if (zeros) thresholds[k++] = std::numeric_limits<double>::denorm_min();
+    for (size_t b = lo; b < hi; ++b) thresholds[k++] = hist_edges()[b];  // lower edge of b + 1
+    numerics::count_at_least(d, m, thresholds.data(), k, at_least.data());
+    uint64_t above = m;  // d in bins >= b (zeros left out once counted)
+    size_t j = 0;
+    if (zeros) {
+      exact_ += m - at_least[0];
+      above = at_least[j++];
+    }
+    for (size_t b = lo; b < hi; ++b, ++j) {
+      hist_[b] += above - at_least[j];
+      above = at_least[j];
+    }
+    hist_[hi] += above;
+  }
+
+  // A chunk with NaN/Inf somewhere: element by element, and the runs' maxima. Returns the
+  // largest d.
+  double bin_any(const numerics::ObservedChunk& c, double* d) {
+    const BinTable& t = bin_table();
+    for (size_t k = 0; k < c.n; ++k) {
+      const double r = c.ref_at(k), x = c.cand_at(k);
+      if (std::isfinite(r) && std::isfinite(x)) {
+        d[k] = std::fabs(x - r);
+        if (d[k] == 0) ++exact_;
+        else ++hist_[t.bin(d[k])];
+      } else if ((std::isnan(r) && std::isnan(x)) || r == x) {
+        ++nonfinite_same_;
+        d[k] = 0;
+      } else {
+        ++nonfinite_differ_;
+        d[k] = HUGE_VAL;
+      }
+    }
     double top = 0;
-    for (size_t j = 0; j < runs; ++j) {
-      double& cell = heat_[cells_[j]];
-      cell = std::max(cell, maxes_[j]);
-      top = std::max(top, maxes_[j]);
+    size_t k = 0;
+    for (size_t j = 0; k < c.n; ++j) {
+      double mx = 0;
+      for (; k < ends_[j]; ++k) mx = std::max(mx, d[k]);
+      maxes_[j] = mx;
+      top = std::max(top, mx);
     }
     return top;
   }
 
   DetailPass::State& s_;
-  const uint64_t cols_, rows_, gcols_, grows_;
+  const uint64_t cols_;
+  const uint64_t* col_edge_;
+  const uint64_t* row_edge_;
+  const uint64_t gcols_;
   bool started_ = false;
   uint64_t col_ = 0, row_ = 0, gc_ = 0, gr_ = 0, next_col_ = 0, next_row_ = 0;
   std::array<uint64_t, kBins> hist_{};
@@ -257,6 +292,11 @@ class DetailTask final : public numerics::ChunkTask {
 DetailPass::DetailPass(const TensorInfo& ref) : s_(std::make_unique<State>()) {
   init_view(s_->d, ref);
   s_->heat.assign(s_->d.heat.size(), 0.0);
+  const PairDetail& d = s_->d;
+  if (d.grid_cols > 0 && d.grid_rows > 0) {
+    for (uint64_t g = 0; g <= uint64_t{d.grid_cols} + 1; ++g) s_->col_edge.push_back(cell_edge(g, d.cols, d.grid_cols));
+    for (uint64_t g = 0; g <= uint64_t{d.grid_rows} + 1; ++g) s_->row_edge.push_back(cell_edge(g, d.rows, d.grid_rows));
+  }
   s_->worst.reserve(PairDetail::kWorst + 1);
 }
 

@@ -211,15 +211,22 @@ struct F32Format {
   using T = uint32_t;
   static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
   static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high) { return hn::BitCast(DF(), high); }
+  static double Scalar(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
 };
 struct BF16Format {  // bfloat16 is the upper half of a binary32
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7F80u << 16;
   static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH>) { return hn::BitCast(DF(), high); }
+  static double Scalar(uint16_t bits) { return bf16_to_double(bits); }
 };
 struct F16Format {
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7C00u << 16;
+  static double Scalar(uint16_t bits) { return f16_to_double(bits); }
   static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH> raw) {
 #if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
     // AVX2 and AVX-512 have F16C: one exact vcvtph2ps instead of ~12 operations. (A signalling
@@ -546,72 +553,138 @@ uint64_t MaxUlp32(const uint8_t* a, const uint8_t* b, size_t n, uint64_t mask) {
   return MaxUlpImpl<uint32_t>(a, b, n, mask);
 }
 
-// ---- the detail pass of --html (pair_metrics.hpp: abs_diff, count_at_least, max_of_runs) -----------
-// Exact operations only (a subtraction, |x|, compares, integer counts), so every target gives the
-// scalar loop's result; full vectors, as nothing here depends on the lane order.
-numerics::DiffStats AbsDiff(const double* HWY_RESTRICT ref, const double* HWY_RESTRICT cand, size_t n,
-                  double* HWY_RESTRICT d) {
-  const hn::ScalableTag<double> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const size_t lanes = hn::Lanes(df);
-  auto lo = hn::Set(df, std::numeric_limits<double>::infinity());
-  auto hi = hn::Zero(df);
-  auto zeros = hn::Zero(du);
+// ---- the detail pass of --html (pair_metrics.hpp: diff_runs, count_at_least) -------------------
+// Exact operations only (a widening, a subtraction, |x|, minima and maxima, compares, integer
+// counts), so every target gives the scalar loop's result.
+
+// A chunk's values for DiffRuns: float64 arrays, or a raw float format read in place (RawSource's
+// loads: the value widened to float64 in registers, exact).
+struct F64Pair {
+  const double* HWY_RESTRICT r;
+  const double* HWY_RESTRICT c;
+  HWY_INLINE void load(size_t i, V& vr, V& vc) const {
+    vr = hn::LoadU(D(), r + i);
+    vc = hn::LoadU(D(), c + i);
+  }
+  HWY_INLINE double diff(size_t i) const { return std::abs(c[i] - r[i]); }
+};
+template <class Fmt>
+struct RawPair {
+  using T = typename Fmt::T;
+  const T* HWY_RESTRICT r;
+  const T* HWY_RESTRICT c;
+  HWY_INLINE void load(size_t i, V& vr, V& vc) const {
+    hn::Vec<DU> high;
+    hn::Vec<DF> f;
+    RawSource<Fmt>::Load(r + i, high, f);
+    vr = hn::PromoteTo(D(), f);
+    RawSource<Fmt>::Load(c + i, high, f);
+    vc = hn::PromoteTo(D(), f);
+  }
+  HWY_INLINE double diff(size_t i) const {
+    return std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i]));
+  }
+};
+
+// One loop for the three things a chunk's d feed that need every element: the stored d (for the
+// histogram's counts), the extremes, and the heat runs' maxima. Runs of at least a vector keep
+// their maximum in a register (one horizontal reduction per run); shorter ones and the tails go
+// element by element.
+template <class Src>
+HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
+                                        const uint32_t* HWY_RESTRICT ends, size_t runs,
+                                        double* HWY_RESTRICT out) {
+  const D df;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  V lo = hn::Set(df, inf);
+  double lo_s = inf, hi = 0;
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto x = hn::Abs(hn::Sub(hn::LoadU(df, cand + i), hn::LoadU(df, ref + i)));
-    hn::StoreU(x, df, d + i);
-    lo = hn::Min(lo, x);
-    hi = hn::Max(hi, x);
-    zeros = hn::Sub(zeros, hn::BitCast(du, hn::VecFromMask(df, hn::Eq(x, hn::Zero(df)))));
+  for (size_t j = 0; j < runs; ++j) {
+    const size_t end = ends[j];
+    double m = 0;
+    if (end - i >= kN) {
+      V run = hn::Zero(df);
+      for (; i + kN <= end; i += kN) {
+        V r, c;
+        src.load(i, r, c);
+        const V x = hn::Abs(hn::Sub(c, r));
+        hn::StoreU(x, df, d + i);
+        lo = hn::Min(lo, x);
+        run = hn::Max(run, x);
+      }
+      m = hn::GetLane(hn::MaxOfLanes(df, run));
+    }
+    for (; i < end; ++i) {
+      const double x = src.diff(i);
+      d[i] = x;
+      lo_s = x < lo_s ? x : lo_s;
+      m = x > m ? x : m;
+    }
+    out[j] = m;
+    hi = m > hi ? m : hi;
   }
-  HWY_ALIGN double tlo[hn::MaxLanes(df)];
-  HWY_ALIGN double thi[hn::MaxLanes(df)];
-  HWY_ALIGN uint64_t tz[hn::MaxLanes(du)];
-  hn::Store(lo, df, tlo);
-  hn::Store(hi, df, thi);
-  hn::Store(zeros, du, tz);
-  numerics::DiffStats s{std::numeric_limits<double>::infinity(), 0.0, 0};
-  for (size_t l = 0; l < lanes; ++l) {
-    s.min = tlo[l] < s.min ? tlo[l] : s.min;
-    s.max = thi[l] > s.max ? thi[l] : s.max;
-    s.zeros += tz[l];
-  }
-  for (; i < n; ++i) {
-    const double x = std::abs(cand[i] - ref[i]);
-    d[i] = x;
-    s.min = x < s.min ? x : s.min;
-    s.max = x > s.max ? x : s.max;
-    s.zeros += x == 0;
-  }
-  return s;
+  const double lv = hn::GetLane(hn::MinOfLanes(df, lo));
+  return {lv < lo_s ? lv : lo_s, hi};
 }
 
+numerics::DiffStats DiffRunsF64(const void* ref, const void* cand, double* HWY_RESTRICT d,
+                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+  return DiffRuns(F64Pair{static_cast<const double*>(ref), static_cast<const double*>(cand)}, d,
+                  ends, runs, out);
+}
+template <class Fmt>
+numerics::DiffStats DiffRunsRaw(const void* ref, const void* cand, double* HWY_RESTRICT d,
+                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+  using T = typename Fmt::T;
+  return DiffRuns(RawPair<Fmt>{static_cast<const T*>(ref), static_cast<const T*>(cand)}, d, ends,
+                  runs, out);
+}
+numerics::DiffStats DiffRunsF32(const void* ref, const void* cand, double* HWY_RESTRICT d,
+                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<F32Format>(ref, cand, d, ends, runs, out);
+}
+numerics::DiffStats DiffRunsF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
+                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<F16Format>(ref, cand, d, ends, runs, out);
+}
+numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
+                                 const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<BF16Format>(ref, cand, d, ends, runs, out);
+}
+
+// d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1 as signed integers: an integer compare
+// and a masked increment per threshold and vector, instead of a floating-point compare, a mask
+// widened to a vector and a subtraction.
 void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_RESTRICT t, size_t k,
                   uint64_t* HWY_RESTRICT out) {
   const hn::ScalableTag<double> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
   const size_t lanes = hn::Lanes(df);
-  HWY_ALIGN uint64_t tmp[hn::MaxLanes(du)];
+  HWY_ALIGN int64_t tmp[hn::MaxLanes(di)];
   auto total = [&](auto acc) {
-    hn::Store(acc, du, tmp);
+    hn::Store(acc, di, tmp);
     uint64_t c = 0;
-    for (size_t l = 0; l < lanes; ++l) c += tmp[l];
+    for (size_t l = 0; l < lanes; ++l) c += static_cast<uint64_t>(tmp[l]);
     return c;
   };
+  const auto below = [&](size_t j) {  // bits(t[j]) - 1
+    int64_t b;
+    std::memcpy(&b, t + j, sizeof b);
+    return hn::Set(di, b - 1);
+  };
+  const auto one = hn::Set(di, 1);
   // Four thresholds per pass: one load serves four compares.
   size_t j = 0;
   for (; j + 4 <= k; j += 4) {
-    const auto t0 = hn::Set(df, t[j]), t1 = hn::Set(df, t[j + 1]);
-    const auto t2 = hn::Set(df, t[j + 2]), t3 = hn::Set(df, t[j + 3]);
-    auto a0 = hn::Zero(du), a1 = hn::Zero(du), a2 = hn::Zero(du), a3 = hn::Zero(du);
+    const auto t0 = below(j), t1 = below(j + 1), t2 = below(j + 2), t3 = below(j + 3);
+    auto a0 = hn::Zero(di), a1 = hn::Zero(di), a2 = hn::Zero(di), a3 = hn::Zero(di);
     size_t i = 0;
     for (; i + lanes <= n; i += lanes) {
-      const auto x = hn::LoadU(df, d + i);
-      a0 = hn::Sub(a0, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t0))));
-      a1 = hn::Sub(a1, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t1))));
-      a2 = hn::Sub(a2, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t2))));
-      a3 = hn::Sub(a3, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(x, t3))));
+      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
+      a0 = hn::IfThenElse(hn::Gt(x, t0), hn::Add(a0, one), a0);
+      a1 = hn::IfThenElse(hn::Gt(x, t1), hn::Add(a1, one), a1);
+      a2 = hn::IfThenElse(hn::Gt(x, t2), hn::Add(a2, one), a2);
+      a3 = hn::IfThenElse(hn::Gt(x, t3), hn::Add(a3, one), a3);
     }
     uint64_t c0 = total(a0), c1 = total(a1), c2 = total(a2), c3 = total(a3);
     for (; i < n; ++i) {
@@ -626,34 +699,16 @@ void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_REST
     out[j + 3] = c3;
   }
   for (; j < k; ++j) {
-    const auto tv = hn::Set(df, t[j]);
-    auto acc = hn::Zero(du);
+    const auto tv = below(j);
+    auto acc = hn::Zero(di);
     size_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-      acc = hn::Sub(acc, hn::BitCast(du, hn::VecFromMask(df, hn::Ge(hn::LoadU(df, d + i), tv))));
+    for (; i + lanes <= n; i += lanes) {
+      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
+      acc = hn::IfThenElse(hn::Gt(x, tv), hn::Add(acc, one), acc);
+    }
     uint64_t c = total(acc);
     for (; i < n; ++i) c += d[i] >= t[j];
     out[j] = c;
-  }
-}
-
-void MaxOfRuns(const double* HWY_RESTRICT d, const uint32_t* HWY_RESTRICT ends, size_t runs,
-               double* HWY_RESTRICT out) {
-  const hn::ScalableTag<double> df;
-  const size_t lanes = hn::Lanes(df);
-  HWY_ALIGN double tmp[hn::MaxLanes(df)];
-  size_t i = 0;
-  for (size_t j = 0; j < runs; ++j) {
-    const size_t end = ends[j];
-    double m = 0;
-    if (end - i >= lanes) {
-      auto hi = hn::Zero(df);
-      for (; i + lanes <= end; i += lanes) hi = hn::Max(hi, hn::LoadU(df, d + i));
-      hn::Store(hi, df, tmp);
-      for (size_t l = 0; l < lanes; ++l) m = tmp[l] > m ? tmp[l] : m;
-    }
-    for (; i < end; ++i) m = d[i] > m ? d[i] : m;
-    out[j] = m;
   }
 }
 
@@ -791,9 +846,11 @@ HWY_EXPORT(ChunkBF16Kernel);
 HWY_EXPORT(MaxUlp8);
 HWY_EXPORT(MaxUlp16);
 HWY_EXPORT(MaxUlp32);
-HWY_EXPORT(AbsDiff);
+HWY_EXPORT(DiffRunsF64);
+HWY_EXPORT(DiffRunsF32);
+HWY_EXPORT(DiffRunsF16);
+HWY_EXPORT(DiffRunsBF16);
 HWY_EXPORT(CountAtLeast);
-HWY_EXPORT(MaxOfRuns);
 
 namespace {
 
@@ -882,9 +939,16 @@ ChunkRawFn raw_reference(RawFormat f) {
 }
 
 // The detail pass's helpers of the target in use (numerics::abs_diff and co. below).
-auto abs_diff_entry() { return HWY_DISPATCH_TABLE(AbsDiff)[current_index()]; }
+auto diff_runs_entry(ChunkFormat f) {
+  const size_t i = current_index();
+  switch (f) {
+    case ChunkFormat::f64: return HWY_DISPATCH_TABLE(DiffRunsF64)[i];
+    case ChunkFormat::f32: return HWY_DISPATCH_TABLE(DiffRunsF32)[i];
+    case ChunkFormat::f16: return HWY_DISPATCH_TABLE(DiffRunsF16)[i];
+    default: return HWY_DISPATCH_TABLE(DiffRunsBF16)[i];
+  }
+}
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
-auto max_of_runs_entry() { return HWY_DISPATCH_TABLE(MaxOfRuns)[current_index()]; }
 
 }  // namespace
 
@@ -956,14 +1020,21 @@ bool force(const std::string& name) {
 
 namespace driftscope::numerics {
 
-DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d) {
-  return kernel::abs_diff_entry()(ref, cand, n, d);
+double ObservedChunk::value(ChunkFormat f, const void* p, size_t i) {
+  const auto* b = static_cast<const std::byte*>(p);
+  switch (f) {
+    case ChunkFormat::f64: return static_cast<const double*>(p)[i];
+    case ChunkFormat::f32: return detail::load_le<float>(b + 4 * i);
+    case ChunkFormat::f16: return f16_to_double(detail::load_le<uint16_t>(b + 2 * i));
+    default: return bf16_to_double(detail::load_le<uint16_t>(b + 2 * i));
+  }
+}
+
+DiffStats diff_runs(const ObservedChunk& c, double* d, const uint32_t* ends, size_t runs, double* out) {
+  return kernel::diff_runs_entry(c.format)(c.ref, c.cand, d, ends, runs, out);
 }
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_entry()(d, n, thresholds, k, out);
-}
-void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out) {
-  kernel::max_of_runs_entry()(d, ends, runs, out);
 }
 
 }  // namespace driftscope::numerics

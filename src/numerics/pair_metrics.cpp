@@ -433,10 +433,10 @@ void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
                   std::pair<uint32_t, uint32_t>* crc, ChunkTask* observer) {
   ChunkPartial cp;
   kernel::Params params = job.params;
-  // The observer wants float64: decoded from the chunk's bytes while they are in L1.
-  const size_t cap = observer ? static_cast<size_t>(std::min<uint64_t>(kChunk, end - begin)) : 0;
-  std::optional<AlignedDoubles> rbuf, cbuf;
-  if (observer) rbuf.emplace(cap), cbuf.emplace(cap);
+  // The observer reads the chunk's bytes in place, right after the kernel (still in L1).
+  const ChunkFormat format = job.raw_format == kernel::RawFormat::f32   ? ChunkFormat::f32
+                             : job.raw_format == kernel::RawFormat::f16 ? ChunkFormat::f16
+                                                                        : ChunkFormat::bf16;
   for (uint64_t s = begin; s < end; s += kChunk) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, end - s));
     const size_t size = job.ref->elem_size;
@@ -446,18 +446,7 @@ void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
-    if (observer) {
-      // The kernel read these bytes without error, and a raw decode cannot fail.
-      if (auto res = decode_range(*job.ref, s, len, rbuf->get()); !res) {
-        acc.error = std::move(res).error();
-        return;
-      }
-      if (auto res = decode_range(*job.cand, s, len, cbuf->get()); !res) {
-        acc.error = std::move(res).error();
-        return;
-      }
-      observer->chunk({s, len, rbuf->get(), cbuf->get(), cp.nonfinite});
-    }
+    if (observer) observer->chunk({s, len, format, ch.r, ch.c, cp.nonfinite});
   }
   if (observer) observer->finish();
 }
@@ -502,7 +491,7 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     params.max_rel_floor = acc.max_rel;  // as in run_task_raw
     job.fn(r, c, len, params, &cp);
     absorb_chunk(DecodedChunk{r, c}, s, len, cp, acc);
-    if (observer) observer->chunk({s, len, r, c, cp.nonfinite});
+    if (observer) observer->chunk({s, len, ChunkFormat::f64, r, c, cp.nonfinite});
     if (job.ulp) {
       const uint64_t* idx = job.options->cand_index.empty() ? nullptr : job.options->cand_index.data();
       acc.max_ulp = std::max(acc.max_ulp,

@@ -17,14 +17,29 @@
 
 namespace driftscope::numerics {
 
-// One chunk of a pair as the kernel measured it: elements [first, first + n) in reference order,
-// decoded to float64 (the candidate already in reference order when cand_index is set).
+// The layout of a chunk's values as the kernel read them (ObservedChunk).
+enum class ChunkFormat : uint8_t {
+  f64,   // decoded float64 arrays
+  f32,   // little-endian binary32 read in place from the payload
+  f16,   // little-endian binary16, in place
+  bf16,  // little-endian bfloat16, in place
+};
+
+// One chunk of a pair as the kernel measured it: elements [first, first + n) in reference order
+// (the candidate already in reference order when cand_index is set). `ref`/`cand` point at n
+// values of `format`: float64 arrays after a decode, or the payload bytes themselves when the
+// kernel read a raw float format in place (then nothing was decoded, and value() widens one).
 struct ObservedChunk {
   uint64_t first = 0;
   size_t n = 0;
-  const double* ref = nullptr;
-  const double* cand = nullptr;
+  ChunkFormat format = ChunkFormat::f64;
+  const void* ref = nullptr;
+  const void* cand = nullptr;
   uint64_t nonfinite = 0;  // positions where either side is NaN or Inf (the kernel's count)
+  // Element i of one side, widened to float64 (exact).
+  double ref_at(size_t i) const { return value(format, ref, i); }
+  double cand_at(size_t i) const { return value(format, cand, i); }
+  static double value(ChunkFormat f, const void* p, size_t i);
 };
 
 // A task's share of an observer (below): gets the task's chunks in order, on the task's thread.
@@ -109,19 +124,19 @@ struct PairMetrics {
 };
 
 // The detail pass of `compare --html` (compare/detail.cpp) on one chunk of finite values.
-// abs_diff: d[i] = |cand[i] - ref[i]| for i < n, and the smallest and largest d and the number of
-// zeros (min +inf when n is 0). count_at_least: out[j] = the number of d[i] >= thresholds[j], for
-// j < k. max_of_runs: out[j] = the largest of d[ends[j-1], ends[j]) (ends[-1] = 0; ends
-// ascending; 0 for an empty run; d >= 0), the heat cells' runs of a chunk in one call. Highway,
-// dispatched at run time (pair_kernel.cpp); exact operations only, so every target gives the
-// same result.
+// diff_runs: d[i] = |cand[i] - ref[i]| in float64 for i < c.n, read straight from the chunk's
+// values (raw formats widened in registers), and in the same loop out[j] = the largest d of run
+// j, d[ends[j-1], ends[j]) (ends[-1] = 0; ends ascending, the last = c.n; 0 for an empty run),
+// the heat cells' runs; returns the smallest and largest d (min +inf when n is 0).
+// count_at_least: out[j] = the number of d[i] >= thresholds[j], for j < k (d and thresholds >= 0,
+// not NaN: they are compared as integers, the bits of a non-negative double being ordered like
+// its value). Highway, dispatched at
+// run time (pair_kernel.cpp); exact operations only, so every target gives the same result.
 struct DiffStats {
   double min, max;
-  uint64_t zeros;
 };
-DiffStats abs_diff(const double* ref, const double* cand, size_t n, double* d);
+DiffStats diff_runs(const ObservedChunk& c, double* d, const uint32_t* ends, size_t runs, double* out);
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
-void max_of_runs(const double* d, const uint32_t* ends, size_t runs, double* out);
 
 // Computes every metric of a pair. The tensors may have different dtypes and encodings; both are
 // decoded (and dequantized) to float64. Element counts must match (after cand_index mapping).

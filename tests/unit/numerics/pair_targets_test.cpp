@@ -175,43 +175,64 @@ TEST_P(KernelTargets, MaxUlpMatchesTheDefinition) {
 
 TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
   const size_t n = 1003;
-  std::vector<double> r(n), c(n), d(n);
+  std::vector<double> r(n), c(n);
   std::mt19937_64 rng(3);
   std::normal_distribution<double> g(0.0, 1.0);
   for (size_t i = 0; i < n; ++i) {
     r[i] = g(rng);
     c[i] = i % 11 == 0 ? r[i] : r[i] + std::ldexp(g(rng), -static_cast<int>(i % 40));
   }
-  const DiffStats s = abs_diff(r.data(), c.data(), n, d.data());
-  double lo = std::numeric_limits<double>::infinity(), hi = 0;
-  uint64_t zeros = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double x = std::fabs(c[i] - r[i]);
-    ASSERT_EQ(dbits(d[i]), dbits(x)) << GetParam() << " i=" << i;
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-    zeros += x == 0;
-  }
-  EXPECT_EQ(s.min, lo);
-  EXPECT_EQ(s.max, hi);
-  EXPECT_EQ(s.zeros, zeros);
-  const std::vector<double> thresholds = {0, 1e-12, 1e-9, 1e-6, 1e-3, 0.5, 1, 2, 4};
-  std::vector<uint64_t> counts(thresholds.size());
-  count_at_least(d.data(), n, thresholds.data(), thresholds.size(), counts.data());
-  for (size_t j = 0; j < thresholds.size(); ++j) {
-    uint64_t want = 0;
-    for (double x : d) want += x >= thresholds[j];
-    EXPECT_EQ(counts[j], want) << GetParam() << " threshold " << thresholds[j];
-  }
-  const std::vector<uint32_t> ends = {0, 1, 9, 10, 500, 1003};
-  std::vector<double> maxima(ends.size());
-  max_of_runs(d.data(), ends.data(), ends.size(), maxima.data());
-  uint32_t begin = 0;
-  for (size_t j = 0; j < ends.size(); ++j) {
-    double want = 0;
-    for (uint32_t i = begin; i < ends[j]; ++i) want = std::max(want, d[i]);
-    EXPECT_EQ(maxima[j], want) << GetParam() << " run " << j;
-    begin = ends[j];
+  // Runs of every length around a vector's: empty, 1, up to two vectors and a tail, one long.
+  const std::vector<uint32_t> ends = {0, 1, 9, 10, 17, 33, 34, 500, 1003};
+  // The same values in each format diff_runs reads: float64 arrays, and raw f32/f16/bf16 bytes
+  // (the values rounded to that format first, so that the scalar loop sees what the kernel sees).
+  for (const ChunkFormat f : {ChunkFormat::f64, ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const size_t size = f == ChunkFormat::f64 ? 8 : f == ChunkFormat::f32 ? 4 : 2;
+    const auto encode = [&](const std::vector<double>& v) {
+      std::vector<std::byte> out(v.size() * size);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const auto put = [&](auto x) { std::memcpy(out.data() + i * size, &x, sizeof x); };
+        if (f == ChunkFormat::f64) put(v[i]);
+        else if (f == ChunkFormat::f32) put(static_cast<float>(v[i]));
+        else if (f == ChunkFormat::f16) put(double_to_f16(v[i]));
+        else put(double_to_bf16(v[i]));
+      }
+      return out;
+    };
+    const std::vector<std::byte> rb = encode(r), cb = encode(c);
+    ObservedChunk ch;
+    ch.n = n;
+    ch.format = f;
+    ch.ref = rb.data();
+    ch.cand = cb.data();
+    std::vector<double> d(n, -1.0), maxima(ends.size(), -1.0);
+    const DiffStats s = diff_runs(ch, d.data(), ends.data(), ends.size(), maxima.data());
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    uint32_t begin = 0;
+    for (size_t j = 0; j < ends.size(); ++j) {
+      double want = 0;
+      for (uint32_t i = begin; i < ends[j]; ++i) {
+        const double x = std::fabs(ch.cand_at(i) - ch.ref_at(i));
+        ASSERT_EQ(dbits(d[i]), dbits(x)) << GetParam() << " format " << int(f) << " i=" << i;
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+        want = std::max(want, x);
+      }
+      EXPECT_EQ(dbits(maxima[j]), dbits(want)) << GetParam() << " format " << int(f) << " run " << j;
+      begin = ends[j];
+    }
+    EXPECT_EQ(s.min, lo) << GetParam() << " format " << int(f);
+    EXPECT_EQ(s.max, hi) << GetParam() << " format " << int(f);
+    if (f != ChunkFormat::f64) continue;
+    const std::vector<double> thresholds = {0, std::numeric_limits<double>::denorm_min(), 1e-12, 1e-9,
+                                            1e-6, 1e-3, 0.5, 1, 2, 4};
+    std::vector<uint64_t> counts(thresholds.size());
+    count_at_least(d.data(), n, thresholds.data(), thresholds.size(), counts.data());
+    for (size_t j = 0; j < thresholds.size(); ++j) {
+      uint64_t want = 0;
+      for (double x : d) want += x >= thresholds[j];
+      EXPECT_EQ(counts[j], want) << GetParam() << " threshold " << thresholds[j];
+    }
   }
 }
 
