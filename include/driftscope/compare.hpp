@@ -9,13 +9,16 @@
 // CompareOptions::max_permuted_elements). The library never prints; reports are returned as text.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -205,6 +208,85 @@ struct Reason {
   std::string message;
 };
 
+// The recorded inputs of one description (TensorDesc::inputs()), read like a std::vector: the one
+// input most tensors have sits inline, more go to one heap block. The PyTorch recorder gives every
+// record its inputs, and a std::vector put each in a 32-byte block of its own: 61 MiB at a million
+// pairs (issue 30 item 4). 24 bytes, as a std::vector.
+class TensorRefs {
+ public:
+  TensorRefs() noexcept {}
+  TensorRefs(std::vector<TensorRef>&& v) { take(v.data(), v.size()); }
+  TensorRefs(std::initializer_list<TensorRef> v) {
+    std::vector<TensorRef> copy(v);
+    take(copy.data(), copy.size());
+  }
+  TensorRefs(const TensorRefs& o) {
+    std::vector<TensorRef> copy(o.begin(), o.end());
+    take(copy.data(), copy.size());
+  }
+  TensorRefs(TensorRefs&& o) noexcept { steal(o); }
+  ~TensorRefs() { destroy(); }
+  TensorRefs& operator=(const TensorRefs& o) {
+    if (this != &o) *this = TensorRefs(o);
+    return *this;
+  }
+  TensorRefs& operator=(TensorRefs&& o) noexcept {
+    if (this != &o) {
+      destroy();
+      steal(o);
+    }
+    return *this;
+  }
+  TensorRefs& operator=(std::vector<TensorRef>&& v) { return *this = TensorRefs(std::move(v)); }
+
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  TensorRef* begin() noexcept { return size_ > 1 ? many_ : &one_; }
+  TensorRef* end() noexcept { return begin() + size_; }
+  const TensorRef* begin() const noexcept { return size_ > 1 ? many_ : &one_; }
+  const TensorRef* end() const noexcept { return begin() + size_; }
+  TensorRef& operator[](size_t i) noexcept { return begin()[i]; }
+  const TensorRef& operator[](size_t i) const noexcept { return begin()[i]; }
+  friend bool operator==(const TensorRefs& a, const TensorRefs& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  // Moves the n refs at p in (this holds none).
+  void take(TensorRef* p, size_t n) {
+    if (n == 1) {
+      new (&one_) TensorRef(std::move(*p));
+    } else if (n > 1) {
+      many_ = std::allocator<TensorRef>().allocate(n);
+      std::uninitialized_move(p, p + n, many_);
+    }
+    size_ = n;
+  }
+  void steal(TensorRefs& o) noexcept {
+    if (o.size_ == 1) {
+      new (&one_) TensorRef(std::move(o.one_));
+      o.one_.~TensorRef();
+    } else if (o.size_ > 1) {
+      many_ = o.many_;
+    }
+    size_ = std::exchange(o.size_, 0);
+  }
+  void destroy() noexcept {
+    if (size_ == 1) {
+      one_.~TensorRef();
+    } else if (size_ > 1) {
+      std::destroy(many_, many_ + size_);
+      std::allocator<TensorRef>().deallocate(many_, size_);
+    }
+    size_ = 0;
+  }
+  union {
+    TensorRef one_;     // size_ == 1
+    TensorRef* many_;   // size_ > 1
+  };
+  size_t size_ = 0;
+};
+
 // One side of a pair, as recorded.
 struct TensorDesc {
   // As stored. (shared_string.hpp: a pair's two equal names share one block; it reads as a
@@ -234,7 +316,7 @@ struct TensorDesc {
   struct Rare {
     // The recorded tensors it was computed from (ds.inputs). A comparison points their names at
     // the blocks of the named tensors' own names where it describes them (TensorRef).
-    std::vector<TensorRef> inputs;
+    TensorRefs inputs;
     // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
     // shards, or the one rank holding this replica); empty when the side is a single dump.
     // (Sparse: the box holding data flow alone is 56 bytes, 64 with the allocator's, not 80.)
@@ -245,7 +327,7 @@ struct TensorDesc {
     friend bool operator==(const Rare&, const Rare&) = default;
   };
   const std::vector<std::string>& axes() const noexcept { return rare_ ? rare_->axes.get() : kNoRare.axes.get(); }
-  const std::vector<TensorRef>& inputs() const noexcept { return rare_ ? rare_->inputs : kNoRare.inputs; }
+  const TensorRefs& inputs() const noexcept { return rare_ ? rare_->inputs : kNoRare.inputs; }
   const std::string& source() const noexcept { return rare_ ? rare_->source.get() : kNoRare.source.get(); }
   const std::string& path() const noexcept { return rare_ ? rare_->path.get() : kNoRare.path.get(); }
   const std::vector<uint32_t>& ranks() const noexcept { return rare_ ? rare_->ranks.get() : kNoRare.ranks.get(); }
@@ -272,26 +354,27 @@ struct Metrics {
   int64_t max_ulp = -1;
 
   // The metrics below are usually at their defaults (no NaN or Inf on either side, no class
-  // metrics, not light mode, no element outside allclose), so they live in one box (boxed.hpp):
-  // 8 bytes where they took 128 (a report holds a million pairs: issue 13 §5, issue 30 item 4).
-  // Read them through the accessors; set them with set_rare(), which keeps the box only when a
-  // value differs from its default.
+  // metrics, not light mode), so they live in one box (boxed.hpp): 8 bytes where they took 128
+  // (a report holds a million pairs: issue 13 §5, issue 30 item 4). Read them through the
+  // accessors; set them with set_rare(), which keeps the box only when a value differs from its
+  // default. The first mismatch is the exception: set on every failing or tolerated mismatch,
+  // which in a failing comparison is most pairs, it is held beside the box (24 bytes), not in it
+  // (a 144-byte block each, issue 30 item 4).
   struct Rare {
     uint64_t nan_ref = 0, nan_cand = 0, nan_both = 0, inf_ref = 0, inf_cand = 0, inf_same = 0;
     uint32_t top_k = 0;                                   // class metrics: the k of topk_overlap
     double argmax_agreement = kNaN, topk_overlap = kNaN;  // class metrics only
     double cosine_stderr = kNaN, rel_l2_stderr = kNaN;    // light mode only
     // The first element outside allclose (a failing or tolerated mismatch only): flat index in
-    // reference order, its coordinates in the reference's shape (InlineVector: no heap block up
-    // to two axes), and its two values.
+    // reference order and its two values; its coordinates in the reference's shape are
+    // PairResult::first_mismatch_coords().
     int64_t first_mismatch = -1;
-    InlineVector<uint64_t, 2> first_mismatch_coords;
     double first_mismatch_ref = kNaN, first_mismatch_cand = kNaN;
+    // Whether the boxed members (all but the first mismatch) are at their defaults.
     bool is_default() const noexcept {
       return (nan_ref | nan_cand | nan_both | inf_ref | inf_cand | inf_same | top_k) == 0 &&
              std::isnan(argmax_agreement) && std::isnan(topk_overlap) && std::isnan(cosine_stderr) &&
-             std::isnan(rel_l2_stderr) && first_mismatch == -1 && first_mismatch_coords.empty() &&
-             std::isnan(first_mismatch_ref) && std::isnan(first_mismatch_cand);
+             std::isnan(rel_l2_stderr);
     }
   };
   uint64_t nan_ref() const noexcept { return rare_ ? rare_->nan_ref : 0; }
@@ -305,21 +388,33 @@ struct Metrics {
   double topk_overlap() const noexcept { return rare_ ? rare_->topk_overlap : kNaN; }
   double cosine_stderr() const noexcept { return rare_ ? rare_->cosine_stderr : kNaN; }
   double rel_l2_stderr() const noexcept { return rare_ ? rare_->rel_l2_stderr : kNaN; }
-  int64_t first_mismatch() const noexcept { return rare_ ? rare_->first_mismatch : -1; }
-  const InlineVector<uint64_t, 2>& first_mismatch_coords() const noexcept {
-    return rare_ ? rare_->first_mismatch_coords : kNoCoords;
-  }
-  double first_mismatch_ref() const noexcept { return rare_ ? rare_->first_mismatch_ref : kNaN; }
-  double first_mismatch_cand() const noexcept { return rare_ ? rare_->first_mismatch_cand : kNaN; }
+  int64_t first_mismatch() const noexcept { return first_mismatch_; }
+  double first_mismatch_ref() const noexcept { return first_mismatch_ref_; }
+  double first_mismatch_cand() const noexcept { return first_mismatch_cand_; }
   // All of them at once (the defaults when none is set).
-  Rare rare() const { return rare_ ? *rare_ : Rare{}; }
+  Rare rare() const {
+    Rare r = rare_ ? *rare_ : Rare{};
+    r.first_mismatch = first_mismatch_;
+    r.first_mismatch_ref = first_mismatch_ref_;
+    r.first_mismatch_cand = first_mismatch_cand_;
+    return r;
+  }
   void set_rare(const Rare& r) {
-    if (r.is_default()) rare_.reset();
-    else rare_ = r;
+    first_mismatch_ = r.first_mismatch;
+    first_mismatch_ref_ = r.first_mismatch_ref;
+    first_mismatch_cand_ = r.first_mismatch_cand;
+    if (r.is_default()) {
+      rare_.reset();
+    } else {
+      rare_ = r;
+      rare_->first_mismatch = -1;  // held above: the box's copy stays at its default
+      rare_->first_mismatch_ref = rare_->first_mismatch_cand = kNaN;
+    }
   }
 
  private:
-  static inline const InlineVector<uint64_t, 2> kNoCoords{};
+  int64_t first_mismatch_ = -1;
+  double first_mismatch_ref_ = kNaN, first_mismatch_cand_ = kNaN;
   Boxed<Rare> rare_;
 };
 
@@ -437,12 +532,14 @@ struct PairResult {
   // judged against rounding (docs/metrics.md "Within or beyond rounding"; beyond_rounding above)
   double rounding = 0;           // the error the candidate's dtype makes anyway (rel_l2 units)
 
-  // The coordinates of metrics.max_abs_index in the reference's shape (empty when it is -1):
-  // computed when asked, not held (24 bytes a pair).
-  InlineVector<uint64_t, 2> max_abs_coords() const {
-    if (metrics.max_abs_index < 0) return {};
+  // The coordinates of metrics.max_abs_index and metrics.first_mismatch() in the reference's
+  // shape (empty when it is -1): computed when asked, not held (24 bytes a pair each).
+  InlineVector<uint64_t, 2> max_abs_coords() const { return coords_of(metrics.max_abs_index); }
+  InlineVector<uint64_t, 2> first_mismatch_coords() const { return coords_of(metrics.first_mismatch()); }
+  InlineVector<uint64_t, 2> coords_of(int64_t flat_index) const {
+    if (flat_index < 0) return {};
     InlineVector<uint64_t, 2> c(ref.shape.size(), 0);
-    uint64_t flat = static_cast<uint64_t>(metrics.max_abs_index);
+    uint64_t flat = static_cast<uint64_t>(flat_index);
     for (size_t i = ref.shape.size(); i-- > 0;) {
       if (ref.shape[i] == 0) return c;
       c[i] = flat % ref.shape[i];

@@ -36,6 +36,10 @@ AxesFindingPair entry(const AxesFinding& f, std::string_view side, const TensorD
 
 void find_axes_in_comparison(Report& report, std::span<const std::pair<uint32_t, uint32_t>> records,
                              const Reader& ref, const Reader& cand, unsigned threads) {
+  // Neither run has an attribute the judge reads (known from the scan on open): every judgement
+  // would be empty, and decoding a million metas again brings back pages the measuring pass
+  // released (a million 16-float records interleave metas and payloads: ~600 MiB of RSS).
+  if (!detail::ReaderAccess::has_axes_attributes(ref) && !detail::ReaderAccess::has_axes_attributes(cand)) return;
   // In blocks: only a block's judgements are held at once (a million pairs would hold 64 MB).
   const size_t n = records.size();
   constexpr size_t kBlock = 4096, kSub = 256;

@@ -98,7 +98,7 @@ RunPrecision run_precision(const Reader& r) {
 }
 
 // `top_k`: the k of the class metrics when the kernel computed them (else 0).
-Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref, uint32_t top_k) {
+Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& /*ref*/, uint32_t top_k) {
   Metrics m;
   m.count = k.count;
   m.finite_pairs = k.finite_pairs;
@@ -129,7 +129,6 @@ Metrics from_kernel(const numerics::PairMetrics& k, const TensorDesc& ref, uint3
   m.mismatch_fraction = k.mismatch_fraction;
   rare.first_mismatch = k.first_mismatch;
   if (k.first_mismatch >= 0) {
-    rare.first_mismatch_coords = unravel(static_cast<uint64_t>(k.first_mismatch), ref.shape);
     rare.first_mismatch_ref = k.first_mismatch_ref;
     rare.first_mismatch_cand = k.first_mismatch_cand;
   }
@@ -241,11 +240,13 @@ class Engine {
     }
     cut_after_first_divergence(work);
     // Measured: the plan goes (a million pairs: 64 MB); layout diagnosis needs record indexes only.
+    // The rules and the work list (8 MB each) go first, so the record indexes do not add to the
+    // peak (issue 30 item 4).
+    std::vector<const PolicyRule*>().swap(rules_);
+    std::vector<size_t>().swap(work);
     std::vector<PairRecords> records(plan_.size());
     for (size_t i = 0; i < plan_.size(); ++i) records[i] = {plan_[i].ref.index, plan_[i].cand.index};
     std::vector<PlannedPair>().swap(plan_);
-    std::vector<const PolicyRule*>().swap(rules_);
-    std::vector<size_t>().swap(work);
     size_t r64_missing = 0;
     for (size_t i = 0; i < rep.pairs.size(); ++i)
       r64_missing += r64_missing_[i] && rep.pairs[i].status != PairStatus::not_compared;

@@ -1,7 +1,7 @@
 // A comparison in parts (compare.hpp "A comparison in parts"): the pairs of compare() measured in
 // any number of parts, elsewhere, and assembled into the report compare() gives, bit for bit.
 //
-// A part is a blob: "DSPART3\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
+// A part is a blob: "DSPART4\n", u64 fingerprint of the comparison (engine.cpp: both files' salts
 // and record counts, the plan's identities and criteria), u64 size of the work list, u64 pair
 // count, then per pair u64 index, u8 reference64-missing flag and every field of PairResult the
 // engine fills before localisation, except the descriptions (the assembler prepares those
@@ -21,7 +21,7 @@ namespace driftscope {
 namespace compare_detail {
 namespace {
 
-constexpr std::string_view kMagic = "DSPART3\n";  // 2: r64_rms and r64_u (issue 26 §5); 3: no max_abs_coords (issue 30 §4)
+constexpr std::string_view kMagic = "DSPART4\n";  // 2: r64_rms and r64_u (issue 26 §5); 3: no max_abs_coords, 4: no first_mismatch_coords (issue 30 §4)
 
 Error bad_part(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 
@@ -255,7 +255,6 @@ void metrics_fields(IO& io, Metrics& m) {
                     &r.cosine_stderr, &r.rel_l2_stderr})
     io(*v);
   for (int64_t* v : {&r.first_mismatch, &m.max_abs_index, &m.max_ulp}) io(*v);
-  io(r.first_mismatch_coords);
   io(r.top_k);
   m.set_rare(r);
 }

@@ -558,7 +558,7 @@ void judge(PairResult& p, bool nan_equal) {
     if (m.mismatch_count > 0 && !(m.mismatch_fraction <= allowed)) {
       std::string where;
       if (m.first_mismatch() >= 0)
-        where = cformat(FMT_COMPILE("; first at {}: ref {} cand {}"), coords(m.first_mismatch_coords()),
+        where = cformat(FMT_COMPILE("; first at {}: ref {} cand {}"), coords(p.first_mismatch_coords()),
                             fmt_num(m.first_mismatch_ref(), 7), fmt_num(m.first_mismatch_cand(), 7));
       add(p, PairStatus::fail, "allclose",
           cformat(FMT_COMPILE("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}"),

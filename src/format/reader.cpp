@@ -87,6 +87,10 @@ struct Reader::Impl {
     uint8_t kind = 0;
   };
   std::vector<Entry> entries;
+  // Some TENSOR/SUMMARY record carries an attribute that checks by axis name read (§3.3:
+  // `axes_ops`, `norm_axes`, `softmax_axis`): without one, compare skips a pass that would decode
+  // every record's meta again after the measuring pass let the pages go (issue 30 item 4).
+  bool axes_attributes = false;
 
   // records(), built on first use from the entries (the file was checked by the scan).
   mutable std::once_flag records_once;
@@ -336,6 +340,9 @@ struct Reader::Impl {
         case kKindSummary:
           entries.push_back({rec.offset, rec.info.exec_index, fnv1a64(rec.info.name), rec.info.occurrence,
                              rec.info.role_index, static_cast<uint8_t>(rec.info.role), static_cast<uint8_t>(rec.kind)});
+          if (!axes_attributes)
+            for (const auto& [k, v] : rec.info.attrs)
+              if (k == "axes_ops" || k == "norm_axes" || k == "softmax_axis") axes_attributes = true;
           index_pos = kNoOffset;
           integrity.data_end = pos + f.record_length;
           break;
@@ -594,6 +601,7 @@ Result<void> detail::verify_payload_crc(const Reader& reader, const Record& r, u
 }
 
 Record detail::ReaderAccess::record(const Reader& r, size_t i) { return r.impl_->decode(i); }
+bool detail::ReaderAccess::has_axes_attributes(const Reader& r) { return r.impl_->axes_attributes; }
 uint64_t detail::ReaderAccess::exec_index(const Reader& r, size_t i) { return r.impl_->entries[i].exec_index; }
 
 detail::ReaderAccess::Identity detail::ReaderAccess::identity(const Reader& r, size_t i) {

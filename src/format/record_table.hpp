@@ -15,6 +15,9 @@ namespace driftscope::detail {
 struct ReaderAccess {
   // records()[i], decoded from the file (i < record_count(); the scan on open checked it).
   static Record record(const Reader& reader, size_t i);
+  // Whether some record carries `axes_ops`, `norm_axes` or `softmax_axis` (docs/format.md §3.3),
+  // as the scan on open saw it: false means no record has facts for the checks by axis name.
+  static bool has_axes_attributes(const Reader& reader);
   // records()[i].info.exec_index, from the table.
   static uint64_t exec_index(const Reader& reader, size_t i);
   // records()[i]'s identity from the table: fnv1a64 of the name (common/bytes.hpp), occurrence,

@@ -224,7 +224,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   else w.null();
   num("mismatch_fraction", m.mismatch_fraction, exact);
   index_member("first_mismatch_index", m.first_mismatch(), exact);
-  coords("first_mismatch_coords", m.first_mismatch_coords(), exact && m.first_mismatch() >= 0);
+  coords("first_mismatch_coords", p.first_mismatch_coords(), exact && m.first_mismatch() >= 0);
   num("first_mismatch_ref", m.first_mismatch_ref(), exact && m.first_mismatch() >= 0);
   num("first_mismatch_cand", m.first_mismatch_cand(), exact && m.first_mismatch() >= 0);
   index_member("max_abs_index", m.max_abs_index, exact);

@@ -266,7 +266,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     if (p.compared && !p.estimated) {
       if (m.first_mismatch() >= 0)
         out += fmt::format("  mismatch   {} of {} elements; first at {}: ref {} cand {}\n", m.mismatch_count,
-                           m.count, fmt_shape(m.first_mismatch_coords()), fmt_num(m.first_mismatch_ref(), 7),
+                           m.count, fmt_shape(p.first_mismatch_coords()), fmt_num(m.first_mismatch_ref(), 7),
                            fmt_num(m.first_mismatch_cand(), 7));
     }
     for (const auto& n : p.notes) out += fmt::format("  note       {}\n", printable(n));

@@ -494,3 +494,61 @@ TEST(Origins, InputNamesShareTheNamedTensorsBlock) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace driftscope;
+
+// A description's inputs (TensorRefs, issue 30 item 4): none, one inline, or several on the heap,
+// read, edited, copied, moved and compared as the std::vector they replace was; a moved-from
+// list is empty, and the names keep their blocks.
+TEST(Origins, InputListsHoldNoneOneOrMany) {
+  auto refs = [](size_t n) {
+    std::vector<TensorRef> v;
+    for (size_t i = 0; i < n; ++i) v.push_back({"t" + std::to_string(i), Role::output, 0, static_cast<uint32_t>(i)});
+    return v;
+  };
+  for (size_t n : {0u, 1u, 2u, 5u}) {
+    SCOPED_TRACE(n);
+    TensorRefs a(refs(n));
+    ASSERT_EQ(a.size(), n);
+    EXPECT_EQ(a.empty(), n == 0);
+    size_t k = 0;
+    for (const TensorRef& r : a) EXPECT_TRUE(r == refs(n)[k++]);
+    EXPECT_EQ(k, n);
+    TensorRefs copy(a);
+    EXPECT_TRUE(copy == a);
+    if (n) EXPECT_TRUE(copy[0].name.shares_with(a[0].name));
+    for (TensorRef& r : copy) r.occurrence += 10;  // edits the copy only
+    if (n) EXPECT_FALSE(copy == a);
+    if (n) EXPECT_EQ(a[n - 1].occurrence, n - 1);
+    TensorRefs moved(std::move(copy));
+    EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): a moved-from list is empty
+    ASSERT_EQ(moved.size(), n);
+    if (n) EXPECT_EQ(moved[n - 1].occurrence, n + 9);
+    // Assignments between every pair of sizes, over a list that held something.
+    for (size_t m : {0u, 1u, 3u}) {
+      TensorRefs b(refs(m));
+      b = a;
+      EXPECT_TRUE(b == a);
+      b = TensorRefs(refs(m));
+      EXPECT_TRUE(b == TensorRefs(refs(m)));
+      b = refs(n);
+      EXPECT_TRUE(b == a);
+      b = std::move(moved);
+      EXPECT_EQ(b.size(), n);
+      moved = std::move(b);
+    }
+  }
+  // The description reads them through inputs(); edit() sets them.
+  TensorDesc d;
+  EXPECT_TRUE(d.inputs().empty());
+  d.edit().inputs = refs(1);
+  ASSERT_EQ(d.inputs().size(), 1u);
+  EXPECT_EQ(d.inputs()[0].name, "t0");
+  TensorDesc e = d;
+  EXPECT_TRUE(e.inputs() == d.inputs());
+  EXPECT_TRUE(e.inputs()[0].name.shares_with(d.inputs()[0].name));
+}
+
+}  // namespace

@@ -160,3 +160,39 @@ TEST(RecordTable, LookupByIdentityGivesFindsRecordIndex) {
     EXPECT_EQ(r->find("encoder.layers.0.attn"), &r->records()[*a]);
   }
 }
+
+// Whether any record carries an attribute the checks by axis name read (axes_ops, norm_axes,
+// softmax_axis), as the scan saw it: compare skips its by-name pass over every record's meta when
+// neither dump has one (issue 30 item 4), so the flag must be set by any one record of either kind.
+TEST(RecordTable, AxesAttributesAreNotedByTheScan) {
+  auto dump = [](const std::string& name, std::vector<std::pair<std::string, std::string>> attrs, bool summary) {
+    const std::string path = dstest::scratch_path(name);
+    auto w = Writer::create(path);
+    EXPECT_TRUE(w.ok());
+    TensorInfo plain = dstest::f32_info("plain", {2, 3});
+    plain.attrs = {{"ds.inputs", ""}, {"ds.kind", "float"}, {"ds.source", "Linear  model.py:1"}};
+    EXPECT_TRUE((*w)->write(plain, as_bytes(dstest::ramp(6, 0.5f))).ok());
+    TensorInfo t = dstest::f32_info("tagged", {2, 3});
+    t.axes = {"seq", "hidden"};
+    t.attrs = std::move(attrs);
+    if (summary) {
+      Summary s;
+      s.stats.count = 6;
+      s.stats.l2_norm = 1;
+      s.projection_seed = 42;
+      s.projection = {1.5f};
+      EXPECT_TRUE((*w)->write_summary(t, s).ok());
+    } else {
+      EXPECT_TRUE((*w)->write(t, as_bytes(dstest::ramp(6, 1.5f))).ok());
+    }
+    EXPECT_TRUE((*w)->close().ok());
+    auto r = Reader::open(path);
+    EXPECT_TRUE(r.ok());
+    return r.ok() && detail::ReaderAccess::has_axes_attributes(*r);
+  };
+  EXPECT_FALSE(dump("axes-none", {}, false));
+  EXPECT_FALSE(dump("axes-other", {{"axes_from", "x"}, {"note", "axes_ops"}}, false));
+  EXPECT_TRUE(dump("axes-ops", {{"axes_ops", "anything"}}, false));
+  EXPECT_TRUE(dump("axes-norm", {{"norm_axes", "1"}}, false));
+  EXPECT_TRUE(dump("axes-softmax", {{"softmax_axis", "hidden"}}, true));
+}
