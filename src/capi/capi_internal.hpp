@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <memory>
@@ -52,6 +53,17 @@ void clear_error() noexcept;
 // Builds the error without the formatting a message needs when the status alone says it all.
 inline int fail_null(const char* what) noexcept {
   return fail(DS_E_INVALID_ARGUMENT, std::string(what) + " is NULL");
+}
+
+// Hands `text` out with snprintf semantics: truncated to capacity - 1 bytes, always terminated
+// (when capacity > 0), the full length returned so the caller can size a second call.
+inline int64_t copy_out(std::string_view text, char* buf, size_t capacity) noexcept {
+  if (capacity > 0) {
+    size_t n = text.size() < capacity ? text.size() : capacity - 1;
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int64_t>(text.size());
 }
 
 // The exception barrier: no C++ exception crosses the ABI. bad_alloc becomes DS_E_OUT_OF_MEMORY,

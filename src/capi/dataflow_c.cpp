@@ -1,5 +1,4 @@
 // C ABI: the data-flow attribute ds.inputs (include/driftscope/dataflow.hpp, docs/format.md §3.3.3).
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,13 +24,7 @@ int64_t ds_format_inputs(const ds_tensor_ref* refs, size_t count, char* buf, siz
       list.push_back({r.name, static_cast<Role>(r.role), r.role_index, r.occurrence});
     }
     std::string text = format_inputs(list);
-    if (capacity > 0) {
-      // snprintf semantics: truncate, always terminate, report the full length.
-      size_t n = text.size() < capacity ? text.size() : capacity - 1;
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
-    return static_cast<int64_t>(text.size());
+    return capi::copy_out(text, buf, capacity);
   });
 }
 

@@ -1,5 +1,4 @@
 // C ABI: filters (include/driftscope/filter.hpp, docs/filters.md).
-#include <cstring>
 
 #include "capi/capi_internal.hpp"
 
@@ -53,13 +52,7 @@ int64_t ds_filter_to_string(const ds_filter* filter, char* buf, size_t capacity)
     if (!filter) return capi::fail_null("filter");
     if (!buf && capacity > 0) return capi::fail_null("buf");
     std::string text = filter->filter.to_string();
-    if (capacity > 0) {
-      // snprintf semantics: truncate, always terminate, report the full length.
-      size_t n = text.size() < capacity ? text.size() : capacity - 1;
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
-    return static_cast<int64_t>(text.size());
+    return capi::copy_out(text, buf, capacity);
   });
 }
 

@@ -18,6 +18,7 @@
 #include "config/config_text.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
+#include "judge/reason_format.hpp"
 #include "numerics/pair_metrics.hpp"
 
 namespace driftscope::compare_detail {
@@ -242,9 +243,8 @@ Result<Report> run_engine(const Reader& reference, const Reader& candidate, cons
 Result<Report> compare_sets(const std::string& reference, const std::string& candidate,
                             const CompareOptions& options);
 
-// ---- verdict_line.cpp: Report::summary and the formats of the engine's reasons ----------------
-std::string fmt_num(double v, int significant = 4);
-std::string fmt_shape(std::span<const uint64_t> shape);
+// ---- verdict_line.cpp: Report::summary and the identity formats of the engine's reasons ------
+// (fmt_num and fmt_shape: judge/reason_format.hpp)
 std::string fmt_identity(const TensorDesc& d);  // name, with #occurrence and role when not plain
 std::string fmt_where(const PairResult& p);     // "index 3, MatMul"
 std::string summary_line(const Report& report);

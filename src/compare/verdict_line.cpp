@@ -1,45 +1,15 @@
-// The report's one-line verdict (Report::summary, what a CI log shows first) and the number,
-// shape and identity formats of the engine's reasons. They belong to the report model, not to a
-// renderer: the engine and the dump-set comparison fill Report::summary, and every renderer
-// prints it as it stands (src/report).
+// The report's one-line verdict (Report::summary, what a CI log shows first) and the identity
+// formats of the engine's reasons. They belong to the report model, not to a renderer: the engine
+// and the dump-set comparison fill Report::summary, and every renderer prints it as it stands
+// (src/report). The number and shape formats are the judges' (judge/reason_format.cpp).
 #include <algorithm>
-#include <cmath>
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "compare/internal.hpp"
 
 namespace driftscope::compare_detail {
-
-std::string fmt_num(double v, int significant) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == 0) return "0";
-  // The precisions in use, with the format compiled (FMT_COMPILE: the same text, less than half
-  // the time): judge() formats two or three numbers for every failing pair, a million pairs in
-  // the largest comparisons (issue 13 §5).
-  char buf[64];
-  auto text = [&](auto end) { return std::string(buf, static_cast<size_t>(end - buf)); };
-  switch (significant) {
-    case 2: return text(fmt::format_to(buf, FMT_COMPILE("{:.2g}"), v));
-    case 3: return text(fmt::format_to(buf, FMT_COMPILE("{:.3g}"), v));
-    case 4: return text(fmt::format_to(buf, FMT_COMPILE("{:.4g}"), v));
-    case 6: return text(fmt::format_to(buf, FMT_COMPILE("{:.6g}"), v));
-    case 7: return text(fmt::format_to(buf, FMT_COMPILE("{:.7g}"), v));
-    default: return fmt::format("{:.{}g}", v, significant);
-  }
-}
-
-std::string fmt_shape(std::span<const uint64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 std::string fmt_identity(const TensorDesc& d) {
   std::string s = d.name.str();

@@ -1,6 +1,6 @@
 // libFuzzer target for policy files (Policy::parse: the nesting pre-scan, toml++ or the JSON
-// parser, the validator in src/compare/policy.cpp): any input is a policy or a one-line error;
-// a policy that parses passes validate(). Any crash, hang, leak or sanitizer report is a bug
+// parser, the validator in src/options/settings_files.cpp): any input is a policy or a one-line
+// error; a policy that parses passes validate(). Any crash, hang, leak or sanitizer report is a bug
 // (issue 7 bug 3 was a stack overflow here).
 #include <cstddef>
 #include <cstdint>

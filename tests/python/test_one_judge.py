@@ -1,6 +1,7 @@
 """One judge (issue 25 item 2; docs/metrics.md §9): the guard judges every output through the
 library (driftscope._core.judge_output, include/driftscope/judge.hpp) with the guard criteria
-profile, validated by src/compare/options.cpp; one status table serves compare, check and guard.
+profile, validated by src/options/option_validate.cpp; one status table serves compare, check and
+guard.
 
 `oracle` below is the guard's own numpy judge as it stood before (python/driftscope/_guard/
 _metrics.py at 1a7ddd0), kept as the reference the library's judge must agree with: the same
@@ -304,7 +305,8 @@ def test_the_seed_thresholds_are_the_guard_profiles_defaults():
     ({"decision_threshold": 2.0}, "guard option 'decision_threshold' is 2, allowed 0 .. 1 (inf: no decision rule)"),
 ])
 def test_the_guard_profile_has_one_validator(bad, message, tmp_path):
-    """src/compare/options.cpp refuses a bad threshold for _core, Thresholds and guard() alike."""
+    """src/options/option_validate.cpp refuses a bad threshold for _core, Thresholds and guard()
+    alike."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
         _core.validate_guard_criteria(**bad)
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):

@@ -1,10 +1,10 @@
 """Verdicts for one output of one backend against the reference: the library's judge.
 
 Every output is judged by driftscope._core.judge_output (include/driftscope/judge.hpp,
-src/compare/output_judge.cpp) with the guard criteria profile, whose defaults are the seed
-thresholds below and whose ranges src/compare/options.cpp checks. The statuses and their order
-are the one status table of compare, check and guard (docs/metrics.md §9); the metrics come from
-compare's float64 pass (compare_pair). Formulas (docs/howto/guard.md §5, "Verdicts"), with
+src/judge/output_judge.cpp) with the guard criteria profile, whose defaults are the seed
+thresholds below and whose ranges src/options/option_validate.cpp checks. The statuses and their
+order are the one status table of compare, check and guard (docs/metrics.md §9); the metrics come
+from compare's float64 pass (compare_pair). Formulas (docs/howto/guard.md §5, "Verdicts"), with
 r = reference, c = candidate, both float64 and flattened, F = positions finite in both:
   norm_ref = ||r[finite r]||_2,  norm_cand = ||c[finite c]||_2
   cosine   = <r_F, c_F> / (||r_F|| ||c_F||); 1 when both are zero, 0 when only one is
@@ -101,7 +101,7 @@ class Thresholds:
                 "flip_rtol": self.flip_rtol}
 
     def validate(self) -> None:
-        """The library's validator of the profile (src/compare/options.cpp): raises
+        """The library's validator of the profile (src/options/option_validate.cpp): raises
         driftscope.errors.InvalidArgumentError ("guard option 'min_cosine' is 1.5, allowed -1 ..
         1")."""
         _core.validate_guard_criteria(**self.criteria())

@@ -308,16 +308,7 @@ def bisect_job(job: Job) -> Dict[str, Any]:
         use_row_samples([{n: v for n, v in s.items() if n in names} for s in calibration])
         r = ref.load(path, d, job.seed).run(sub)
         c = cand.load(path, d, job.seed).run(sub)
-        worst, detail = PASS, ""
-        for o in outs:
-            if o not in r:
-                continue
-            if o not in c:
-                worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
-                break
-            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
-            if SEVERITY[res.status] > SEVERITY[worst]:
-                worst, detail = res.status, f"{o}: {res.detail}"
+        worst, detail = _worst_at_cut(outs, r, c, t, inner, graph_outputs)
         runs.append({"node": order[k].name or order[k].op_type, "status": worst})
         return worst != PASS, worst, detail
 
@@ -337,6 +328,22 @@ def bisect_job(job: Job) -> Dict[str, Any]:
     node = order[cand_idx[hi]]
     return {"found": {"node": node.name, "op_type": node.op_type, "status": status,
                       "detail": detail, "index": hi, "step": step}, "runs": runs}
+
+
+def _worst_at_cut(outs: Sequence[str], r: Dict[str, np.ndarray], c: Dict[str, np.ndarray],
+                  t: Thresholds, inner: Thresholds, graph_outputs: Any) -> Tuple[str, str]:
+    """The worst (status, detail) of a cut model's outputs, ONNX and .tflite alike: the model's
+    own outputs judged by `t`, values inside it by `inner` (bisect_job says why)."""
+    worst, detail = PASS, ""
+    for o in outs:
+        if o not in r:
+            continue
+        if o not in c:
+            return "RUNTIME_ERROR", f"{o}: the candidate returned no value"
+        res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
+        if SEVERITY[res.status] > SEVERITY[worst]:
+            worst, detail = res.status, f"{o}: {res.detail}"
+    return worst, detail
 
 
 def _inner(t: Thresholds) -> Thresholds:
@@ -413,16 +420,7 @@ def tflite_bisect_job(job: Job) -> Dict[str, Any]:
         sub = {n: feeds[n] for n in piece.inputs}
         r = ref.load(path, d, job.seed).run(sub)
         c = cand.load(path, d, job.seed).run(sub)
-        worst, detail = PASS, ""
-        for o in piece.outputs:
-            if o not in r:
-                continue
-            if o not in c:
-                worst, detail = "RUNTIME_ERROR", f"{o}: the candidate returned no value"
-                break
-            res = judge(o, r[o], c[o], t if o in graph_outputs else inner, 0)
-            if SEVERITY[res.status] > SEVERITY[worst]:
-                worst, detail = res.status, f"{o}: {res.detail}"
+        worst, detail = _worst_at_cut(piece.outputs, r, c, t, inner, graph_outputs)
         runs.append({"node": g.op_label(k), "status": worst})
         return worst != PASS, worst, detail
 

@@ -198,7 +198,7 @@ def _resolve_backends(family: str, backends: Optional[Sequence[str]], reference:
 
 def _check_criteria(**values: Any) -> None:
     """The guard criteria profile checked by the library's one validator of judging options
-    (src/compare/options.cpp): "guard option 'min_cosine' is 1.5, allowed -1 .. 1"."""
+    (src/options/option_validate.cpp): "guard option 'min_cosine' is 1.5, allowed -1 .. 1"."""
     for flag, value in values.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise GuardError(f"{flag}={value!r}: must be a number", "invalid_argument")

@@ -24,7 +24,7 @@ reproduce then, and the real-weights bundle is kept in DIR/real-weights/ and sai
 from __future__ import annotations
 
 import argparse
-import collections
+import contextlib
 import difflib
 import hashlib
 import io
@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -233,76 +233,94 @@ def _try(typed: Any, nodes: List[str], output: str, values: Dict[str, np.ndarray
                     verdict.rel_error), sub, feeds, ref)
 
 
-def _connected(graph: Any, nodes: Sequence[str], start: str) -> bool:
-    """Does every node reach `start` through consumers inside the set?"""
-    by_name = {n.name: n for n in graph.node}
-    consumers: Dict[str, List[str]] = collections.defaultdict(list)
-    for x in nodes:
-        for i in by_name[x].input:
-            consumers[i].append(x)
+def reaches(items: Sequence[Any], start: Any, inputs_of: Callable[[Any], Sequence[Any]],
+            outputs_of: Callable[[Any], Sequence[Any]]) -> bool:
+    """Does every item (an ONNX node, a .tflite operator) reach `start` through producers inside
+    the set?"""
+    producers = {o: x for x in items for o in outputs_of(x)}
     reach, todo = {start}, [start]
-    producers = {o: x for x in nodes for o in by_name[x].output}
     while todo:
         x = todo.pop()
-        for i in by_name[x].input:
+        for i in inputs_of(x):
             p = producers.get(i)
             if p is not None and p not in reach:
                 reach.add(p)
                 todo.append(p)
-    return reach == set(nodes)
+    return reach == set(items)
+
+
+def grow_and_prune(start: Any, producers_of: Callable[[Any], Sequence[Any]],
+                   order: Callable[[Any], Any], attempt: Callable[[List[Any]], Tuple],
+                   connected: Callable[[List[Any]], bool],
+                   count: Callable[[Tuple, List[Any], bool], int], unit: str,
+                   label: Callable[[Any], str], max_nodes: int,
+                   log: Callable[[str], None]) -> Tuple[Tuple, List[Attempt]]:
+    """The search of every bundle, over ONNX nodes or .tflite operators: from `start`, grow ring
+    by ring through the producers of what the piece reads (at most `max_nodes`, as `count` says
+    of a tried piece) until the piece reproduces; then drop the outer ones first, while the rest
+    stays connected and still reproduces. `attempt(items)` is (Attempt, piece, its inputs, the
+    reference's outputs); returns the chosen one and every Attempt in order."""
+    items = [start]
+    attempts: List[Attempt] = []
+    best = attempt(items)
+    attempts.append(best[0])
+    log(f"{count(best, items, True)} {unit}: {best[0].status} {best[0].detail}")
+    ring = [start]
+    while not best[0].reproduces:
+        nxt: List[Any] = []
+        for x in ring:
+            for p in producers_of(x):
+                if p not in items and p not in nxt:
+                    nxt.append(p)
+        room = max_nodes - count(best, items, False)
+        if not nxt or room <= 0:
+            break
+        nxt = nxt[:room]
+        items, ring = sorted(items + nxt, key=order), nxt
+        best = attempt(items)
+        attempts.append(best[0])
+        log(f"{count(best, items, False)} {unit}: {best[0].status} {best[0].detail}")
+    if best[0].reproduces:
+        # Last added first: the outer ring is where the innocent producers came in. Passes
+        # until none drops: an item becomes removable once what it fed alone is gone.
+        dropped = True
+        while dropped:
+            dropped = False
+            for x in sorted(items, key=order, reverse=True):
+                if x == start or x not in items:
+                    continue
+                fewer = [y for y in items if y != x]
+                if not connected(fewer):
+                    continue
+                tried = attempt(fewer)
+                attempts.append(tried[0])
+                log(f"without {label(x)}: {tried[0].status}")
+                if tried[0].reproduces:
+                    items, best, dropped = fewer, tried, True
+    return best, attempts
 
 
 def search(model: Any, values: Dict[str, np.ndarray], start: Any, output: str, reference: str,
            candidate: str, max_nodes: int, work: str, seed: int = 0, timeout: float = 300.0,
            log=lambda s: None) -> Tuple[Attempt, Any, Dict[str, np.ndarray],
                                         Dict[str, np.ndarray], List[Attempt]]:
-    """The growth and the pruning; returns (the chosen attempt, its subgraph, its inputs, the
-    reference's outputs, every attempt in order)."""
+    """grow_and_prune over the model's nodes; returns (the chosen attempt, its subgraph, its
+    inputs, the reference's outputs, every attempt in order)."""
     typed = _typed(model, values)
     graph = typed.graph
     producer = {o: n for n in graph.node for o in n.output if o}
     order = {n.name: k for k, n in enumerate(graph.node)}
-    nodes = [start.name]
-    attempts: List[Attempt] = []
-    best = _try(typed, nodes, output, values, reference, candidate, work, seed, timeout)
-    attempts.append(best[0])
-    log(f"{len(nodes)} node(s): {best[0].status} {best[0].detail}")
-    ring = [start.name]
-    while not best[0].reproduces:
-        by_name = {n.name: n for n in graph.node}
-        nxt: List[str] = []
-        for x in ring:
-            for i in by_name[x].input:
-                p = producer.get(i)
-                if p is not None and p.name not in nodes and p.name not in nxt:
-                    nxt.append(p.name)
-        room = max_nodes - _counted(best[1])
-        if not nxt or room <= 0:
-            break
-        nxt = nxt[:room]
-        nodes = sorted(nodes + nxt, key=order.__getitem__)
-        ring = nxt
-        best = _try(typed, nodes, output, values, reference, candidate, work, seed, timeout)
-        attempts.append(best[0])
-        log(f"{_counted(best[1])} node(s): {best[0].status} {best[0].detail}")
-    if best[0].reproduces:
-        # Last added first: the outer ring is where the innocent producers came in. Passes
-        # until none drops: a node becomes removable once what it fed alone is gone.
-        dropped = True
-        while dropped:
-            dropped = False
-            for x in sorted(nodes, key=order.__getitem__, reverse=True):
-                if x == start.name or x not in nodes:
-                    continue
-                fewer = [y for y in nodes if y != x]
-                if not _connected(graph, fewer, start.name):
-                    continue
-                tried = _try(typed, fewer, output, values, reference, candidate, work, seed,
-                             timeout)
-                attempts.append(tried[0])
-                log(f"without {x}: {tried[0].status}")
-                if tried[0].reproduces:
-                    nodes, best, dropped = fewer, tried, True
+    by_name = {n.name: n for n in graph.node}
+    best, attempts = grow_and_prune(
+        start.name,
+        lambda x: [producer[i].name for i in by_name[x].input if i in producer],
+        order.__getitem__,
+        lambda nodes: _try(typed, nodes, output, values, reference, candidate, work, seed,
+                           timeout),
+        lambda nodes: reaches(nodes, start.name, lambda x: by_name[x].input,
+                              lambda x: by_name[x].output),
+        lambda b, nodes, first: len(nodes) if first else _counted(b[1]), "node(s)", str,
+        max_nodes, log)
     return best[0], best[1], best[2], best[3], attempts
 
 
@@ -422,17 +440,27 @@ def _npz(arrays: Dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def _run_py(reference: str, candidate: str) -> str:
+def run_py_text(template: str, reference: str, candidate: str, **fields: Any) -> str:
+    """A bundle's run.py: `template` (beside this module) filled with the guard's thresholds and
+    `fields`. The .tflite and PyTorch templates take the ONNX one's judge() at "# @JUDGE@": the
+    guard's verdict as run.py states it, one text for the three bundles."""
     from .._guard._metrics import Thresholds
 
+    def read(name: str) -> str:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name),
+                  encoding="utf-8") as f:
+            return f.read()
+
     t = Thresholds()
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "repro_run.py.tmpl"), encoding="utf-8") as f:
-        text = f.read()
+    text = read(template)
+    if "# @JUDGE@" in text:
+        onnx_text = read("repro_run.py.tmpl")
+        judge = onnx_text[onnx_text.index("def judge("):onnx_text.index("\n\n\ndef main")]
+        text = text.replace("# @JUDGE@", judge)
     return text.format(candidate=candidate, reference=reference, min_cosine=t.min_cosine,
                        max_rel_error=t.rel_error_limit(), max_norm_ratio=t.max_norm_ratio,
                        min_norm=t.min_norm, small_atol=t.small_atol, small_rtol=t.small_rtol,
-                       choices=", ".join(RUN_PY_BACKENDS))
+                       **fields)
 
 
 def _write_bundle(folder: str, sub: Any, feeds: Dict[str, np.ndarray],
@@ -440,7 +468,8 @@ def _write_bundle(folder: str, sub: Any, feeds: Dict[str, np.ndarray],
                   readme: str) -> None:
     write_files(folder, {"model.onnx": sub.SerializeToString(), "inputs.npz": _npz(feeds),
                          "expected.npz": _npz(expected),
-                         "run.py": _run_py(reference, candidate).encode("utf-8"),
+                         "run.py": run_py_text("repro_run.py.tmpl", reference, candidate,
+                                               choices=", ".join(RUN_PY_BACKENDS)).encode("utf-8"),
                          "README.md": readme.encode("utf-8")})
 
 
@@ -548,6 +577,35 @@ def _install(staged: str, out: str) -> None:
     os.rmdir(staged)
 
 
+@contextlib.contextmanager
+def staged_bundle(parent: str, out: str) -> Iterator[str]:
+    """A hidden folder in `parent` to write a bundle in: installed at `out` (_install) when the
+    block ends, removed when it fails."""
+    staged = tempfile.mkdtemp(prefix=".repro-", dir=parent)
+    try:
+        yield staged
+        _install(staged, out)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def own_forker(backends: Sequence[str]) -> Iterator[None]:
+    """This thread's fork server for `backends` while a bundle is searched and written (the
+    guard's), the caller's own restored after."""
+    from .._guard._process import _local, _start_forker
+
+    previous = getattr(_local, "forker", None)
+    _local.forker = _start_forker(list(backends))
+    try:
+        yield
+    finally:
+        if _local.forker is not None:
+            _local.forker.close()
+        _local.forker = previous
+
+
 def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                inputs: Sequence[str] = (), anonymize_: bool = False, seed: int = 0,
                max_nodes: int = 16, force: bool = False, timeout: float = 300.0,
@@ -555,7 +613,6 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     """Writes the bundle; `hasher` (driftscope.reference) is needed with anonymize_."""
     import onnx
 
-    from .._guard._process import _start_forker, _local
     from .._guard.backends.registry import BACKENDS
 
     for role, b in (("--reference", reference), ("--candidate", candidate)):
@@ -586,17 +643,14 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     values = _capture(proto, feeds)
     parent = os.path.dirname(os.path.abspath(out))
     result = ReproResult(False)
-    previous = getattr(_local, "forker", None)
-    _local.forker = _start_forker([reference, candidate])
-    try:
+    with own_forker([reference, candidate]):
         with tempfile.TemporaryDirectory(prefix="driftscope-repro-") as work:
             best, sub, sub_feeds, ref_out, attempts = search(
                 proto, values, start, output, reference, candidate, max_nodes, work, seed,
                 timeout, log)
             result.attempts, result.reproduces = attempts, best.reproduces
             result.nodes = [n.name for n in sub.graph.node]
-            staged = tempfile.mkdtemp(prefix=".repro-", dir=parent)
-            try:
+            with staged_bundle(parent, out) as staged:
                 real = os.path.join(staged, "real-weights") if anonymize_ else staged
                 expected = {o.name: ref_out[o.name] for o in sub.graph.output}
                 _write_bundle(real, sub, sub_feeds, expected, reference, candidate, "")
@@ -634,14 +688,6 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                     _write_bundle(staged, anon, drawn, expected, reference, candidate, readme)
                     if result.anonymized:
                         shutil.rmtree(real)  # shareable: the real weights stay home
-                _install(staged, out)
-            except BaseException:
-                shutil.rmtree(staged, ignore_errors=True)
-                raise
-    finally:
-        if _local.forker is not None:
-            _local.forker.close()
-        _local.forker = previous
     return result
 
 

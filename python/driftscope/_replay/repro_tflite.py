@@ -161,60 +161,20 @@ def _try(g: Any, ops: List[int], t: int, values: Dict[int, np.ndarray], referenc
     return RP.Attempt(attempt_ops, v.status, v.detail, v.cosine, v.rel_error), piece, feeds, ref
 
 
-def _connected(g: Any, ops: Sequence[int], start: int) -> bool:
-    producers = {int(o): k for k in ops for o in g.operators[k].outputs if o >= 0}
-    reach, todo = {start}, [start]
-    while todo:
-        k = todo.pop()
-        for x in g.operators[k].inputs:
-            p = producers.get(int(x))
-            if p is not None and p not in reach:
-                reach.add(p)
-                todo.append(p)
-    return reach == set(ops)
-
-
 def search(g: Any, values: Dict[int, np.ndarray], start: int, t: int, reference: str,
            candidate: str, max_nodes: int, work: str, seed: int = 0, timeout: float = 300.0,
            log=lambda s: None) -> Tuple[RP.Attempt, Any, Dict[str, np.ndarray],
                                         Dict[str, np.ndarray], List[RP.Attempt]]:
-    """repro.search's growth and pruning on operator indices."""
-    ops = [start]
-    attempts: List[RP.Attempt] = []
-    best = _try(g, ops, t, values, reference, candidate, work, seed, timeout)
-    attempts.append(best[0])
-    log(f"{len(best[1].ops)} op(s): {best[0].status} {best[0].detail}")
-    ring = [start]
-    while not best[0].reproduces:
-        nxt: List[int] = []
-        for k in ring:
-            for x in g.operators[k].inputs:
-                p = g.producer.get(int(x))
-                if p is not None and p not in ops and p not in nxt:
-                    nxt.append(p)
-        room = max_nodes - len(best[1].ops)
-        if not nxt or room <= 0:
-            break
-        nxt = nxt[:room]
-        ops, ring = sorted(ops + nxt), nxt
-        best = _try(g, ops, t, values, reference, candidate, work, seed, timeout)
-        attempts.append(best[0])
-        log(f"{len(best[1].ops)} op(s): {best[0].status} {best[0].detail}")
-    if best[0].reproduces:
-        dropped = True
-        while dropped:
-            dropped = False
-            for k in sorted(ops, reverse=True):
-                if k == start or k not in ops:
-                    continue
-                fewer = [x for x in ops if x != k]
-                if not _connected(g, fewer, start):
-                    continue
-                tried = _try(g, fewer, t, values, reference, candidate, work, seed, timeout)
-                attempts.append(tried[0])
-                log(f"without {g.op_label(k)}: {tried[0].status}")
-                if tried[0].reproduces:
-                    ops, best, dropped = fewer, tried, True
+    """repro.grow_and_prune over operator indices."""
+    def inputs_of(k: int) -> List[int]:
+        return [int(x) for x in g.operators[k].inputs]
+
+    best, attempts = RP.grow_and_prune(
+        start, lambda k: [g.producer[x] for x in inputs_of(k) if x in g.producer], lambda k: k,
+        lambda ops: _try(g, ops, t, values, reference, candidate, work, seed, timeout),
+        lambda ops: RP.reaches(ops, start, inputs_of,
+                               lambda k: [int(o) for o in g.operators[k].outputs if o >= 0]),
+        lambda b, ops, first: len(b[1].ops), "op(s)", g.op_label, max_nodes, log)
     return best[0], best[1], best[2], best[3], attempts
 
 
@@ -301,24 +261,6 @@ def _versions() -> List[str]:
     return out
 
 
-def _run_py(reference: str, candidate: str, quantized: bool) -> str:
-    from .._guard._metrics import Thresholds
-
-    t = Thresholds()
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "repro_run.py.tmpl"), encoding="utf-8") as f:
-        onnx_text = f.read()
-    # The guard's verdict as the ONNX bundle's run.py states it: one text, three bundles.
-    judge = onnx_text[onnx_text.index("def judge("):onnx_text.index("\n\n\ndef main")]
-    with open(os.path.join(here, "repro_run_tflite.py.tmpl"), encoding="utf-8") as f:
-        text = f.read()
-    return text.replace("# @JUDGE@", judge).format(
-        candidate=candidate, reference=reference, quantized=quantized,
-        min_cosine=t.min_cosine, max_rel_error=t.rel_error_limit(),
-        max_norm_ratio=t.max_norm_ratio, min_norm=t.min_norm, small_atol=t.small_atol,
-        small_rtol=t.small_rtol)
-
-
 def _readme(model: str, at: str, reference: str, candidate: str, best: RP.Attempt, nops: int,
             kinds: str, attempts: List[RP.Attempt], reproduces: bool, max_nodes: int,
             run_line: str, control_line: str, anonymized: Optional[str],
@@ -359,7 +301,6 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                inputs: Sequence[str] = (), anonymize_: bool = False, seed: int = 0,
                max_nodes: int = 16, force: bool = False, timeout: float = 300.0,
                log=lambda s: None, hasher: Any = None) -> RP.ReproResult:
-    from .._guard._run import _local, _start_forker
     from .._guard.backends.registry import BACKENDS
 
     tfl = [n for n, x in BACKENDS.items() if x.family == "tflite"]
@@ -387,9 +328,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     quantized = bool(getattr(BACKENDS[candidate], "recipe_name", None))
     parent = os.path.dirname(os.path.abspath(out))
     result = RP.ReproResult(False)
-    previous = getattr(_local, "forker", None)
-    _local.forker = _start_forker([reference, candidate])
-    try:
+    with RP.own_forker([reference, candidate]):
         with tempfile.TemporaryDirectory(prefix="driftscope-repro-") as work:
             pieces = os.path.join(work, "pieces")
             os.makedirs(pieces)
@@ -398,7 +337,6 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
             result.attempts, result.reproduces = attempts, best.reproduces
             result.nodes = [g.op_label(k) for k in piece.ops]
             kinds = ", ".join(g.op_types[k] for k in piece.ops)
-            staged = tempfile.mkdtemp(prefix=".repro-", dir=parent)
             builds: Dict[bytes, Optional[bytes]] = {}
 
             def files(data: bytes, fd: Dict[str, np.ndarray], expected: Dict[str, np.ndarray],
@@ -408,12 +346,13 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                     if data not in builds:
                         builds[data] = _candidate_build(candidate, data, work, seed)
                     got["candidate.tflite"] = builds[data]
+                run_py = RP.run_py_text("repro_run_tflite.py.tmpl", reference, candidate,
+                                        quantized=quantized)
                 got.update({"inputs.npz": RP._npz(fd), "expected.npz": RP._npz(expected),
-                            "run.py": _run_py(reference, candidate, quantized).encode("utf-8"),
-                            "README.md": readme.encode("utf-8")})
+                            "run.py": run_py.encode("utf-8"), "README.md": readme.encode("utf-8")})
                 return got
 
-            try:
+            with RP.staged_bundle(parent, out) as staged:
                 real = os.path.join(staged, "real-weights") if anonymize_ else staged
                 expected = {o: ref_out[o] for o in piece.outputs}
                 RP.write_files(real, files(piece.data, sub_feeds, expected, ""))
@@ -463,12 +402,4 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
                     RP.write_files(staged, files(data, drawn, expected, readme))
                     if result.anonymized:
                         shutil.rmtree(real)
-                RP._install(staged, out)
-            except BaseException:
-                shutil.rmtree(staged, ignore_errors=True)
-                raise
-    finally:
-        if _local.forker is not None:
-            _local.forker.close()
-        _local.forker = previous
     return result

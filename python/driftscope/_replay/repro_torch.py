@@ -19,7 +19,6 @@ import copy
 import difflib
 import os
 import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -145,22 +144,6 @@ def _versions() -> List[str]:
             f"torch {torch.__version__}"]
 
 
-def _run_py(reference: str, candidate: str) -> str:
-    from .._guard._metrics import Thresholds
-
-    t = Thresholds()
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "repro_run.py.tmpl"), encoding="utf-8") as f:
-        onnx_text = f.read()
-    judge = onnx_text[onnx_text.index("def judge("):onnx_text.index("\n\n\ndef main")]
-    with open(os.path.join(here, "repro_run_torch.py.tmpl"), encoding="utf-8") as f:
-        text = f.read()
-    return text.replace("# @JUDGE@", judge).format(
-        candidate=candidate, reference=reference, min_cosine=t.min_cosine,
-        max_rel_error=t.rel_error_limit(), max_norm_ratio=t.max_norm_ratio, min_norm=t.min_norm,
-        small_atol=t.small_atol, small_rtol=t.small_rtol)
-
-
 def _write(folder: str, sub: Any, args: tuple, expected: np.ndarray, reference: str,
            candidate: str, readme: str, anonymous: bool = False) -> None:
     import io
@@ -179,7 +162,8 @@ def _write(folder: str, sub: Any, args: tuple, expected: np.ndarray, reference: 
               for k, a in enumerate(args)}
     files = {"model.pt2": buf.getvalue(), "inputs.npz": RP._npz(arrays),
              "expected.npz": RP._npz({"output": expected}),
-             "run.py": _run_py(reference, candidate).encode("utf-8"),
+             "run.py": RP.run_py_text("repro_run_torch.py.tmpl", reference,
+                                      candidate).encode("utf-8"),
              "README.md": readme.encode("utf-8")}
     RP.write_files(folder, files)
 
@@ -269,8 +253,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
     sub, args = net.get_submodule(path), captured[path][0]
     kind = type(sub).__name__
     parent = os.path.dirname(os.path.abspath(out))
-    staged = tempfile.mkdtemp(prefix=".repro-", dir=parent)
-    try:
+    with RP.staged_bundle(parent, out) as staged:
         real = os.path.join(staged, "real-weights") if anonymize_ else staged
         _write(real, sub, args, expected, reference, candidate, "")
         run = RP.run_bundle(real, timeout=timeout)
@@ -301,8 +284,4 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
             _write(staged, anon, drawn, a_expected, reference, candidate, readme, True)
             if result.anonymized:
                 shutil.rmtree(real)
-        RP._install(staged, out)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
     return result

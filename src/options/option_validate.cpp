@@ -1,6 +1,8 @@
 // The one validator of compare options (issue 7): the CLI, the C ABI and Python hand their
 // settings to CompareSettings::resolve(), and compare() checks options built in code with
-// validate(), so every front end refuses the same values with the same message.
+// validate(), so every front end refuses the same values with the same message. It is the
+// options layer's, beside the table whose ranges it applies (compare_options.hpp); the engine
+// only calls it.
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -50,6 +52,19 @@ Result<void> check_criteria(const Criteria& c, std::string_view prefix) {
   return {};
 }
 
+// The engine's scalar settings, one check for the settings (before any file is read) and for
+// options built in code.
+Result<void> check_scalars(int64_t threads, int64_t max_amplifiers, double amplification,
+                           std::optional<double> r64_floor) {
+  DRIFTSCOPE_TRY(check_integer("threads", threads, 0, kMaxThreads));
+  DRIFTSCOPE_TRY(check_integer("max_amplifiers", max_amplifiers, 0, kMaxAmplifiers));
+  if (r64_floor) DRIFTSCOPE_TRY(check_number("r64_floor", *r64_floor, 0, kMaxR64));
+  if (!(amplification > 1) || !std::isfinite(amplification))
+    return option_error(
+        fmt::format("'amplification_threshold' is {}, allowed: finite and > 1", amplification));
+  return {};
+}
+
 }  // namespace
 
 Result<void> validate(const CompareOptions& o) {
@@ -64,15 +79,8 @@ Result<void> validate(const CompareOptions& o) {
   }
   for (const auto& [dtype, k] : o.policy.r64_k)
     DRIFTSCOPE_TRY(check_number(fmt::format("r64_k.{}", dtype_name(dtype)), k, 0, kMaxR64));
-  if (o.policy.r64_floor) DRIFTSCOPE_TRY(check_number("r64_floor", *o.policy.r64_floor, 0, kMaxR64));
-  DRIFTSCOPE_TRY(check_integer("threads", o.threads, 0, kMaxThreads));
-  if (!(o.amplification_threshold > 1) || !std::isfinite(o.amplification_threshold))
-    return option_error(fmt::format("'amplification_threshold' is {}, allowed: finite and > 1",
-                                    o.amplification_threshold));
-  DRIFTSCOPE_TRY(check_integer("max_amplifiers", static_cast<int64_t>(std::min<size_t>(
-                                                     o.max_amplifiers, size_t{1} << 62)),
-                               0, kMaxAmplifiers));
-  return {};
+  return check_scalars(o.threads, static_cast<int64_t>(std::min<size_t>(o.max_amplifiers, size_t{1} << 62)),
+                       o.amplification_threshold, o.policy.r64_floor);
 }
 
 Result<CompareOptions> CompareSettings::resolve() const {
@@ -92,8 +100,7 @@ Result<CompareOptions> CompareSettings::resolve() const {
   if (c.max_mismatch_fraction && !c.uses_allclose())
     return option_error("'max_mismatch_fraction' needs 'atol' or 'rtol' (it loosens the allclose rule)");
   DRIFTSCOPE_TRY(check_integer("top_k", top_k, 1, kMaxTopK));
-  DRIFTSCOPE_TRY(check_integer("threads", threads, 0, kMaxThreads));
-  DRIFTSCOPE_TRY(check_integer("max_amplifiers", max_amplifiers, 0, kMaxAmplifiers));
+  DRIFTSCOPE_TRY(check_scalars(threads, max_amplifiers, amplification_threshold, r64_floor));
   if (pairs != "name" && pairs != "positional")
     return option_error(fmt::format("'pairs' is '{}', allowed name, positional", pairs));
   if (!policy.empty() && !policy_text.empty())
@@ -108,10 +115,6 @@ Result<CompareOptions> CompareSettings::resolve() const {
       return option_error(fmt::format("'r64_k' entry '{}': expected DTYPE=K with K in 0 .. 1e+12, e.g. f16=3", kv));
     r64.emplace_back(*dt, k);
   }
-  if (r64_floor) DRIFTSCOPE_TRY(check_number("r64_floor", *r64_floor, 0, kMaxR64));
-  if (!std::isfinite(amplification_threshold) || !(amplification_threshold > 1))
-    return option_error(fmt::format("'amplification_threshold' is {}, allowed: finite and > 1",
-                                    amplification_threshold));
 
   if (!policy.empty()) {
     auto p = Policy::load(policy);
