@@ -47,7 +47,7 @@ std::span<const StatusRule> status_table() noexcept;
 inline constexpr double kVanishedNormRatio = 1e-6;
 
 // The guard criteria profile: every field is a flag of `driftscope guard` (docs/howto/guard.md
-// §5), and these defaults are the guard's seed thresholds. validate() (compare/options.cpp, the
+// §5), and these defaults are the guard's seed thresholds. validate() (options/option_validate.cpp, the
 // one validator of judging options) checks the ranges.
 struct GuardCriteria {
   double min_cosine = 0.99;              // -1 .. 1
