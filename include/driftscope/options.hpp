@@ -14,6 +14,8 @@
 //   choices              the allowed words, comma-separated ("" for any)
 //   group                the --help group ("Options" is CLI11's own)
 //   help                 the --help text
+// and, in a table whose flags are Python's argparse (the guard's), a twelfth column:
+//   metavar              the flag's value name in --help ("C" of "--min-cosine C")
 #pragma once
 
 #include <cstdint>
@@ -64,6 +66,7 @@ struct OptionSpec {
   std::string_view choices;  // "name,positional"; empty: any text
   std::string_view group;    // the command's --help group
   std::string_view help;
+  std::string_view metavar;  // argparse tables only; empty elsewhere
 };
 
 std::string_view option_type_name(OptionType t) noexcept;
@@ -85,10 +88,12 @@ constexpr OptionType option_type_of() {
 
 // A struct's field from a row.
 #define DRIFTSCOPE_OPTION_FIELD_(type, name, def, ...) type name = def;
-// A row as an OptionSpec of the given scope (settings or command).
-#define DRIFTSCOPE_OPTION_SPEC_(scope, type, name, def, flag, keyword, role, lo, hi, choices, group, help) \
+// A row as an OptionSpec of the given scope (settings or command). The optional twelfth column
+// (a literal) is the metavar: `"" metavar` is that literal, or "" when a table has no such column.
+#define DRIFTSCOPE_OPTION_SPEC_(scope, type, name, def, flag, keyword, role, lo, hi, choices, group, help, ...) \
   ::driftscope::OptionSpec{#name, ::driftscope::option_type_of<type>(), ::driftscope::OptionScope::scope, \
-                           ::driftscope::OptionRole::role, flag, keyword, lo, hi, choices, group, help},
+                           ::driftscope::OptionRole::role, flag, keyword, lo, hi, choices, group, help,  \
+                           "" __VA_ARGS__},
 #define DRIFTSCOPE_OPTION_SETTINGS_SPEC_(...) DRIFTSCOPE_OPTION_SPEC_(settings, __VA_ARGS__)
 #define DRIFTSCOPE_OPTION_COMMAND_SPEC_(...) DRIFTSCOPE_OPTION_SPEC_(command, __VA_ARGS__)
 

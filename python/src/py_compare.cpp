@@ -201,6 +201,7 @@ nb::list option_rows(std::span<const OptionSpec> specs) {
     d["choices"] = words(o.choices);
     d["group"] = std::string(o.group);
     d["help"] = std::string(o.help);
+    d["metavar"] = std::string(o.metavar);
     rows.append(d);
   }
   return rows;

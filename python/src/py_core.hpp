@@ -55,8 +55,8 @@ Role parse_role(std::string_view text);
 DType parse_dtype_or_raise(std::string_view text);
 
 // An option table's rows (driftscope/options.hpp) as a list of dicts: name, type, scope, role,
-// flags, keyword, range (lo, hi) or None, choices, group, help (_core.compare_options(),
-// _core.check_options(); py_compare.cpp).
+// flags, keyword, range (lo, hi) or None, choices, group, help, metavar (_core.compare_options(),
+// _core.check_options(), _core.guard_criteria_options(); py_compare.cpp).
 nb::list option_rows(std::span<const OptionSpec> specs);
 
 void bind_errors(nb::module_& m);
