@@ -12,30 +12,31 @@
 namespace driftscope::cli {
 namespace {
 
+// The flags are the rows of check.hpp's option table (setup_check registers them).
 struct CheckArgs {
   std::string file;
   CheckOptions options;
-  std::string json_out, html_out;
-  bool quiet = false;
+  CheckCommandOptions command;
 };
 
 int run_check(const CheckArgs& a) {
-  for (const std::string* out : {&a.json_out, &a.html_out})
+  const CheckCommandOptions& c = a.command;
+  for (const std::string* out : {&c.json, &c.html})
     if (!out->empty() && *out != "-")
       if (auto same = refuse_input_as_output(*out, std::vector<std::string>{a.file}); !same) return fail(same.error().message);
-  if (!a.json_out.empty() && a.json_out == a.html_out)
-    return fail(a.json_out == "-" ? std::string("only one report can go to stdout ('-')")
-                                  : fmt::format("--json and --html both name {}; give each report its own file", a.json_out));
-  const bool to_stdout = a.json_out == "-" || a.html_out == "-";
+  if (!c.json.empty() && c.json == c.html)
+    return fail(c.json == "-" ? std::string("only one report can go to stdout ('-')")
+                              : fmt::format("--json and --html both name {}; give each report its own file", c.json));
+  const bool to_stdout = c.json == "-" || c.html == "-";
   if (auto v = a.options.validate(); !v) return fail(v.error().to_string());
   auto rep = check_file(a.file, a.options);
   if (!rep) return fail(a.file, rep.error());
-  if (!a.json_out.empty())
-    if (auto w = write_output_file(a.json_out, check_to_json(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
-  if (!a.html_out.empty())
-    if (auto w = write_output_file(a.html_out, check_to_html(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
+  if (!c.json.empty())
+    if (auto w = write_output_file(c.json, check_to_json(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
+  if (!c.html.empty())
+    if (auto w = write_output_file(c.html, check_to_html(*rep), std::vector<std::string>{a.file}); !w) return fail(w.error().to_string());
   if (!to_stdout) {
-    if (a.quiet) fmt::print("{}\n", printable(rep->summary));
+    if (c.quiet) fmt::print("{}\n", printable(rep->summary));
     else fmt::print("{}", check_to_text(*rep));
   }
   std::fflush(stdout);
@@ -46,25 +47,9 @@ std::function<int()> setup_check(CLI::App& app) {
   auto a = std::make_shared<CheckArgs>();
   auto* sub = app.add_subcommand("check", "Check one run by itself: NaN/Inf, dead or constant outputs, wrong-axis norms");
   sub->add_option("RUN", a->file, "the .tdump file of one run")->required();
-  CheckOptions& o = a->options;
-  sub->add_option("--dynamic", o.dynamic_axes,
-                  "an axis name that may take several sizes in this run (repeatable)")->allow_extra_args(false);
-  sub->add_option("--ignore", o.ignore,
-                  "a finding code not to report, e.g. dead_channels (repeatable)")->allow_extra_args(false);
-  sub->add_option("--norm-tolerance", o.norm_tolerance,
-                  "allowed |mean| and |variance - 1| of a normalised slice (default 0.05)");
-  sub->add_option("--softmax-tolerance", o.softmax_tolerance,
-                  "allowed |sum - 1| of a softmax slice (default 0.001; x10 for float16/bfloat16)");
-  sub->add_option("--bad-slices", o.bad_slice_fraction,
-                  "fraction of slices that may break the norm/softmax test (default 0.01)");
-  sub->add_option("--f16-limit", o.f16_near_overflow,
-                  "float16 |x| from which values count as near overflow (default 32768; max 65504)");
-  sub->add_option("--saturation", o.saturation_fraction,
-                  "INT8/UINT8 fraction at a saturating extreme that is a finding (default 0.01)");
-  sub->add_option("--json", a->json_out, "write the JSON report to FILE, '-' for stdout");
-  sub->add_option("--html", a->html_out,
-                  "write one self-contained offline HTML page (findings per tensor, filterable) to FILE, '-' for stdout");
-  sub->add_flag("-q,--quiet", a->quiet, "print only the summary line");
+  // The options' values go to CheckOptions::validate(), the one validator of every front end.
+  DRIFTSCOPE_CLI_ROWS(DRIFTSCOPE_CHECK_OPTIONS, sub, a->options, false);
+  DRIFTSCOPE_CLI_ROWS(DRIFTSCOPE_CHECK_COMMAND, sub, a->command, true);
   sub->footer(R"HELP(
 Looks at one recorded run, with no reference to compare against, and reports what is
 wrong on its face. Each finding has a code:

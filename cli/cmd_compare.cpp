@@ -67,36 +67,6 @@ class Progress {
   bool drawn_ = false;
 };
 
-// One row of compare_options.hpp as a CLI11 option. Only the command's own options are range- and
-// choice-checked here; the settings' values go to CompareSettings::resolve(), so a bad one gets
-// the message every front end gives.
-template <class T>
-void add_compare_option(CLI::App* sub, T& var, std::string_view flag, std::string_view help, std::string_view group,
-              bool command, std::string_view choices, double lo, double hi) {
-  if (flag.empty()) return;  // not on the command line (the C ABI's and Python's only)
-  CLI::Option* o = nullptr;
-  if constexpr (std::is_same_v<T, ExactNames>)
-    return;  // no row of this type has a flag (it is the mapping file's [exact] table)
-  else if constexpr (std::is_same_v<T, bool>)
-    o = sub->add_flag(std::string(flag), var, std::string(help));
-  else
-    o = sub->add_option(std::string(flag), var, std::string(help));
-  if constexpr (std::is_same_v<T, std::vector<std::string>>) o->allow_extra_args(false);
-  o->group(std::string(group));
-  if (!command) return;
-  if (!choices.empty()) {
-    std::vector<std::string> allowed;
-    for (size_t pos = 0; pos <= choices.size();) {
-      size_t comma = std::min(choices.find(',', pos), choices.size());
-      allowed.emplace_back(choices.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    o->check(CLI::IsMember(allowed));
-  }
-  if constexpr (std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, int64_t>)
-    if (lo != hi) o->check(CLI::Range(static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
-}
-
 int run_compare(const CompareArgs& a) {
   const CompareCommandOptions& c = a.command;
   auto resolved = a.settings.resolve();
@@ -174,15 +144,10 @@ std::function<int()> setup_compare(CLI::App& app) {
                   "the trusted run; its execution order defines 'first' and errors are relative to it")
       ->required();
   sub->add_option("CANDIDATE", a->candidate, "the run under test (a dump or a dump set directory)")->required();
-  // Registration order is the rows' order, which is --help's (tests/cli holds it).
-#define DS_SETTING_FLAG_(type, name, def, flag, keyword, role, lo, hi, choices, group, help) \
-  add_compare_option(sub, a->settings.name, flag, help, group, false, choices, lo, hi);
-#define DS_COMMAND_FLAG_(type, name, def, flag, keyword, role, lo, hi, choices, group, help) \
-  add_compare_option(sub, a->command.name, flag, help, group, true, choices, lo, hi);
-  DRIFTSCOPE_COMPARE_SETTINGS(DS_SETTING_FLAG_)
-  DRIFTSCOPE_COMPARE_COMMAND(DS_COMMAND_FLAG_)
-#undef DS_SETTING_FLAG_
-#undef DS_COMMAND_FLAG_
+  // Only the command's own options are range- and choice-checked by CLI11; the settings' values
+  // go to CompareSettings::resolve(), so a bad one gets the message every front end gives.
+  DRIFTSCOPE_CLI_ROWS(DRIFTSCOPE_COMPARE_SETTINGS, sub, a->settings, false);
+  DRIFTSCOPE_CLI_ROWS(DRIFTSCOPE_COMPARE_COMMAND, sub, a->command, true);
 
   sub->footer(R"HELP(
 Pairs tensors by (name, role, occurrence), measures every pair in one float64 pass and

@@ -9,28 +9,75 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "driftscope/error.hpp"
+#include "driftscope/options.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
 
+// The options of `driftscope check`, declared once (issue 25 item 4; the columns are
+// driftscope/options.hpp's): X(type, name, default, flag, python keyword, role, lo, hi, choices,
+// group, help). The rows make CheckOptions' fields, the command's flags (cli/cmd_check.cpp), the
+// nanobind fields and _core.check_options() (python/src/py_check.cpp), driftscope.check()'s
+// keyword handling, and validate()'s ranges and finding codes (the `ignore` row's choices);
+// tests/python/test_check_option_table.py holds the Python signature, the type stub and the docs
+// (docs/cli.md) to them.
+#define DRIFTSCOPE_CHECK_FINDING_CODES                                                            \
+  "nonfinite,all_zero,constant,dead_channels,f16_near_overflow,int8_saturation,norm_axis,"        \
+  "softmax_axis,axis_size,norm_over,softmax_over,reduce_over_batch,broadcast_conflict,"            \
+  "concat_mismatch"
+#define DRIFTSCOPE_CHECK_OPTIONS(X)                                                               \
+  /* axis names allowed several sizes (plus the run's `dynamic_axes` metadata) */                 \
+  X(std::vector<std::string>, dynamic_axes, {}, "--dynamic", "dynamic_axes", value, 0, 0, "",      \
+    "Options", "an axis name that may take several sizes in this run (repeatable)")               \
+  X(std::vector<std::string>, ignore, {}, "--ignore", "ignore", value, 0, 0,                       \
+    DRIFTSCOPE_CHECK_FINDING_CODES, "Options",                                                     \
+    "a finding code not to report, e.g. dead_channels (repeatable)")                              \
+  /* |mean| and |var - 1| (RMS: |mean square - 1|) of a slice */                                  \
+  X(double, norm_tolerance, 0.05, "--norm-tolerance", "norm_tolerance", value, 0, 1e6, "",        \
+    "Options", "allowed |mean| and |variance - 1| of a normalised slice (default 0.05)")          \
+  /* |sum - 1| of a slice (float16/bfloat16: 10 x this) */                                        \
+  X(double, softmax_tolerance, 1e-3, "--softmax-tolerance", "softmax_tolerance", value, 0, 1e6,   \
+    "", "Options",                                                                                 \
+    "allowed |sum - 1| of a softmax slice (default 0.001; x10 for float16/bfloat16)")             \
+  /* a normalisation/softmax finding needs more bad slices than this */                          \
+  X(double, bad_slice_fraction, 0.01, "--bad-slices", "bad_slice_fraction", value, 0, 1, "",       \
+    "Options", "fraction of slices that may break the norm/softmax test (default 0.01)")          \
+  /* |x| >= this in a float16 tensor (max 65504) */                                               \
+  X(double, f16_near_overflow, 32768, "--f16-limit", "f16_near_overflow", value, 0, 65504, "",    \
+    "Options", "float16 |x| from which values count as near overflow (default 32768; max 65504)") \
+  /* INT8/UINT8 elements at a saturating extreme */                                              \
+  X(double, saturation_fraction, 0.01, "--saturation", "saturation_fraction", value, 0, 1, "",     \
+    "Options", "INT8/UINT8 fraction at a saturating extreme that is a finding (default 0.01)")
+
+// The command's own options (CheckCommandOptions): its report files and display.
+#define DRIFTSCOPE_CHECK_COMMAND(X)                                                               \
+  X(std::string, json, {}, "--json", "", output_file, 0, 0, "", "Options",                        \
+    "write the JSON report to FILE, '-' for stdout")                                              \
+  X(std::string, html, {}, "--html", "", output_file, 0, 0, "", "Options",                        \
+    "write one self-contained offline HTML page (findings per tensor, filterable) to FILE, '-' "  \
+    "for stdout")                                                                                  \
+  X(bool, quiet, false, "-q,--quiet", "", value, 0, 0, "", "Options", "print only the summary line")
+
 struct CheckOptions {
-  std::vector<std::string> dynamic_axes;  // axis names allowed several sizes (plus the run's
-                                          // `dynamic_axes` metadata)
-  std::vector<std::string> ignore;        // finding codes not to report
-  double norm_tolerance = 0.05;     // |mean| and |var - 1| (RMS: |mean square - 1|) of a slice
-  double softmax_tolerance = 1e-3;  // |sum - 1| of a slice (float16/bfloat16: 10 x this)
-  double bad_slice_fraction = 0.01; // a normalisation/softmax finding needs more bad slices
-  double f16_near_overflow = 32768; // |x| >= this in a float16 tensor (max 65504)
-  double saturation_fraction = 0.01;  // INT8/UINT8 elements at a saturating extreme
-  // Parses and checks the values: invalid_argument naming the option and its allowed range.
+  DRIFTSCOPE_CHECK_OPTIONS(DRIFTSCOPE_OPTION_FIELD_)
+  // Parses and checks the values: invalid_argument naming the option and its allowed range (the
+  // rows' lo .. hi; `ignore`: the row's choices).
   Result<void> validate() const;
 };
+
+struct CheckCommandOptions {
+  DRIFTSCOPE_CHECK_COMMAND(DRIFTSCOPE_OPTION_FIELD_)
+};
+
+// The rows of DRIFTSCOPE_CHECK_OPTIONS (scope settings) and DRIFTSCOPE_CHECK_COMMAND (command).
+std::span<const OptionSpec> check_option_specs() noexcept;
 
 // A stable code ("nonfinite", "all_zero", "constant", "dead_channels", "f16_near_overflow",
 // "int8_saturation", "norm_axis", "softmax_axis", "axis_size", and by axis name "norm_over",

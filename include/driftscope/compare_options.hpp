@@ -1,4 +1,5 @@
-// The options of `driftscope compare`, declared once (issue 25 item 4). Each row is one option:
+// The options of `driftscope compare`, declared once (issue 25 item 4; the row type and its
+// columns: driftscope/options.hpp). Each row is one option:
 // its C++ type and default, its name (the CompareSettings field, the C ABI's JSON key, the key of
 // the settings JSON the command hands to the Ray engine), its command-line flag (CLI11 spelling),
 // its driftscope.compare() keyword, what it names (an input file, a report file), its range, its
@@ -23,16 +24,9 @@
 #include <vector>
 
 #include "driftscope/error.hpp"
+#include "driftscope/options.hpp"
 
 namespace driftscope {
-
-// (reference name, candidate name) pairs named exactly (CompareSettings::exact).
-using ExactNames = std::vector<std::pair<std::string, std::string>>;
-
-// What an option's value names: the command refuses a report file (`output_file`) that is one of
-// its inputs (`input_file`, and the two dumps), and the Ray engine hands input files to its
-// workers as absolute paths.
-enum class OptionRole : uint8_t { value, input_file, output_file };
 
 #define DRIFTSCOPE_INF_ std::numeric_limits<double>::infinity()
 #define DRIFTSCOPE_TOL_ "Tolerance (any of these replaces the per-dtype defaults as a whole)"
@@ -138,45 +132,14 @@ enum class OptionRole : uint8_t { value, input_file, output_file };
     "auto (TTY and no NO_COLOR), always or never")                                                      \
   X(bool, no_progress, false, "--no-progress", "", value, 0, 0, "", "Output", "no progress bar on stderr")
 
-#define DRIFTSCOPE_OPTION_FIELD_(type, name, def, ...) type name = def;
-
 // The options of the command beyond the library's settings.
 struct CompareCommandOptions {
   DRIFTSCOPE_COMPARE_COMMAND(DRIFTSCOPE_OPTION_FIELD_)
 };
 
-// The JSON value types of the rows, from their C++ types.
-enum class OptionType : uint8_t {
-  number,            // double
-  optional_number,   // std::optional<double>: absent or null is "not given"
-  integer,           // int64_t
-  optional_integer,  // std::optional<int64_t>
-  flag,              // bool
-  text,              // std::string
-  list,              // array of strings; repeatable on the command line
-  names,             // object {"reference name": "candidate name"}
-};
-
-enum class OptionScope : uint8_t { settings, command };
-
-// One row, as data: what _core.compare_options() returns and the docs are checked against.
-struct OptionSpec {
-  std::string_view name;
-  OptionType type;
-  OptionScope scope;
-  OptionRole role;
-  std::string_view flag;     // CLI11 spelling ("-j,--threads"); empty: not on the command line
-  std::string_view keyword;  // driftscope.compare()'s keyword; empty: none
-  double lo, hi;             // the allowed range of a number or integer (lo == hi == 0: none)
-  std::string_view choices;  // "name,positional"; empty: any text
-  std::string_view group;    // the command's --help group
-  std::string_view help;
-};
-
 std::span<const OptionSpec> compare_option_specs() noexcept;
 // The row of `name` (a settings or command option), or nullptr.
 const OptionSpec* find_compare_option(std::string_view name) noexcept;
-std::string_view option_type_name(OptionType t) noexcept;
 
 struct CompareSettings;
 

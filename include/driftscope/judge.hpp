@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "driftscope/error.hpp"
+#include "driftscope/options.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
@@ -46,18 +47,54 @@ std::span<const StatusRule> status_table() noexcept;
 // healthy reference's has vanished (`norm_vanished`).
 inline constexpr double kVanishedNormRatio = 1e-6;
 
-// The guard criteria profile: every field is a flag of `driftscope guard` (docs/howto/guard.md
-// §5), and these defaults are the guard's seed thresholds. validate() (options/option_validate.cpp, the
-// one validator of judging options) checks the ranges.
+// The guard criteria profile, declared once (issue 25 item 4; the columns are driftscope/
+// options.hpp's, plus the argparse metavar): the rows make GuardCriteria's fields and defaults (the
+// guard's seed thresholds), validate()'s ranges (options/option_validate.cpp, the one validator of
+// judging options), _core.GUARD_CRITERIA_DEFAULTS and _core.guard_criteria_options(), from which
+// the Python command builds its flags, their help and their defaults (driftscope/_guard/
+// _command.py; docs/howto/guard.md §5). tests/python/test_guard_option_table.py holds them to it.
+// Special ranges, said by validate(): min_norm must also be finite (an infinite one would call
+// every output vanished); decision_threshold may be inf (no decision rule); an infinite
+// tolerance or ratio turns its rule off (the probe judges values inside a model without the
+// few-values and decision rules).
+#define DRIFTSCOPE_GUARD_CRITERIA(X)                                                               \
+  X(double, min_cosine, 0.99, "--min-cosine", "min_cosine", value, -1, 1, "", "",                   \
+    "PRECISION_DEGRADATION below this cosine similarity (default 0.99)", "C")                      \
+  /* absolute silent zero */                                                                       \
+  X(double, min_norm, 1e-4, "--min-norm", "min_norm", value, 0, DRIFTSCOPE_GUARD_INF_, "", "",       \
+    "SILENT_ZERO_VECTOR below this L2 norm where the reference's is at least this (default 1e-4)",  \
+    "N")                                                                                            \
+  X(double, max_argmax_flip, 0.0, "--max-argmax-flip", "max_argmax_flip", value, 0, 1, "", "",       \
+    "ARGMAX_FLIP when more than this share of positions change their top-1 (default 0: any change)", \
+    "F")                                                                                            \
+  /* nullopt: rel_error_limit()'s bound */                                                         \
+  X(std::optional<double>, max_rel_error, {}, "--max-rel-error", "max_rel_error", value, 0,          \
+    DRIFTSCOPE_GUARD_INF_, "", "",                                                                  \
+    "PRECISION_DEGRADATION when ||cand - ref|| / ||ref|| exceeds E (default: what --min-cosine and " \
+    "--max-norm-ratio allow together, 0.296 at their defaults)",                                    \
+    "E")                                                                                            \
+  X(double, max_norm_ratio, 1.25, "--max-norm-ratio", "max_norm_ratio", value, 1,                    \
+    DRIFTSCOPE_GUARD_INF_, "", "",                                                                  \
+    "PRECISION_DEGRADATION when the norm ratio cand/ref is outside [1/R, R] (default 1.25)", "R")   \
+  /* few values: |c - r| <= atol + rtol |r| */                                                     \
+  X(double, small_atol, 0.01, "", "small_atol", value, 0, DRIFTSCOPE_GUARD_INF_, "", "",             \
+    "few values: a value is beyond its tolerance when |c - r| > small_atol + small_rtol |r|", "")   \
+  X(double, small_rtol, 0.01, "", "small_rtol", value, 0, DRIFTSCOPE_GUARD_INF_, "", "",             \
+    "few values: the relative part of that tolerance", "")                                         \
+  /* scores in [0, 1] */                                                                           \
+  X(double, decision_threshold, 0.5, "--decision-threshold", "decision_threshold", value, 0, 1, "",  \
+    "",                                                                                             \
+    "a score output (values in [0, 1]; at most 4, or a last axis of 1) whose value crosses T is a "  \
+    "decision flip (default 0.5)",                                                                  \
+    "T")                                                                                            \
+  /* near-tie of a decision or a top-1 */                                                          \
+  X(double, flip_rtol, 1e-4, "", "flip_rtol", value, 0, 1, "", "",                                  \
+    "a decision or top-1 within this relative distance of its rival is a near-tie, not a flip", "")
+
+#define DRIFTSCOPE_GUARD_INF_ std::numeric_limits<double>::infinity()
+
 struct GuardCriteria {
-  double min_cosine = 0.99;              // -1 .. 1
-  double min_norm = 1e-4;                // absolute silent zero; finite, >= 0
-  double max_argmax_flip = 0.0;          // 0 .. 1
-  std::optional<double> max_rel_error;   // >= 0 (inf: off); nullopt: rel_error_limit()'s bound
-  double max_norm_ratio = 1.25;          // >= 1 (inf: off)
-  double small_atol = 0.01, small_rtol = 0.01;  // few values: |c - r| <= atol + rtol |r|; >= 0 (inf: off)
-  double decision_threshold = 0.5;       // scores in [0, 1]: 0 .. 1 (inf: no decision rule)
-  double flip_rtol = 1e-4;               // near-tie of a decision or a top-1; 0 .. 1
+  DRIFTSCOPE_GUARD_CRITERIA(DRIFTSCOPE_OPTION_FIELD_)
   // --max-rel-error, or the largest relative error the cosine and norm-ratio rules allow
   // together: with cos >= C and norm ratio rho <= R, ||c - r||^2 / ||r||^2 = rho^2 - 2 rho cos
   // + 1 <= R^2 - 2RC + 1 (0.296 at the defaults), so it never contradicts a relaxed min_cosine.
@@ -65,6 +102,8 @@ struct GuardCriteria {
 };
 // Errc::invalid_argument "guard option 'min_cosine' is 1.5, allowed -1 .. 1".
 Result<void> validate(const GuardCriteria& criteria);
+// The rows of DRIFTSCOPE_GUARD_CRITERIA (scope settings; metavar: the Python flag's).
+std::span<const OptionSpec> guard_criteria_specs() noexcept;
 
 // At most this many values: a cosine cannot judge an output (two one-element vectors have cosine
 // +-1), so it is judged element by element.

@@ -249,11 +249,19 @@ class CheckOptions:
     saturation_fraction: float
     def __init__(self) -> None: ...
 
+def check_options() -> List[Dict[str, Any]]:
+    """The table of check options (include/driftscope/check.hpp), rows as compare_options()'s:
+    scope "settings" are CheckOptions' fields, "command" the command's own (--json, --html, -q)."""
+    ...
 def check(reader: Reader, options: CheckOptions) -> Tuple[str, str, str]: ...
 def guard_report_html(report_json: str) -> str: ...
 
 # The one judge (python/src/py_judge.cpp, include/driftscope/judge.hpp; docs/metrics.md §9).
 GUARD_CRITERIA_DEFAULTS: Dict[str, Optional[float]]
+def guard_criteria_options() -> List[Dict[str, Any]]:
+    """The guard criteria profile's table (judge.hpp DRIFTSCOPE_GUARD_CRITERIA), rows as
+    compare_options()'s plus "metavar"; the rows with flags are `driftscope guard`'s."""
+    ...
 FEW_VALUES: int
 VANISHED_NORM_RATIO: float
 def status_table() -> List[Tuple[str, bool, str]]:

@@ -21,16 +21,14 @@
 namespace driftscope::py {
 
 void bind_check(nb::module_& m) {
-  // Plain fields, no checks: CheckOptions::validate() (called by check()) is the validator.
-  nb::class_<CheckOptions>(m, "CheckOptions")
-      .def(nb::init<>())
-      .def_rw("dynamic_axes", &CheckOptions::dynamic_axes)
-      .def_rw("ignore", &CheckOptions::ignore)
-      .def_rw("norm_tolerance", &CheckOptions::norm_tolerance)
-      .def_rw("softmax_tolerance", &CheckOptions::softmax_tolerance)
-      .def_rw("bad_slice_fraction", &CheckOptions::bad_slice_fraction)
-      .def_rw("f16_near_overflow", &CheckOptions::f16_near_overflow)
-      .def_rw("saturation_fraction", &CheckOptions::saturation_fraction);
+  // Plain fields, no checks: CheckOptions::validate() (called by check()) is the validator. The
+  // fields are the rows of check.hpp's table, which _core.check_options() returns as data.
+  auto options = nb::class_<CheckOptions>(m, "CheckOptions").def(nb::init<>());
+#define DS_BIND_CHECK_(type, name, ...) options.def_rw(#name, &CheckOptions::name);
+  DRIFTSCOPE_CHECK_OPTIONS(DS_BIND_CHECK_)
+#undef DS_BIND_CHECK_
+  // driftscope.check()'s keyword handling and the docs check are built from it.
+  m.def("check_options", [] { return option_rows(check_option_specs()); });
   // (JSON report, text report, HTML page) of one run.
   m.def(
       "check",

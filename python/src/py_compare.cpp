@@ -176,6 +176,37 @@ nb::dict open_set(const std::string& path) {
 
 }  // namespace
 
+nb::list option_rows(std::span<const OptionSpec> specs) {
+  auto words = [](std::string_view text) {  // "a,b" -> ["a", "b"]
+    nb::list out;
+    while (!text.empty()) {
+      size_t comma = text.find(',');
+      out.append(std::string(text.substr(0, comma)));
+      text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    }
+    return out;
+  };
+  nb::list rows;
+  for (const OptionSpec& o : specs) {
+    nb::dict d;
+    d["name"] = std::string(o.name);
+    d["type"] = std::string(option_type_name(o.type));
+    d["scope"] = o.scope == OptionScope::settings ? "settings" : "command";
+    d["role"] = o.role == OptionRole::input_file    ? "input_file"
+                : o.role == OptionRole::output_file ? "output_file"
+                                                    : "value";
+    d["flags"] = words(o.flag);
+    d["keyword"] = std::string(o.keyword);
+    d["range"] = o.lo == o.hi ? nb::object(nb::none()) : nb::object(nb::make_tuple(o.lo, o.hi));
+    d["choices"] = words(o.choices);
+    d["group"] = std::string(o.group);
+    d["help"] = std::string(o.help);
+    d["metavar"] = std::string(o.metavar);
+    rows.append(d);
+  }
+  return rows;
+}
+
 void bind_compare(nb::module_& m) {
   nb::class_<PyReport>(m, "Report")
       .def_prop_ro("verdict",
@@ -229,40 +260,7 @@ void bind_compare(nb::module_& m) {
 
   // The table itself: the Python command's argparse, compare()'s keyword handling and the
   // docs check are built from it (driftscope/_compare/).
-  m.def("compare_options", [] {
-    nb::list rows;
-    for (const OptionSpec& o : compare_option_specs()) {
-      nb::dict d;
-      d["name"] = std::string(o.name);
-      d["type"] = std::string(option_type_name(o.type));
-      d["scope"] = o.scope == OptionScope::settings ? "settings" : "command";
-      d["role"] = o.role == OptionRole::input_file    ? "input_file"
-                  : o.role == OptionRole::output_file ? "output_file"
-                                                      : "value";
-      nb::list flags;
-      std::string_view f = o.flag;
-      while (!f.empty()) {
-        size_t comma = f.find(',');
-        flags.append(std::string(f.substr(0, comma)));
-        f = comma == std::string_view::npos ? std::string_view() : f.substr(comma + 1);
-      }
-      d["flags"] = flags;
-      d["keyword"] = std::string(o.keyword);
-      d["range"] = o.lo == o.hi ? nb::object(nb::none()) : nb::object(nb::make_tuple(o.lo, o.hi));
-      nb::list choices;
-      std::string_view c = o.choices;
-      while (!c.empty()) {
-        size_t comma = c.find(',');
-        choices.append(std::string(c.substr(0, comma)));
-        c = comma == std::string_view::npos ? std::string_view() : c.substr(comma + 1);
-      }
-      d["choices"] = choices;
-      d["group"] = std::string(o.group);
-      d["help"] = std::string(o.help);
-      rows.append(d);
-    }
-    return rows;
-  });
+  m.def("compare_options", [] { return option_rows(compare_option_specs()); });
   // The settings (and command options) from the JSON of compare_options_to_json: what the
   // command hands to the Ray engine and what the Ray engine hands to its tasks.
   m.def(

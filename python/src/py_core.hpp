@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,7 @@
 #include <nanobind/nanobind.h>
 
 #include "driftscope/error.hpp"
+#include "driftscope/options.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
 
@@ -51,6 +53,11 @@ inline void check(Result<void>&& r) {
 Role parse_role(std::string_view text);
 // A dtype name or alias of parse_dtype ("f32", "float32", "bfloat16", ...).
 DType parse_dtype_or_raise(std::string_view text);
+
+// An option table's rows (driftscope/options.hpp) as a list of dicts: name, type, scope, role,
+// flags, keyword, range (lo, hi) or None, choices, group, help, metavar (_core.compare_options(),
+// _core.check_options(), _core.guard_criteria_options(); py_compare.cpp).
+nb::list option_rows(std::span<const OptionSpec> specs);
 
 void bind_errors(nb::module_& m);
 void bind_reader(nb::module_& m);

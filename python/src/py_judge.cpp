@@ -66,16 +66,13 @@ void bind_judge(nb::module_& m) {
   // The guard profile's defaults, the seed thresholds of `driftscope guard` (its flags' defaults
   // and Thresholds' are checked against these by tests/python/test_one_judge.py).
   nb::dict defaults;
-  defaults["min_cosine"] = d.min_cosine;
-  defaults["min_norm"] = d.min_norm;
-  defaults["max_argmax_flip"] = d.max_argmax_flip;
-  defaults["max_rel_error"] = nb::none();
-  defaults["max_norm_ratio"] = d.max_norm_ratio;
-  defaults["small_atol"] = d.small_atol;
-  defaults["small_rtol"] = d.small_rtol;
-  defaults["decision_threshold"] = d.decision_threshold;
-  defaults["flip_rtol"] = d.flip_rtol;
+#define DS_GUARD_DEFAULT_(type, name, ...) defaults[#name] = d.name;
+  DRIFTSCOPE_GUARD_CRITERIA(DS_GUARD_DEFAULT_)
+#undef DS_GUARD_DEFAULT_
   m.attr("GUARD_CRITERIA_DEFAULTS") = defaults;
+  // The profile's table (judge.hpp): the guard command's flags, help and metavars are built
+  // from it (driftscope/_guard/_command.py).
+  m.def("guard_criteria_options", [] { return option_rows(guard_criteria_specs()); });
   m.attr("FEW_VALUES") = kFewValues;
   m.attr("VANISHED_NORM_RATIO") = kVanishedNormRatio;
 

@@ -473,27 +473,55 @@ int CheckReport::exit_code() const noexcept {
   return findings.empty() ? 0 : 1;
 }
 
+namespace {
+
+constexpr OptionSpec kCheckSpecs[] = {DRIFTSCOPE_CHECK_OPTIONS(DRIFTSCOPE_OPTION_SETTINGS_SPEC_)
+                                          DRIFTSCOPE_CHECK_COMMAND(DRIFTSCOPE_OPTION_COMMAND_SPEC_)};
+
+// The words of a row's choices ("a,b,c").
+std::vector<std::string_view> choices_of(std::string_view choices) {
+  std::vector<std::string_view> words;
+  for (size_t pos = 0; pos < choices.size();) {
+    size_t comma = std::min(choices.find(',', pos), choices.size());
+    words.push_back(choices.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return words;
+}
+
+// A number row's range; a list row's allowed words (when it has choices). The other pass skips
+// each kind, so all ranges are checked before any word, as the messages were ordered before.
+Result<void> check_range(std::string_view key, double v, double lo, double hi) {
+  std::string p = compare_detail::range_problem(key, v, lo, hi);
+  if (!p.empty()) return make_error(Errc::invalid_argument, "check option " + p);
+  return {};
+}
+Result<void> check_range(std::string_view, const std::vector<std::string>&, double, double) { return {}; }
+Result<void> check_words(std::string_view, double, std::string_view) { return {}; }
+Result<void> check_words(std::string_view key, const std::vector<std::string>& given, std::string_view choices) {
+  if (choices.empty()) return {};
+  const std::vector<std::string_view> allowed = choices_of(choices);
+  for (const auto& c : given)
+    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
+      return make_error(Errc::invalid_argument, fmt::format("check option '{}': unknown finding code '{}', allowed: {}",
+                                                            key, c, fmt::join(allowed, ", ")));
+  return {};
+}
+
+}  // namespace
+
+std::span<const OptionSpec> check_option_specs() noexcept { return kCheckSpecs; }
+
+// Ranges and allowed words are the rows' (the ones --help, the docs and Python show).
 Result<void> CheckOptions::validate() const {
-  auto range = [](std::string_view key, double v, double lo, double hi) -> Result<void> {
-    std::string p = compare_detail::range_problem(key, v, lo, hi);
-    if (!p.empty()) return make_error(Errc::invalid_argument, "check option " + p);
-    return {};
-  };
-  DRIFTSCOPE_TRY(range("norm_tolerance", norm_tolerance, 0, 1e6));
-  DRIFTSCOPE_TRY(range("softmax_tolerance", softmax_tolerance, 0, 1e6));
-  DRIFTSCOPE_TRY(range("bad_slice_fraction", bad_slice_fraction, 0, 1));
-  DRIFTSCOPE_TRY(range("f16_near_overflow", f16_near_overflow, 0, 65504));
-  DRIFTSCOPE_TRY(range("saturation_fraction", saturation_fraction, 0, 1));
-  static constexpr std::string_view kCodes[] = {"nonfinite", "all_zero", "constant", "dead_channels",
-                                                "f16_near_overflow", "int8_saturation", "norm_axis",
-                                                "softmax_axis", "axis_size", "norm_over",
-                                                "softmax_over", "reduce_over_batch", "broadcast_conflict",
-                                                "concat_mismatch"};
-  for (const auto& c : ignore)
-    if (std::find(std::begin(kCodes), std::end(kCodes), c) == std::end(kCodes))
-      return make_error(Errc::invalid_argument,
-                        fmt::format("check option 'ignore': unknown finding code '{}', allowed: {}", c,
-                                    fmt::join(kCodes, ", ")));
+#define DS_CHECK_RANGE_(type, name, def, flag, keyword, role, lo, hi, ...) \
+  DRIFTSCOPE_TRY(check_range(#name, name, lo, hi));
+#define DS_CHECK_WORDS_(type, name, def, flag, keyword, role, lo, hi, choices, ...) \
+  DRIFTSCOPE_TRY(check_words(#name, name, choices));
+  DRIFTSCOPE_CHECK_OPTIONS(DS_CHECK_RANGE_)
+  DRIFTSCOPE_CHECK_OPTIONS(DS_CHECK_WORDS_)
+#undef DS_CHECK_RANGE_
+#undef DS_CHECK_WORDS_
   return {};
 }
 

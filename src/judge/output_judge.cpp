@@ -111,6 +111,12 @@ std::string_view output_status_name(OutputStatus s) noexcept {
 
 std::span<const StatusRule> status_table() noexcept { return kStatusTable; }
 
+namespace {
+constexpr OptionSpec kGuardCriteriaSpecs[] = {DRIFTSCOPE_GUARD_CRITERIA(DRIFTSCOPE_OPTION_SETTINGS_SPEC_)};
+}  // namespace
+
+std::span<const OptionSpec> guard_criteria_specs() noexcept { return kGuardCriteriaSpecs; }
+
 double GuardCriteria::rel_error_limit() const noexcept {
   if (max_rel_error) return *max_rel_error;
   double r = max_norm_ratio, c = min_cosine;

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,30 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-template <class T>
-constexpr OptionType type_of() {
-  if constexpr (std::is_same_v<T, double>) return OptionType::number;
-  else if constexpr (std::is_same_v<T, std::optional<double>>) return OptionType::optional_number;
-  else if constexpr (std::is_same_v<T, int64_t>) return OptionType::integer;
-  else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return OptionType::optional_integer;
-  else if constexpr (std::is_same_v<T, bool>) return OptionType::flag;
-  else if constexpr (std::is_same_v<T, std::string>) return OptionType::text;
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return OptionType::list;
-  else {
-    static_assert(std::is_same_v<T, ExactNames>, "an option type the JSON rules do not know");
-    return OptionType::names;
-  }
-}
-
-#define DS_SETTINGS_ROW_(type, name, def, flag, keyword, role, lo, hi, choices, group, help)      \
-  OptionSpec{#name, type_of<type>(), OptionScope::settings, OptionRole::role, flag, keyword, lo, hi, \
-             choices, group, help},
-#define DS_COMMAND_ROW_(type, name, def, flag, keyword, role, lo, hi, choices, group, help)       \
-  OptionSpec{#name, type_of<type>(), OptionScope::command, OptionRole::role, flag, keyword, lo, hi,  \
-             choices, group, help},
-
-constexpr OptionSpec kSpecs[] = {DRIFTSCOPE_COMPARE_SETTINGS(DS_SETTINGS_ROW_)
-                                     DRIFTSCOPE_COMPARE_COMMAND(DS_COMMAND_ROW_)};
+constexpr OptionSpec kSpecs[] = {DRIFTSCOPE_COMPARE_SETTINGS(DRIFTSCOPE_OPTION_SETTINGS_SPEC_)
+                                     DRIFTSCOPE_COMPARE_COMMAND(DRIFTSCOPE_OPTION_COMMAND_SPEC_)};
 
 Error bad_key(const std::string& key, const char* want) {
   return make_error(Errc::invalid_argument, "compare option '" + key + "' must be " + want);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -185,33 +186,42 @@ Result<CompareOptions> CompareSettings::resolve() const {
 // 1"), by `driftscope guard`, driftscope.guard() and _core.judge_output alike.
 
 namespace driftscope {
+namespace {
+
+constexpr OptionSpec kGuardRows[] = {DRIFTSCOPE_GUARD_CRITERIA(DRIFTSCOPE_OPTION_SETTINGS_SPEC_)};
+
+// A row of DRIFTSCOPE_GUARD_CRITERIA by its name; a name that is none fails to compile.
+consteval const OptionSpec& guard_row(std::string_view name) {
+  for (const OptionSpec& s : kGuardRows)
+    if (s.name == name) return s;
+  throw "not a row of DRIFTSCOPE_GUARD_CRITERIA";
+}
+
+}  // namespace
 
 Result<void> validate(const GuardCriteria& c) {
-  // An infinite tolerance or ratio turns its rule off (the probe judges values inside a model
-  // without the few-values and decision rules); an infinite min_norm would call every output
-  // vanished, so it must be finite.
-  struct Range {
-    std::string_view key;
-    double v, lo, hi;
-  };
-  const Range ranges[] = {
-      {"min_cosine", c.min_cosine, -1, 1},
-      {"max_argmax_flip", c.max_argmax_flip, 0, 1},
-      {"max_rel_error", c.max_rel_error.value_or(0), 0, HUGE_VAL},
-      {"max_norm_ratio", c.max_norm_ratio, 1, HUGE_VAL},
-      {"small_atol", c.small_atol, 0, HUGE_VAL},
-      {"small_rtol", c.small_rtol, 0, HUGE_VAL},
-      {"flip_rtol", c.flip_rtol, 0, 1},
-  };
+  // The ranges are the rows' (judge.hpp), which the command's help and the docs show. min_norm
+  // must also be finite, decision_threshold may also be inf (judge.hpp says why); each is said
+  // in its own words, checked in this order as before the table.
   auto refuse = [](std::string problem) { return make_error(Errc::invalid_argument, "guard option " + problem); };
-  if (!(c.min_norm >= 0) || !std::isfinite(c.min_norm))
-    return refuse(fmt::format("'min_norm' is {}, allowed: finite and >= 0", c.min_norm));
-  for (const Range& r : ranges)
-    if (std::string problem = compare_detail::range_problem(r.key, r.v, r.lo, r.hi); !problem.empty())
+  auto given = [](const auto& v, double lo) -> double {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>) return v;
+    else return v.value_or(lo);  // not given: nothing to check
+  };
+  constexpr const OptionSpec& n = guard_row("min_norm");
+  if (!(c.min_norm >= n.lo) || !std::isfinite(c.min_norm))
+    return refuse(fmt::format("'min_norm' is {}, allowed: finite and >= {}", c.min_norm, n.lo));
+#define DS_GUARD_RANGE_(type, name, def, flag, keyword, role, lo, hi, ...)                          \
+  if (std::string_view(#name) != "min_norm" && std::string_view(#name) != "decision_threshold")    \
+    if (std::string problem = compare_detail::range_problem(#name, given(c.name, lo), lo, hi);      \
+        !problem.empty())                                                                          \
       return refuse(std::move(problem));
-  if (!(c.decision_threshold >= 0 && c.decision_threshold <= 1) && c.decision_threshold != HUGE_VAL)
-    return refuse(fmt::format("'decision_threshold' is {}, allowed 0 .. 1 (inf: no decision rule)",
-                              c.decision_threshold));
+  DRIFTSCOPE_GUARD_CRITERIA(DS_GUARD_RANGE_)
+#undef DS_GUARD_RANGE_
+  constexpr const OptionSpec& d = guard_row("decision_threshold");
+  if (!(c.decision_threshold >= d.lo && c.decision_threshold <= d.hi) && c.decision_threshold != HUGE_VAL)
+    return refuse(fmt::format("'decision_threshold' is {}, allowed {} .. {} (inf: no decision rule)",
+                              c.decision_threshold, d.lo, d.hi));
   return {};
 }
 

@@ -16,6 +16,11 @@ from .api import Fields, _reader
 
 __all__ = ["check", "CheckReport", "Finding"]
 
+# The library's table of check options (include/driftscope/check.hpp, the command's flags): each
+# keyword of check() is a row's, and lands in that row's CheckOptions field.
+_ROWS: List[Dict[str, Any]] = _core.check_options()
+_AS_FIELD = {"number": float, "list": lambda v: [str(x) for x in v]}
+
 
 class Finding(Fields):
     """One finding: a dict of the JSON fields (code, name, occurrence, role, role_index, op_type,
@@ -72,12 +77,12 @@ def check(run: Union[str, "os.PathLike[str]", Dump], *, dynamic_axes: Sequence[s
     """Checks one run by itself (the ``driftscope check`` command; docs/axes.md).
 
     dynamic_axes: axis names that may take several sizes; ignore: finding codes not to report.
-    The tolerances are those of the command's flags; a value out of range is
-    InvalidArgumentError with the library's message.
+    The tolerances are those of the command's flags (one table: ``_core.check_options()``); a
+    value out of range is InvalidArgumentError with the library's message.
     """
+    given = locals()
     o = _core.CheckOptions()
-    o.dynamic_axes, o.ignore = [str(a) for a in dynamic_axes], [str(c) for c in ignore]
-    o.norm_tolerance, o.softmax_tolerance = float(norm_tolerance), float(softmax_tolerance)
-    o.bad_slice_fraction, o.f16_near_overflow = float(bad_slice_fraction), float(f16_near_overflow)
-    o.saturation_fraction = float(saturation_fraction)
+    for row in _ROWS:
+        if row["keyword"]:
+            setattr(o, row["name"], _AS_FIELD[row["type"]](given[row["keyword"]]))
     return CheckReport(*_core.check(_reader(run), o))

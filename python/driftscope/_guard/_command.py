@@ -16,7 +16,7 @@ from .backends import registry as B
 from ._classaxis import parse_class_axis
 from ._fallback import DEFAULT_FALLBACK_RUNS
 from ._investigate import FALLBACK_MODES, PROBE_METHODS, PROBE_MODES
-from ._metrics import SEED
+from ._metrics import CRITERIA, SEED
 from ._replaying import REPLAY_MODES
 from ._run import DEFAULT_RUNS, DEFAULT_TIMEOUT_S, GuardError, guard
 from ._inputs import (DEFAULT_MAX_BYTES, InputError, format_size, input_budget,
@@ -168,24 +168,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="the generated inputs of all samples and steps may take this much "
                         "memory (512M, 2G, ...; default 1G); a model whose dims need more is "
                         "refused before anything is allocated")
-    p.add_argument("--min-cosine", type=float, default=SEED["min_cosine"], metavar="C",
-                   help="PRECISION_DEGRADATION below this cosine similarity (default 0.99)")
-    p.add_argument("--min-norm", type=float, default=SEED["min_norm"], metavar="N",
-                   help="SILENT_ZERO_VECTOR below this L2 norm where the reference's is at "
-                        "least this (default 1e-4)")
-    p.add_argument("--max-argmax-flip", type=float, default=SEED["max_argmax_flip"], metavar="F",
-                   help="ARGMAX_FLIP when more than this share of positions change their top-1 "
-                        "(default 0: any change)")
-    p.add_argument("--max-rel-error", type=float, default=None, metavar="E",
-                   help="PRECISION_DEGRADATION when ||cand - ref|| / ||ref|| exceeds E (default: "
-                        "what --min-cosine and --max-norm-ratio allow together, 0.296 at their "
-                        "defaults)")
-    p.add_argument("--max-norm-ratio", type=float, default=SEED["max_norm_ratio"], metavar="R",
-                   help="PRECISION_DEGRADATION when the norm ratio cand/ref is outside [1/R, R] "
-                        "(default 1.25)")
-    p.add_argument("--decision-threshold", type=float, default=SEED["decision_threshold"], metavar="T",
-                   help="a score output (values in [0, 1]; at most 4, or a last axis of 1) whose "
-                        "value crosses T is a decision flip (default 0.5)")
+    # The guard criteria profile's flags: the rows of the library's table (GuardCriteria,
+    # include/driftscope/judge.hpp), whose ranges the library's one validator enforces.
+    for row in CRITERIA:
+        if row["flags"]:
+            p.add_argument(*row["flags"], type=float, default=SEED[row["name"]],
+                           metavar=row["metavar"], help=row["help"])
     p.add_argument("--class-axis", action="append", default=[],
                    metavar="AXIS|OUTPUT=AXIS|OUTPUT=none|none",
                    help="the axis argmax flips are judged over, for every output or one "
@@ -428,10 +416,9 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                            search_inputs=args.search_inputs,
                            input_ranges=_ranges(args.input_range), search_out=args.search_out,
                            sensitivity=args.sensitivity,
-                           seed=args.seed, dims=dims, min_cosine=args.min_cosine,
-                           min_norm=args.min_norm, max_argmax_flip=args.max_argmax_flip,
-                           max_rel_error=args.max_rel_error, max_norm_ratio=args.max_norm_ratio,
-                           decision_threshold=args.decision_threshold,
+                           seed=args.seed, dims=dims,
+                           **{r["keyword"]: getattr(args, r["name"]) for r in CRITERIA
+                              if r["flags"]},
                            class_axis=class_axis,
                            require=_split(args.require), runs=args.runs, timeout=args.timeout,
                            reference_model=args.reference_model, steps=args.steps,

@@ -67,6 +67,9 @@ SEVERITY = {NUMERICAL_INSTABILITY: 7, SILENT_ZERO_VECTOR: 6, CONSTANT_OUTPUT: 5,
 FEW = _core.FEW_VALUES
 # The guard criteria profile's defaults (judge.hpp GuardCriteria): the seed thresholds.
 SEED = _core.GUARD_CRITERIA_DEFAULTS
+# Its table (DRIFTSCOPE_GUARD_CRITERIA): name, flags, keyword, range, help, metavar per field;
+# the command's flags are built from it (_command.py).
+CRITERIA: List[Dict[str, Any]] = _core.guard_criteria_options()
 
 
 @dataclass
@@ -93,12 +96,8 @@ class Thresholds:
         return _core.guard_rel_error_limit(**self.criteria())
 
     def criteria(self) -> Dict[str, Any]:
-        """The guard criteria profile's keywords of _core.judge_output."""
-        return {"min_cosine": self.min_cosine, "min_norm": self.min_norm,
-                "max_argmax_flip": self.max_argmax_flip, "max_rel_error": self.max_rel_error,
-                "max_norm_ratio": self.max_norm_ratio, "small_atol": self.small_atol,
-                "small_rtol": self.small_rtol, "decision_threshold": self.decision_threshold,
-                "flip_rtol": self.flip_rtol}
+        """The guard criteria profile's keywords of _core.judge_output (one per table row)."""
+        return {r["keyword"]: getattr(self, r["name"]) for r in CRITERIA}
 
     def validate(self) -> None:
         """The library's validator of the profile (src/options/option_validate.cpp): raises

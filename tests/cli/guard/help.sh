@@ -1,0 +1,1 @@
+driftscope guard --help
