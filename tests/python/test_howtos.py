@@ -67,9 +67,43 @@ def driftscope_command() -> str:
     return str(max(built, key=lambda p: p.stat().st_mtime))
 
 
+def _run_in_process(argv: List[str], cwd: Path, env: dict) -> "subprocess.CompletedProcess[str]":
+    """`driftscope VERB ARGS` for a verb the command hands to `python -m driftscope` (it execs
+    PYTHON -m driftscope VERB ARGS: cli/cmd_record.cpp), through that same entry point in this
+    process, in `cwd` with the page's environment; Python's stdout and stderr are captured."""
+    import contextlib
+    import io
+
+    from driftscope.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update({k: env[k] for k in ("HF_HUB_OFFLINE", "NO_COLOR")})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv[1:])
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
 def run_page(page: Path, cwd: Path,
-             sections: Optional[Callable[[str], bool]] = None) -> List[str]:
+             sections: Optional[Callable[[str], bool]] = None,
+             in_process: Tuple[str, ...] = ()) -> List[str]:
+    """Runs the page's blocks in `cwd`; returns what ran ("python" for a python block, else the
+    shell line). `in_process` names verbs the command forwards to `python -m driftscope`
+    (record, guard, llm-compare, ...): after the first line of such a verb has run through the
+    command, end to end, its later lines run through the same Python entry point in this
+    process, which saves the interpreter and framework imports (~6 CPU-seconds a line with
+    torch and transformers)."""
     exe = driftscope_command()
+    forwarded = set()
     env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, HF_HUB_OFFLINE="1", NO_COLOR="1")
     # The recorders run in `python -m driftscope`; make sure it imports this checkout's package.
     env["PYTHONPATH"] = os.pathsep.join(
@@ -93,8 +127,12 @@ def run_page(page: Path, cwd: Path,
                     want, line = _expected_exit(m), line[:m.start()]
                 argv = shlex.split(line)
                 assert argv[0] == "driftscope", f"{page.name}: unexpected command {line!r}"
-                proc = subprocess.run([exe] + argv[1:], cwd=cwd, env=env, capture_output=True,
-                                      text=True, timeout=600)
+                if argv[1] in in_process and argv[1] in forwarded:
+                    proc = _run_in_process(argv, cwd, env)
+                else:
+                    forwarded.add(argv[1])
+                    proc = subprocess.run([exe] + argv[1:], cwd=cwd, env=env,
+                                          capture_output=True, text=True, timeout=600)
                 assert proc.returncode == want, (
                     f"{page.name}: `{line}` exited {proc.returncode}, expected {want}\n"
                     f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
