@@ -297,9 +297,10 @@ def test_howto_page_runs(tmp_path, monkeypatch):
     if os.environ.get("DRIFTSCOPE_BIN"):  # a worktree without its own build uses this one
         monkeypatch.setenv("PATH", os.pathsep.join(
             [os.path.dirname(os.environ["DRIFTSCOPE_BIN"]), os.environ.get("PATH", "")]))
-    # The first `record` and `guard` lines run through the command; the later ones through the
-    # same entry point in this process (a subprocess each re-imported torch and transformers).
-    ran = run_page(HOWTO / "llm.md", tmp_path, in_process=("record", "guard"))
+    # The first `record` and `guard` lines and python block run through the command
+    # (python -c); the later ones through the same entry point in this process (a subprocess
+    # each re-imported torch and transformers).
+    ran = run_page(HOWTO / "llm.md", tmp_path, in_process=("record", "guard", "python"))
     assert len([r for r in ran if r.startswith("driftscope record llm")]) >= 3
     assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 9
     assert len([r for r in ran if "--reference64" in r]) == 3
