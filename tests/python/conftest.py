@@ -45,3 +45,39 @@ def minilm_onnx(bert, tmp_path_factory):
     path = tmp_path_factory.mktemp("minilm_onnx") / "minilm.onnx"
     minilm_helpers.export(model, ids, mask, path)
     return path
+
+
+# ---- pytest-xdist: the heaviest files first under --dist loadfile ---------------------------------
+
+# xdist hands files out largest test count first, so files of a few long tests (bisections
+# compiling a model several times, how-to pages run line by line) came last: one worker still
+# ran one while the other had nothing left. These go first; the rest keep xdist's order.
+# CPU-seconds of each file run alone with -n 0 on a 2-core machine (December 2026).
+HEAVY_FIRST = (
+    "test_guard_inside.py",  # 91: ExecuTorch, inductor and IREE bisections
+    "test_guard_torch_export.py",  # 82: three transformers models through the dynamo exporter
+    "test_replay_cli.py",  # 74: docs/howto/replay.md's commands
+    "test_repro.py",  # 69: MiniLM cut, quantized and rebuilt per bundle
+    "test_llm.py",  # 47: docs/howto/llm.md's commands
+    "test_llm_guard.py",  # 40: the language-model guard on every backend
+    "test_working_directory.py",  # 31: every verb from a hostile folder
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            queue = getattr(self, "workqueue", None)
+            if not getattr(self, "_heavy_first_done", False) and hasattr(queue, "move_to_end"):
+                self._heavy_first_done = True
+                for name in reversed(HEAVY_FIRST):
+                    for scope in [s for s in queue if s.rsplit("/", 1)[-1] == name]:
+                        queue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return HeavyFirst(config, log)

@@ -67,9 +67,74 @@ def driftscope_command() -> str:
     return str(max(built, key=lambda p: p.stat().st_mtime))
 
 
+def _run_in_process(argv: List[str], cwd: Path, env: dict) -> "subprocess.CompletedProcess[str]":
+    """`driftscope VERB ARGS` for a verb the command hands to `python -m driftscope` (it execs
+    PYTHON -m driftscope VERB ARGS: cli/cmd_record.cpp), through that same entry point in this
+    process, in `cwd` with the page's environment; Python's stdout and stderr are captured."""
+    import contextlib
+    import io
+
+    from driftscope.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update({k: env[k] for k in ("HF_HUB_OFFLINE", "NO_COLOR")})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv[1:])
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def _exec_in_process(body: str, cwd: Path, env: dict) -> "subprocess.CompletedProcess[str]":
+    """A python block as `python -c BODY` runs it (as __main__, the folder first on sys.path),
+    in this process; Python's stdout and stderr are captured, an exception is status 1."""
+    import contextlib
+    import io
+    import traceback
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_path = dict(os.environ), os.getcwd(), list(sys.path)
+    os.environ.update({k: env[k] for k in ("HF_HUB_OFFLINE", "NO_COLOR")})
+    os.chdir(cwd)
+    sys.path.insert(0, str(cwd))
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                exec(compile(body, "<python block>", "exec"), {"__name__": "__main__"})
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:  # noqa: BLE001 - reported as the block's failure
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.path[:] = saved_path
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["python", "-c", body], code, out.getvalue(),
+                                       err.getvalue())
+
+
 def run_page(page: Path, cwd: Path,
-             sections: Optional[Callable[[str], bool]] = None) -> List[str]:
+             sections: Optional[Callable[[str], bool]] = None,
+             in_process: Tuple[str, ...] = ()) -> List[str]:
+    """Runs the page's blocks in `cwd`; returns what ran ("python" for a python block, else the
+    shell line). `in_process` names verbs the command forwards to `python -m driftscope`
+    (record, guard, llm-compare, ...), and "python" for the python blocks: after the first line
+    of such a verb (the first block) has run through the command (`python -c`), end to end, the
+    later ones run through the same Python entry point (exec) in this process, which saves the
+    interpreter and framework imports (~6 CPU-seconds a line with torch and transformers)."""
     exe = driftscope_command()
+    forwarded = set()
     env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, HF_HUB_OFFLINE="1", NO_COLOR="1")
     # The recorders run in `python -m driftscope`; make sure it imports this checkout's package.
     env["PYTHONPATH"] = os.pathsep.join(
@@ -78,8 +143,12 @@ def run_page(page: Path, cwd: Path,
     ran = []
     for lang, body in blocks(page, sections):
         if lang == "python":
-            proc = subprocess.run([sys.executable, "-c", body], cwd=cwd, env=env,
-                                  capture_output=True, text=True, timeout=600)
+            if "python" in in_process and "python" in forwarded:
+                proc = _exec_in_process(body, cwd, env)
+            else:
+                forwarded.add("python")
+                proc = subprocess.run([sys.executable, "-c", body], cwd=cwd, env=env,
+                                      capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, f"{page.name}: python block failed:\n{body}\n{proc.stderr[-3000:]}"
             ran.append("python")
         elif lang == "sh":
@@ -93,8 +162,12 @@ def run_page(page: Path, cwd: Path,
                     want, line = _expected_exit(m), line[:m.start()]
                 argv = shlex.split(line)
                 assert argv[0] == "driftscope", f"{page.name}: unexpected command {line!r}"
-                proc = subprocess.run([exe] + argv[1:], cwd=cwd, env=env, capture_output=True,
-                                      text=True, timeout=600)
+                if argv[1] in in_process and argv[1] in forwarded:
+                    proc = _run_in_process(argv, cwd, env)
+                else:
+                    forwarded.add(argv[1])
+                    proc = subprocess.run([exe] + argv[1:], cwd=cwd, env=env,
+                                          capture_output=True, text=True, timeout=600)
                 assert proc.returncode == want, (
                     f"{page.name}: `{line}` exited {proc.returncode}, expected {want}\n"
                     f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")

@@ -260,17 +260,25 @@ def test_cli_record_and_compare(runs, tmp_path):
     (["llm-compare", "{ref}", "{plain}"], "not a generation dump"),
     (["llm-compare", "{ref}", "{m}"], "not a TDUMP file"),
 ])
-def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, args, message):
+def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, capfd, monkeypatch, args, message):
+    """Through `python -m driftscope`'s entry point in this process (test_cli_record_and_compare
+    runs the command line end to end): a subprocess per case re-imported torch and
+    transformers, ~6 CPU-seconds each."""
+    from driftscope.__main__ import main
+
     d, _, _ = runs
     m = str(ROOT / "tests/python/models/tiny_llm.py")
     before = (d / "ref.tdump").read_bytes()
     with driftscope.Writer(tmp_path / "plain.tdump") as w:
         w.write("step.0/logits", np.zeros(4, np.float32))
-    p = _py(*[a.format(m=m, ref=d / "ref.tdump", plain=tmp_path / "plain.tdump") for a in args],
-            cwd=tmp_path)
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [l for l in p.stderr.splitlines() if l.startswith("driftscope")]
-    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    code = main([a.format(m=m, ref=d / "ref.tdump", plain=tmp_path / "plain.tdump")
+                 for a in args])
+    out, err = capfd.readouterr()
+    assert code == 2, (out, err)
+    lines = [l for l in err.splitlines() if l.startswith("driftscope")]
+    assert len(lines) == 1 and "Traceback" not in err, err
     assert message.lower() in lines[0].lower(), lines[0]
     assert not (tmp_path / "x.tdump").exists()
     assert (d / "ref.tdump").read_bytes() == before  # an input is never overwritten
@@ -289,7 +297,10 @@ def test_howto_page_runs(tmp_path, monkeypatch):
     if os.environ.get("DRIFTSCOPE_BIN"):  # a worktree without its own build uses this one
         monkeypatch.setenv("PATH", os.pathsep.join(
             [os.path.dirname(os.environ["DRIFTSCOPE_BIN"]), os.environ.get("PATH", "")]))
-    ran = run_page(HOWTO / "llm.md", tmp_path)
+    # The first `record` and `guard` lines and python block run through the command
+    # (python -c); the later ones through the same entry point in this process (a subprocess
+    # each re-imported torch and transformers).
+    ran = run_page(HOWTO / "llm.md", tmp_path, in_process=("record", "guard", "python"))
     assert len([r for r in ran if r.startswith("driftscope record llm")]) >= 3
     assert len([r for r in ran if r.startswith("driftscope llm-compare")]) == 9
     assert len([r for r in ran if "--reference64" in r]) == 3

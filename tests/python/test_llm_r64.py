@@ -114,11 +114,18 @@ def test_planted_fault_is_named_beyond_the_rule(runs):
     assert steps["first_flip"]["evidence"]["candidate_margin"] < 0
 
 
-def test_cli_text_json_markdown(runs, tmp_path):
+def test_cli_text_json_markdown(runs, tmp_path, capfd, monkeypatch):
+    from driftscope.__main__ import main
+
     model_fn = str(ROOT / "tests/python/models/tiny_llm.py")
-    p = _py("record", "llm", "--model", f"{model_fn}:llama_near_tie", "--dtype", "float64",
-            "--teacher", str(runs / "ref.tdump"), "-o", "f64cli.tdump", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    # `record llm --dtype float64` through python -m driftscope's entry point in this process
+    # (test_llm.py's test_cli_record_and_compare runs `record llm` as a command; a subprocess
+    # re-imported torch and transformers, ~6 CPU-seconds); llm-compare below runs as one.
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    code = main(["record", "llm", "--model", f"{model_fn}:llama_near_tie", "--dtype", "float64",
+                 "--teacher", str(runs / "ref.tdump"), "-o", "f64cli.tdump"])
+    assert code == 0, capfd.readouterr().err
     with driftscope.open(tmp_path / "f64cli.tdump") as d:
         assert d.metadata["precision"] == "float64"
         assert d.get("step.0/logits").dtype == "float64"

@@ -117,7 +117,7 @@ def test_planted_cache_write_fault_named_at_its_step_layer_and_cache_entry(runs,
     assert pairs["step.2/model.layers.0"] == "pass"
 
 
-def test_cli_records_ort_and_refuses_bad_exports(runs, tmp_path):
+def test_cli_records_ort_and_refuses_bad_exports(runs, tmp_path, capfd, monkeypatch):
     d, _, _ = runs
     model_file = str(Path(tiny_llm.__file__))
     env_py = [sys.executable, "-m", "driftscope"]
@@ -137,6 +137,13 @@ def test_cli_records_ort_and_refuses_bad_exports(runs, tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     onnx.save(helper.make_model(g), str(tmp_path / "relu.onnx"))
     (tmp_path / "junk.onnx").write_bytes(b"\x08\x07not a protobuf at all" * 10)
+    # The refusals through the same entry point in this process: a subprocess each re-imported
+    # torch and transformers (~6 CPU-seconds apiece) to print one line; the command line itself
+    # is run end to end above.
+    from driftscope.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
     for extra, message in (
             (["--backend", "openvino", "--onnx", str(tmp_path / "junk.onnx")],
              "not a valid ONNX file"),
@@ -144,11 +151,11 @@ def test_cli_records_ort_and_refuses_bad_exports(runs, tmp_path):
              "not a generation step exported by driftscope.llm.export_onnx"),
             (["--backend", "hf", "--onnx", str(d / "step.onnx")], "only for the ort and openvino"),
             (["--backend", "llamacpp-q8_0"], "llama-cpp-python is not installed")):
-        p = subprocess.run(env_py + ["record", "llm", "--model", f"{model_file}:llama",
-                                     "--new-tokens", "2", "-o", str(tmp_path / "x.tdump")] + extra,
-                           capture_output=True, text=True)
-        lines = [l for l in p.stderr.splitlines() if l.startswith("driftscope")]
-        assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+        code = main(["record", "llm", "--model", f"{model_file}:llama", "--new-tokens", "2",
+                     "-o", str(tmp_path / "x.tdump")] + extra)
+        err = capfd.readouterr().err
+        lines = [l for l in err.splitlines() if l.startswith("driftscope")]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
         assert message in lines[0], lines[0]
         assert not (tmp_path / "x.tdump").exists()
 

@@ -33,6 +33,17 @@ def repro(*args, cwd=None):
                           capture_output=True, text=True, env=_env(), timeout=900)
 
 
+def repro_here(capfd, *args):
+    """`repro` refused through python -m driftscope's entry point in this process: the command
+    runs as a subprocess in the other tests; one per refusal re-imported onnx and the guard."""
+    from driftscope.__main__ import main
+
+    capfd.readouterr()
+    code = main(["repro", *map(str, args)])
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 def run_py(folder, *args):
     # The bundle's own script, without driftscope on the path: it must stand alone.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -218,9 +229,9 @@ def test_run_py_builds_the_candidate_as_the_backend_does(minilm, tmp_path, candi
     assert rc == (1 if p.returncode == 0 else 0)
 
 
-def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path):
+def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path, capfd):
     model, feeds, _ = minilm
-    p = repro(model, "--candidate", "ort-int8", "--at", "/encoder/layer.0/output/LayerNorm/Nope",
+    p = repro_here(capfd, model, "--candidate", "ort-int8", "--at", "/encoder/layer.0/output/LayerNorm/Nope",
               "-i", feeds, "-o", tmp_path / "x")
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1, p.stderr
@@ -229,12 +240,12 @@ def test_unknown_tensor_is_one_line_exit_2(minilm, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_non_empty_output_folder_is_refused(minilm, tmp_path):
+def test_non_empty_output_folder_is_refused(minilm, tmp_path, capfd):
     model, feeds, at = minilm
     out = tmp_path / "busy"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out)
+    p = repro_here(capfd, model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out)
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "not empty" in p.stderr, p.stderr
     assert os.listdir(out) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
@@ -246,7 +257,7 @@ def test_non_empty_output_folder_is_refused(minilm, tmp_path):
         args = [model, "--at", at, "-i", feeds] + bad
         if "-o" not in bad:
             args += ["-o", tmp_path / "fresh"]
-        p = repro(*args)
+        p = repro_here(capfd, *args)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
 
 
