@@ -63,15 +63,32 @@ std::string check_to_json(const CheckReport& report, int indent = 2);
 std::string check_to_html(const CheckReport& report);
 
 // ---- the guard (docs/howto/guard.md) --------------------------------------------------------------
-// The guard itself is Python (python/driftscope/_guard); its page is rendered here so that every
-// report page shares one template mechanism, stylesheet and escaping with the compare and check
-// pages.
+// The guard itself is Python (python/driftscope/_guard): it measures and judges, and assembles its
+// report's model; every rendering of that model but the JSON report (the model itself) is here, so
+// the guard's reports share one escaping and one set of number formats with the compare and check
+// reports, and are rendered in one language.
+//
+// The model is the guard's JSON report (docs/guard-schema.json) with a "diagnostics" string per
+// backend and a "render" object the JSON report does not hold: "argmax" (the line saying where an
+// argmax flip is judged) and "rows", one per backend: "worst" (the worst output's cosine,
+// norm_ref, norm_cand, max_diff: a number, null, or "nan"/"inf"/"-inf", which the JSON report
+// writes as null), "latency_ms" and "latency_ratio" (alike), and "fallback" (null or: "heads" and
+// "rows" of the tradeoff table, "budget", "kept_as", "where": the backends a float16 recipe was
+// verified on, null when it names none). A model with an "llm" object is a language model's.
+// invalid_argument when the text is not a JSON object with a string "summary", an array
+// "backends" and an object "render".
 
-// One self-contained offline page from the guard's JSON report (docs/guard-schema.json, plus a
-// "diagnostics" string per backend): verdict, backend table, findings, probes, fallbacks. No
-// network (the page's Content-Security-Policy forbids it); names reach the page only as escaped
-// JSON inserted as text. invalid_argument when the text is not a JSON object with a string
-// "summary" and an array "backends".
+// The text report `driftscope guard` prints: verdict line, model,
+// inputs, thresholds, the backend table, findings, fallback tables and recipes. Long names (runs
+// of more than 80 characters without a space) are shown as HEAD...TAIL~HASH.
+Result<std::string> guard_report_to_text(std::string_view model_json);
+// The Markdown report (--markdown) for CI job summaries: the same content, every name escaped.
+Result<std::string> guard_report_to_markdown(std::string_view model_json);
+// One self-contained offline page (--html): verdict, backend table, findings, probes, fallbacks.
+// No network (the page's Content-Security-Policy forbids it); names reach the page only as escaped
+// JSON inserted as text. Takes the model (its "render" is left out of the page) or the JSON report
+// with "diagnostics"; invalid_argument when the text is not a JSON object with a string "summary"
+// and an array "backends".
 Result<std::string> guard_report_to_html(std::string_view report_json);
 
 }  // namespace driftscope

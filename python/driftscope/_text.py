@@ -48,17 +48,3 @@ def markdown_text(text: str) -> str:
             out.append("\\")
         out.append(c)
     return "".join(out)
-
-
-def markdown_code(text: str) -> str:
-    """printable(text) as one inline code span, whatever backticks it holds: the fence is one
-    longer than its longest run of backticks, padded with spaces when it starts or ends with one
-    (CommonMark 6.1). A `|` is escaped for GitHub tables (GFM 4.10, which splits cells first)."""
-    s = printable(text)
-    run = longest = 0
-    for c in s:
-        run = run + 1 if c == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip(" ") else ""
-    return f"{fence}{pad}{s.replace('|', chr(92) + '|')}{pad}{fence}"

@@ -44,10 +44,18 @@ void bind_check(nb::module_& m) {
         return std::make_tuple(check_to_json(rep, 0), check_to_text(rep), check_to_html(rep));
       },
       nb::arg("reader"), nb::arg("options"));
-  // The guard's page (include/driftscope/report.hpp) from its JSON report.
+  // The guard's reports (include/driftscope/report.hpp) from its model: the JSON report with each
+  // row's diagnostics and the "render" object (python/driftscope/_guard/_report.py assembles it).
   m.def(
-      "guard_report_html", [](std::string_view report_json) { return unwrap(guard_report_to_html(report_json)); },
-      nb::arg("report_json"));
+      "guard_report_html", [](std::string_view model_json) { return unwrap(guard_report_to_html(model_json)); },
+      nb::arg("model_json"));
+  m.def(
+      "guard_report_text", [](std::string_view model_json) { return unwrap(guard_report_to_text(model_json)); },
+      nb::arg("model_json"));
+  m.def(
+      "guard_report_markdown",
+      [](std::string_view model_json) { return unwrap(guard_report_to_markdown(model_json)); },
+      nb::arg("model_json"));
 }
 
 }  // namespace driftscope::py

@@ -568,11 +568,12 @@ def test_hostile_output_names_are_escaped_in_text_and_markdown(tmp_path):
     table = next(ln for ln in md.splitlines() if ln.startswith("| ort-fp16 |"))
     assert md_name in table and table.count(" | ") == 6  # seven cells: no pipe leaked
     assert any(md_name in ln for ln in md.splitlines() if ln.startswith("- "))
+    assert f"Model `{path}` (onnx)" in md
     # A model path with backticks stays one code span (CommonMark 6.1).
-    from driftscope._text import markdown_code
-
-    assert markdown_code("a`b") == "``a`b``" and markdown_code("`a") == "`` `a ``"
-    assert f"Model {markdown_code(str(path))} (onnx)" in md
+    r.model = "a`b"
+    assert "Model ``a`b`` (onnx)" in r.to_markdown()
+    r.model = "`a"
+    assert "Model `` `a `` (onnx)" in r.to_markdown()
 
 
 def test_printable_is_the_rule_of_driftscope_printable():

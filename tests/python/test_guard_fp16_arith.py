@@ -27,7 +27,7 @@ from onnx import helper as h  # noqa: E402
 import driftscope  # noqa: E402
 from driftscope._guard.backends import registry as B  # noqa: E402
 from driftscope._guard._fallback import FallbackResult  # noqa: E402
-from driftscope._guard._report import _recipe_state  # noqa: E402
+from driftscope._guard._report import BackendResult, GuardReport  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 import guard_models as gm  # noqa: E402
@@ -181,6 +181,17 @@ def test_the_fallback_keeps_the_computing_nodes_and_holds_with_float16_computed(
                              ["/store/Concat", "/store/Transpose"]).run(x)["y"]).all()
 
 
+def _with_recipe(fb: FallbackResult) -> GuardReport:
+    from driftscope._guard._inputs import InputInfo
+    from driftscope._guard._metrics import Thresholds
+
+    rows = [BackendResult("ort", "ONNX Runtime", "", "REFERENCE", reference=True),
+            BackendResult("ort-fp16", "float16", "", "NUMERICAL_INSTABILITY", fallback=fb)]
+    return GuardReport(model="m.onnx", family="onnx", reference="ort", backends=rows,
+                       inputs=[InputInfo("x", "float32", [1], "given")], samples=1, seed=0,
+                       runs=1, thresholds=Thresholds(), required=[], reference_nonfinite={})
+
+
 def test_a_recipe_checked_only_where_float16_is_stored_is_labelled_so():
     fb = FallbackResult("ort-fp16", nodes=[("/n", "Mul")], status_before="NUMERICAL_INSTABILITY",
                         status_after="PASS", cosine_after=1.0, verified=True,
@@ -189,7 +200,9 @@ def test_a_recipe_checked_only_where_float16_is_stored_is_labelled_so():
                   "computes": False, "error": None}]
     assert fb.storage_only
     assert "storage only" in fb.sentence and "arithmetic is not verified" in fb.sentence
-    assert _recipe_state(fb) != "verified" and "storage only" in _recipe_state(fb)
+    text = _with_recipe(fb).to_text()
+    assert "FP32 fallback recipe for ort-fp16 (verified on ort-fp16 (float16 storage only) only: " \
+           "storage only, arithmetic not verified):" in text
     assert fb.to_json()["verification"] == "storage only"
     fb.checks.append({"backend": "ort-fp16-exact", "status": "NUMERICAL_INSTABILITY",
                       "cosine": None, "proven": True, "computes": True, "error": None})

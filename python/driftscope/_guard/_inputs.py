@@ -104,12 +104,6 @@ class InputInfo:
             out["value"] = self.value
         return out
 
-    def text(self) -> str:
-        """The input as the report's inputs line shows it."""
-        if self.value is not None:
-            return f"{self.name}={self.value} ({self.dtype}): {self.how}"
-        return f"{self.name} {self.dtype}{list(self.shape)}: {self.how}"
-
 
 VALUE_CHARS = 200
 AS_IS = "the entry point's value, passed as is to every backend (not a tensor)"

@@ -26,7 +26,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._text import printable
 from ..errors import Error, UnsupportedError
 from ._metrics import (ARGMAX_FLIP, NUMERICAL_INSTABILITY, PASS, PRECISION_DEGRADATION,
                        REFERENCE, RUNTIME_ERROR, SEVERITY, UNAVAILABLE, OutputResult, Thresholds)
@@ -219,13 +218,6 @@ class LLMGuardReport(GuardReport):
     def inputs_source(self) -> str:
         return "real" if self.llm["prompts_given"] else "synthetic"
 
-    def _samples_text(self) -> str:
-        d = self.llm
-        how = ("from the entry point" if d["prompts_given"] else
-               f"generated token ids, seed {self.seed}")
-        return (f"{len(d['prompts'])} prompt(s) ({how}) x {d['new_tokens']} new tokens, "
-                f"teacher-forced with {self.reference}'s tokens")
-
     @property
     def findings(self) -> List[str]:
         out: List[str] = []
@@ -256,31 +248,6 @@ class LLMGuardReport(GuardReport):
                 out.append(f"{b.name}: the growth chart over steps x layers of prompt "
                            f"{r['probe']['prompt'] + 1} is {r['heatmap']}.")
         return out
-
-    def to_text(self) -> str:
-        heads = ["backend", "status", "cosine", "norm ref/cand", "max diff", "latency",
-                 "diagnostics"]
-        rows = [[printable(c) for c in self._cells(b)] for b in self.backends]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
-        d = self.llm
-        lines = [printable(self.summary), "",
-                 f"model      {printable(self.model)} (a language model: "
-                 f"{printable(d['source'])}); reference {self.reference}; {self._samples_text()}",
-                 "prompts    " + "; ".join(f"{i + 1}: {len(p)} tokens"
-                                          for i, p in enumerate(d["prompts"])),
-                 f"thresholds per backend over every step: ARGMAX_FLIP when more than "
-                 f"{self.thresholds.max_argmax_flip:g} of the steps flip their greedy token; "
-                 f"PRECISION_DEGRADATION when the max KL exceeds {d['max_kl']:g} or a prompt's "
-                 f"mean top-{d['top_k']} overlap is below {d['min_topk_overlap']:g}", ""]
-
-        def line(cells: List[str]) -> str:
-            return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
-
-        lines.append(line(heads).rstrip())
-        lines.extend(line(r).rstrip() for r in rows)
-        lines += ["", "Findings"]
-        lines.extend(f"  - {printable(f)}" for f in self.findings)
-        return "\n".join(lines) + "\n"
 
     def to_dict(self) -> Dict[str, Any]:
         data = super().to_dict()

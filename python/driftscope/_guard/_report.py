@@ -1,16 +1,18 @@
-"""The guard's report: verdict, one row per backend, findings in plain words; text, Markdown and
-JSON (docs/guard-schema.json)."""
+"""The guard's report: verdict, one row per backend, findings in plain words. This module assembles
+the report's model, the JSON report (docs/guard-schema.json) with each row's diagnostics and what
+the tables show beyond it; the library renders it as text, Markdown and HTML
+(src/report/guard_text.cpp, guard_html.cpp), as it renders the compare and check reports."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from .._text import markdown_code, markdown_text, printable
+from .. import _core
+from .._text import printable
 from ._inputs import InputInfo
 from ._metrics import (DEGRADED, PASS, REFERENCE, RUNTIME_ERROR, SEVERITY, SILENT, UNAVAILABLE,
                        OutputResult, Thresholds)
@@ -72,34 +74,6 @@ def reason_line(message: str) -> str:
     text = " ".join(" ".join(why[:1] + (["..."] if start > 1 else []) + why[max(start, 1):])
                     .split())
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3].rstrip() + "..."
-
-
-# Names from tf2onnx graphs join every op they fuse with ';' (hundreds of characters): in text
-# and Markdown a longer run without spaces shows its head and tail and a stable short form (a
-# hash of the whole run, so two long names never read alike); the JSON keeps every name whole.
-NAME_CHARS = 80
-# Quotes end a run: a name quoted in a recipe or a sentence is shortened alone.
-_LONG = re.compile(r"[^\s'\"]{%d,}" % (NAME_CHARS + 1))
-_OPEN, _CLOSE = "([{", ")]},:;."
-
-
-def short_name(token: str) -> str:
-    """`token` when it has at most NAME_CHARS characters, else HEAD...TAIL~HASH (74 characters;
-    the quotes and brackets around it are kept)."""
-    if len(token) <= NAME_CHARS:
-        return token
-    core = token.lstrip(_OPEN)
-    lead = token[:len(token) - len(core)]
-    stripped = core.rstrip(_CLOSE)
-    trail = core[len(stripped):]
-    core = stripped
-    tag = hashlib.sha1(core.encode("utf-8", "surrogatepass")).hexdigest()[:6]
-    return f"{lead}{core[:32]}...{core[-32:]}~{tag}{trail}"
-
-
-def shorten(text: str) -> str:
-    """Every run of more than NAME_CHARS non-space characters in `text` as short_name gives it."""
-    return _LONG.sub(lambda m: short_name(m.group(0)), text)
 
 
 def _task_json(task: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -338,14 +312,6 @@ class GuardReport:
             return "real" if made else "synthetic"
         return "mixed" if any(real) else "synthetic"
 
-    def _samples_text(self) -> str:
-        src, n = self.inputs_source, self.samples
-        if src == "real":
-            return f"{n} real sample(s)"
-        if src == "mixed":
-            return f"{n} sample(s) of real and synthetic inputs, seed {self.seed}"
-        return f"{n} synthetic sample(s) (generated; --data judges real ones), seed {self.seed}"
-
     @property
     def summary(self) -> str:
         """The first line of the text report."""
@@ -454,114 +420,22 @@ class GuardReport:
                        f"{len(fb.nodes)} node(s) was never built and loaded{why}.")
         return out
 
-    # -- renderings ---------------------------------------------------------------------------
-
-    def _cells(self, b: BackendResult) -> List[str]:
-        w = b.worst
-        lat = "-"
-        if b.latency_ms is not None:
-            lat = f"{b.latency_ms:.3g} ms"
-            if b.latency_ratio is not None:
-                lat += f" ({b.latency_ratio:.2f}x)"
-        norms = "-"
-        if w is not None and w.norm_ref is not None:
-            norms = f"{_fmt(w.norm_ref, '.4g')}/{_fmt(w.norm_cand, '.4g')}"
-        cos = "-" if w is None or w.cosine is None else (
-            "1" if w.cosine == 1.0 else _fmt(w.cosine, ".6f"))
-        diff = "-" if w is None else _fmt(w.max_diff, ".3g")
-        return [b.name, b.status, cos, norms, diff, lat, b.diagnostics]
+    def _model(self) -> str:
+        """The model the library renders (include/driftscope/report.hpp): the JSON report, each
+        row's diagnostics, and "render", what the text and Markdown reports show beyond the JSON
+        report (non-finite numbers, which it writes as null; the fallback's tradeoff table)."""
+        data = self.to_dict()
+        for row, b in zip(data["backends"], self.backends):
+            row["diagnostics"] = b.diagnostics
+        data["render"] = {"argmax": self.argmax_text(),
+                          "rows": [_render_row(b) for b in self.backends]}
+        return json.dumps(_spelled(data), allow_nan=False)
 
     def to_text(self) -> str:
-        heads = ["backend", "status", "cosine", "norm ref/cand", "max diff", "latency",
-                 "diagnostics"]
-        # Every cell and line holds names from the model (outputs, inputs, nodes, errors):
-        # each goes through driftscope's one escaping rule, once, here.
-        rows = [[shorten(printable(c)) for c in self._cells(b)] for b in self.backends]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
-        lines = [printable(self.summary), "",
-                 f"model      {printable(self.model)} ({self.family}); reference "
-                 f"{printable(self.reference)}; "
-                 f"{self._samples_text()}; latency = median of {self.runs} "
-                 "runs of sample 1 (ratio to the reference)",
-                 "inputs     " + "; ".join(shorten(printable(i.text())) for i in self.inputs),
-                 f"thresholds min cosine {self.thresholds.min_cosine:g}, max relative error "
-                 f"{self.thresholds.rel_error_limit():.3g}, norm ratio within "
-                 f"{self.thresholds.max_norm_ratio:g}x, min norm "
-                 f"{self.thresholds.min_norm:g}, max argmax flip "
-                 f"{self.thresholds.max_argmax_flip:g}",
-                 "argmax     " + printable(self.argmax_text())]
-        if self.metric:
-            lines.append(f"metric     {printable(self.metric)}: a backend fails when its mean "
-                         f"drop over the samples exceeds {self.max_drop:g} (--max-drop); the "
-                         "cosine rules no longer decide a degradation")
-        lines.append("")
-
-        def line(cells: List[str]) -> str:
-            return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
-
-        lines.append(line(heads).rstrip())
-        lines.extend(line(r).rstrip() for r in rows)
-        lines.append("")
-        lines.append("Findings")
-        lines.extend(f"  - {shorten(printable(f))}" for f in self.findings)
-        for b in self.backends:
-            fb = b.fallback
-            if fb is not None and (len(fb.candidates) > 1 or fb.stopped):
-                lines += ["", f"Fallback candidates for {printable(b.name)} "
-                              f"(budget used: {fb.budget_text()}):"]
-                heads = fb.tradeoff_heads()
-                rows = fb.tradeoff_rows()
-                if not rows:  # the budget stopped a search that found no passing set
-                    lines[-1] = (f"Fallback search for {printable(b.name)} (budget used: "
-                                 f"{fb.budget_text()}).")
-                    continue
-                rows = [[shorten(printable(x)) for x in r] for r in rows]
-                wid = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
-                lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(r, wid)).rstrip()
-                             for r in [heads] + rows)
-        for name, fb in self.recipes:
-            state = _recipe_state(fb)
-            lines += ["", f"{fb.kept_as} fallback recipe for {printable(name)} ({state}):"]
-            lines.extend("    " + ln for ln in _recipe_lines(fb.printed_recipe))
-        return "\n".join(lines) + "\n"
+        return _core.guard_report_text(self._model())
 
     def to_markdown(self) -> str:
-        esc = markdown_text  # names from the model, escaped once for Markdown and terminals
-        out = [f"### driftscope guard: {esc(self.summary)}", "",
-               f"Model {markdown_code(self.model)} ({self.family}), reference "
-               f"{markdown_code(self.reference)}, "
-               f"{self._samples_text()}.", "",
-               "| backend | status | cosine | norm ref/cand | max diff | latency | diagnostics |",
-               "|---|---|---:|---:|---:|---:|---|"]
-        for b in self.backends:
-            c = self._cells(b)
-            out.append("| " + " | ".join(esc(shorten(printable(x))) for x in c) + " |")
-        out += ["", "**Findings**", ""] + [f"- {esc(shorten(printable(f)))}"
-                                            for f in self.findings]
-        for b in self.backends:
-            fb = b.fallback
-            if fb is not None and (len(fb.candidates) > 1 or fb.stopped):
-                rows = fb.tradeoff_rows()
-                if not rows:
-                    out += ["", f"**Fallback search for {esc(b.name)}** (budget used: "
-                                f"{esc(fb.budget_text())})."]
-                    continue
-                out += ["", f"**Fallback candidates for {esc(b.name)}** (budget used: "
-                            f"{esc(fb.budget_text())}):", "",
-                        "| " + " | ".join(fb.tradeoff_heads()) + " |",
-                        "|---|---|" + "---:|" * (len(fb.tradeoff_heads()) - 3) + "---|"]
-                out += ["| " + " | ".join(esc(shorten(printable(x))) for x in r) + " |"
-                        for r in rows]
-        for name, fb in self.recipes:
-            state = _recipe_state(fb)
-            # A fence longer than any run of backticks in the recipe (node names are the
-            # model's text) cannot be closed by it (CommonMark 4.5).
-            recipe = "\n".join(_recipe_lines(fb.printed_recipe))
-            runs = [len(r) for r in re.findall("`+", recipe)]
-            fence = "`" * max(3, max(runs, default=0) + 1)
-            out += ["", f"**{esc(fb.kept_as)} fallback recipe for {esc(name)}** ({state}):", "",
-                    fence + "python", recipe, fence]
-        return "\n".join(out) + "\n"
+        return _core.guard_report_markdown(self._model())
 
     def to_dict(self) -> Dict[str, Any]:
         return {"schema": SCHEMA, "model": self.model, "family": self.family,
@@ -583,34 +457,53 @@ class GuardReport:
     def to_html(self) -> str:
         """The self-contained offline page ``driftscope guard --html`` writes, rendered by the
         library like the compare and check pages (one stylesheet, one escaping)."""
-        from .. import _core
-
-        data = self.to_dict()
-        for row, b in zip(data["backends"], self.backends):
-            row["diagnostics"] = b.diagnostics
-        return _core.guard_report_html(json.dumps(data, allow_nan=False))
+        return _core.guard_report_html(self._model())
 
     def __repr__(self) -> str:
         return f"<GuardReport {self.verdict} {self.model!r}: {len(self.backends)} backends>"
 
 
-def _recipe_state(fb: Any) -> str:
-    """"verified", or where: a float16 recipe says on which backends, and whether only where
-    float16 is stored (never plain "verified" then)."""
-    if not fb.verified:
-        return "NOT verified"
-    if not fb.names_where:
-        return "verified"
-    return "verified on " + fb._where() + (
-        " only: storage only, arithmetic not verified" if fb.storage_only else "")
+def _shown(x: Optional[float]) -> Any:
+    """A number of the tables: the non-finite values the JSON report writes as null, as text."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def _recipe_lines(recipe: str) -> List[str]:
-    """A recipe's lines for text and Markdown, long names shortened; a first comment says so,
-    for the shortened code no longer runs as printed."""
-    lines = [printable(ln) for ln in recipe.rstrip("\n").splitlines()]
-    short = [shorten(ln) for ln in lines]
-    if short == lines:
-        return lines
-    return ["# long names shortened (HEAD...TAIL~HASH); the JSON report's "
-            "backends[].fallback.recipe has them in full"] + short
+def _render_row(b: BackendResult) -> Dict[str, Any]:
+    """A row's "render" entry (include/driftscope/report.hpp)."""
+    w, fb = b.worst, b.fallback
+    out: Dict[str, Any] = {
+        "worst": None if w is None else {k: _shown(getattr(w, k)) for k in
+                                         ("cosine", "norm_ref", "norm_cand", "max_diff")},
+        "latency_ms": _shown(b.latency_ms), "latency_ratio": _shown(b.latency_ratio),
+        "fallback": None}
+    if fb is not None:
+        table = len(fb.candidates) > 1 or fb.stopped
+        out["fallback"] = {
+            "heads": fb.tradeoff_heads() if table else [],
+            "rows": fb.tradeoff_rows() if table else [], "budget": fb.budget_text(),
+            "kept_as": fb.kept_as,
+            # a float16 recipe says where it was verified (the registry knows which backends
+            # compute the precision)
+            "where": fb._where() if fb.verified and fb.names_where else None}
+    return out
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _spelled(obj: Any) -> Any:
+    """`obj` with every lone surrogate (a byte that was not UTF-8, surrogate-escaped) spelt as
+    printable() spells it: JSON text carries no such string, and every text the renderers show
+    goes through printable(), which leaves the spelling as it is."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub(lambda m: printable(m.group(0)), obj)
+    if isinstance(obj, dict):
+        return {_spelled(k): _spelled(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_spelled(v) for v in obj]
+    return obj
