@@ -13,13 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
 
-struct CheckOptions {
+struct DS_API CheckOptions {
   std::vector<std::string> dynamic_axes;  // axis names allowed several sizes (plus the run's
                                           // `dynamic_axes` metadata)
   std::vector<std::string> ignore;        // finding codes not to report
@@ -60,7 +61,7 @@ struct CheckTensorAxes {
   std::string from, stop;         // attributes axes_from and axes_stop ("" when absent)
 };
 
-struct CheckReport {
+struct DS_API CheckReport {
   static constexpr std::string_view kSchema = "driftscope.check.report/1";
   std::string path;
   std::string state;                  // file_state_name of the reader's integrity
@@ -82,9 +83,9 @@ struct CheckReport {
 };
 
 // Errors concern the request (bad options) or the file (check_unchanged after reading).
-Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {});
+DS_API Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {});
 // Opens the file (full verification of frames; payload CRCs as each tensor is read). An error
 // opening it does not repeat the path: the caller names the file.
-Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
+DS_API Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
 
 }  // namespace driftscope
