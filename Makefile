@@ -41,5 +41,10 @@ bench: deps
 python: deps
 	$(PY) -m pip install -q --no-build-isolation ./
 
+# The packaging tests (ctest label packaging): the installed static package used through
+# find_package, and the shared libraries' exports (HACKING.md "Public API").
+install-check: build
+	ctest --test-dir $(BUILD) --output-on-failure -L packaging
+
 clean:
 	rm -rf build

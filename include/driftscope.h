@@ -24,6 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DS_C_API (CMake's GenerateExportHeader): marks what libdriftscope_c.so exports (HACKING.md). */
+#include "driftscope/api_c.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -79,10 +82,10 @@ enum {
 
 /* Stable snake_case name of a status ("ok", "bad_magic", "out_of_memory"); "unknown" otherwise.
  * The returned string is static. */
-const char* ds_status_name(int status);
+DS_C_API const char* ds_status_name(int status);
 
 /* "0.1.0"; static. */
-const char* ds_version(void);
+DS_C_API const char* ds_version(void);
 
 /* ---- last error (thread-local) ------------------------------------------------------------ */
 
@@ -90,12 +93,12 @@ const char* ds_version(void);
 
 /* Message of the last failure on this thread ("" when none): one line naming the field, the
  * value found and the allowed range. Valid until the next fallible ds_* call on this thread. */
-const char* ds_last_error_message(void);
+DS_C_API const char* ds_last_error_message(void);
 /* Status of the last failure on this thread (DS_OK when the last fallible call succeeded). */
-int ds_last_error_code(void);
+DS_C_API int ds_last_error_code(void);
 /* File offset the last failure refers to, DS_NO_OFFSET when it has none. */
-uint64_t ds_last_error_offset(void);
-void ds_clear_error(void);
+DS_C_API uint64_t ds_last_error_offset(void);
+DS_C_API void ds_clear_error(void);
 
 /* ---- tensors: the descriptor shared by writer and filter ---------------------------------- */
 
@@ -118,11 +121,11 @@ enum {
   DS_DTYPE_U64 = 15
 };
 /* Bytes per element, 0 for an unknown code. */
-size_t ds_dtype_size(int32_t dtype);
+DS_C_API size_t ds_dtype_size(int32_t dtype);
 /* "f32", "bf16", ...; NULL for an unknown code. Static. */
-const char* ds_dtype_name(int32_t dtype);
+DS_C_API const char* ds_dtype_name(int32_t dtype);
 /* Accepts the names above and the usual aliases ("float32", "half", "int8"); 0 when unknown. */
-int32_t ds_dtype_parse(const char* name);
+DS_C_API int32_t ds_dtype_parse(const char* name);
 
 enum { DS_ROLE_OUTPUT = 0, DS_ROLE_INPUT = 1, DS_ROLE_PARAMETER = 2, DS_ROLE_OTHER = 3 };
 enum { DS_ENCODING_RAW = 0, DS_ENCODING_AFFINE_TENSOR = 1, DS_ENCODING_AFFINE_CHANNEL = 2 };
@@ -158,7 +161,7 @@ typedef struct ds_tensor_desc {
   size_t scale_count;
 } ds_tensor_desc;
 
-void ds_tensor_desc_init(ds_tensor_desc* desc);
+DS_C_API void ds_tensor_desc_init(ds_tensor_desc* desc);
 
 /* Statistics of a tensor's decoded values, float64 accumulation (docs/format.md §3.6). */
 typedef struct ds_tensor_stats {
@@ -183,19 +186,19 @@ typedef struct ds_filter ds_filter;
 
 /* Parses a filter string ("encoder.layers.3* -*.dropout op=LayerNorm budget=1GiB").
  * On failure returns DS_E_FILTER_SYNTAX naming the clause and its position; *out stays NULL. */
-int ds_filter_parse(const char* text, ds_filter** out);
-void ds_filter_free(ds_filter* filter);
+DS_C_API int ds_filter_parse(const char* text, ds_filter** out);
+DS_C_API void ds_filter_free(ds_filter* filter);
 /* 1 when the tensor passes every clause except the byte budget, 0 when not, < 0 on bad input.
  * exec_index is the writer's index (every=N); desc->exec_index is ignored. */
-int ds_filter_accepts(const ds_filter* filter, const ds_tensor_desc* desc, uint64_t exec_index);
+DS_C_API int ds_filter_accepts(const ds_filter* filter, const ds_tensor_desc* desc, uint64_t exec_index);
 /* 0 when no tensor of this name can pass (producers skip work early), 1 otherwise, < 0 on bad
  * input. */
-int ds_filter_may_accept_name(const ds_filter* filter, const char* name);
+DS_C_API int ds_filter_may_accept_name(const ds_filter* filter, const char* name);
 /* 1 and *bytes set when the filter has a byte budget, 0 when unlimited. */
-int ds_filter_budget(const ds_filter* filter, uint64_t* bytes);
+DS_C_API int ds_filter_budget(const ds_filter* filter, uint64_t* bytes);
 /* Canonical text of the filter, snprintf-style: writes at most `capacity` bytes including the
  * NUL into buf (buf may be NULL when capacity is 0) and returns the full length without the NUL. */
-int64_t ds_filter_to_string(const ds_filter* filter, char* buf, size_t capacity);
+DS_C_API int64_t ds_filter_to_string(const ds_filter* filter, char* buf, size_t capacity);
 
 /* ---- data flow (docs/format.md §3.3.3) ------------------------------------------------------ */
 /* A recorded tensor's identity, as named by the reserved attribute "ds.inputs". */
@@ -209,7 +212,7 @@ typedef struct ds_tensor_ref {
  * snprintf-style like ds_filter_to_string: returns the full length without the NUL, < 0 on bad
  * input (DS_E_INVALID_ARGUMENT: a NULL or empty name, a bad role). Pass it as the value of the
  * attribute "ds.inputs"; "ds.kind" is one of "float", "index", "shape", "mask". */
-int64_t ds_format_inputs(const ds_tensor_ref* refs, size_t count, char* buf, size_t capacity);
+DS_C_API int64_t ds_format_inputs(const ds_tensor_ref* refs, size_t count, char* buf, size_t capacity);
 
 /* ---- writer (docs/format.md §5) ----------------------------------------------------------- */
 
@@ -237,11 +240,11 @@ typedef struct ds_writer_options {
                               (docs/c-api.md "Writing"); default 0 */
 } ds_writer_options;
 
-void ds_writer_options_init(ds_writer_options* options);
+DS_C_API void ds_writer_options_init(ds_writer_options* options);
 
 /* Creates (or with append, reopens) a TDUMP file. options may be NULL for the defaults.
  * On failure *out stays NULL. */
-int ds_writer_open(const char* path, const ds_writer_options* options, ds_writer** out);
+DS_C_API int ds_writer_open(const char* path, const ds_writer_options* options, ds_writer** out);
 
 enum { DS_WRITTEN = 0, DS_FILTERED = 1, DS_OVER_BUDGET = 2 };
 
@@ -255,28 +258,28 @@ typedef struct ds_write_result {
 /* Records a tensor: `data` holds size = numel * dtype size bytes, row-major, little-endian.
  * Returns DS_WRITTEN, DS_FILTERED or DS_OVER_BUDGET (>= 0), or a negative status; `result` may
  * be NULL. Thread-safe. In background mode the bytes are copied before the call returns. */
-int ds_writer_write(ds_writer* writer, const ds_tensor_desc* desc, const void* data, size_t size,
+DS_C_API int ds_writer_write(ds_writer* writer, const ds_tensor_desc* desc, const void* data, size_t size,
                     ds_write_result* result);
 /* Light mode with a summary the caller computed. */
-int ds_writer_write_summary(ds_writer* writer, const ds_tensor_desc* desc,
+DS_C_API int ds_writer_write_summary(ds_writer* writer, const ds_tensor_desc* desc,
                             const ds_summary* summary, ds_write_result* result);
 /* Light mode: computes stats and a projection of dimension projection_dim (0 ... 4096) with
  * `seed` from the tensor's bytes and records that summary instead of the values. */
-int ds_writer_write_summarized(ds_writer* writer, const ds_tensor_desc* desc, const void* data,
+DS_C_API int ds_writer_write_summarized(ds_writer* writer, const ds_tensor_desc* desc, const void* data,
                                size_t size, uint32_t projection_dim, uint64_t seed,
                                ds_write_result* result);
 /* 1 when a tensor of this name may pass the writer's filter, 0 when it cannot. */
-int ds_writer_wants(const ds_writer* writer, const char* name);
+DS_C_API int ds_writer_wants(const ds_writer* writer, const char* name);
 /* Waits for queued records and fdatasyncs. */
-int ds_writer_flush(ds_writer* writer);
+DS_C_API int ds_writer_flush(ds_writer* writer);
 /* Writes INDEX and END, syncs and closes the file. Idempotent; the handle stays valid for the
  * getters below and must still be freed. Further writes return DS_E_CLOSED. */
-int ds_writer_close(ds_writer* writer);
+DS_C_API int ds_writer_close(ds_writer* writer);
 /* Closes if still open (errors are then lost: call ds_writer_close to see them) and frees. */
-void ds_writer_free(ds_writer* writer);
-uint64_t ds_writer_records_written(const ds_writer* writer);
-uint64_t ds_writer_bytes_written(const ds_writer* writer);
-uint64_t ds_writer_salt(const ds_writer* writer);
+DS_C_API void ds_writer_free(ds_writer* writer);
+DS_C_API uint64_t ds_writer_records_written(const ds_writer* writer);
+DS_C_API uint64_t ds_writer_bytes_written(const ds_writer* writer);
+DS_C_API uint64_t ds_writer_salt(const ds_writer* writer);
 
 /* ---- reader (docs/format.md §4) ----------------------------------------------------------- */
 
@@ -294,16 +297,16 @@ typedef struct ds_open_options {
   int32_t resync;     /* 1: after corruption, search for the next valid record and go on */
 } ds_open_options;
 
-void ds_open_options_init(ds_open_options* options);
+DS_C_API void ds_open_options_init(ds_open_options* options);
 
 /* Maps and validates a file. Fails only when it cannot be opened or its header is invalid;
  * damage to records is reported by ds_reader_integrity with every record before it available.
  * options may be NULL. On failure *out stays NULL. */
-int ds_reader_open(const char* path, const ds_open_options* options, ds_reader** out);
+DS_C_API int ds_reader_open(const char* path, const ds_open_options* options, ds_reader** out);
 /* The same over bytes the caller keeps alive and unchanged until ds_reader_free. */
-int ds_reader_open_memory(const void* data, size_t size, const ds_open_options* options,
+DS_C_API int ds_reader_open_memory(const void* data, size_t size, const ds_open_options* options,
                           ds_reader** out);
-void ds_reader_free(ds_reader* reader);
+DS_C_API void ds_reader_free(ds_reader* reader);
 
 typedef struct ds_file_info {
   uint16_t version_major, version_minor;
@@ -314,12 +317,12 @@ typedef struct ds_file_info {
   size_t record_count; /* TENSOR and SUMMARY records */
 } ds_file_info;
 
-int ds_reader_info(const ds_reader* reader, ds_file_info* out);
+DS_C_API int ds_reader_info(const ds_reader* reader, ds_file_info* out);
 /* Metadata entry i (0 <= i < metadata_count), in file order. Any out pointer may be NULL. */
-int ds_reader_metadata(const ds_reader* reader, size_t i, const char** key, size_t* key_length,
+DS_C_API int ds_reader_metadata(const ds_reader* reader, size_t i, const char** key, size_t* key_length,
                        const char** value, size_t* value_length);
 /* Value of a metadata key, NULL when absent. */
-const char* ds_reader_metadata_get(const ds_reader* reader, const char* key);
+DS_C_API const char* ds_reader_metadata_get(const ds_reader* reader, const char* key);
 
 enum { DS_STATE_CLEAN = 0, DS_STATE_UNFINISHED = 1, DS_STATE_CUT = 2, DS_STATE_CORRUPT = 3 };
 
@@ -339,27 +342,27 @@ typedef struct ds_integrity {
 } ds_integrity;
 
 /* Strings in *out are owned by the reader. */
-int ds_reader_integrity(const ds_reader* reader, ds_integrity* out);
+DS_C_API int ds_reader_integrity(const ds_reader* reader, ds_integrity* out);
 /* "clean", "unfinished", "cut", "corrupt"; static; NULL for an unknown state. */
-const char* ds_file_state_name(int32_t state);
+DS_C_API const char* ds_file_state_name(int32_t state);
 /* Warning i (e.g. DS_E_DUPLICATE_TENSOR) as a negative status; message owned by the reader. */
-int ds_reader_warning(const ds_reader* reader, size_t i, int32_t* status, const char** message);
+DS_C_API int ds_reader_warning(const ds_reader* reader, size_t i, int32_t* status, const char** message);
 
 /* TENSOR and SUMMARY records, in file order. NULL when i is out of range. */
-size_t ds_reader_record_count(const ds_reader* reader);
-const ds_record* ds_reader_record(const ds_reader* reader, size_t i);
+DS_C_API size_t ds_reader_record_count(const ds_reader* reader);
+DS_C_API const ds_record* ds_reader_record(const ds_reader* reader, size_t i);
 /* Lookup by identity (uses the footer index when the file has one). DS_E_NOT_FOUND when absent. */
-int ds_reader_find(const ds_reader* reader, const char* name, uint32_t occurrence, int32_t role,
+DS_C_API int ds_reader_find(const ds_reader* reader, const char* name, uint32_t occurrence, int32_t role,
                    uint16_t role_index, const ds_record** out);
 /* Every record with this name (any role or occurrence) in file order: writes at most `capacity`
  * into out (out may be NULL when capacity is 0) and returns how many there are in total. */
-int64_t ds_reader_find_all(const ds_reader* reader, const char* name, const ds_record** out,
+DS_C_API int64_t ds_reader_find_all(const ds_reader* reader, const char* name, const ds_record** out,
                            size_t capacity);
 /* Checks one record's CRC (needed after DS_VERIFY_FRAMES): DS_OK or DS_E_BAD_RECORD_CHECKSUM. */
-int ds_reader_verify_payload(const ds_reader* reader, const ds_record* record);
+DS_C_API int ds_reader_verify_payload(const ds_reader* reader, const ds_record* record);
 /* DS_OK, or DS_E_IO ("file changed while reading") when the file shrank since
  * it was opened: reads past the cut returned zeros (never SIGBUS). Call before trusting values. */
-int ds_reader_check_unchanged(const ds_reader* reader);
+DS_C_API int ds_reader_check_unchanged(const ds_reader* reader);
 
 enum { DS_KIND_TENSOR = 1, DS_KIND_SUMMARY = 2 };
 
@@ -393,24 +396,24 @@ typedef struct ds_record_info {
   uint64_t payload_size;
 } ds_record_info;
 
-int ds_record_get_info(const ds_record* record, ds_record_info* out);
+DS_C_API int ds_record_get_info(const ds_record* record, ds_record_info* out);
 /* Attribute i in file order. Any out pointer may be NULL. */
-int ds_record_attr(const ds_record* record, size_t i, const char** key, size_t* key_length,
+DS_C_API int ds_record_attr(const ds_record* record, size_t i, const char** key, size_t* key_length,
                    const char** value, size_t* value_length);
 /* Value of an attribute, NULL when absent. */
-const char* ds_record_attr_get(const ds_record* record, const char* key);
+DS_C_API const char* ds_record_attr_get(const ds_record* record, const char* key);
 /* The raw payload in place (a view into the reader's mapping, 64-byte aligned for mapped files):
  * TENSOR: the elements; SUMMARY: the encoded summary (docs/format.md §3.6). */
-int ds_record_payload(const ds_record* record, const void** data, uint64_t* size);
+DS_C_API int ds_record_payload(const ds_record* record, const void** data, uint64_t* size);
 /* Decodes (and dequantizes) elements [first, first + count) of a TENSOR record to f32 or f64.
  * DS_E_INVALID_ARGUMENT for a SUMMARY record or a range past numel. */
-int ds_record_decode_f32(const ds_record* record, uint64_t first, float* out, size_t count);
-int ds_record_decode_f64(const ds_record* record, uint64_t first, double* out, size_t count);
+DS_C_API int ds_record_decode_f32(const ds_record* record, uint64_t first, float* out, size_t count);
+DS_C_API int ds_record_decode_f64(const ds_record* record, uint64_t first, double* out, size_t count);
 /* Statistics: computed from the values of a TENSOR record, stored ones for a SUMMARY record. */
-int ds_record_stats(const ds_record* record, ds_tensor_stats* out);
+DS_C_API int ds_record_stats(const ds_record* record, ds_tensor_stats* out);
 /* A SUMMARY record's content (projection owned by the reader); DS_E_INVALID_ARGUMENT for a
  * TENSOR record. */
-int ds_record_summary(const ds_record* record, ds_summary* out);
+DS_C_API int ds_record_summary(const ds_record* record, ds_summary* out);
 
 /* ---- compare (docs/compare.md) ------------------------------------------------------------ */
 
@@ -432,10 +435,10 @@ enum {
  * docs/report-schema.json unless options say "format": "text", "markdown", "html" (the
  * self-contained page of `compare --html`) or "model_explorer" (node data)), a NUL-terminated
  * string the caller releases with ds_string_free; report_length (may be NULL) its length. */
-int ds_compare(const char* reference_path, const char* candidate_path, const char* options_json,
+DS_C_API int ds_compare(const char* reference_path, const char* candidate_path, const char* options_json,
                char** report, size_t* report_length);
 /* Releases a string the library allocated for the caller (ds_compare's report). NULL is a no-op. */
-void ds_string_free(char* s);
+DS_C_API void ds_string_free(char* s);
 
 /* ---- import and export (docs/c-api.md; the engine of `driftscope import` / `export`) ------- */
 
@@ -452,7 +455,7 @@ typedef struct ds_import_options {
   uint64_t salt;
 } ds_import_options;
 
-void ds_import_options_init(ds_import_options* options);
+DS_C_API void ds_import_options_init(ds_import_options* options);
 
 typedef struct ds_import_result {
   int32_t format;          /* DS_FORMAT_* that was read */
@@ -466,7 +469,7 @@ typedef struct ds_import_result {
  * The input is hostile: DS_E_BAD_NPZ / DS_E_BAD_SAFETENSORS name the member or tensor, the field
  * and the offset; a FIFO or other non-regular input is DS_E_IO (never waited on). On any failure
  * out_path is not created and no temporary file is left. options and result may be NULL. */
-int ds_import(const char* in_path, const char* out_path, const ds_import_options* options,
+DS_C_API int ds_import(const char* in_path, const char* out_path, const ds_import_options* options,
               ds_import_result* result);
 
 typedef struct ds_export_options {
@@ -478,7 +481,7 @@ typedef struct ds_export_options {
   int32_t raw_quantized;  /* 1: quantized tensors as their integer codes, not dequantized */
 } ds_export_options;
 
-void ds_export_options_init(ds_export_options* options);
+DS_C_API void ds_export_options_init(ds_export_options* options);
 
 typedef struct ds_export_result {
   int32_t format;              /* DS_FORMAT_* written */
@@ -494,7 +497,7 @@ typedef struct ds_export_result {
  * DS_E_UNSUPPORTED naming the record. out_path naming the input is DS_E_INVALID_ARGUMENT. On any
  * failure out_path is not created and no temporary file is left. options and result may be
  * NULL. */
-int ds_export(const char* in_path, const char* out_path, const ds_export_options* options,
+DS_C_API int ds_export(const char* in_path, const char* out_path, const ds_export_options* options,
               ds_export_result* result);
 
 /* ---- reference weights: the hash initialiser (docs/references.md) ------------------------ */
@@ -507,12 +510,12 @@ enum { DS_HASH_UNIFORM = 0, DS_HASH_NORMAL = 1 };
  * `seed`. The same bits as driftscope::reference::hash_fill, driftscope.reference.hash_tensor and
  * org.driftscope.tdump.HashInit. DS_E_INVALID_ARGUMENT for a NULL pointer with count > 0, a
  * negative or non-finite std_dev or an unknown distribution. */
-int ds_hash_fill_f32(const char* name, size_t name_len, int32_t distribution, double std_dev,
+DS_C_API int ds_hash_fill_f32(const char* name, size_t name_len, int32_t distribution, double std_dev,
                      uint64_t seed, uint64_t first, float* out, size_t count);
-int ds_hash_fill_f64(const char* name, size_t name_len, int32_t distribution, double std_dev,
+DS_C_API int ds_hash_fill_f64(const char* name, size_t name_len, int32_t distribution, double std_dev,
                      uint64_t seed, uint64_t first, double* out, size_t count);
 /* Integer inputs: out[i] = low + (draw i mod (high - low)); needs low < high, width fits int64. */
-int ds_hash_fill_i64(const char* name, size_t name_len, int64_t low, int64_t high, uint64_t seed,
+DS_C_API int ds_hash_fill_i64(const char* name, size_t name_len, int64_t low, int64_t high, uint64_t seed,
                      uint64_t first, int64_t* out, size_t count);
 
 #ifdef __cplusplus

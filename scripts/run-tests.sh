@@ -2,7 +2,10 @@
 # Builds and runs every test suite (what `make test` and CI run):
 #   1. C++ unit tests, C ABI test, example tests          (dev preset, gcc, ctest; also the
 #      Java library's tests, java/build.sh, registered as ctest java.tdump, and the layer rule
-#      of HACKING.md over the includes, scripts/check-layers.sh, ctest layers.includes)
+#      of HACKING.md over the includes, scripts/check-layers.sh, ctest layers.includes; and the
+#      packaging checks, ctest -L packaging: the installed package through find_package, and the
+#      library compiled once more as shared libraries whose exports scripts/check-exports.sh
+#      checks, ctest install.shared_library, about 4 CPU-minutes)
 #   2. the Python package's import layers (scripts/check-python-layers.py), the package built from
 #      this tree + pytest                                 (CLI, vectors, metrics vs numpy, recorders;
 #      the wheel links the dev build's library), then the CPU-dependent guard tests once more

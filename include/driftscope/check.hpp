@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/options.hpp"
 #include "driftscope/reader.hpp"
@@ -65,7 +66,7 @@ namespace driftscope {
     "for stdout")                                                                                  \
   X(bool, quiet, false, "-q,--quiet", "", value, 0, 0, "", "Options", "print only the summary line")
 
-struct CheckOptions {
+struct DS_API CheckOptions {
   DRIFTSCOPE_CHECK_OPTIONS(DRIFTSCOPE_OPTION_FIELD_)
   // Parses and checks the values: invalid_argument naming the option and its allowed range (the
   // rows' lo .. hi; `ignore`: the row's choices).
@@ -77,7 +78,7 @@ struct CheckCommandOptions {
 };
 
 // The rows of DRIFTSCOPE_CHECK_OPTIONS (scope settings) and DRIFTSCOPE_CHECK_COMMAND (command).
-std::span<const OptionSpec> check_option_specs() noexcept;
+DS_API std::span<const OptionSpec> check_option_specs() noexcept;
 
 // A stable code ("nonfinite", "all_zero", "constant", "dead_channels", "f16_near_overflow",
 // "int8_saturation", "norm_axis", "softmax_axis", "axis_size", and by axis name "norm_over",
@@ -107,7 +108,7 @@ struct CheckTensorAxes {
   std::string from, stop;         // attributes axes_from and axes_stop ("" when absent)
 };
 
-struct CheckReport {
+struct DS_API CheckReport {
   static constexpr std::string_view kSchema = "driftscope.check.report/1";
   std::string path;
   std::string state;                  // file_state_name of the reader's integrity
@@ -129,9 +130,9 @@ struct CheckReport {
 };
 
 // Errors concern the request (bad options) or the file (check_unchanged after reading).
-Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {});
+DS_API Result<CheckReport> check(const Reader& reader, const CheckOptions& options = {});
 // Opens the file (full verification of frames; payload CRCs as each tensor is read). An error
 // opening it does not repeat the path: the caller names the file.
-Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
+DS_API Result<CheckReport> check_file(const std::string& path, const CheckOptions& options = {});
 
 }  // namespace driftscope

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/boxed.hpp"
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare_options.hpp"
@@ -48,7 +49,7 @@ namespace driftscope {
 // An empty Criteria judges nothing beyond the health checks (NaN positions, Inf signs, silent
 // zeros), which always apply.
 // (CompactOptional: std::optional's interface in 8 bytes; a report holds one Criteria per pair.)
-struct Criteria {
+struct DS_API Criteria {
   CompactOptional<double> atol;                   // allclose: |cand-ref| <= atol + rtol*|ref|
   CompactOptional<double> rtol;                   // (either one set enables allclose; the other is 0)
   CompactOptional<double> max_mismatch_fraction;  // allclose may fail on this fraction (default 0)
@@ -78,7 +79,7 @@ struct PairCriteria : Pooled<Criteria> {
 
 // The documented default for a pair whose coarser side has dtype `t` (docs/compare.md, table
 // "Default tolerances"); `quantized` when either side is affine-quantized.
-Criteria default_criteria(DType t, bool quantized);
+DS_API Criteria default_criteria(DType t, bool quantized);
 
 // A per-pattern override. The first rule whose patterns match a pair decides its criteria.
 struct PolicyRule {
@@ -90,7 +91,7 @@ struct PolicyRule {
   uint32_t top_k = 5;
 };
 
-struct Policy {
+struct DS_API Policy {
   // Replaces the per-dtype defaults for every pair no rule decides (command-line criteria).
   std::optional<Criteria> global;
   std::vector<PolicyRule> rules;
@@ -108,14 +109,14 @@ struct Policy {
 
 // A rename rule "REGEX=>REPLACEMENT" (ECMAScript regex, $1.. in the replacement), applied to
 // every name of one side before pairing; rules apply in order, each to the previous result.
-struct RenameRule {
+struct DS_API RenameRule {
   std::string pattern;
   std::string replacement;
   // Parses "REGEX=>REPL"; errors are Errc::invalid_argument naming the rule.
   static Result<RenameRule> parse(std::string_view text);
 };
 
-struct NameMap {
+struct DS_API NameMap {
   std::vector<RenameRule> reference;   // --map-a
   std::vector<RenameRule> candidate;   // --map-b
   // Exact pairs (reference name, candidate name); they win over the regex rules.
@@ -165,7 +166,7 @@ struct CompareOptions {
 // the one validator every front end calls, so a bad value gets the same error and message from
 // the CLI, C and Python: Errc::invalid_argument "compare option 'min_cosine' is 2, allowed -1 .. 1"
 // (or the error of the policy file, mapping file, rename rule or filter it names).
-struct CompareSettings {
+struct DS_API CompareSettings {
   DRIFTSCOPE_COMPARE_SETTINGS(DRIFTSCOPE_OPTION_FIELD_)
 
   // Checks every value, reads the policy and mapping files and builds the engine's options.
@@ -174,7 +175,7 @@ struct CompareSettings {
 
 // Checks options built in code against the same ranges (compare() and resolve() call it):
 // criteria, rules, reference64 multipliers and floor, threads, amplification settings.
-Result<void> validate(const CompareOptions& options);
+DS_API Result<void> validate(const CompareOptions& options);
 
 // ---- report -------------------------------------------------------------------------------------
 
@@ -194,13 +195,13 @@ enum class PairStatus : uint8_t {
 // error and this op multiplied it by at least CompareOptions::amplification_threshold
 // (docs/compare.md §5).
 enum class Origin : uint8_t { none, introduced, inherited, amplified };
-std::string_view verdict_name(Verdict v) noexcept;
+DS_API std::string_view verdict_name(Verdict v) noexcept;
 // The exit status of `driftscope compare` for a verdict (also Python's Report.exit_code and the
 // JSON report's exit_code): 0 pass, 1 diverged, 2 nothing_compared (like an input error: there
 // was nothing to judge), 3 silent_failure.
-int verdict_exit_code(Verdict v) noexcept;
-std::string_view status_name(PairStatus s) noexcept;
-std::string_view origin_name(Origin o) noexcept;
+DS_API int verdict_exit_code(Verdict v) noexcept;
+DS_API std::string_view status_name(PairStatus s) noexcept;
+DS_API std::string_view origin_name(Origin o) noexcept;
 
 // A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and one line.
 struct Reason {
@@ -453,7 +454,7 @@ struct PairDetail {
 // A layout hypothesis tested on a failed pair (docs/axes.md "Layout diagnosis"): is the candidate
 // the reference with its axes permuted, blocks of one axis (attention heads) exchanged, or an axis
 // reversed or shifted? Tested on a sample first, confirmed on the whole tensor.
-struct LayoutDiagnosis {
+struct DS_API LayoutDiagnosis {
   // "permutation" (the candidate's axes are the reference's, permuted), "view_of_permutation"
   // (the candidate holds the permuted data under another shape: a view where a transpose was
   // meant), "block_permutation", "reversed", "shifted"; "none" when no hypothesis fits.
@@ -624,7 +625,7 @@ struct AxesFindingPair {
   std::string reference_message, candidate_message;  // "" on a side without the finding
 };
 
-struct Report {
+struct DS_API Report {
   static constexpr std::string_view kSchema = "driftscope.compare.report/1";
   Verdict verdict = Verdict::pass;
   std::string summary;           // the one line a CI log shows first
@@ -663,14 +664,14 @@ struct Report {
 
 // Compares two opened dumps. Errors (Errc::bad_policy, invalid_argument, io_error for the
 // reference64 file, ...) concern the request; problems of single pairs go into the report.
-Result<Report> compare(const Reader& reference, const Reader& candidate,
+DS_API Result<Report> compare(const Reader& reference, const Reader& candidate,
                        const CompareOptions& options);
 // Opens both files (full verification) and compares them; paths are recorded in the report.
 // Either path may be a dump set (a directory or its driftscope-set.json, docs/dumpsets.md): the
 // shards of each side are gathered or summed into logical tensors first, paired by identity and
 // coordinates, and the report's pairs carry their ranks (Report::sets). Sets need by-name pairing
 // (positional pairing is Errc::unsupported).
-Result<Report> compare_files(const std::string& reference, const std::string& candidate,
+DS_API Result<Report> compare_files(const std::string& reference, const std::string& candidate,
                              const CompareOptions& options);
 
 // ---- a comparison in parts (docs/howto/cluster.md) ---------------------------------------------
@@ -682,11 +683,11 @@ Result<Report> compare_files(const std::string& reference, const std::string& ca
 // dumps and options. For any partition of compare_work() into parts the report equals compare()'s
 // bit for bit. Errors (Errc::invalid_argument) for a pair outside the work list, a damaged blob or
 // one from another comparison, and a pair no part measured or two parts did: never a partial report.
-Result<std::vector<size_t>> compare_work(const Reader& reference, const Reader& candidate,
+DS_API Result<std::vector<size_t>> compare_work(const Reader& reference, const Reader& candidate,
                                          const CompareOptions& options);
-Result<std::string> measure_pairs(const Reader& reference, const Reader& candidate,
+DS_API Result<std::string> measure_pairs(const Reader& reference, const Reader& candidate,
                                   const CompareOptions& options, std::span<const size_t> pairs);
-Result<Report> assemble_report(const Reader& reference, const Reader& candidate,
+DS_API Result<Report> assemble_report(const Reader& reference, const Reader& candidate,
                                const CompareOptions& options, std::span<const std::string> parts);
 
 // ---- dump sets in parts (docs/howto/cluster.md "Dump sets") --------------------------------------
@@ -698,7 +699,7 @@ Result<Report> assemble_report(const Reader& reference, const Reader& candidate,
 // compare_files() on sets is exactly prepare_sets() + compare() + finish(), so any front end that
 // follows the same steps gets its report bit for bit. Errors as compare_files() for sets; nothing
 // is left in `directory` on error.
-struct SetComparison {
+struct DS_API SetComparison {
   std::string reference_dump, candidate_dump;  // the logical dumps; the caller removes them
   CompareOptions options;                      // to compare them with (the filter is applied)
   // The report of reference_dump vs candidate_dump (compare() or assemble_report() with
@@ -707,7 +708,7 @@ struct SetComparison {
   struct State;
   std::shared_ptr<const State> state;
 };
-Result<SetComparison> prepare_sets(const std::string& reference, const std::string& candidate,
+DS_API Result<SetComparison> prepare_sets(const std::string& reference, const std::string& candidate,
                                    const CompareOptions& options, const std::string& directory);
 
 }  // namespace driftscope

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/options.hpp"
 
@@ -137,33 +138,33 @@ struct CompareCommandOptions {
   DRIFTSCOPE_COMPARE_COMMAND(DRIFTSCOPE_OPTION_FIELD_)
 };
 
-std::span<const OptionSpec> compare_option_specs() noexcept;
+DS_API std::span<const OptionSpec> compare_option_specs() noexcept;
 // The row of `name` (a settings or command option), or nullptr.
-const OptionSpec* find_compare_option(std::string_view name) noexcept;
+DS_API const OptionSpec* find_compare_option(std::string_view name) noexcept;
 
 struct CompareSettings;
 
 // The settings (and, when given, the command's options) as one JSON object keyed by option name,
 // every row present. Numbers in their shortest round-trip spelling; an infinite or NaN number is
 // the string "inf", "-inf" or "nan" (JSON has none).
-std::string compare_options_to_json(const CompareSettings& settings,
+DS_API std::string compare_options_to_json(const CompareSettings& settings,
                                     const CompareCommandOptions* command = nullptr);
 // Sets the options a JSON object names (the keys of compare_options_to_json; numbers may also be
 // "inf", "-inf", "nan"). Command options only when `command` is given. An unknown key or a value
 // of the wrong JSON type is Errc::invalid_argument ("unknown compare option 'x'", "compare option
 // 'atol' must be a number"); ranges are resolve()'s.
-Result<void> compare_options_from_json(std::string_view json_object, CompareSettings& settings,
+DS_API Result<void> compare_options_from_json(std::string_view json_object, CompareSettings& settings,
                                        CompareCommandOptions* command = nullptr);
 
 // The inputs and report files of a compare command: every input_file setting that is given, then
 // the report files that are checked together. Refuses before anything is measured: a report
 // file that is one of the inputs (also through a link), two reports naming one file, more than
 // one report on stdout ('-'). The message names the flags as the command spells them.
-Result<void> check_compare_outputs(const std::string& reference, const std::string& candidate,
+DS_API Result<void> check_compare_outputs(const std::string& reference, const std::string& candidate,
                                    const CompareSettings& settings,
                                    const CompareCommandOptions& command);
 // reference, candidate, then every input_file setting that is given.
-std::vector<std::string> compare_inputs(const std::string& reference, const std::string& candidate,
+DS_API std::vector<std::string> compare_inputs(const std::string& reference, const std::string& candidate,
                                         const CompareSettings& settings);
 
 }  // namespace driftscope

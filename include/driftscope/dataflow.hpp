@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/shared_string.hpp"
 #include "driftscope/tensor.hpp"
@@ -39,13 +40,13 @@ enum class TensorKind : uint8_t {
   shape,  // shapes and sizes, and arithmetic on them
   mask,   // booleans, and floats computed from integers/booleans only (attention masks)
 };
-std::string_view tensor_kind_name(TensorKind k) noexcept;   // "float", "index", "shape", "mask"
-std::optional<TensorKind> parse_tensor_kind(std::string_view text) noexcept;
+DS_API std::string_view tensor_kind_name(TensorKind k) noexcept;   // "float", "index", "shape", "mask"
+DS_API std::optional<TensorKind> parse_tensor_kind(std::string_view text) noexcept;
 
 // The `ds.inputs` value for `refs` (grammar in docs/format.md §3.3.3), e.g.
 // "output/0/0:encoder.layers.0.norm1,input/1/0:attention\,mask".
-std::string format_inputs(const std::vector<TensorRef>& refs);
+DS_API std::string format_inputs(const std::vector<TensorRef>& refs);
 // Parses a `ds.inputs` value; Errc::bad_value with the byte position of the first problem.
-Result<std::vector<TensorRef>> parse_inputs(std::string_view text);
+DS_API Result<std::vector<TensorRef>> parse_inputs(std::string_view text);
 
 }  // namespace driftscope

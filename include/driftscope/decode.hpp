@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
@@ -22,30 +23,30 @@ namespace driftscope {
 // the shape, or the range is outside the tensor), bad_encoding (affine parameters that do not fit
 // the dtype or shape), bad_value (non-finite scale; bool byte other than 0/1 — `out` is then
 // partly written).
-Result<void> decode(const TensorInfo& info, std::span<const std::byte> payload, uint64_t first,
+DS_API Result<void> decode(const TensorInfo& info, std::span<const std::byte> payload, uint64_t first,
                     std::span<double> out);
-Result<void> decode(const TensorInfo& info, std::span<const std::byte> payload, uint64_t first,
+DS_API Result<void> decode(const TensorInfo& info, std::span<const std::byte> payload, uint64_t first,
                     std::span<float> out);
 
 // Single-pass statistics of a whole tensor (decoded values), float64 accumulation in fixed
 // chunks: the result depends only on the values (docs/light-mode.md §1). Errors: as decode().
-Result<TensorStats> compute_stats(const TensorInfo& info, std::span<const std::byte> payload);
+DS_API Result<TensorStats> compute_stats(const TensorInfo& info, std::span<const std::byte> payload);
 
 // Light mode: stats plus the CountSketch of dimension `dim` (0 … 4096) with the given seed
 // (docs/light-mode.md §2), bit-identical on every platform. Errors: as decode(), and
 // invalid_argument for dim > 4096.
-Result<Summary> summarize(const TensorInfo& info, std::span<const std::byte> payload,
+DS_API Result<Summary> summarize(const TensorInfo& info, std::span<const std::byte> payload,
                           uint32_t dim = kDefaultProjectionDim,
                           uint64_t seed = kDefaultProjectionSeed);
 
 // Scalar conversions, exact (every value of the narrow type is a double).
-double f16_to_double(uint16_t bits) noexcept;
-double bf16_to_double(uint16_t bits) noexcept;
-double f8e4m3fn_to_double(uint8_t bits) noexcept;
-double f8e5m2_to_double(uint8_t bits) noexcept;
+DS_API double f16_to_double(uint16_t bits) noexcept;
+DS_API double bf16_to_double(uint16_t bits) noexcept;
+DS_API double f8e4m3fn_to_double(uint8_t bits) noexcept;
+DS_API double f8e5m2_to_double(uint8_t bits) noexcept;
 // Round to nearest, ties to even, in one step from double (no detour through float); overflow
 // gives ±Inf, NaN stays NaN (quiet, sign kept). Used by examples and tests to make narrow data.
-uint16_t double_to_f16(double v) noexcept;
-uint16_t double_to_bf16(double v) noexcept;
+DS_API uint16_t double_to_f16(double v) noexcept;
+DS_API uint16_t double_to_bf16(double v) noexcept;
 
 }  // namespace driftscope

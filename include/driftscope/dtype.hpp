@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
 // Codes are the on-disk values; never renumber.
@@ -29,15 +31,15 @@ enum class DType : uint16_t {
 };
 
 // Bytes per element; 0 for codes that are not valid in this version.
-size_t dtype_size(DType t) noexcept;
+DS_API size_t dtype_size(DType t) noexcept;
 // True for the codes this version defines (1..15).
-bool dtype_valid(uint16_t code) noexcept;
-bool dtype_is_float(DType t) noexcept;    // f64 f32 f16 bf16 f8*
-bool dtype_is_integer(DType t) noexcept;  // signed or unsigned ints (not bool)
+DS_API bool dtype_valid(uint16_t code) noexcept;
+DS_API bool dtype_is_float(DType t) noexcept;    // f64 f32 f16 bf16 f8*
+DS_API bool dtype_is_integer(DType t) noexcept;  // signed or unsigned ints (not bool)
 // "f32", "bf16", "f8e4m3fn", "bool", ...
-std::string_view dtype_name(DType t) noexcept;
+DS_API std::string_view dtype_name(DType t) noexcept;
 // Accepts the names above and common aliases ("float32", "float16", "bfloat16", "int8", "uint8",
 // "float8_e4m3fn", "float8_e5m2", "bool", "float", "double", "half").
-std::optional<DType> parse_dtype(std::string_view name) noexcept;
+DS_API std::optional<DType> parse_dtype(std::string_view name) noexcept;
 
 }  // namespace driftscope

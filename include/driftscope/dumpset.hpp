@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
 
@@ -40,9 +41,9 @@ struct AxisAnnotation {
 // The one parser of axis-name annotations (pairing, layout and axis checks use `base`). Errors
 // (bad_axes): empty base, a group name that does not match [A-Za-z_][A-Za-z0-9_]*, two splits on
 // one axis, a group both split and partial on one axis.
-Result<AxisAnnotation> parse_axis_annotation(std::string_view axis);
+DS_API Result<AxisAnnotation> parse_axis_annotation(std::string_view axis);
 // The base name of an axis ("hidden@tp" -> "hidden"); the axis itself when it does not parse.
-std::string axis_base(std::string_view axis);
+DS_API std::string axis_base(std::string_view axis);
 
 // How a record is sharded: group -> split axis, and the partial-sum groups; empty: replicated.
 struct ShardSpec {
@@ -53,7 +54,7 @@ struct ShardSpec {
 };
 // Parses every axis of a record. Errors (bad_axes) as above, plus a group splitting two axes and a
 // group that is both split and partial in one record.
-Result<ShardSpec> parse_shard_spec(const std::vector<std::string>& axes);
+DS_API Result<ShardSpec> parse_shard_spec(const std::vector<std::string>& axes);
 
 // ---- the set ---------------------------------------------------------------------------------
 
@@ -66,7 +67,7 @@ struct RankEntry {
   std::vector<uint32_t> coords; // one per group, in DumpSet::groups order
 };
 
-class DumpSet {
+class DS_API DumpSet {
  public:
   // `path` is the set's directory or its manifest. A path that is a regular .tdump file opens as
   // a set of world size 1 (no groups). Every rank's dump is opened with `options`.
@@ -101,6 +102,6 @@ class DumpSet {
 
 // True when `path` names a directory or a file named driftscope-set.json (what every front end
 // treats as a set rather than a single dump).
-bool is_dump_set_path(const std::string& path);
+DS_API bool is_dump_set_path(const std::string& path);
 
 }  // namespace driftscope

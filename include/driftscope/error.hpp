@@ -12,6 +12,8 @@
 #include <utility>
 #include <variant>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
 // Every value, its meaning and the C ABI status are tabled in docs/c-api.md ("Status codes").
@@ -63,11 +65,11 @@ enum class Errc : int32_t {
 };
 
 // Stable snake_case name of a code ("bad_magic"); "unknown" for values not in the enum.
-std::string_view errc_name(Errc code) noexcept;
+DS_API std::string_view errc_name(Errc code) noexcept;
 
 inline constexpr uint64_t kNoOffset = ~uint64_t{0};
 
-struct Error {
+struct DS_API Error {
   Errc code = Errc::ok;
   // One line, no trailing newline, offset already included; made by make_error, which spells
   // out control characters from file text in it (driftscope::printable, driftscope/text.hpp).
@@ -79,7 +81,7 @@ struct Error {
 };
 
 // Builds an Error whose message is "<what> at offset <off>" when off != kNoOffset.
-Error make_error(Errc code, std::string message, uint64_t offset = kNoOffset);
+DS_API Error make_error(Errc code, std::string message, uint64_t offset = kNoOffset);
 
 template <class T>
 class [[nodiscard]] Result {

@@ -21,22 +21,23 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 
 namespace driftscope {
 
 // Opens `path` read-only (O_CLOEXEC, blocking) when it is a regular file. Anything else fails
 // with io_error "'<path>' is not a regular file (<kind>)" without blocking, whatever the kind.
-Result<int> open_regular_file(const std::string& path);
+DS_API Result<int> open_regular_file(const std::string& path);
 
 // The whole content of a small regular file (policy and mapping files); limit_exceeded when it
 // holds more than max_bytes.
-Result<std::string> read_small_file(const std::string& path, size_t max_bytes);
+DS_API Result<std::string> read_small_file(const std::string& path, size_t max_bytes);
 
 // A read-only map of a whole regular file. Accesses past the end of a file that shrank after the
 // map was made read zeros (a process-wide SIGBUS handler, installed once and chained to any
 // previous one, replaces the missing pages; this works on every thread).
-class MappedFile {
+class DS_API MappedFile {
  public:
   MappedFile() = default;
   static Result<MappedFile> open(const std::string& path);
@@ -64,12 +65,12 @@ class MappedFile {
 
 // invalid_argument "output <out> is the input file ..." when `out` exists and is the same file
 // (st_dev and st_ino, so also through symlinks and hard links) as one of `inputs`.
-Result<void> refuse_input_as_output(const std::string& out, std::span<const std::string> inputs);
+DS_API Result<void> refuse_input_as_output(const std::string& out, std::span<const std::string> inputs);
 
 // A file written under a temporary name in the target's directory and renamed onto the target by
 // commit(); the destructor removes the temporary file unless committed (so a failed or
 // interrupted conversion leaves neither a half-written target nor litter).
-class AtomicOutput {
+class DS_API AtomicOutput {
  public:
   // Checks the target (refuse_input_as_output; an existing target must be a regular file) and
   // creates the empty temporary file.
@@ -100,7 +101,7 @@ class AtomicOutput {
 // "-" is stdout. An existing FIFO or character device (/dev/stdout, /dev/null, a pipe) is written
 // in place, as the stream it is; opening a FIFO nobody reads fails instead of blocking. Anything
 // else goes through an AtomicOutput: nothing appears at `path` until commit().
-class OutputFile {
+class DS_API OutputFile {
  public:
   static Result<OutputFile> open(const std::string& path, std::span<const std::string> inputs = {});
   OutputFile(OutputFile&& o) noexcept;
@@ -120,7 +121,7 @@ class OutputFile {
 };
 
 // OutputFile::open, write, commit.
-Result<void> write_output_file(const std::string& path, std::string_view data,
+DS_API Result<void> write_output_file(const std::string& path, std::string_view data,
                                std::span<const std::string> inputs = {});
 
 }  // namespace driftscope

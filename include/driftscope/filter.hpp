@@ -22,12 +22,13 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
 
-class Filter {
+class DS_API Filter {
  public:
   // An empty filter accepts everything.
   Filter();
@@ -60,6 +61,6 @@ class Filter {
 
 // Glob matching as used by filters and compare policies: '*' any run of characters (dots
 // included), '?' one character, '[...]' a class with ranges and '!' or '^' negation.
-bool glob_match(std::string_view pattern, std::string_view text) noexcept;
+DS_API bool glob_match(std::string_view pattern, std::string_view text) noexcept;
 
 }  // namespace driftscope

@@ -14,9 +14,11 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
-class Interned {
+class DS_API Interned {
  public:
   static constexpr size_t kMaxLength = 256;
   static constexpr size_t kMaxValues = 4096;

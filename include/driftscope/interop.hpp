@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/reader.hpp"
 #include "driftscope/tensor.hpp"
@@ -30,7 +31,7 @@ namespace driftscope {
 
 enum class InteropFormat : uint8_t { npz, npy, safetensors };
 // "npz", "npy", "safetensors".
-std::string_view interop_format_name(InteropFormat f) noexcept;
+DS_API std::string_view interop_format_name(InteropFormat f) noexcept;
 
 struct ImportOptions {
   // nullopt: recognised by content (zip, \x93NUMPY, safetensors header), then by extension.
@@ -54,7 +55,7 @@ struct ImportResult {
 
 // Converts IN to the dump OUT (replaced if it exists). The input order becomes the execution
 // order: npz member order, safetensors data order; an .npy file is one tensor named after it.
-Result<ImportResult> import_file(const std::string& in, const std::string& out,
+DS_API Result<ImportResult> import_file(const std::string& in, const std::string& out,
                                  const ImportOptions& options = {});
 
 struct ExportOptions {
@@ -78,16 +79,16 @@ struct ExportResult {
 // The key of a record in an exported file: its name, "[role:index]" unless it is output 0,
 // "@occurrence" unless it is the first call ("encoder[input:0]", "encoder.layers.0@1"). The
 // .npz member is the key plus ".npy".
-std::string export_key(const TensorInfo& t);
+DS_API std::string export_key(const TensorInfo& t);
 
 // Writes the TENSOR records of `reader` that pass the filter to OUT, in execution order
 // (exec_index; file order among equal indices). A key that repeats an earlier one is left out
 // with a warning. npz cannot hold a NUL in a member name (zip readers cut the name there): such
 // a record is `unsupported`, naming it. The caller makes sure OUT is not the reader's file.
-Result<ExportResult> export_file(const Reader& reader, const std::string& out,
+DS_API Result<ExportResult> export_file(const Reader& reader, const std::string& out,
                                  const ExportOptions& options = {});
 // The same from a path; refuses OUT naming the same file as IN (also through links).
-Result<ExportResult> export_file(const std::string& in, const std::string& out,
+DS_API Result<ExportResult> export_file(const std::string& in, const std::string& out,
                                  const ExportOptions& options = {});
 
 }  // namespace driftscope

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/options.hpp"
 #include "driftscope/tensor.hpp"
@@ -30,7 +31,7 @@ enum class OutputStatus : uint8_t {
   silent_zero_vector,
   numerical_instability,
 };
-std::string_view output_status_name(OutputStatus s) noexcept;
+DS_API std::string_view output_status_name(OutputStatus s) noexcept;
 
 // One row of the status table: a reason code, whether it is a silent failure (compare's
 // `silent_failure`, check's finding of the same code, the guard's exit status 3) or a plain
@@ -41,7 +42,7 @@ struct StatusRule {
   OutputStatus guard;
 };
 // Every code the judges emit for a value-level failure, in the order they are checked.
-std::span<const StatusRule> status_table() noexcept;
+DS_API std::span<const StatusRule> status_table() noexcept;
 
 // The compare profile's silent-zero rule: a candidate whose norm is below this fraction of a
 // healthy reference's has vanished (`norm_vanished`).
@@ -93,7 +94,7 @@ inline constexpr double kVanishedNormRatio = 1e-6;
 
 #define DRIFTSCOPE_GUARD_INF_ std::numeric_limits<double>::infinity()
 
-struct GuardCriteria {
+struct DS_API GuardCriteria {
   DRIFTSCOPE_GUARD_CRITERIA(DRIFTSCOPE_OPTION_FIELD_)
   // --max-rel-error, or the largest relative error the cosine and norm-ratio rules allow
   // together: with cos >= C and norm ratio rho <= R, ||c - r||^2 / ||r||^2 = rho^2 - 2 rho cos
@@ -101,9 +102,9 @@ struct GuardCriteria {
   double rel_error_limit() const noexcept;
 };
 // Errc::invalid_argument "guard option 'min_cosine' is 1.5, allowed -1 .. 1".
-Result<void> validate(const GuardCriteria& criteria);
+DS_API Result<void> validate(const GuardCriteria& criteria);
 // The rows of DRIFTSCOPE_GUARD_CRITERIA (scope settings; metavar: the Python flag's).
-std::span<const OptionSpec> guard_criteria_specs() noexcept;
+DS_API std::span<const OptionSpec> guard_criteria_specs() noexcept;
 
 // At most this many values: a cosine cannot judge an output (two one-element vectors have cosine
 // +-1), so it is judged element by element.
@@ -134,7 +135,7 @@ struct OutputJudgement {
 // over, or nullopt where the output has none. The metrics come from compare_pair's float64 pass
 // (docs/metrics.md), the statuses from status_table(). Errors: invalid criteria, shapes that
 // differ, a class axis out of range, a payload that does not decode.
-Result<OutputJudgement> judge_output(const TensorInfo& ref, std::span<const std::byte> ref_payload,
+DS_API Result<OutputJudgement> judge_output(const TensorInfo& ref, std::span<const std::byte> ref_payload,
                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
                                      const GuardCriteria& criteria,
                                      std::optional<uint32_t> class_axis = std::nullopt);

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
 // (reference name, candidate name) pairs named exactly (CompareSettings::exact).
@@ -69,7 +71,7 @@ struct OptionSpec {
   std::string_view metavar;  // argparse tables only; empty elsewhere
 };
 
-std::string_view option_type_name(OptionType t) noexcept;
+DS_API std::string_view option_type_name(OptionType t) noexcept;
 
 template <class T>
 constexpr OptionType option_type_of() {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/boxed.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/summary.hpp"
@@ -20,7 +21,7 @@ namespace driftscope {
 
 enum class RecordKind : uint16_t { tensor = 1, summary = 2, index = 3, end = 4 };
 
-struct FileHeader {
+struct DS_API FileHeader {
   uint16_t version_major = 1;
   uint16_t version_minor = 0;
   uint64_t salt = 0;
@@ -48,7 +49,7 @@ enum class FileState : uint8_t {
   cut,         // torn tail: the last record is incomplete and was dropped (not an error)
   corrupt,     // a record failed a check and more data followed it
 };
-std::string_view file_state_name(FileState s) noexcept;
+DS_API std::string_view file_state_name(FileState s) noexcept;
 
 struct Integrity {
   FileState state = FileState::clean;
@@ -91,7 +92,7 @@ struct ReaderAccess;  // the library's record-at-a-time access (src/format/recor
 // assigning or destroying a Reader while another thread uses it, and the caller's bytes of
 // from_memory() changing while it lives (those are the caller's to keep). A file shrinking under
 // a mapped Reader is not a race: reads past the new end see zeros and check_unchanged() reports it.
-class Reader {
+class DS_API Reader {
  public:
   // Fails only when the file cannot be opened, mapped, or its header is invalid. Damage to
   // records is reported in integrity(), with every record before it returned.

@@ -15,6 +15,7 @@
 #include <span>
 #include <string_view>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 
 namespace driftscope::reference {
@@ -25,30 +26,30 @@ enum class Distribution : uint8_t {
 };
 
 // SplitMix64's finaliser (Steele, Lea, Flood 2014; the constants of Java's SplittableRandom).
-uint64_t mix64(uint64_t z) noexcept;
+DS_API uint64_t mix64(uint64_t z) noexcept;
 
 // The key of a tensor name (spec step 1). Any bytes are accepted (the spec hashes bytes; names
 // are UTF-8 by convention, and the writers reject invalid UTF-8 separately).
-uint64_t name_key(std::string_view name, uint64_t seed = 0) noexcept;
+DS_API uint64_t name_key(std::string_view name, uint64_t seed = 0) noexcept;
 
 // Element `index` of the tensor, as the float64 value before the cast to its dtype.
-double hash_value(uint64_t key, uint64_t index, Distribution dist, double scale_a) noexcept;
+DS_API double hash_value(uint64_t key, uint64_t index, Distribution dist, double scale_a) noexcept;
 
 // scale_a = std * sqrt(3), the argument hash_value takes; invalid_argument unless std is finite
 // and >= 0.
-Result<double> scale_for_std(double std_dev);
+DS_API Result<double> scale_for_std(double std_dev);
 
 // Fills out[i] with elements first..first+out.size()-1 of the tensor `name` (flat row-major
 // index). The float overloads round each float64 value to nearest-even once. Filling a tensor in
 // pieces gives the same bits as filling it at once.
-Result<void> hash_fill(std::string_view name, Distribution dist, double std_dev, std::span<double> out,
+DS_API Result<void> hash_fill(std::string_view name, Distribution dist, double std_dev, std::span<double> out,
                        uint64_t seed = 0, uint64_t first = 0);
-Result<void> hash_fill(std::string_view name, Distribution dist, double std_dev, std::span<float> out,
+DS_API Result<void> hash_fill(std::string_view name, Distribution dist, double std_dev, std::span<float> out,
                        uint64_t seed = 0, uint64_t first = 0);
 
 // Integer inputs (token ids, calibration data): out[i] = low + (x_i mod (high - low)).
 // invalid_argument unless low < high and high - low fits int64.
-Result<void> hash_fill_integers(std::string_view name, int64_t low, int64_t high,
+DS_API Result<void> hash_fill_integers(std::string_view name, int64_t low, int64_t high,
                                 std::span<int64_t> out, uint64_t seed = 0, uint64_t first = 0);
 
 }  // namespace driftscope::reference

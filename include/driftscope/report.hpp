@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
 #include "driftscope/check.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/error.hpp"
@@ -17,33 +18,33 @@ namespace driftscope {
 // ---- a comparison (compare.hpp) -----------------------------------------------------------------
 
 // JSON text following docs/report-schema.json.
-std::string report_to_json(const Report& report, int indent = 2);
+DS_API std::string report_to_json(const Report& report, int indent = 2);
 // The same text, handed to `sink` piece by piece (one pair at a time), so a report of a million
 // pairs is never held whole in memory. Stops at, and returns, the first error of `sink`.
-Result<void> report_to_json(const Report& report, int indent,
+DS_API Result<void> report_to_json(const Report& report, int indent,
                             const std::function<Result<void>(std::string_view)>& sink);
 // GitHub-flavoured Markdown for CI job summaries.
-std::string report_to_markdown(const Report& report);
+DS_API std::string report_to_markdown(const Report& report);
 
 // One self-contained HTML page (docs/compare.md "The HTML report"): verdict, first divergence,
 // error growth chart, sortable pair table, per-pair detail (from PairResult::detail, when the
 // comparison ran with CompareOptions::details) and both runs' metadata. No network: a
 // Content-Security-Policy forbids every fetch, and text from the dumps reaches the page only as
 // escaped JSON data that the page's script inserts as text, never as markup.
-std::string report_to_html(const Report& report);
+DS_API std::string report_to_html(const Report& report);
 
 // A PNG image (width x height pixels) of the error growth: relative L2 error of every compared
 // pair over execution order, log scale, coloured by status, the first divergence marked.
 struct PlotOptions {
   unsigned width = 960, height = 420;   // 320 .. 4096 and 200 .. 4096
 };
-Result<std::string> report_to_png(const Report& report, const PlotOptions& options = {});
+DS_API Result<std::string> report_to_png(const Report& report, const PlotOptions& options = {});
 
 // Model Explorer node data (github.com/google-ai-edge/model-explorer, node_data_builder.py
 // GraphNodeData): per output tensor name, value = log10 of the pair's relative L2 error (-16 exact, 6 a
 // new NaN/Inf), background colour by status. Loaded as an overlay on the ONNX/TFLite graph,
 // whose nodes match by output tensor name.
-std::string report_to_model_explorer(const Report& report);
+DS_API std::string report_to_model_explorer(const Report& report);
 
 struct TextOptions {
   bool color = false;   // ANSI colours (the caller decides: TTY and NO_COLOR)
@@ -52,15 +53,15 @@ struct TextOptions {
   size_t neighbourhood = 3;
   size_t worst = 5;
 };
-std::string report_to_text(const Report& report, const TextOptions& options = {});
+DS_API std::string report_to_text(const Report& report, const TextOptions& options = {});
 
 // ---- a one-run check (check.hpp) ----------------------------------------------------------------
 
-std::string check_to_text(const CheckReport& report);
-std::string check_to_json(const CheckReport& report, int indent = 2);
+DS_API std::string check_to_text(const CheckReport& report);
+DS_API std::string check_to_json(const CheckReport& report, int indent = 2);
 // One self-contained offline page (no network: its Content-Security-Policy forbids it): the
 // findings grouped per tensor, filterable; names are inserted as text, never as markup.
-std::string check_to_html(const CheckReport& report);
+DS_API std::string check_to_html(const CheckReport& report);
 
 // ---- the guard (docs/howto/guard.md) --------------------------------------------------------------
 // The guard itself is Python (python/driftscope/_guard): it measures and judges, and assembles its
@@ -81,14 +82,14 @@ std::string check_to_html(const CheckReport& report);
 // The text report `driftscope guard` prints: verdict line, model,
 // inputs, thresholds, the backend table, findings, fallback tables and recipes. Long names (runs
 // of more than 80 characters without a space) are shown as HEAD...TAIL~HASH.
-Result<std::string> guard_report_to_text(std::string_view model_json);
+DS_API Result<std::string> guard_report_to_text(std::string_view model_json);
 // The Markdown report (--markdown) for CI job summaries: the same content, every name escaped.
-Result<std::string> guard_report_to_markdown(std::string_view model_json);
+DS_API Result<std::string> guard_report_to_markdown(std::string_view model_json);
 // One self-contained offline page (--html): verdict, backend table, findings, probes, fallbacks.
 // No network (the page's Content-Security-Policy forbids it); names reach the page only as escaped
 // JSON inserted as text. Takes the model (its "render" is left out of the page) or the JSON report
 // with "diagnostics"; invalid_argument when the text is not a JSON object with a string "summary"
 // and an array "backends".
-Result<std::string> guard_report_to_html(std::string_view report_json);
+DS_API Result<std::string> guard_report_to_html(std::string_view report_json);
 
 }  // namespace driftscope

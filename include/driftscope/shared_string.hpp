@@ -19,9 +19,11 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
-class SharedString {
+class DS_API SharedString {
  public:
   SharedString() noexcept = default;
   SharedString(std::string_view s);
@@ -74,7 +76,7 @@ class SharedString {
   friend std::string operator+(std::string_view a, const SharedString& b) { return std::string(a).append(b.view()); }
   friend std::string operator+(const std::string& a, const SharedString& b) { return std::string(a).append(b.view()); }
   friend std::string operator+(const char* a, const SharedString& b) { return std::string(a).append(b.view()); }
-  friend std::ostream& operator<<(std::ostream& os, const SharedString& s);
+  friend DS_API std::ostream& operator<<(std::ostream& os, const SharedString& s);
 
  private:
   struct Block;

@@ -7,12 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "driftscope/api.h"
 #include "driftscope/dtype.hpp"
 
 namespace driftscope {
 
 enum class Role : uint8_t { output = 0, input = 1, parameter = 2, other = 3 };
-std::string_view role_name(Role r) noexcept;  // "output", "input", "parameter", "other"
+DS_API std::string_view role_name(Role r) noexcept;  // "output", "input", "parameter", "other"
 
 enum class EncodingKind : uint8_t { raw = 0, affine_tensor = 1, affine_channel = 2 };
 
@@ -30,7 +31,7 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 inline constexpr uint64_t kAutoIndex = ~uint64_t{0};
 inline constexpr uint32_t kAutoOccurrence = ~uint32_t{0};
 
-struct TensorInfo {
+struct DS_API TensorInfo {
   std::string name;                       // module path, e.g. "encoder.layers.31.norm"
   std::string op_type;                    // e.g. "LayerNorm"; may be empty
   Role role = Role::output;
@@ -48,7 +49,7 @@ struct TensorInfo {
 };
 
 // "batch,seq,hidden" <-> {"batch","seq","hidden"}
-std::string join_axes(const std::vector<std::string>& axes);
-std::vector<std::string> split_axes(std::string_view axes);
+DS_API std::string join_axes(const std::vector<std::string>& axes);
+DS_API std::vector<std::string> split_axes(std::string_view axes);
 
 }  // namespace driftscope

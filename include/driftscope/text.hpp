@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "driftscope/api.h"
+
 namespace driftscope {
 
 // `s` with everything a terminal would act on spelled out, as one valid UTF-8 line:
@@ -19,6 +21,6 @@ namespace driftscope {
 // Every other code point passes unchanged. A backslash is not escaped, so printable() of its own
 // output changes nothing (a message that already quotes an escaped name can be escaped again);
 // the result is for people to read, not to parse back.
-std::string printable(std::string_view s);
+DS_API std::string printable(std::string_view s);
 
 }  // namespace driftscope

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "driftscope/api.h"
 #include "driftscope/error.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/summary.hpp"
@@ -61,7 +62,7 @@ struct WriteResult {
   uint64_t offset = 0;       // record offset in the file (written only)
 };
 
-class Writer {
+class DS_API Writer {
  public:
   static Result<std::unique_ptr<Writer>> create(const std::string& path,
                                                 const WriterOptions& options = {});

@@ -8,8 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_internal.hpp"
-#include "compare/internal.hpp"
-#include "options/option_json.hpp"
+#include "driftscope/compare_options.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/report.hpp"
 
@@ -50,8 +49,12 @@ Result<Request> parse_request(const char* text) {
     for (const auto& [key, v] : j.items()) {
       if (key != "format") {
         // The rows of compare_options.hpp: only the JSON types are checked here; values go to
-        // CompareSettings::resolve(), the validator the CLI and Python use too.
-        if (auto set = compare_detail::set_option(st, nullptr, key, v); !set) return std::move(set).error();
+        // CompareSettings::resolve(), the validator the CLI and Python use too. One key at a
+        // time through the public compare_options_from_json, so that the first bad key, in key
+        // order, is the one reported and the C ABI needs no library internals (a shared
+        // libdriftscope exports only the public API). dump() writes numbers in their shortest
+        // round-trip form: the value parsed back is the one given.
+        if (auto set = compare_options_from_json(json::object({{key, v}}).dump(), st); !set) return std::move(set).error();
       } else {
         if (!v.is_string()) return bad_key(key, "a string");
         const std::string s = v.get<std::string>();
