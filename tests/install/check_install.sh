@@ -15,13 +15,14 @@ if [ "$1" = --shared ]; then
   cmake -S "$src" -B "$scratch/shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
     -DDRIFTSCOPE_BUILD_CLI=OFF -DDRIFTSCOPE_BUILD_EXAMPLES=OFF -DDRIFTSCOPE_WERROR=ON \
     ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher"} >/dev/null
-  cmake --build "$scratch/shared" >/dev/null
+  # A failed build shows its last lines (ctest shows them under --output-on-failure).
+  cmake --build "$scratch/shared" >"$scratch/build.log" 2>&1 || { tail -n 40 "$scratch/build.log" >&2; exit 1; }
   cmake --install "$scratch/shared" --prefix "$scratch/prefix" >/dev/null
   libdir=$(dirname "$(find "$scratch/prefix" -name libdriftscope.so -print -quit)")
   "$src/scripts/check-exports.sh" "$libdir"
   cmake -S "$src/tests/install/consumer" -B "$scratch/build" -G Ninja \
     -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release -DDS_SOURCE_DIR="$src" >/dev/null
-  cmake --build "$scratch/build" >/dev/null
+  cmake --build "$scratch/build" >"$scratch/consumer.log" 2>&1 || { tail -n 40 "$scratch/consumer.log" >&2; exit 1; }
   b=$scratch/build
   # The programs find the installed libraries through their build RPATH; make sure they do.
   ldd "$b/consumer_cpp" | grep -q "$libdir/libdriftscope.so" || { echo "consumer_cpp does not load $libdir/libdriftscope.so" >&2; exit 1; }
