@@ -14,6 +14,7 @@ import inspect
 import math
 import os
 import re
+import sys
 import subprocess
 from pathlib import Path
 
@@ -22,6 +23,9 @@ import pytest
 
 import driftscope
 from driftscope import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from doc_blocks import assert_doc_block  # noqa: E402
 from driftscope._compare import check as check_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,14 +185,7 @@ def _docs_table() -> str:
 
 
 def test_docs_list_every_option_as_the_table_has_it():
-    doc = ROOT / "docs" / "cli.md"
-    text = doc.read_text()
-    want = f"{BEGIN}\n{_docs_table()}\n{END}"
-    if os.environ.get("DRIFTSCOPE_UPDATE_CASES") == "1":
-        doc.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: want, text,
-                              flags=re.S))
-        text = doc.read_text()
-    assert want in text, "docs/cli.md's check options differ (DRIFTSCOPE_UPDATE_CASES=1)"
+    assert_doc_block(ROOT / "docs" / "cli.md", BEGIN, END, _docs_table(), "check options")
 
 
 def test_python_docs_show_the_signature_s_defaults():

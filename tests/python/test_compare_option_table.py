@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import sys
 import stat
 import subprocess
 from pathlib import Path
@@ -23,6 +24,9 @@ import pytest
 
 import driftscope
 from driftscope import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from doc_blocks import assert_doc_block  # noqa: E402
 from driftscope._cli import refuse_output_onto_inputs, write_output
 from driftscope._compare import cli as compare_cli
 from driftscope._compare.api import compare, options
@@ -142,13 +146,7 @@ def _docs_table() -> str:
 
 
 def test_docs_list_every_option_as_the_table_has_it():
-    text = DOC.read_text()
-    want = f"{BEGIN}\n{_docs_table()}\n{END}"
-    if os.environ.get("DRIFTSCOPE_UPDATE_CASES") == "1":
-        DOC.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: want, text,
-                              flags=re.S))
-        text = DOC.read_text()
-    assert want in text, "docs/compare.md's options table differs (DRIFTSCOPE_UPDATE_CASES=1)"
+    assert_doc_block(DOC, BEGIN, END, _docs_table(), "options table")
 
 
 def _fake_python(tmp_path: Path) -> Path:

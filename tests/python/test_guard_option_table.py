@@ -13,13 +13,16 @@ import ast
 import dataclasses
 import inspect
 import math
-import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from driftscope import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from doc_blocks import assert_doc_block  # noqa: E402
 from driftscope.errors import InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,11 +133,4 @@ def _docs_list() -> str:
 
 
 def test_docs_list_the_profile_as_the_table_has_it():
-    doc = ROOT / "docs" / "metrics.md"
-    text = doc.read_text()
-    want = f"{BEGIN}\n{_docs_list()}\n{END}"
-    if os.environ.get("DRIFTSCOPE_UPDATE_CASES") == "1":
-        doc.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: want, text,
-                              flags=re.S))
-        text = doc.read_text()
-    assert want in text, "docs/metrics.md's guard criteria differ (DRIFTSCOPE_UPDATE_CASES=1)"
+    assert_doc_block(ROOT / "docs" / "metrics.md", BEGIN, END, _docs_list(), "guard criteria")
