@@ -249,6 +249,64 @@ def test_minilm_int8_attribution_ranks_the_gather_and_the_worst_matmul(howto):
     assert not math.isnan(out["together"])
 
 
+# -- the parts' processes: forked from one server that imported torch once -------------------------
+
+WHO = '''"""Two Linears; build() notes which process called it and that process's parent."""
+import os
+
+import torch
+
+with open(os.environ["WHO_LOG"], "a") as f:
+    f.write(f"{os.getpid()} {os.getppid()}\\n")
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def build():
+    return Net().eval(), (torch.randn(2, 4),)
+'''
+
+
+def _parts(tmp_path, tag, **env):
+    """Runs a three-part replay (output and op replay, attribution, isolation); returns the
+    replay command's pid, the (pid, parent pid) of each process that imported the model, the
+    JSON report and the text one."""
+    log = tmp_path / f"{tag}.log"
+    (tmp_path / "who.py").write_text(WHO)
+    proc = subprocess.Popen([sys.executable, "-m", "driftscope", "replay", "--model",
+                             "who.py:build", "--candidate", "torch-fp16", "--at", "a",
+                             "--isolate", "--json", f"{tag}.json"], cwd=tmp_path,
+                            env={**_env(), "WHO_LOG": str(log), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err
+    rows = {tuple(ln.split()) for ln in log.read_text().splitlines()}
+    return proc.pid, rows, (tmp_path / f"{tag}.json").read_text(), out
+
+
+def test_parts_are_forked_from_one_server_and_report_the_same_as_fresh_interpreters(tmp_path):
+    pytest.importorskip("torch")
+    pid, forked, report_forked, text_forked = _parts(tmp_path, "forked")
+    # Three parts, three processes, all children of one server, not of the command itself.
+    assert len({p for p, _ in forked}) == 3, forked
+    servers = {pp for _, pp in forked}
+    assert len(servers) == 1 and str(pid) not in servers, (pid, forked)
+    # Without the server (DRIFTSCOPE_GUARD_NO_FORK, or where fork is missing): a fresh
+    # interpreter per part, children of the command; the same report, byte for byte.
+    pid, fresh, report_fresh, text_fresh = _parts(tmp_path, "fresh", DRIFTSCOPE_GUARD_NO_FORK="1")
+    assert len({p for p, _ in fresh}) == 3 and {pp for _, pp in fresh} == {str(pid)}, fresh
+    assert json.loads(report_forked)["attribution"] and json.loads(report_forked)["isolation"]
+    assert report_forked == report_fresh and text_forked == text_fresh
+
+
 # -- where a part's cut models go ----------------------------------------------------------------
 
 def test_a_parts_cut_models_go_below_the_parents_folder(tmp_path, monkeypatch):

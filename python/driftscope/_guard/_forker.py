@@ -21,9 +21,11 @@ A preloaded module's import never creates sessions or compiled models (those sta
 pools); MODULE:FUNCTION warms what the import alone does not load (OpenVINO's CPU plugin).
 
 Protocol, one line each way per job (text, on stdin / stdout):
-    parent -> server: JOB.pkl RESULT.pkl STDERR.txt
+    parent -> server: JOB.pkl RESULT.pkl STDERR.txt [MODULE:FUNCTION]
     server -> parent: pid PID            (as soon as the child exists: the parent may kill it)
     server -> parent: status WAITSTATUS  (when the child has been reaped)
+The child runs driftscope._guard._child on the job, or FUNCTION(JOB.pkl, RESULT.pkl) of MODULE
+when the line names one (driftscope replay's parts: driftscope._replay.cli).
 """
 
 from __future__ import annotations
@@ -78,9 +80,10 @@ def _quiet(limit_s: float = 0.2) -> None:
 def _serve(inp: IO[str], out: IO[str]) -> None:
     for line in inp:
         parts = line.rstrip("\n").split("\0")
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             continue
-        job, result, err = parts
+        job, result, err = parts[:3]
+        entry = parts[3] if len(parts) == 4 else ""
         _quiet()
         pid = os.fork()
         if pid == 0:  # the child: exactly what `python -m driftscope._guard._child` does
@@ -95,9 +98,15 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
                 sys.stdin = open(os.devnull)  # noqa: SIM115 - closed by os._exit
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 die_with_parent()
-                from ._child import main
+                if entry:
+                    import importlib
 
-                code = main([job, result])
+                    module, _, func = entry.partition(":")
+                    code = getattr(importlib.import_module(module), func)(job, result)
+                else:
+                    from ._child import main
+
+                    code = main([job, result])
             except BaseException:  # noqa: BLE001 - shown in the parent as the last stderr line
                 import traceback
 
@@ -183,9 +192,10 @@ class Forker:
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode("utf-8", "replace")
 
-    def run(self, job: str, result: str, err: str, timeout: float
+    def run(self, job: str, result: str, err: str, timeout: Optional[float], entry: str = ""
             ) -> Optional[Tuple[int, List[str], bool]]:
-        """(returncode, stderr lines, timed out)."""
+        """(returncode, stderr lines, timed out); `entry` (MODULE:FUNCTION) is what the child
+        runs instead of the guard's _child (no limit when `timeout` is None)."""
         if self.proc is None or self.proc.poll() is not None:
             return None
         try:
@@ -195,7 +205,8 @@ class Forker:
                     return None
                 self._ready = True
             assert self.proc.stdin is not None
-            self.proc.stdin.write(("\0".join((job, result, err)) + "\n").encode())
+            self.proc.stdin.write(("\0".join((job, result, err) + ((entry,) if entry else ()))
+                                   + "\n").encode())
             first = self._line(30.0)
             if not first or not first.startswith("pid "):
                 self.close()

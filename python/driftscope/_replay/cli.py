@@ -254,9 +254,55 @@ def _child_main(job_path: str, out_path: str) -> int:
     return 0
 
 
-def _in_child(job: Job) -> Dict[str, Any]:
-    """`job` in a fresh interpreter (as the guard runs a backend: _run.run_backend): a signal
-    or an exit without a result is a runtime_error naming it."""
+def _forked_child_main(job_path: str, out_path: str) -> int:
+    """_child_main in a child of the fork server (_parts_server), with the exit status a
+    `sys.exit()` would give a fresh interpreter."""
+    try:
+        return _child_main(job_path, out_path)
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+
+
+# What every part's child imports before it runs: the family's runtime and replay's own modules.
+# A PyTorch model's parts are forked from a server that has imported torch (about 2 CPU-seconds
+# a child otherwise pays again). torch's OpenMP pool does not survive a fork once started (why
+# the guard's server leaves torch out); this server only imports, never runs an op, so no pool
+# exists at fork and each part starts its own.
+_PRELOAD = ("driftscope._replay.cli", "driftscope._replay.core", "driftscope._replay.attribution",
+            "driftscope._replay.isolation", "driftscope._guard._run")
+_FAMILY_PRELOAD = {
+    "torch": ("torch", "driftscope._replay.torch", "driftscope.recorders.api"),
+    "onnx": ("onnxruntime", "driftscope._replay.onnx"),
+    "tflite": ("ai_edge_litert.interpreter", "driftscope._replay.tflite"),
+}
+
+
+def _parts_server(family: str, backends: Sequence[str]) -> Any:
+    """The fork server (driftscope._guard._forker) the parts' children come from: one
+    interpreter pays the imports once, each part is still a process of its own (a crash takes
+    that part alone). None where fork is not available or $DRIFTSCOPE_GUARD_NO_FORK is set:
+    then each part is a fresh interpreter."""
+    if os.environ.get("DRIFTSCOPE_GUARD_NO_FORK") or not hasattr(os, "fork"):
+        return None
+    from .._guard._env import child_env
+    from .._guard._forker import Forker
+    from .._guard.backends.registry import BACKENDS
+
+    preload = [m for n in backends if n in BACKENDS for m in BACKENDS[n].preload]
+    preload += list(_PRELOAD) + list(_FAMILY_PRELOAD.get(family, ()))
+    try:
+        return Forker(child_env(), list(dict.fromkeys(preload)))
+    except OSError:
+        return None
+
+
+def _in_child(job: Job, server: Any = None) -> Dict[str, Any]:
+    """`job` in a process of its own (as the guard runs a backend: _run.run_backend), forked
+    from `server` (_parts_server) or else a fresh interpreter: a signal or an exit without a
+    result is a runtime_error naming it."""
     from .._guard._env import child_env as _child_env
     from .._pyexec import kill_group, module_command
 
@@ -264,27 +310,39 @@ def _in_child(job: Job) -> Dict[str, Any]:
         job_path, out_path = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
         with open(job_path, "wb") as f:
             pickle.dump(dataclasses.replace(job, work=work), f, protocol=pickle.HIGHEST_PROTOCOL)
-        proc = subprocess.Popen(module_command("driftscope._replay.cli", "--child", job_path,
-                                               out_path),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=_child_env(),
-                                start_new_session=True)
-        try:
-            _, err = proc.communicate()
-        except BaseException:
-            kill_group(proc.pid)
-            proc.communicate()
-            raise
-        if proc.returncode < 0:
+        ran = None
+        if server is not None and not any(c in work for c in "\0\n"):
             try:
-                name = signal.Signals(-proc.returncode).name
-            except ValueError:
-                name = f"signal {-proc.returncode}"
-            return {"runtime_error": f"the runtime's process was killed by {name}"}
-        if proc.returncode != 0 or not os.path.exists(out_path):
+                ran = server.run(job_path, out_path, os.path.join(work, "stderr.txt"), None,
+                                 entry="driftscope._replay.cli:_forked_child_main")
+            except BaseException:  # ^C or SIGTERM: the server's group, the child in it
+                server.close(kill=True)
+                raise
+        if ran is not None:
+            returncode, tail = ran[0], ran[1]
+        else:  # no server, or it is gone: a fresh interpreter
+            proc = subprocess.Popen(module_command("driftscope._replay.cli", "--child",
+                                                   job_path, out_path),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, env=_child_env(),
+                                    start_new_session=True)
+            try:
+                _, err = proc.communicate()
+            except BaseException:
+                kill_group(proc.pid)
+                proc.communicate()
+                raise
+            returncode = proc.returncode
             tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            return {"runtime_error": f"the runtime's process was killed by {name}"}
+        if returncode != 0 or not os.path.exists(out_path):
             return {"runtime_error": f"the runtime's process exited with status "
-                                     f"{proc.returncode}: {tail[-1] if tail else 'no message'}"}
+                                     f"{returncode}: {tail[-1] if tail else 'no message'}"}
         with open(out_path, "rb") as f:
             return pickle.load(f)
 
@@ -323,15 +381,27 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             if why:
                 print(f"{PROG}: error: {why}", file=sys.stderr)
                 return 2
-    from . import attribution, core, isolation, report
+    from . import core
 
     family = core.family_of(model) if args.model_file else "torch"
     from .._guard.backends.registry import DEFAULT_REFERENCE
 
     reference = args.reference or DEFAULT_REFERENCE[family]
+    server = _parts_server(family, [reference, args.candidate])
+    try:
+        return _run_parts(args, model, family, reference, port, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _run_parts(args: argparse.Namespace, model: str, family: str, reference: str,
+               port: Optional[str], server: Any) -> int:
+    from . import attribution, core, isolation, report
+
     base = dict(model=model, family=family, reference=reference, candidate=args.candidate,
                 seed=args.seed, candidate_model=port)
-    first = _in_child(Job("replay", at=list(args.at), find_origins=not args.at, **base))
+    first = _in_child(Job("replay", at=list(args.at), find_origins=not args.at, **base), server)
     if "fatal" in first:
         print(f"{PROG}: error: {printable(first['fatal'])}", file=sys.stderr)
         return 2
@@ -355,7 +425,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             rep.attribution = attribution.Attribution([], source=source, error=origins_error)
         else:
             got = _in_child(Job("attribution", at=list(args.at), origins=list(origins),
-                                max_replays=args.max_replays, **base))
+                                max_replays=args.max_replays, **base), server)
             if "fatal" in got:
                 print(f"{PROG}: error: {printable(got['fatal'])}", file=sys.stderr)
                 return 2
@@ -368,7 +438,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 rep.attribution = got["attribution"]
     if args.isolate:
-        got = _in_child(Job("isolation", limit=args.max_isolate, **base))
+        got = _in_child(Job("isolation", limit=args.max_isolate, **base), server)
         if "fatal" in got:
             print(f"{PROG}: error: {printable(got['fatal'])}", file=sys.stderr)
             return 2
