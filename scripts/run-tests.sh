@@ -37,6 +37,11 @@ fi
 
 if has python; then
   banner "Python package and tests"
+  # The litert-torch venv (a pip install into its own folder, mostly waiting on the network and
+  # the disk) is made while the package is installed and the main run goes on, not after it.
+  mkdir -p build
+  scripts/litert-torch-venv.sh >build/litert-torch-venv.out 2>build/litert-torch-venv.log &
+  lt_venv=$!
   # The package's import circles and layer rules (HACKING.md), from the source: under a second.
   python3 scripts/check-python-layers.py || failed+=(python-layers)
   if [ -f pyproject.toml ]; then
@@ -54,20 +59,27 @@ if has python; then
   DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs \
     -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile -m "not litert_torch" tests/python || failed+=(python)
   # The tests that need litert-torch, in its own venv layered on .venv (scripts/litert-torch-venv.sh
-  # says why it cannot join .venv).
+  # says why it cannot join .venv). Only the files that mark tests litert_torch are collected
+  # (collecting all of tests/python costs each worker ~11 CPU-seconds), and --dist load spreads
+  # their few long tests over both workers (--dist loadfile left one worker idle: one file).
   banner "PyTorch models on LiteRT (litert-torch venv)"
-  if LT=$(scripts/litert-torch-venv.sh); then
+  lt_files=$(grep -l 'mark\.litert_torch' tests/python/test_*.py || true)
+  if wait "$lt_venv" && LT=$(cat build/litert-torch-venv.out) && [ -x "$LT" ] && [ -n "$lt_files" ]; then
+    # shellcheck disable=SC2086 # one word per file
     DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" "$LT" -m pytest -q -rs \
-      -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile -m litert_torch tests/python \
+      -n "${PYTEST_WORKERS:-$JOBS}" --dist load -m litert_torch $lt_files \
       || failed+=(python-litert-torch)
   else
+    cat build/litert-torch-venv.log >&2
+    [ -n "$lt_files" ] || echo "run-tests: no test file marks a test litert_torch" >&2
     failed+=(litert-torch-venv)
   fi
   # The guard tests whose results depend on the CPU, again as on a CPU without native float16,
   # bfloat16 or AMX (docs/howto/guard.md §3): whichever CPU runs CI, both paths are exercised.
+  # One file of a few long tests, no fixture shared between them: --dist load (see above).
   banner "guard tests with DRIFTSCOPE_HIDE_CPU=all"
   DRIFTSCOPE_HIDE_CPU=all DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" \
-    .venv/bin/python -m pytest -q -rs -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile \
+    .venv/bin/python -m pytest -q -rs -n "${PYTEST_WORKERS:-$JOBS}" --dist load \
     tests/python/test_guard_backends.py || failed+=(python-hide-cpu)
 fi
 
