@@ -109,7 +109,9 @@ class Backend:
     # What the guard's fork server imports before it forks this backend's children, so that
     # each child does not import its runtime again (_forker.py): modules, or MODULE:FUNCTION
     # to call after the import. Only imports that create no session and start no thread pool
-    # belong here (never torch: its OpenMP pool does not survive fork).
+    # belong here: torch's import starts none (its OpenMP pool starts at the first parallel op,
+    # which the server never runs, and would not survive a fork once started), so each child
+    # starts its own.
     preload: Tuple[str, ...] = ()
     # The deployment precision it stands for ("float16", "bfloat16"; None: float32, INT8) and
     # whether it computes in it (False: storage only, as ort-fp16 on the CPU). A fallback for a
