@@ -341,9 +341,17 @@ struct RawSource {
   HWY_INLINE void ulp(bool all_finite) {
     const DI di;
     const DU du;
+    const auto zero = hn::Zero(di);
+    // Both sides of a lane of one sign (nearly every lane: a sign differs only near zero): their
+    // ords differ by exactly the difference of the bits, whose magnitude is below 2^31, so
+    // |xr - xc| is the distance without the two ord conversions. A vector with a lane of
+    // differing signs (±0 included) takes the general form below.
+    if (all_finite && hn::AllFalse(di, hn::Lt(hn::Xor(xr, xc), zero))) {
+      best = hn::Max(best, hn::BitCast(du, hn::Abs(hn::Sub(xr, xc))));
+      return;
+    }
     // (Highway 1.0.3's IfNegativeThenElse is wrong on SSSE3: the mask comes from a comparison.)
     const auto kmin = hn::Set(di, std::numeric_limits<int32_t>::min());
-    const auto zero = hn::Zero(di);
     const auto orr = hn::IfThenElse(hn::Lt(xr, zero), hn::Sub(kmin, xr), xr);
     const auto orc = hn::IfThenElse(hn::Lt(xc, zero), hn::Sub(kmin, xc), xc);
     auto dist = hn::BitCast(du, hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc)));

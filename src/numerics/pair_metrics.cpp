@@ -357,9 +357,30 @@ Result<void> decode_cand(const Job& job, uint64_t first, size_t n, double* out,
   return decode_range(g, 0, n, out);
 }
 
-// The chunk's bookkeeping after the kernel: everything but the ULP distance and top-k.
+// Finds the first element of a chunk attaining its maximum |r - c|, with the kernel's own
+// arithmetic.
 template <class Chunk>
-void absorb_chunk(const Chunk& ch, uint64_t s, size_t len, const ChunkPartial& cp, Acc& acc) {
+void locate_max_abs(const Chunk& ch, uint64_t s, size_t len, double max_abs, Acc& acc) {
+  for (size_t i = 0; i < len; ++i) {
+    const double ri = ch.ref(i), ci = ch.cand(i);
+    if (std::isfinite(ri) && std::isfinite(ci) && std::fabs(ri - ci) == max_abs) {
+      acc.max_abs = max_abs;
+      acc.max_abs_index = static_cast<int64_t>(s + i);
+      acc.max_abs_ref = ri;
+      acc.max_abs_cand = ci;
+      return;
+    }
+  }
+}
+
+// The chunk's bookkeeping after the kernel: everything but the ULP distance and top-k.
+// defer_locate: a chunk that raises the maximum |r - c| only records its start in max_abs_index;
+// the caller calls locate_max_abs on the last such chunk when the task ends (the chunk's values
+// must still be readable then). Within a task of 64 chunks the running maximum rises ~5 times
+// (the harmonic number H(64)), and each element search reads half a chunk on average.
+template <class Chunk>
+void absorb_chunk(const Chunk& ch, uint64_t s, size_t len, const ChunkPartial& cp, Acc& acc,
+                  bool defer_locate = false) {
   const uint64_t finite = len - cp.nonfinite;
   acc.sum_abs += kernel::reduce_lanes(cp.lanes[kernel::kSumAbs]);
   acc.sum_ref += kernel::reduce_lanes(cp.lanes[kernel::kSumRef]);
@@ -376,16 +397,11 @@ void absorb_chunk(const Chunk& ch, uint64_t s, size_t len, const ChunkPartial& c
     acc.dot.add(kernel::reduce_lanes(cp.lanes[kernel::kSumDot]), 0);
   }
   if (finite > 0 && (acc.max_abs_index < 0 || cp.max_abs > acc.max_abs)) {
-    // Locate the first element attaining the chunk maximum, with the kernel's own arithmetic.
-    for (size_t i = 0; i < len; ++i) {
-      const double ri = ch.ref(i), ci = ch.cand(i);
-      if (std::isfinite(ri) && std::isfinite(ci) && std::fabs(ri - ci) == cp.max_abs) {
-        acc.max_abs = cp.max_abs;
-        acc.max_abs_index = static_cast<int64_t>(s + i);
-        acc.max_abs_ref = ri;
-        acc.max_abs_cand = ci;
-        break;
-      }
+    if (defer_locate) {
+      acc.max_abs = cp.max_abs;
+      acc.max_abs_index = static_cast<int64_t>(s);
+    } else {
+      locate_max_abs(ch, s, len, cp.max_abs, acc);
     }
   }
   acc.max_rel = std::max(acc.max_rel, cp.max_rel);
@@ -444,9 +460,15 @@ void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     params.max_rel_floor = acc.max_rel;  // max_rel is a maximum: seeding it changes no bits
     job.raw(ch.r, ch.c, len, params, &cp);
     crc_chunk(job, s, len, crc);
-    absorb_chunk(ch, s, len, cp, acc);
+    absorb_chunk(ch, s, len, cp, acc, /*defer_locate=*/true);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
     if (observer) observer->chunk({s, len, format, ch.r, ch.c, cp.nonfinite});
+  }
+  if (acc.max_abs_index >= 0) {  // the start of the chunk that set the task's maximum
+    const auto s = static_cast<uint64_t>(acc.max_abs_index);
+    const size_t size = job.ref->elem_size;
+    locate_max_abs(RawChunk{job.raw_format, job.ref_bytes + size * s, job.cand_bytes + size * s}, s,
+                   static_cast<size_t>(std::min<uint64_t>(kChunk, end - s)), acc.max_abs, acc);
   }
   if (observer) observer->finish();
 }

@@ -175,6 +175,85 @@ TEST(PairRawFused, EveryTargetMatchesTheFloat64KernelPerChunk) {
   }
 }
 
+// The kernel takes the ULP distance of an all-finite vector as |bits(r) - bits(c)| when every lane
+// has one sign on both sides, and the general form otherwise. Finite pairs only, so the paths are
+// told apart by signs alone: vectors of one sign up to the extremes (the largest finite value
+// against +0 and -0), and vectors where a single lane changes sign, at ±0 (distance 0) and at the
+// largest distance of the chunk. Each case holds the chunk's maximum in the lane that decides it.
+TEST(PairRawFused, UlpOfFiniteVectorsOnEitherPath) {
+  kernel::Params params{1e-6, 1e-4, 1e-12, false};
+  for (const Format& f : kFormats) {
+    const double tiny = decode(f, 1);  // the smallest positive subnormal
+    struct Case {
+      const char* what;
+      double r, c;  // at lane 3 of vector 5; every other pair is a small same-sign perturbation
+    };
+    const Case cases[] = {
+        {"one sign, largest distance", f.max, 0.0},
+        {"one sign, negative", -f.max, -0.0},
+        {"one sign, subnormals", -tiny, -f.max},
+        {"sign change at the largest distance", f.max / 2, -tiny},
+        {"sign change, negative first", -f.max / 2, tiny},
+        {"+0 against -0", 0.0, -0.0},
+    };
+    for (const Case& k : cases) {
+      const size_t n = 200;
+      std::vector<uint32_t> r, c;
+      fill_bits(f, false, n, 11, r, c);
+      r[5 * 8 + 3] = encode(f, k.r);
+      c[5 * 8 + 3] = encode(f, k.c);
+      const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+      const uint64_t want = ulp_direct(f, r, c);
+      for (const auto& t : kernel::targets()) {
+        ChunkPartial got;
+        kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
+        EXPECT_EQ(got.max_ulp, want) << t << " " << f.name << " " << k.what;
+        EXPECT_EQ(got.nonfinite, 0u) << t << " " << f.name << " " << k.what;
+      }
+    }
+  }
+}
+
+// The position of the largest |r - c| is looked up once per task, in the last chunk that raised
+// the maximum (compare_pair, absorb_chunk's defer_locate): it is the first element attaining it,
+// a tie in a later chunk or later in the same chunk loses, and it matches the decoding path.
+TEST(PairRawFused, MaxAbsPositionIsTheFirstAttainingElement) {
+  const size_t chunk = kernel::kChunk;
+  const size_t n = 5 * chunk + 17;  // one task, a ragged last chunk
+  std::vector<uint64_t> identity(n);
+  for (size_t i = 0; i < n; ++i) identity[i] = i;
+  for (const Format& f : kFormats) {
+    std::vector<uint32_t> r(n), c(n);
+    for (size_t i = 0; i < n; ++i) {
+      r[i] = encode(f, 1.0);
+      c[i] = encode(f, 1.0);
+    }
+    // Rising maxima: chunk 0, then chunk 2 (twice), tied in chunk 3, smaller in chunk 4.
+    const std::pair<size_t, double> at[] = {{100, 1.25},           {chunk + 9, 1.5},
+                                            {2 * chunk + 700, 2.0}, {2 * chunk + 900, 2.0},
+                                            {3 * chunk + 1, 2.0},   {4 * chunk + 3, 1.75},
+                                            {5 * chunk + 16, 2.0}};
+    for (const auto& [i, v] : at) c[i] = encode(f, v);
+    const auto a = to_bytes(f, r, 0), b = to_bytes(f, c, 0);
+    TensorInfo info;
+    info.name = "t";
+    info.dtype = f.dtype;
+    info.shape = {n};
+    RawForceGuard guard;
+    for (const auto& t : available_targets()) {
+      ASSERT_TRUE(force_target(t));
+      PairOptions o;
+      auto fused = compare_pair(info, a, info, b, o);
+      o.cand_index = identity;
+      auto decoded = compare_pair(info, a, info, b, o);
+      ASSERT_TRUE(fused.ok() && decoded.ok());
+      EXPECT_EQ(fused->max_abs_index, static_cast<int64_t>(2 * chunk + 700)) << t << " " << f.name;
+      EXPECT_EQ(fused->max_abs_diff, 1.0) << t << " " << f.name;
+      expect_identical(*fused, *decoded, t + " " + f.name);
+    }
+  }
+}
+
 // Whole tensors: the fused path (a plain pair) against the decoding path, which an identity
 // candidate permutation selects; checksums fused into the same tasks.
 TEST(PairRawFused, WholeTensorEqualsTheDecodingPath) {
