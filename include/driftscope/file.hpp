@@ -95,6 +95,15 @@ class DS_API AtomicOutput {
   bool committed_ = true;
   uint64_t written_ = 0;  // bytes written so far
   uint64_t queued_ = 0;   // of which handed to the disk early (write-behind, write())
+  // Past the first 16 MiB, write() fills aligned blocks that a thread writes around the page
+  // cache (O_DIRECT) while the next one fills: a 2.75 GB report spent most of its time copying
+  // into the page cache and writing it back (issue 30 item 4). Null until then, and for good
+  // where the file system refuses O_DIRECT (direct_refused_).
+  struct Direct;
+  std::unique_ptr<Direct> direct_;
+  bool direct_refused_ = false;
+  Result<void> write_direct(std::string_view data);
+  Result<void> finish_direct();
 };
 
 // An output written piece by piece by the rules above (reports of any size, never held whole).

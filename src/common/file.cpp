@@ -7,11 +7,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -25,6 +29,12 @@ namespace {
 Error io_error(const std::string& what, const std::string& path, int err) {
   return make_error(Errc::io_error, fmt::format("{} '{}': {}", what, path, errno_text(err)));
 }
+
+#ifdef O_DIRECT
+constexpr int kDirectFlag = O_DIRECT;
+#else
+constexpr int kDirectFlag = 0;  // no direct I/O here: every write goes through the page cache
+#endif
 
 const char* kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -318,7 +328,9 @@ AtomicOutput::AtomicOutput(AtomicOutput&& o) noexcept
       fd_(std::exchange(o.fd_, -1)),
       committed_(std::exchange(o.committed_, true)),
       written_(std::exchange(o.written_, 0)),
-      queued_(std::exchange(o.queued_, 0)) {}
+      queued_(std::exchange(o.queued_, 0)),
+      direct_(std::move(o.direct_)),
+      direct_refused_(std::exchange(o.direct_refused_, false)) {}
 
 AtomicOutput& AtomicOutput::operator=(AtomicOutput&& o) noexcept {
   if (this != &o) {
@@ -329,13 +341,145 @@ AtomicOutput& AtomicOutput::operator=(AtomicOutput&& o) noexcept {
     committed_ = std::exchange(o.committed_, true);
     written_ = std::exchange(o.written_, 0);
     queued_ = std::exchange(o.queued_, 0);
+    direct_ = std::move(o.direct_);
+    direct_refused_ = std::exchange(o.direct_refused_, false);
   }
   return *this;
 }
 
 AtomicOutput::~AtomicOutput() { discard(); }
 
+// The blocks written around the page cache (file.hpp). Two buffers: write() fills one while the
+// thread writes the other. A block is written at an offset and of a size that are multiples of
+// kAlign from an address aligned to it (O_DIRECT's rule; 4096 covers the logical block size of
+// the devices in use); a file system that still answers EINVAL gets the rest through the page
+// cache. The tail, less than a block, goes through the page cache at commit.
+struct AtomicOutput::Direct {
+  static constexpr size_t kAlign = 4096;
+  static constexpr size_t kBlock = size_t{4} << 20;
+  int fd = -1;
+  std::string path;
+  char* buf[2] = {nullptr, nullptr};
+  int cur = 0;          // the buffer write() fills
+  size_t fill = 0;      // bytes in it
+  uint64_t offset = 0;  // the file offset of its first byte
+  std::mutex m;
+  std::condition_variable cv;
+  bool busy = false, stop = false;  // busy: the other buffer is being written
+  int job = 0;
+  uint64_t job_offset = 0;
+  int err = 0;  // the first failed write's errno
+  std::thread thread;
+
+  Direct(int fd_in, std::string path_in, uint64_t at) : fd(fd_in), path(std::move(path_in)), offset(at) {}
+  ~Direct() {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+    std::free(buf[0]);
+    std::free(buf[1]);
+  }
+  bool start() {
+    buf[0] = static_cast<char*>(std::aligned_alloc(kAlign, kBlock));
+    buf[1] = static_cast<char*>(std::aligned_alloc(kAlign, kBlock));
+    if (!buf[0] || !buf[1]) return false;
+    try {
+      thread = std::thread([this] { run(); });
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+  // Writes n bytes of p at `at`; 0 or the errno.
+  int write_block(const char* p, size_t n, uint64_t at) {
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && (::fcntl(fd, F_GETFL) & kDirectFlag)) {
+        int fl = ::fcntl(fd, F_GETFL);
+        if (::fcntl(fd, F_SETFL, fl & ~kDirectFlag) != 0) return errno;
+        continue;
+      }
+      if (w < 0) return errno;
+      if (w == 0) return EIO;
+      p += w;
+      n -= static_cast<size_t>(w);
+      at += static_cast<uint64_t>(w);
+    }
+    return 0;
+  }
+  void run() {
+    std::unique_lock lock(m);
+    for (;;) {
+      cv.wait(lock, [&] { return busy || stop; });
+      if (!busy) return;
+      const int b = job;
+      const uint64_t at = job_offset;
+      const bool failed = err != 0;  // nothing more is written after a failure
+      lock.unlock();
+      const int e = failed ? 0 : write_block(buf[b], kBlock, at);
+      lock.lock();
+      if (e && !err) err = e;
+      busy = false;
+      cv.notify_all();
+    }
+  }
+  // Waits for the block in flight; its errno, or the first earlier one.
+  int wait() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return !busy; });
+    return err;
+  }
+  // Hands the full buffer to the thread and fills the other.
+  int submit() {
+    if (int e = wait()) return e;
+    {
+      std::lock_guard lock(m);
+      job = cur;
+      job_offset = offset;
+      busy = true;
+    }
+    cv.notify_all();
+    cur ^= 1;
+    fill = 0;
+    offset += kBlock;
+    return 0;
+  }
+};
+
+Result<void> AtomicOutput::write_direct(std::string_view data) {
+  Direct& d = *direct_;
+  while (!data.empty()) {
+    const size_t n = std::min(data.size(), Direct::kBlock - d.fill);
+    std::memcpy(d.buf[d.cur] + d.fill, data.data(), n);
+    d.fill += n;
+    data.remove_prefix(n);
+    if (d.fill == Direct::kBlock)
+      if (int e = d.submit()) return io_error("cannot write", temp_, e);
+  }
+  return {};
+}
+
+// Waits for the thread, then writes the tail through the page cache.
+Result<void> AtomicOutput::finish_direct() {
+  Direct& d = *direct_;
+  if (int e = d.wait()) return io_error("cannot write", temp_, e);
+  int fl = ::fcntl(fd_, F_GETFL);
+  if (fl < 0 || ((fl & kDirectFlag) && ::fcntl(fd_, F_SETFL, fl & ~kDirectFlag) != 0))
+    return io_error("cannot write", temp_, errno);
+  if (int e = d.write_block(d.buf[d.cur], d.fill, d.offset)) return io_error("cannot write", temp_, e);
+  // The descriptor's own offset is where write() would go on (a later write() appends).
+  if (::lseek(fd_, static_cast<off_t>(d.offset + d.fill), SEEK_SET) < 0) return io_error("cannot write", temp_, errno);
+  direct_.reset();
+  direct_refused_ = true;  // what follows goes through the page cache
+  return {};
+}
+
 void AtomicOutput::discard() noexcept {
+  direct_.reset();  // stops its thread before the descriptor closes
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
   if (!committed_) ::unlink(temp_.c_str());
   committed_ = true;
@@ -343,6 +487,35 @@ void AtomicOutput::discard() noexcept {
 
 Result<void> AtomicOutput::write(std::string_view data) {
   if (fd_ < 0) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
+  if (direct_) {
+    DRIFTSCOPE_TRY(write_direct(data));
+    written_ += data.size();
+    return {};
+  }
+  // Large outputs only: a small report is one write through the page cache, as before. The
+  // switch comes at an aligned offset; the bytes up to it go through the page cache.
+  constexpr uint64_t kDirectFrom = uint64_t{16} << 20;
+  if (kDirectFlag && !direct_refused_ && written_ + data.size() >= kDirectFrom) {
+    const uint64_t aligned = (written_ + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
+    const size_t head = static_cast<size_t>(std::min<uint64_t>(aligned - written_, data.size()));
+    if (head < data.size()) {
+      DRIFTSCOPE_TRY(write_all(fd_, data.substr(0, head), temp_));
+      written_ += head;
+      data.remove_prefix(head);
+      const int fl = ::fcntl(fd_, F_GETFL);
+      auto d = std::make_unique<Direct>(fd_, temp_, written_);
+      if (fl >= 0 && ::fcntl(fd_, F_SETFL, fl | kDirectFlag) == 0) {
+        if (d->start()) {
+          direct_ = std::move(d);
+          DRIFTSCOPE_TRY(write_direct(data));
+          written_ += data.size();
+          return {};
+        }
+        (void)::fcntl(fd_, F_SETFL, fl);
+      }
+      direct_refused_ = true;  // (tmpfs, for one): the page cache, as before
+    }
+  }
   DRIFTSCOPE_TRY(write_all(fd_, data, temp_));
   written_ += data.size();
 #ifdef __linux__
@@ -361,6 +534,7 @@ Result<void> AtomicOutput::write(std::string_view data) {
 
 Result<void> AtomicOutput::commit() {
   if (committed_) return make_error(Errc::closed, fmt::format("'{}' is already committed", target_));
+  if (direct_) DRIFTSCOPE_TRY(finish_direct());
   // Whoever wrote through temp_path() has closed their descriptor; ours sees the same inode.
   if (::fsync(fd_) != 0) return io_error("cannot sync", temp_, errno);
   if (::close(std::exchange(fd_, -1)) != 0) return io_error("cannot close", temp_, errno);

@@ -291,20 +291,31 @@ void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vec
   };
   // Most inputs name the tensor recorded just before (a layer's input is the last output): that
   // one is tried first, without the table's hashing and random reads.
-  auto share = [&](TensorDesc& d, const TensorDesc* before) {
-    if (d.inputs().empty()) return;
-    for (TensorRef& r : d.edit().inputs) {
-      const SharedString* n = nullptr;
-      if (before && before->name == r.name.view()) {
-        n = &before->name;
-      } else {
-        if (table.empty()) build();
-        n = table[slot_of(r.name.view())];
-      }
-      if (n && !r.name.shares_with(*n)) r.name = *n;
-    }
+  auto find = [&](const TensorRef& r, const TensorDesc* before) -> const SharedString* {
+    if (before && before->name == r.name.view()) return &before->name;
+    if (table.empty()) build();
+    return table[slot_of(r.name.view())];
   };
-  for (size_t i = 0; i < results.size(); ++i) share(side(results[i]), i ? &side(results[i - 1]) : nullptr);
+  auto share = [&](TensorDesc& d, const TensorDesc* before) {
+    // Edited only where a name changes block: edit() copies a box the pair's other side shares.
+    bool changes = false;
+    for (const TensorRef& r : d.inputs()) {
+      const SharedString* n = find(r, before);
+      if (n && !r.name.shares_with(*n)) {
+        changes = true;
+        break;
+      }
+    }
+    if (!changes) return;
+    for (TensorRef& r : d.edit().inputs)
+      if (const SharedString* n = find(r, before); n && !r.name.shares_with(*n)) r.name = *n;
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    share(side(results[i]), i ? &side(results[i - 1]) : nullptr);
+    // The reference's edit copied the box it shared with the candidate (plan_pair): share again,
+    // now that the candidate's inputs, equal names, name the same blocks too.
+    if (ref_side) results[i].cand.share_rare_with(results[i].ref);
+  }
   for (size_t i = 0; i < only.size(); ++i) share(only[i], i ? &only[i - 1] : nullptr);
 }
 
@@ -319,6 +330,10 @@ void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_in
   plan_shapes(p, res, ref, cand, options);
   res.ref = describe(ref);
   res.cand = describe(cand, p.renamed ? nullptr : &res.ref.name);
+  // The two data-flow boxes become one when equal, here, so that the candidate's is freed at once
+  // and reused by the next pair: shared only after every pair was described, the peak still held
+  // both (issue 30 item 4).
+  res.cand.share_rare_with(res.ref);
 }
 }  // namespace
 

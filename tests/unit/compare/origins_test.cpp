@@ -493,6 +493,45 @@ TEST(Origins, InputNamesShareTheNamedTensorsBlock) {
   EXPECT_EQ(rep.pairs[2].basis_pairs, (std::vector<size_t>{1}));
 }
 
+// A pair's two descriptions hold one data-flow box when its values are equal (issue 30 item 4:
+// 56 bytes a pair at a million pairs); a pair whose candidate was recorded with another source
+// keeps two, and the results are those of unshared boxes. Fails before: each description had a
+// box of its own, so the candidate's inputs() was never the reference's.
+TEST(Origins, APairsEqualDataFlowIsOneBox) {
+  Graph g;
+  g.add("x", "", 0, 1);
+  g.add("layer.a", "output/0/0:x", 1e-2, 2);
+  g.add("layer.b", "output/0/0:layer.a", 0, 3);
+  for (auto* side : {&g.ref, &g.cand}) (*side)[1].attrs.push_back({"ds.source", "Linear  m.py:1"});
+  g.ref[2].attrs.push_back({"ds.source", "Linear  m.py:2"});
+  g.cand[2].attrs.push_back({"ds.source", "Linear  m.py:3"});  // recorded elsewhere
+  ScratchDir t;
+  auto rep = run_compare(write_dump(t.file("r.tdump"), g.ref), write_dump(t.file("c.tdump"), g.cand), {});
+  ASSERT_EQ(rep.pairs.size(), 3u);
+  const PairResult& a = rep.pairs[1];
+  const PairResult& b = rep.pairs[2];
+  EXPECT_EQ(&a.cand.inputs(), &a.ref.inputs());
+  EXPECT_EQ(a.cand.source(), "Linear  m.py:1");
+  EXPECT_NE(&b.cand.inputs(), &b.ref.inputs());
+  EXPECT_EQ(b.ref.source(), "Linear  m.py:2");
+  EXPECT_EQ(b.cand.source(), "Linear  m.py:3");
+  EXPECT_EQ(a.origin, Origin::introduced);
+  EXPECT_EQ(b.basis_pairs, (std::vector<size_t>{1}));
+  // A copy shares too; editing one description copies the box first, so the other keeps its value.
+  TensorDesc ref = a.ref, cand = a.cand;
+  EXPECT_EQ(&ref.inputs(), &a.ref.inputs());
+  cand.edit().source = "elsewhere";
+  EXPECT_EQ(ref.source(), "Linear  m.py:1");
+  EXPECT_EQ(a.cand.source(), "Linear  m.py:1");
+  EXPECT_EQ(cand.source(), "elsewhere");
+  EXPECT_EQ(cand.inputs(), ref.inputs());
+  EXPECT_NE(&cand.inputs(), &ref.inputs());
+  EXPECT_FALSE(cand.share_rare_with(ref));  // not equal: kept
+  cand.edit().source = "Linear  m.py:1";
+  EXPECT_TRUE(cand.share_rare_with(ref));
+  EXPECT_EQ(&cand.inputs(), &ref.inputs());
+}
+
 }  // namespace
 
 namespace {
