@@ -1,5 +1,8 @@
 // driftscope — Boxed<T>: the interface of std::optional<T> with the value on the heap.
 //
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
+//
 // For members that are rarely set in structures held by the million (PairResult::detail and
 // ::layout, Record::summary): an empty Boxed costs one pointer where std::optional costs
 // sizeof(T), which for a report of a million pairs is hundreds of MiB (issue 13 §5). Copies copy
@@ -11,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 template <class T>
 class Boxed {
@@ -93,4 +96,4 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail
