@@ -22,6 +22,7 @@
 #include "driftscope/dumpset.hpp"
 #include "driftscope/report.hpp"
 #include "driftscope/writer.hpp"
+#include "compare/report_access.hpp"
 
 using namespace driftscope;
 using Clock = std::chrono::steady_clock;
@@ -59,7 +60,7 @@ std::function<void()> model_explorer(size_t n) {
   for (size_t i = 0; i < n; ++i) {
     PairResult& p = r->pairs[i];
     // Names in an order unlike their sorted one, as a real model's layer names are.
-    p.ref.name = fmt::format("layer{}.out", (i * 7919) % n);
+    driftscope::detail::ReportAccess::name(p.ref) = fmt::format("layer{}.out", (i * 7919) % n);
     p.ref.role = Role::output;
     p.compared = true;
     p.status = i % 3 ? PairStatus::pass : PairStatus::fail;

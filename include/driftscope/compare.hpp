@@ -27,18 +27,18 @@
 #include <vector>
 
 #include "driftscope/api.h"
-#include "driftscope/boxed.hpp"
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare_options.hpp"
 #include "driftscope/dataflow.hpp"
 #include "driftscope/dtype.hpp"
 #include "driftscope/error.hpp"
-#include "driftscope/inline_vector.hpp"
-#include "driftscope/interned.hpp"
-#include "driftscope/pooled.hpp"
+#include "driftscope/detail/boxed.hpp"
+#include "driftscope/detail/inline_vector.hpp"
+#include "driftscope/detail/interned.hpp"
+#include "driftscope/detail/pooled.hpp"
+#include "driftscope/detail/shared_string.hpp"
+#include "driftscope/detail/sparse.hpp"
 #include "driftscope/reader.hpp"
-#include "driftscope/shared_string.hpp"
-#include "driftscope/sparse.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
@@ -64,17 +64,6 @@ struct DS_API Criteria {
   bool uses_allclose() const noexcept { return atol.has_value() || rtol.has_value(); }
   // "sqnr>=40dB", "atol=1e-05 rtol=0.001 cosine>=0.999", "(none)".
   std::string to_string() const;
-};
-
-// PairResult::criteria: one Criteria shared by every pair judged alike (pooled.hpp: 8 bytes where
-// a Criteria is 72, held by every pair of a report). Converts to `const Criteria&`; fields
-// through `->` (p.criteria->atol); assign a Criteria to change it.
-struct PairCriteria : Pooled<Criteria> {
-  using Pooled<Criteria>::Pooled;
-  using Pooled<Criteria>::operator=;
-  bool empty() const noexcept { return get().empty(); }
-  bool uses_allclose() const noexcept { return get().uses_allclose(); }
-  std::string to_string() const { return get().to_string(); }
 };
 
 // The documented default for a pair whose coarser side has dtype `t` (docs/compare.md, table
@@ -203,13 +192,29 @@ DS_API int verdict_exit_code(Verdict v) noexcept;
 DS_API std::string_view status_name(PairStatus s) noexcept;
 DS_API std::string_view origin_name(Origin o) noexcept;
 
+namespace detail {
+struct ReportAccess;  // the engine's write access to the report model (src/compare/report_access.hpp)
+}
+
 // A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and one line.
-struct Reason {
-  Interned code;         // (interned.hpp: a few dozen distinct codes)
+class Reason {
+ public:
+  Reason() = default;
+  Reason(std::string_view code, std::string text) : code_(code), message(std::move(text)) {}
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  friend struct detail::ReportAccess;
+  detail::Interned code_;  // (a few dozen distinct codes: one pointer, detail/interned.hpp)
+
+ public:
   std::string message;
 };
 
-// The recorded inputs of one description (TensorDesc::inputs()), read like a std::vector: the one
+namespace detail {
+
+// Not API (storage, may change): the recorded inputs of one description (TensorDesc::inputs()
+// reads them as a span), read like a std::vector: the one
 // input most tensors have sits inline, more go to one heap block. The PyTorch recorder gives every
 // record its inputs, and a std::vector put each in a 32-byte block of its own: 61 MiB at a million
 // pairs (issue 30 item 4). 24 bytes, as a std::vector.
@@ -288,12 +293,24 @@ class TensorRefs {
   size_t size_ = 0;
 };
 
-// One side of a pair, as recorded.
-struct TensorDesc {
-  // As stored. (shared_string.hpp: a pair's two equal names share one block; it reads as a
-  // std::string_view, .str() makes a std::string.)
-  SharedString name;
-  Interned op_type;       // (interned.hpp: few distinct values, one pointer)
+}  // namespace detail
+
+// One side of a pair, as recorded. The name, op type, shape and the data-flow members are read
+// through accessors (plain types); their storage is private (detail/: a pair's two equal names
+// share one block, an op type is one pointer, a shape of up to two axes needs no heap block) and
+// only the comparison engine writes it (detail::ReportAccess).
+class TensorDesc {
+ public:
+  std::string_view name() const noexcept { return name_; }  // as stored
+  const std::string& op_type() const noexcept { return op_type_; }
+  std::span<const uint64_t> shape() const noexcept { return {shape_.data(), shape_.size()}; }
+
+ private:
+  friend struct detail::ReportAccess;
+  detail::SharedString name_;
+  detail::Interned op_type_;
+
+ public:
   Role role = Role::output;
   uint16_t role_index = 0;
   uint32_t occurrence = 0;
@@ -305,46 +322,47 @@ struct TensorDesc {
   // Data flow (docs/format.md §3.3.3), when the recorder wrote it.
   bool has_inputs = false;             // the record carries a valid ds.inputs
   TensorKind kind = TensorKind::value; // ds.kind; integer and bool dtypes are never `value`
-  InlineVector<uint64_t, 2> shape;     // (inline_vector.hpp: no heap block up to two axes)
+
+ private:
+  detail::InlineVector<uint64_t, 2> shape_;
   // The members below are empty unless the recorder wrote data flow (inputs, source), axis
-  // names or a path, or the side is a dump set (ranks), so they live in one box (boxed.hpp,
-  // shared between a pair's two descriptions when equal: share_rare_with()): 8
+  // names or a path, or the side is a dump set (ranks), so they live in one box (detail/boxed.hpp,
+  // shared between a pair's two descriptions when equal: ReportAccess::share_rare()): 8
   // bytes when none is set, where five Sparse members took 40 (a million pairs hold two
   // descriptions each: issue 13 §5). Source and path take few distinct values (a module class
   // and the file:line of its forward; "weight"), so they are Interned; inputs and ranks, set
   // together with them by the PyTorch recorder and by dump sets, sit in the box itself. Read them
-  // through the accessors, which give an empty value when none is set; set them through edit(),
-  // which makes the box.
+  // through the accessors, which give an empty value when none is set; the engine sets them
+  // through detail::ReportAccess::edit(), which makes the box.
   struct Rare {
     // The recorded tensors it was computed from (ds.inputs). A comparison points their names at
     // the blocks of the named tensors' own names where it describes them (TensorRef).
-    TensorRefs inputs;
+    detail::TensorRefs inputs;
     // Dump sets (docs/dumpsets.md): the ranks this logical tensor came from (gathered or summed
     // shards, or the one rank holding this replica); empty when the side is a single dump.
     // (Sparse: the box holding data flow alone is 56 bytes, 64 with the allocator's, not 80.)
-    Sparse<std::vector<uint32_t>> ranks;
-    Interned source;                // ds.source: where it is computed ("Linear  file.py:12")
-    Interned path;                  // attribute "path": the output leaf or parameter ("weight")
-    Sparse<std::vector<std::string>> axes;
+    detail::Sparse<std::vector<uint32_t>> ranks;
+    detail::Interned source;        // ds.source: where it is computed ("Linear  file.py:12")
+    detail::Interned path;          // attribute "path": the output leaf or parameter ("weight")
+    detail::Sparse<std::vector<std::string>> axes;
     friend bool operator==(const Rare&, const Rare&) = default;
   };
+
+ public:
   const std::vector<std::string>& axes() const noexcept { return rare_ ? rare_->axes.get() : kNoRare.axes.get(); }
-  const TensorRefs& inputs() const noexcept { return rare_ ? rare_->inputs : kNoRare.inputs; }
+  // The recorded tensors it was computed from (ds.inputs): a comparison points their names at the
+  // blocks of the named tensors' own names where it describes them.
+  std::span<const TensorRef> inputs() const noexcept {
+    const detail::TensorRefs& v = rare_ ? rare_->inputs : kNoRare.inputs;
+    return {v.begin(), v.size()};
+  }
   const std::string& source() const noexcept { return rare_ ? rare_->source.get() : kNoRare.source.get(); }
   const std::string& path() const noexcept { return rare_ ? rare_->path.get() : kNoRare.path.get(); }
   const std::vector<uint32_t>& ranks() const noexcept { return rare_ ? rare_->ranks.get() : kNoRare.ranks.get(); }
-  Rare& edit() { return rare_.edit(); }
-  // Holds `o`'s box instead of an equal one of its own (edit() copies it again): a pair's two
-  // descriptions with the recorder's data flow almost always have equal inputs and source, and
-  // sharing takes 46 MiB off a million pairs (issue 30 item 4). True when the two now share.
-  bool share_rare_with(const TensorDesc& o) {
-    if (!rare_.shares_with(o.rare_) && rare_ && o.rare_ && *rare_ == *o.rare_) rare_ = o.rare_;
-    return rare_.shares_with(o.rare_);
-  }
 
  private:
   static inline const Rare kNoRare{};
-  SharedBox<Rare> rare_;  // (boxed.hpp: copies share it until edited)
+  detail::SharedBox<Rare> rare_;  // (copies share it until edited: detail/boxed.hpp)
 };
 
 // Metrics of a pair (docs/metrics.md). Values that were not computed are NaN (doubles) or -1.
@@ -363,7 +381,7 @@ struct Metrics {
   int64_t max_ulp = -1;
 
   // The metrics below are usually at their defaults (no NaN or Inf on either side, no class
-  // metrics, not light mode), so they live in one box (boxed.hpp): 8 bytes where they took 128
+  // metrics, not light mode), so they live in one box (detail/boxed.hpp): 8 bytes where they took 128
   // (a report holds a million pairs: issue 13 §5, issue 30 item 4). Read them through the
   // accessors; set them with set_rare(), which keeps the box only when a value differs from its
   // default. The first mismatch is the exception: set on every failing or tolerated mismatch,
@@ -424,7 +442,7 @@ struct Metrics {
  private:
   int64_t first_mismatch_ = -1;
   double first_mismatch_ref_ = kNaN, first_mismatch_cand_ = kNaN;
-  Boxed<Rare> rare_;
+  detail::Boxed<Rare> rare_;
 };
 
 // Where the error of one pair sits, for visual reports (CompareOptions::details). d = |cand - ref|
@@ -482,10 +500,13 @@ struct DS_API LayoutDiagnosis {
   std::string to_string() const;
 };
 
-// The members of a PairResult that are set only for a minority of pairs: permuted axes, module
+namespace detail {
+
+// Not API (storage, may change): the members of a PairResult that are set only for a minority of
+// pairs: permuted axes, module
 // outputs with recorded parameters, --html, layout diagnoses, a float64 run of the reference,
-// failing pairs of dump sets (PairResult::Rare: outside it only because its defaults must be
-// complete before PairResult's empty one is made).
+// failing pairs of dump sets (PairResult reads them through its accessors; outside it only
+// because its defaults must be complete before PairResult's empty one is made).
 struct PairRare {
   Sparse<std::vector<uint32_t>> permutation;  // candidate axis for each reference axis, when permuted
   Sparse<std::vector<size_t>> parameter_pairs;  // the module's compared parameters (role parameter)
@@ -516,7 +537,13 @@ struct PairRare {
   }
 };
 
-struct PairResult {
+}  // namespace detail
+
+// One compared pair. Lists, the criteria and the short texts are read through accessors (plain
+// types); their storage is private (detail/: empty lists cost a pointer, the criteria and texts
+// few distinct values are pooled) and only the comparison engine writes it (detail::ReportAccess).
+class PairResult {
+ public:
   TensorDesc ref, cand;
   // (The one-byte members sit together: a report holds a million pairs.)
   PairStatus status = PairStatus::pass;
@@ -525,16 +552,42 @@ struct PairResult {
   bool r64 = false;              // judged by the reference64 rule (r64_*() below)
   Origin origin = Origin::none;  // localisation (below); set for fail / silent_failure
   bool beyond_rounding = false;  // error > rounding (with reference64: the float64 rule failed)
-  // (Sparse: usually empty, 8 bytes each; sparse.hpp.)
-  Sparse<std::vector<Reason>> reasons;  // why it failed / is incomparable / was skipped
-  Sparse<std::vector<std::string>> notes;  // "renamed", "axes permuted ...", "reshaped", "estimated"
+
+  // Why it failed / is incomparable / was skipped.
+  const std::vector<Reason>& reasons() const noexcept { return reasons_; }
+  // "renamed", "axes permuted ...", "reshaped", "estimated".
+  const std::vector<std::string>& notes() const noexcept { return notes_; }
+  // What it was judged by, and where that came from: "default (f16)", "command line", "policy
+  // rule 2 (*.softmax)".
+  const Criteria& criteria() const noexcept { return criteria_; }
+  const std::string& criteria_source() const noexcept { return criteria_source_; }
+  // Localisation (docs/compare.md "Introduced or inherited"): "inputs", "predecessor" or "none",
+  // and the indexes into Report::pairs the input error came from.
+  const std::string& basis() const noexcept { return basis_; }
+  std::span<const size_t> basis_pairs() const noexcept { return {basis_pairs_.data(), basis_pairs_.size()}; }
+
+ private:
+  friend struct detail::ReportAccess;
+  // (usually empty: 8 bytes each, detail/sparse.hpp)
+  detail::Sparse<std::vector<Reason>> reasons_;
+  detail::Sparse<std::vector<std::string>> notes_;
+
+ public:
   Metrics metrics;
-  PairCriteria criteria;         // what it was judged by
-  Interned criteria_source;      // "default (f16)", "command line", "policy rule 2 (*.softmax)"
+
+ private:
+  detail::Pooled<Criteria> criteria_;  // (one Criteria shared by every pair judged alike: 8 bytes)
+  detail::Interned criteria_source_;
+
+ public:
   // localisation (docs/compare.md "Introduced or inherited")
   double error = 0;              // rel_l2, +inf when the candidate has new NaN/Inf
-  Interned basis;                // "inputs", "predecessor" or "none"
-  InlineVector<size_t, 2> basis_pairs;  // indexes into Report::pairs the input error came from
+
+ private:
+  detail::Interned basis_;
+  detail::InlineVector<size_t, 2> basis_pairs_;
+
+ public:
   double input_error = 0;
   double amplification = 0;      // error / input_error (+inf when input_error is 0), NaN if 0/0
   //   With data flow: NaN when the inputs are exact (0) or NaN/Inf, never +inf.
@@ -543,34 +596,38 @@ struct PairResult {
 
   // The coordinates of metrics.max_abs_index and metrics.first_mismatch() in the reference's
   // shape (empty when it is -1): computed when asked, not held (24 bytes a pair each).
-  InlineVector<uint64_t, 2> max_abs_coords() const { return coords_of(metrics.max_abs_index); }
-  InlineVector<uint64_t, 2> first_mismatch_coords() const { return coords_of(metrics.first_mismatch()); }
-  InlineVector<uint64_t, 2> coords_of(int64_t flat_index) const {
+  std::vector<uint64_t> max_abs_coords() const { return coords_of(metrics.max_abs_index); }
+  std::vector<uint64_t> first_mismatch_coords() const { return coords_of(metrics.first_mismatch()); }
+  std::vector<uint64_t> coords_of(int64_t flat_index) const {
     if (flat_index < 0) return {};
-    InlineVector<uint64_t, 2> c(ref.shape.size(), 0);
+    const std::span<const uint64_t> shape = ref.shape();
+    std::vector<uint64_t> c(shape.size(), 0);
     uint64_t flat = static_cast<uint64_t>(flat_index);
-    for (size_t i = ref.shape.size(); i-- > 0;) {
-      if (ref.shape[i] == 0) return c;
-      c[i] = flat % ref.shape[i];
-      flat /= ref.shape[i];
+    for (size_t i = shape.size(); i-- > 0;) {
+      if (shape[i] == 0) return c;
+      c[i] = flat % shape[i];
+      flat /= shape[i];
     }
     return c;
   }
 
-  // The members below are set only for a minority of pairs (PairRare above), so they live in one
-  // box (boxed.hpp): 8 bytes where they took 96 (a report holds a million pairs: issue 30 item 4).
-  // Read them through the accessors, which give the defaults when none is set; set them through
-  // edit(), which makes the box (drop_rare_if_default() gives it back when nothing in it differs
-  // from the defaults).
-  using Rare = PairRare;
+  // The members below are set only for a minority of pairs (detail::PairRare), so they live in one
+  // box (detail/boxed.hpp): 8 bytes where they took 96 (a report holds a million pairs: issue 30
+  // item 4). Read them through the accessors, which give the defaults when none is set; the engine
+  // sets them through detail::ReportAccess::edit(), which makes the box
+  // (ReportAccess::drop_rare_if_default() gives it back when nothing in it differs from the
+  // defaults).
   const std::vector<uint32_t>& permutation() const noexcept {
     return rare_ ? rare_->permutation.get() : kNoRare.permutation.get();
   }
   const std::vector<size_t>& parameter_pairs() const noexcept {
     return rare_ ? rare_->parameter_pairs.get() : kNoRare.parameter_pairs.get();
   }
-  const Boxed<PairDetail>& detail() const noexcept { return rare_ ? rare_->detail : kNoRare.detail; }
-  const Boxed<LayoutDiagnosis>& layout() const noexcept { return rare_ ? rare_->layout : kNoRare.layout; }
+  // With CompareOptions::details, for pairs compared element by element; null otherwise.
+  const PairDetail* detail() const noexcept { return rare_ ? rare_->detail.operator->() : nullptr; }
+  // The layout diagnosis (the first divergence, introduced errors, same-size shape mismatches: at
+  // most CompareOptions::max_layout_diagnoses pairs); null otherwise.
+  const LayoutDiagnosis* layout() const noexcept { return rare_ ? rare_->layout.operator->() : nullptr; }
   double r64_err_ref() const noexcept { return rare_ ? rare_->r64_err_ref : 0; }
   double r64_err_cand() const noexcept { return rare_ ? rare_->r64_err_cand : 0; }
   double r64_limit() const noexcept { return rare_ ? rare_->r64_limit : 0; }
@@ -581,14 +638,11 @@ struct PairResult {
   const std::vector<uint32_t>& failing_shards() const noexcept {
     return rare_ ? rare_->failing_shards.get() : kNoRare.failing_shards.get();
   }
-  Rare& edit() { return rare_ ? *rare_ : rare_.emplace(); }
-  void drop_rare_if_default() noexcept {
-    if (rare_ && rare_->is_default()) rare_.reset();
-  }
 
  private:
+  using Rare = detail::PairRare;
   static inline const Rare kNoRare{};
-  Boxed<Rare> rare_;
+  detail::Boxed<Rare> rare_;
 };
 
 // One independent origin of error (docs/compare.md §5 "Every origin").

@@ -12,7 +12,7 @@
 
 #include "driftscope/api.h"
 #include "driftscope/error.hpp"
-#include "driftscope/shared_string.hpp"
+#include "driftscope/detail/shared_string.hpp"
 #include "driftscope/tensor.hpp"
 
 namespace driftscope {
@@ -21,11 +21,11 @@ inline constexpr std::string_view kInputsAttr = "ds.inputs";
 inline constexpr std::string_view kKindAttr = "ds.kind";
 
 // A recorded tensor's identity (docs/format.md §3.3): name, role + role_index, occurrence.
-// The name is a SharedString (shared_string.hpp: one pointer; reads as a std::string_view, .str()
+// The name is a detail::SharedString (detail/shared_string.hpp: one pointer; reads as a std::string_view, .str()
 // makes a std::string): a comparison points it at the block of the referenced tensor's own name,
 // so a million recorded inputs cost no name of their own (issue 30 item 4). 16 bytes, was 40.
 struct TensorRef {
-  SharedString name;
+  detail::SharedString name;
   Role role = Role::output;
   uint16_t role_index = 0;
   uint32_t occurrence = 0;

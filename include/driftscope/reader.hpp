@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "driftscope/api.h"
-#include "driftscope/boxed.hpp"
+#include "driftscope/detail/boxed.hpp"
 #include "driftscope/error.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/tensor.hpp"
@@ -40,7 +40,7 @@ struct Record {
   uint64_t size = 0;                     // record_length
   uint64_t payload_offset = 0;           // file offset of the payload (64-byte aligned)
   std::span<const std::byte> payload;    // TENSOR: the element bytes; SUMMARY: the raw summary
-  Boxed<Summary> summary;                // SUMMARY only, decoded (std::optional's interface)
+  detail::Boxed<Summary> summary;               // SUMMARY only, decoded (std::optional's interface)
 };
 
 enum class FileState : uint8_t {

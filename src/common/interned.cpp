@@ -1,5 +1,5 @@
-// Interned (include/driftscope/interned.hpp): the process-wide pool of distinct values.
-#include "driftscope/interned.hpp"
+// Interned (include/driftscope/detail/interned.hpp): the process-wide pool of distinct values.
+#include "driftscope/detail/interned.hpp"
 
 #include <array>
 #include <functional>
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <unordered_set>
 
-namespace driftscope {
+namespace driftscope::detail {
 namespace {
 
 struct Hash {
@@ -89,4 +89,4 @@ void Interned::release() noexcept {
   bits_ = 0;
 }
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

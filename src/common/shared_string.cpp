@@ -1,5 +1,5 @@
-// SharedString (driftscope/shared_string.hpp): one block per distinct value made, shared by copies.
-#include "driftscope/shared_string.hpp"
+// SharedString (driftscope/detail/shared_string.hpp): one block per distinct value made, shared by copies.
+#include "driftscope/detail/shared_string.hpp"
 
 #include <atomic>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include <ostream>
 #include <stdexcept>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 // The count is updated in place through std::atomic_ref (the block is raw storage).
 static_assert(alignof(uint32_t) >= std::atomic_ref<uint32_t>::required_alignment);
@@ -60,4 +60,4 @@ SharedString& SharedString::operator=(SharedString&& o) noexcept {
 
 std::ostream& operator<<(std::ostream& os, const SharedString& s) { return os << s.view(); }
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

@@ -15,6 +15,7 @@
 #include "format/record_table.hpp"
 #include "driftscope/dumpset.hpp"
 #include "driftscope/filter.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -161,7 +162,7 @@ void plan_shapes(PlannedPair& p, PairResult& res, const Record& ref, const Recor
       perm[i] = static_cast<uint32_t>(std::find(ba.begin(), ba.end(), aa[i]) - ba.begin());
     for (size_t i = 0; i < perm.size(); ++i) {
       if (b.shape[perm[i]] != a.shape[i]) {
-        res.reasons.push_back(
+        detail::ReportAccess::reasons(res).push_back(
             {"axes", fmt::format("axis '{}' has size {} in the reference but {} in the candidate",
                                  aa[i], a.shape[i], b.shape[perm[i]])});
         return;
@@ -171,23 +172,23 @@ void plan_shapes(PlannedPair& p, PairResult& res, const Record& ref, const Recor
     for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == i;
     if (identity) return;
     if (light) {
-      res.reasons.push_back({"axes", fmt::format("axes {} vs {} need a permutation, which a light-mode "
+      detail::ReportAccess::reasons(res).push_back({"axes", fmt::format("axes {} vs {} need a permutation, which a light-mode "
                                                     "summary cannot undergo", axes_text(aa), axes_text(ba))});
       return;
     }
     if (na > options.max_permuted_elements) {
-      res.reasons.push_back(
+      detail::ReportAccess::reasons(res).push_back(
           {"permutation_too_large",
            fmt::format("axes {} vs {}: {} elements exceed the permutation limit of {}",
                        axes_text(aa), axes_text(ba), na, options.max_permuted_elements)});
       return;
     }
-    res.edit().permutation = std::move(perm);
+    detail::ReportAccess::edit(res).permutation = std::move(perm);
     return;
   }
   if (a.shape == b.shape) return;
   if (na != nb) {
-    res.reasons.push_back({"shape", fmt::format("shape {} vs {}: {} vs {} elements", fmt_shape(a.shape),
+    detail::ReportAccess::reasons(res).push_back({"shape", fmt::format("shape {} vs {}: {} vs {} elements", fmt_shape(a.shape),
                                                    fmt_shape(b.shape), na, nb)});
     return;
   }
@@ -202,7 +203,7 @@ void plan_shapes(PlannedPair& p, PairResult& res, const Record& ref, const Recor
   std::sort(sa.begin(), sa.end());
   std::sort(sb.begin(), sb.end());
   if (sa == sb) hint = "; the shapes are a permutation of each other: record axis names to align them";
-  res.reasons.push_back(
+  detail::ReportAccess::reasons(res).push_back(
       {"reshape_needed", fmt::format("shape {} vs {}: same {} elements; --reshape compares them in "
                                      "row-major order{}", fmt_shape(a.shape), fmt_shape(b.shape), na, hint)});
 }
@@ -245,17 +246,17 @@ PlannedSide planned_side(const Record& r, size_t index) {
   return {r.payload, static_cast<uint32_t>(index), r.kind};
 }
 
-TensorDesc describe(const Record& r, const SharedString* name) {
+TensorDesc describe(const Record& r, const detail::SharedString* name) {
   TensorDesc d;
-  d.name = name ? *name : SharedString(r.info.name);
-  d.op_type = r.info.op_type;
+  detail::ReportAccess::name(d) = name ? *name : detail::SharedString(r.info.name);
+  detail::ReportAccess::op_type(d) = r.info.op_type;
   d.role = r.info.role;
   d.role_index = r.info.role_index;
   d.occurrence = r.info.occurrence;
   d.exec_index = r.info.exec_index;
   d.dtype = r.info.dtype;
-  d.shape = r.info.shape;
-  if (!r.info.axes.empty()) d.edit().axes = r.info.axes;
+  detail::ReportAccess::shape(d) = r.info.shape;
+  if (!r.info.axes.empty()) detail::ReportAccess::edit(d).axes = r.info.axes;
   d.summary = r.kind == RecordKind::summary;
   d.quantized = r.info.encoding.kind != EncodingKind::raw;
   describe_dataflow(r.info, d);
@@ -270,7 +271,7 @@ namespace {
 // pointers (8 bytes a slot, at most half full), freed on return.
 void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vector<TensorDesc>& only) {
   auto side = [&](PairResult& p) -> TensorDesc& { return ref_side ? p.ref : p.cand; };
-  std::vector<const SharedString*> table;  // built on the first input the fast path misses
+  std::vector<const detail::SharedString*> table;  // built on the first input the fast path misses
   size_t slots = 0;
   const std::hash<std::string_view> hash;
   auto slot_of = [&](std::string_view name) {
@@ -282,17 +283,17 @@ void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vec
     slots = 16;
     while (slots < 2 * (results.size() + only.size())) slots *= 2;
     table.assign(slots, nullptr);
-    auto add = [&](const SharedString& name) {
+    auto add = [&](const detail::SharedString& name) {
       size_t i = slot_of(name.view());
       if (!table[i]) table[i] = &name;  // a repeated name: the first one's block serves
     };
-    for (auto& p : results) add(side(p).name);
-    for (auto& d : only) add(d.name);
+    for (auto& p : results) add(detail::ReportAccess::name(side(p)));
+    for (auto& d : only) add(detail::ReportAccess::name(d));
   };
   // Most inputs name the tensor recorded just before (a layer's input is the last output): that
   // one is tried first, without the table's hashing and random reads.
-  auto find = [&](const TensorRef& r, const TensorDesc* before) -> const SharedString* {
-    if (before && before->name == r.name.view()) return &before->name;
+  auto find = [&](const TensorRef& r, const TensorDesc* before) -> const detail::SharedString* {
+    if (before && before->name() == r.name.view()) return &detail::ReportAccess::name(*before);
     if (table.empty()) build();
     return table[slot_of(r.name.view())];
   };
@@ -300,27 +301,27 @@ void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vec
     // Edited only where a name changes block: edit() copies a box the pair's other side shares.
     bool changes = false;
     for (const TensorRef& r : d.inputs()) {
-      const SharedString* n = find(r, before);
+      const detail::SharedString* n = find(r, before);
       if (n && !r.name.shares_with(*n)) {
         changes = true;
         break;
       }
     }
     if (!changes) return;
-    for (TensorRef& r : d.edit().inputs)
-      if (const SharedString* n = find(r, before); n && !r.name.shares_with(*n)) r.name = *n;
+    for (TensorRef& r : detail::ReportAccess::edit(d).inputs)
+      if (const detail::SharedString* n = find(r, before); n && !r.name.shares_with(*n)) r.name = *n;
   };
   for (size_t i = 0; i < results.size(); ++i) {
     share(side(results[i]), i ? &side(results[i - 1]) : nullptr);
     // The reference's edit copied the box it shared with the candidate (plan_pair): share again,
     // now that the candidate's inputs, equal names, name the same blocks too.
-    if (ref_side) results[i].cand.share_rare_with(results[i].ref);
+    if (ref_side) detail::ReportAccess::share_rare(results[i].cand, results[i].ref);
   }
   for (size_t i = 0; i < only.size(); ++i) share(only[i], i ? &only[i - 1] : nullptr);
 }
 
 // Pair (ref, cand) planned and described into its slot. The two names share one block when they
-// are equal, as they almost always are (shared_string.hpp: 96 bytes a pair, issue 13 §5).
+// are equal, as they almost always are (detail/shared_string.hpp: 96 bytes a pair, issue 13 §5).
 void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_index, const Record& cand,
                size_t cand_index, const CompareOptions& options) {
   p.ref = planned_side(ref, ref_index);
@@ -329,11 +330,11 @@ void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_in
   p.renamed = ref.info.name != cand.info.name;
   plan_shapes(p, res, ref, cand, options);
   res.ref = describe(ref);
-  res.cand = describe(cand, p.renamed ? nullptr : &res.ref.name);
+  res.cand = describe(cand, p.renamed ? nullptr : &detail::ReportAccess::name(res.ref));
   // The two data-flow boxes become one when equal, here, so that the candidate's is freed at once
   // and reused by the next pair: shared only after every pair was described, the peak still held
   // both (issue 30 item 4).
-  res.cand.share_rare_with(res.ref);
+  detail::ReportAccess::share_rare(res.cand, res.ref);
 }
 }  // namespace
 

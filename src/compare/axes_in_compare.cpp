@@ -24,11 +24,11 @@ AxesFindingPair entry(const AxesFinding& f, std::string_view side, const TensorD
   AxesFindingPair e;
   e.code = f.code;
   e.side = side;
-  e.name = d.name.str();
+  e.name = std::string(d.name());
   e.role = d.role;
   e.role_index = d.role_index;
   e.occurrence = d.occurrence;
-  e.op_type = d.op_type.get();
+  e.op_type = d.op_type();
   return e;
 }
 
@@ -90,7 +90,7 @@ void find_axes_in_comparison(Report& report, std::span<const std::pair<uint32_t,
   for (int side = 0; side < 2; ++side) {
     const Reader& r = side == 0 ? ref : cand;
     for (const TensorDesc& d : side == 0 ? report.only_in_reference : report.only_in_candidate) {
-      auto i = detail::ReaderAccess::find(r, d.name, d.occurrence, d.role, d.role_index);
+      auto i = detail::ReaderAccess::find(r, d.name(), d.occurrence, d.role, d.role_index);
       if (!i) continue;
       auto j = judge_record(r, *i);
       (side == 0 ? malformed_ref : malformed_cand) += j.malformed;

@@ -22,6 +22,7 @@
 #include "format/record_table.hpp"
 #include "numerics/pair_metrics.hpp"
 #include "numerics/sketch.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope {
 namespace {
@@ -57,17 +58,17 @@ std::string lower(std::string_view s) {
 
 // Does the last axis hold classes (logits)? A policy rule may say so; otherwise names that say it.
 bool looks_like_classes(const TensorDesc& d) {
-  if (d.shape.empty() || d.shape.back() < 2) return false;
+  if (d.shape().empty() || d.shape().back() < 2) return false;
   // Lowered on the stack: asked for every pair, a heap copy of each name cost more than the test.
   char buf[256];
   std::string heap;
   std::string_view n;
-  if (d.name.size() <= sizeof buf) {
-    for (size_t i = 0; i < d.name.size(); ++i)
-      buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(d.name[i])));
-    n = std::string_view(buf, d.name.size());
+  if (d.name().size() <= sizeof buf) {
+    for (size_t i = 0; i < d.name().size(); ++i)
+      buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(d.name()[i])));
+    n = std::string_view(buf, d.name().size());
   } else {
-    heap = lower(d.name);
+    heap = lower(d.name());
     n = heap;
   }
   for (std::string_view w : {"logits", "lm_head", "classifier"})
@@ -301,9 +302,9 @@ class Engine {
                                   ref_.record_count(), cand_.record_count(), plan_.size(),
                                   o_.nan_equal, o_.details, !o_.reference64.empty());
     for (const PairResult& p : report_.pairs)
-      key += fmt::format("{}#{}#{}#{}|{}#{}|{}|{}|{}\n", p.ref.name, p.ref.occurrence, role_name(p.ref.role),
-                         p.ref.role_index, p.cand.name, p.cand.occurrence, status_name(p.status),
-                         p.criteria.to_string(), p.criteria_source);
+      key += fmt::format("{}#{}#{}#{}|{}#{}|{}|{}|{}\n", p.ref.name(), p.ref.occurrence, role_name(p.ref.role),
+                         p.ref.role_index, p.cand.name(), p.cand.occurrence, status_name(p.status),
+                         p.criteria().to_string(), p.criteria_source());
     return part_fingerprint(key);
   }
 
@@ -360,15 +361,15 @@ class Engine {
     const PlannedPair& plan = plan_[i];
     // ref, cand, permutation and the reasons of an incomparable pair were set by align().
     PairResult& p = report_.pairs[i];
-    const bool incomparable = !p.reasons.empty();
-    if (plan.renamed) p.notes.push_back(fmt::format("renamed: candidate '{}'", p.cand.name));
+    const bool incomparable = !p.reasons().empty();
+    if (plan.renamed) detail::ReportAccess::notes(p).push_back(fmt::format("renamed: candidate '{}'", p.cand.name()));
     if (!p.permutation().empty())
-      p.notes.push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
+      detail::ReportAccess::notes(p).push_back(fmt::format("axes permuted: reference ({}) vs candidate ({})",
                                     join_axes(p.ref.axes()), join_axes(p.cand.axes())));
-    else if (p.ref.shape != p.cand.shape && !incomparable)
-      p.notes.push_back(fmt::format("{}: reference {} vs candidate {}",
+    else if (!std::ranges::equal(p.ref.shape(), p.cand.shape()) && !incomparable)
+      detail::ReportAccess::notes(p).push_back(fmt::format("{}: reference {} vs candidate {}",
                                     plan.reshaped ? "reshaped" : "size-1 axes differ",
-                                    fmt_shape(p.ref.shape), fmt_shape(p.cand.shape)));
+                                    fmt_shape(p.ref.shape()), fmt_shape(p.cand.shape())));
     if (incomparable) {
       p.status = PairStatus::incomparable;
       return false;
@@ -376,15 +377,15 @@ class Engine {
     const PolicyRule* rule = find_rule(o_.policy, p.ref, [](const PolicyRule& r) { return r.skip; });
     if (rule) {
       p.status = PairStatus::skipped;
-      p.reasons.push_back({"skipped", fmt::format("policy rule '{}' says skip", rule->match)});
+      detail::ReportAccess::reasons(p).push_back({"skipped", fmt::format("policy rule '{}' says skip", rule->match)});
       return false;
     }
     bool quantized = p.ref.quantized || p.cand.quantized ||
                      (dtype_is_float(p.cand.dtype) && cand_prec_.quantized);
     auto j = resolve_criteria(o_.policy, p.ref, effective(p.ref.dtype, ref_prec_),
                               effective(p.cand.dtype, cand_prec_), quantized);
-    p.criteria = j.criteria;
-    p.criteria_source = j.source;
+    detail::ReportAccess::criteria(p) = j.criteria;
+    detail::ReportAccess::criteria_source(p) = j.source;
     p.rounding = rounding_bound(
         coarser_dtype(effective(p.ref.dtype, ref_prec_), effective(p.cand.dtype, cand_prec_)), quantized);
     judged_default_[i] = j.is_default;
@@ -396,9 +397,9 @@ class Engine {
 
   numerics::PairOptions kernel_options(const PairResult& p, const PolicyRule* rule, unsigned threads) const {
     numerics::PairOptions k;
-    if (p.criteria.uses_allclose()) {
-      k.atol = p.criteria->atol.value_or(0.0);
-      k.rtol = p.criteria->rtol.value_or(0.0);
+    if (p.criteria().uses_allclose()) {
+      k.atol = p.criteria().atol.value_or(0.0);
+      k.rtol = p.criteria().rtol.value_or(0.0);
     } else {
       auto [a, r] = reporting_allclose(coarser_dtype(effective(p.ref.dtype, ref_prec_),
                                                      effective(p.cand.dtype, cand_prec_)));
@@ -407,10 +408,10 @@ class Engine {
     }
     k.nan_equal = o_.nan_equal;
     k.threads = threads;
-    bool classes = (rule && rule->classes) || p.criteria->min_argmax_agreement ||
-                   p.criteria->min_topk_overlap || looks_like_classes(p.ref);
-    if (classes && !p.ref.shape.empty() && p.ref.shape.back() >= 2) {
-      k.classes = p.ref.shape.back();
+    bool classes = (rule && rule->classes) || p.criteria().min_argmax_agreement ||
+                   p.criteria().min_topk_overlap || looks_like_classes(p.ref);
+    if (classes && !p.ref.shape().empty() && p.ref.shape().back() >= 2) {
+      k.classes = p.ref.shape().back();
       k.top_k = static_cast<uint32_t>(std::min<uint64_t>(rule ? rule->top_k : 5, k.classes));
     }
     return k;
@@ -468,13 +469,13 @@ class Engine {
     rec.offset = *offset;
     rec.payload = s.payload;
     rec.payload_offset = static_cast<uint64_t>(s.payload.data() - r.bytes().data());
-    rec.info.name = d.name;
+    rec.info.name = d.name();
     rec.info.role = d.role;
     rec.info.role_index = d.role_index;
     rec.info.occurrence = d.occurrence;
     rec.info.exec_index = d.exec_index;
     rec.info.dtype = d.dtype;
-    rec.info.shape = d.shape;
+    rec.info.shape.assign(d.shape().begin(), d.shape().end());
     return rec;
   }
 
@@ -486,12 +487,12 @@ class Engine {
     const Record cand_rec = side_record(cand_, plan.cand, p.cand);
     auto fail_read = [&](std::string_view side, const Error& e) {
       p.status = PairStatus::incomparable;
-      p.reasons.push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
+      detail::ReportAccess::reasons(p).push_back({"read_error", fmt::format("{}: {}", side, e.to_string())});
     };
     // Not what align() saw: the file was cut meanwhile (check_unchanged() then fails the result).
-    if (ref_rec.kind != plan.ref.kind || ref_rec.info.shape != p.ref.shape)
+    if (ref_rec.kind != plan.ref.kind || !std::ranges::equal(ref_rec.info.shape, p.ref.shape()))
       return fail_read("reference", make_error(Errc::io_error, "file changed while reading"));
-    if (cand_rec.kind != plan.cand.kind || cand_rec.info.shape != p.cand.shape)
+    if (cand_rec.kind != plan.cand.kind || !std::ranges::equal(cand_rec.info.shape, p.cand.shape()))
       return fail_read("candidate", make_error(Errc::io_error, "file changed while reading"));
     if (ref_rec.kind == RecordKind::summary || cand_rec.kind == RecordKind::summary) {
       if (auto v = verified(ref_, ref_rec); !v) return fail_read("reference", v.error());
@@ -530,7 +531,7 @@ class Engine {
     }
     if (!r) {
       p.status = PairStatus::incomparable;
-      p.reasons.push_back({"decode", r.error().to_string()});
+      detail::ReportAccess::reasons(p).push_back({"decode", r.error().to_string()});
       return;
     }
     p.compared = true;
@@ -538,7 +539,7 @@ class Engine {
     if (r64_) reference64(i, k, ref_rec, cand_rec, cand_info);
     judge(p, o_.nan_equal);
     p.error = error_of(p);
-    if (detail_pass) p.edit().detail = detail_pass->take(ref_rec.info.shape);
+    if (detail_pass) detail::ReportAccess::edit(p).detail = detail_pass->take(ref_rec.info.shape);
   }
 
   void compute_light(size_t i, const Record& a, const Record& b) {
@@ -557,7 +558,7 @@ class Engine {
       auto r = !sa ? summarise(a, *sb) : summarise(b, *sa);
       if (!r) {
         p.status = PairStatus::incomparable;
-        p.reasons.push_back({"decode", r.error().to_string()});
+        detail::ReportAccess::reasons(p).push_back({"decode", r.error().to_string()});
         return;
       }
       (!sa ? sa : sb) = &made;
@@ -565,25 +566,25 @@ class Engine {
     auto e = numerics::estimate_from_sketches(*sa, *sb);
     if (!e) {
       p.status = PairStatus::incomparable;
-      p.reasons.push_back({"summary_mismatch", e.error().message});
+      detail::ReportAccess::reasons(p).push_back({"summary_mismatch", e.error().message});
       return;
     }
     p.compared = true;
     p.estimated = true;
     p.metrics = from_estimate(*sa, *sb, *e);
-    p.notes.push_back(fmt::format("estimated from light-mode summaries: cosine ±{}, relative L2 ±{} "
+    detail::ReportAccess::notes(p).push_back(fmt::format("estimated from light-mode summaries: cosine ±{}, relative L2 ±{} "
                                   "(one standard error)", fmt_num(e->cosine_stderr, 2),
                                   fmt_num(e->rel_l2_stderr, 2)));
     // Criteria that need the elements cannot judge an estimate; fall back to the SQNR default.
-    Criteria c = p.criteria;
+    Criteria c = p.criteria();
     if (!c.min_cosine && !c.min_sqnr_db && !c.max_rel_l2) {
       Criteria d = default_criteria(coarser_dtype(effective(p.ref.dtype, ref_prec_),
                                                   effective(p.cand.dtype, cand_prec_)),
                                     p.ref.quantized || p.cand.quantized);
       if (!d.min_sqnr_db) d.min_sqnr_db = 200.0;  // exact dtypes: any measurable error fails
       c.min_sqnr_db = d.min_sqnr_db;
-      p.criteria = c;
-      p.criteria_source += fmt::format("; light mode: sqnr>={}dB", *c.min_sqnr_db);
+      detail::ReportAccess::criteria(p) = c;
+      detail::ReportAccess::criteria_source(p) += fmt::format("; light mode: sqnr>={}dB", *c.min_sqnr_db);
     }
     judge(p, o_.nan_equal);
     p.error = error_of(p);
@@ -601,7 +602,7 @@ class Engine {
     const Record* s = found ? &*found : nullptr;
     if (!s || s->kind != RecordKind::tensor || s->info.numel() != ri.numel() ||
         !verified(*r64_, *s)) {
-      p.notes.push_back("reference64: no matching float64 tensor; judged by the tolerance policy");
+      detail::ReportAccess::notes(p).push_back("reference64: no matching float64 tensor; judged by the tolerance policy");
       r64_missing_[i] = 1;
       return;
     }
@@ -616,7 +617,7 @@ class Engine {
     auto ec = numerics::compare_pair(si, s->payload, cand_info, cand_rec.payload, ko);
     detail::release_pages(s->payload);
     if (!er || !ec) {
-      p.notes.push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
+      detail::ReportAccess::notes(p).push_back(fmt::format("reference64: {}", (!er ? er.error() : ec.error()).to_string()));
       r64_missing_[i] = 1;
       return;
     }
@@ -627,7 +628,7 @@ class Engine {
     double rms64 = er->count ? er->norm_ref / std::sqrt(static_cast<double>(er->count)) : 0.0;
     double floor = o_.policy.r64_floor.value_or(kDefaultR64Floor) * unit_roundoff(ct) * rms64;
     p.r64 = true;
-    PairResult::Rare& r64 = p.edit();
+    detail::PairRare& r64 = detail::ReportAccess::edit(p);
     r64.r64_k = kk;
     r64.r64_err_ref = er->rmse;
     r64.r64_err_cand = ec->rmse;
@@ -642,8 +643,8 @@ class Engine {
     if (er->finite_pairs != er->count) r64.r64_limit = HUGE_VAL;
     if (ec->finite_pairs != ec->count) r64.r64_err_cand = HUGE_VAL;
     if (judged_default_[i]) {
-      p.criteria = Criteria{};
-      p.criteria_source = "reference64 rule";
+      detail::ReportAccess::criteria(p) = Criteria{};
+      detail::ReportAccess::criteria_source(p) = "reference64 rule";
     }
   }
 

@@ -126,7 +126,7 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
                                      const std::vector<uint32_t>& permutation);
 // `name`: the description's name when the caller already holds it as a SharedString (a pair's
 // candidate of the same name shares the reference's block).
-TensorDesc describe(const Record& r, const SharedString* name = nullptr);
+TensorDesc describe(const Record& r, const detail::SharedString* name = nullptr);
 PlannedSide planned_side(const Record& r, size_t index);
 // (reference, candidate) record indexes of a planned pair.
 using PairRecords = std::pair<uint32_t, uint32_t>;

@@ -17,6 +17,7 @@
 #include "driftscope/dumpset.hpp"
 #include "driftscope/decode.hpp"
 #include "format/record_table.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope {
 
@@ -529,7 +530,7 @@ Result<std::vector<double>> decoded(const Reader& r, const Record& rec) {
 // Element count of a described side (its shape was checked when the dump was opened).
 static uint64_t numel_of(const TensorDesc& d) {
   uint64_t n = 1;
-  for (uint64_t x : d.shape) n *= x;
+  for (uint64_t x : d.shape()) n *= x;
   return n;
 }
 
@@ -542,8 +543,8 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     const bool first = report.first_divergence == i;
     const bool failed = (p.status == PairStatus::fail || p.status == PairStatus::silent_failure) &&
                         (first || p.origin == Origin::introduced);
-    const bool shape_only = p.status == PairStatus::incomparable && !p.reasons.empty() &&
-                            p.reasons.front().code == "reshape_needed";
+    const bool shape_only = p.status == PairStatus::incomparable && !p.reasons().empty() &&
+                            p.reasons().front().code() == "reshape_needed";
     if (!failed && !shape_only) continue;
     if (numel_of(p.ref) != numel_of(p.cand)) continue;
     chosen.push_back(i);
@@ -552,7 +553,7 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
   SizeMap sizes;
   if (!chosen.empty()) {
     auto add = [&](const TensorDesc& d) {
-      add_sizes(sizes, d.axes(), std::span<const uint64_t>(d.shape.data(), d.shape.size()),
+      add_sizes(sizes, d.axes(), d.shape(),
                 "tensor " + fmt_identity(d));
     };
     for (const PairResult& p : report.pairs) add(p.ref), add(p.cand);
@@ -564,13 +565,13 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     PairResult& p = report.pairs[i];
     const uint64_t n = numel_of(p.ref);
     if (n > options.max_layout_elements) {
-      p.notes.push_back(fmt::format("layout not diagnosed: {} elements exceed the limit of {}", n,
+      detail::ReportAccess::notes(p).push_back(fmt::format("layout not diagnosed: {} elements exceed the limit of {}", n,
                                     options.max_layout_elements));
       return;
     }
     const Record ra = detail::ReaderAccess::record(ref, records[i].first);
     const Record rb = detail::ReaderAccess::record(cand, records[i].second);
-    if (ra.info.shape != p.ref.shape || rb.info.shape != p.cand.shape) return;  // the file was cut meanwhile
+    if (!std::ranges::equal(ra.info.shape, p.ref.shape()) || !std::ranges::equal(rb.info.shape, p.cand.shape())) return;  // the file was cut meanwhile
     auto a = decoded(ref, ra);
     auto b = decoded(cand, rb);
     if (!a || !b) return;  // the pair itself reports unreadable payloads
@@ -600,7 +601,7 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     }
     in.ref = *a;
     in.cand = c;
-    p.edit().layout = diagnose_layout(in);
+    detail::ReportAccess::edit(p).layout = diagnose_layout(in);
   }, options.threads ? options.threads : detail::hardware_threads());
 }
 

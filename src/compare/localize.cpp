@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "compare/internal.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -17,7 +18,7 @@ constexpr double kAmplifierFloor = 1e-6;
 bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
 
 bool has_code(const PairResult& p, std::string_view code) {
-  return std::any_of(p.reasons.begin(), p.reasons.end(), [&](const Reason& r) { return r.code == code; });
+  return std::any_of(p.reasons().begin(), p.reasons().end(), [&](const Reason& r) { return r.code() == code; });
 }
 
 void localize_by_order(Report& rep, const CompareOptions& options) {
@@ -26,32 +27,32 @@ void localize_by_order(Report& rep, const CompareOptions& options) {
   std::map<std::tuple<std::string_view, uint32_t>, std::vector<size_t>> inputs;  // (views of the pairs' names)
   for (size_t i = 0; i < pairs.size(); ++i)
     if (pairs[i].compared && pairs[i].ref.role == Role::input)
-      inputs[{pairs[i].ref.name, pairs[i].ref.occurrence}].push_back(i);
+      inputs[{pairs[i].ref.name(), pairs[i].ref.occurrence}].push_back(i);
 
   std::optional<size_t> prev_output;
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
     bool input_failing = false;
-    p.basis_pairs.clear();
+    detail::ReportAccess::basis_pairs(p).clear();
     p.input_error = 0;
     if (p.ref.role == Role::parameter) {
-      p.basis = "none";  // parameters are not computed from earlier tensors
-    } else if (auto it = inputs.find({p.ref.name, p.ref.occurrence});
+      detail::ReportAccess::basis(p) = "none";  // parameters are not computed from earlier tensors
+    } else if (auto it = inputs.find({p.ref.name(), p.ref.occurrence});
                p.ref.role != Role::input && it != inputs.end()) {
-      p.basis = "inputs";
+      detail::ReportAccess::basis(p) = "inputs";
       for (size_t j : it->second) {
-        p.basis_pairs.push_back(j);
+        detail::ReportAccess::basis_pairs(p).push_back(j);
         p.input_error = std::max(p.input_error, pairs[j].error);
         input_failing = input_failing || failing(pairs[j].status);
       }
     } else if (prev_output) {
-      p.basis = "predecessor";
-      p.basis_pairs.push_back(*prev_output);
+      detail::ReportAccess::basis(p) = "predecessor";
+      detail::ReportAccess::basis_pairs(p).push_back(*prev_output);
       p.input_error = pairs[*prev_output].error;
       input_failing = failing(pairs[*prev_output].status);
     } else {
-      p.basis = "none";
+      detail::ReportAccess::basis(p) = "none";
     }
     if (p.input_error > 0) p.amplification = p.error / p.input_error;  // inf/inf: NaN
     else p.amplification = p.error > 0 ? HUGE_VAL : std::nan("");
@@ -91,7 +92,7 @@ void first_points(Report& rep, const CompareOptions& options) {
   std::vector<size_t> amp;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PairResult& p = pairs[i];
-    if (p.compared && p.basis != "none" && p.amplification > 1.0 && p.error >= kAmplifierFloor)
+    if (p.compared && p.basis() != "none" && p.amplification > 1.0 && p.error >= kAmplifierFloor)
       amp.push_back(i);
   }
   // The first max_amplifiers of a stable sort by (amplification, error), both descending: a
@@ -114,8 +115,8 @@ void first_points(Report& rep, const CompareOptions& options) {
 bool rounding_applies(const PairResult& p) noexcept {
   if (p.ref.kind != TensorKind::value) return false;
   static constexpr std::string_view kErrorCriteria[] = {"allclose", "cosine", "sqnr", "rel_l2", "ulp", "reference64"};
-  return std::all_of(p.reasons.begin(), p.reasons.end(), [](const Reason& r) {
-    return std::find(std::begin(kErrorCriteria), std::end(kErrorCriteria), r.code) != std::end(kErrorCriteria);
+  return std::all_of(p.reasons().begin(), p.reasons().end(), [](const Reason& r) {
+    return std::find(std::begin(kErrorCriteria), std::end(kErrorCriteria), r.code()) != std::end(kErrorCriteria);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "compare/internal.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -33,7 +34,7 @@ bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::si
 // A tensor identity, viewing the name of the description or reference it was made from: the
 // maps keyed by it live while the report's descriptions do (no name is copied: a million pairs).
 using Key = std::tuple<std::string_view, Role, uint16_t, uint32_t>;
-Key key_of(const TensorDesc& d) { return {d.name.view(), d.role, d.role_index, d.occurrence}; }
+Key key_of(const TensorDesc& d) { return {d.name(), d.role, d.role_index, d.occurrence}; }
 Key key_of(const TensorRef& r) { return {r.name, r.role, r.role_index, r.occurrence}; }
 
 // A compared pair that can carry error: a floating-point value, not an index, shape or mask.
@@ -49,15 +50,15 @@ void describe_dataflow(const TensorInfo& info, TensorDesc& d) {
     if (k == kInputsAttr) {
       auto refs = parse_inputs(v);
       if (refs) {
-        if (!refs->empty()) d.edit().inputs = std::move(*refs);
+        if (!refs->empty()) detail::ReportAccess::edit(d).inputs = std::move(*refs);
         d.has_inputs = true;
       }
     } else if (k == kKindAttr) {
       if (auto kind = parse_tensor_kind(v)) d.kind = *kind;
     } else if (k == "ds.source") {
-      if (!v.empty()) d.edit().source = v;
+      if (!v.empty()) detail::ReportAccess::edit(d).source = v;
     } else if (k == "path") {
-      if (!v.empty()) d.edit().path = v;
+      if (!v.empty()) detail::ReportAccess::edit(d).path = v;
     }
   }
   // An integer tensor labelled "float" is still exact: its kind follows its dtype.
@@ -74,7 +75,7 @@ namespace {
 // rounding_bound() is c * u with c a power of two: the unit roundoff back, exactly.
 double roundoff_of(const PairResult& p) { return p.rounding / kRoundingFactor; }
 
-uint64_t last_dim(const TensorDesc& d) { return d.shape.empty() ? 1 : std::max<uint64_t>(d.shape.back(), 1); }
+uint64_t last_dim(const TensorDesc& d) { return d.shape().empty() ? 1 : std::max<uint64_t>(d.shape().back(), 1); }
 }  // namespace
 
 double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_error) noexcept {
@@ -84,15 +85,16 @@ double dataflow_rounding_bound(double u, uint64_t contracted, double inherited_e
 
 void rounding_r64_limit(PairResult& p, double floor_factor, uint64_t contracted, double inherited) {
   if (!std::isfinite(p.r64_limit())) return;  // non-finite float32 values: the health checks judge
-  p.edit().r64_limit = p.r64_k() * p.r64_err_ref() +
+  detail::ReportAccess::edit(p).r64_limit = p.r64_k() * p.r64_err_ref() +
                 floor_factor * p.r64_rms() * dataflow_rounding_bound(p.r64_u(), contracted, inherited);
-  auto it = std::find_if(p.reasons.begin(), p.reasons.end(), [](const Reason& r) { return r.code == "reference64"; });
-  if (it == p.reasons.end()) return;  // the limit only grew: a pass stays a pass
+  auto& reasons = detail::ReportAccess::reasons(p);
+  auto it = std::find_if(reasons.begin(), reasons.end(), [](const Reason& r) { return r.code() == "reference64"; });
+  if (it == reasons.end()) return;  // the limit only grew: a pass stays a pass
   if (p.r64_err_cand() <= p.r64_limit()) {
-    std::vector<Reason> rest(p.reasons.begin(), p.reasons.end());
-    rest.erase(rest.begin() + (it - p.reasons.begin()));
-    p.reasons = std::move(rest);
-    if (p.reasons.empty() && p.status == PairStatus::fail) p.status = PairStatus::pass;
+    std::vector<Reason> rest(reasons.begin(), reasons.end());
+    rest.erase(rest.begin() + (it - reasons.begin()));
+    reasons = std::move(rest);
+    if (p.reasons().empty() && p.status == PairStatus::fail) p.status = PairStatus::pass;
   } else {
     it->message = r64_reason(p);
   }
@@ -121,7 +123,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   for (const auto& d : rep.only_in_reference) unpaired.emplace(key_of(d), &d);
   std::map<std::string_view, std::vector<size_t>> params;  // (views of the pairs' names)
   for (size_t i = 0; i < pairs.size(); ++i)
-    if (pairs[i].compared && pairs[i].ref.role == Role::parameter) params[pairs[i].ref.name].push_back(i);
+    if (pairs[i].compared && pairs[i].ref.role == Role::parameter) params[pairs[i].ref.name()].push_back(i);
 
   // The compared value pairs a tensor was computed from: recorded inputs, followed through
   // tensors that were not compared (unpaired, skipped, incomparable, or outside the comparison:
@@ -134,7 +136,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   // repeat, kept at that capacity after deduplication, took 2.1 GB for 8.4 MB of dumps).
   constexpr int kMaxFollow = 64;
   struct Collect {
-    InlineVector<size_t, 2> items;
+    detail::InlineVector<size_t, 2> items;
     std::unordered_set<const void*> followed;  // memoised lists already appended
     size_t unique_at = 0;                      // items.size() after the last compaction
     void compact() {
@@ -184,28 +186,28 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   for (size_t i = 0; i < pairs.size(); ++i) {
     PairResult& p = pairs[i];
     if (!p.compared) continue;
-    if (auto it = params.find(p.ref.name); it != params.end() && p.ref.role != Role::parameter &&
+    if (auto it = params.find(p.ref.name()); it != params.end() && p.ref.role != Role::parameter &&
                                            !(it->second.empty() && p.parameter_pairs().empty()))
-      p.edit().parameter_pairs = it->second;
-    p.basis_pairs.clear();
+      detail::ReportAccess::edit(p).parameter_pairs = it->second;
+    detail::ReportAccess::basis_pairs(p).clear();
     p.input_error = 0;
     p.origin = Origin::none;
     if (p.ref.role == Role::parameter || !p.ref.has_inputs) {
-      p.basis = "none";  // parameters and tensors without ds.inputs: nothing recorded before them
+      detail::ReportAccess::basis(p) = "none";  // parameters and tensors without ds.inputs: nothing recorded before them
     } else {
-      p.basis = "dataflow";
+      detail::ReportAccess::basis(p) = "dataflow";
       Collect got;
       resolve(p.ref, got, 0);
       got.compact();
-      p.basis_pairs = got.items;  // a copy at its size: no capacity left over from the duplicates
+      detail::ReportAccess::basis_pairs(p) = got.items;  // a copy at its size: no capacity left over from the duplicates
       in_flow[i] = 1;
-      for (size_t j : p.basis_pairs) p.input_error = std::max(p.input_error, pairs[j].error);
+      for (size_t j : p.basis_pairs()) p.input_error = std::max(p.input_error, pairs[j].error);
       // The contracted size: the longest last axis among the inputs (the reduction axis of a
       // Linear, matmul, LayerNorm or softmax); the rounding error they bring: the largest
       // relative error of an input that is itself within rounding (a fault upstream is no excuse).
       uint64_t k = last_dim(p.ref);
       double inherited = 0;
-      for (size_t j : p.basis_pairs) {
+      for (size_t j : p.basis_pairs()) {
         k = std::max(k, last_dim(pairs[j].ref));
         if (!pairs[j].beyond_rounding && std::isfinite(pairs[j].error)) inherited = std::max(inherited, pairs[j].error);
       }
@@ -213,7 +215,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
       if (p.r64 && p.r64_u() > 0) {
         // The same model against the exact values: the inputs' errors against float64.
         double inherited64 = 0;
-        for (size_t j : p.basis_pairs) {
+        for (size_t j : p.basis_pairs()) {
           const PairResult& q = pairs[j];
           if (q.r64 && !q.beyond_rounding && q.r64_rms() > 0 && std::isfinite(q.r64_err_cand()))
             inherited64 = std::max(inherited64, q.r64_err_cand() / q.r64_rms());
@@ -226,7 +228,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     // dtype makes anyway, it brought nothing to blame. Downstream of an origin means some input
     // is an origin or downstream of one.
     bool inputs_carry = false, inputs_fail = false, downstream = false;
-    for (size_t j : p.basis_pairs) {
+    for (size_t j : p.basis_pairs()) {
       inputs_carry = inputs_carry || (failing(pairs[j].status) && pairs[j].beyond_rounding);
       inputs_fail = inputs_fail || failing(pairs[j].status);
       downstream = downstream || tainted[j];
@@ -278,12 +280,12 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   std::vector<size_t> child_begin(pairs.size() + 1, 0);
   for (size_t i = 0; i < pairs.size(); ++i)
     if (in_flow[i])
-      for (size_t j : pairs[i].basis_pairs) ++child_begin[j + 1];
+      for (size_t j : pairs[i].basis_pairs()) ++child_begin[j + 1];
   for (size_t j = 0; j < pairs.size(); ++j) child_begin[j + 1] += child_begin[j];
   std::vector<size_t> child_list(child_begin.back());
   for (size_t i = 0; i < pairs.size(); ++i)  // child_begin[j] is j's cursor, then j + 1's start
     if (in_flow[i])
-      for (size_t j : pairs[i].basis_pairs) child_list[child_begin[j]++] = i;
+      for (size_t j : pairs[i].basis_pairs()) child_list[child_begin[j]++] = i;
   for (size_t j = pairs.size(); j > 0; --j) child_begin[j] = child_begin[j - 1];
   child_begin[0] = 0;
   in_flow = {};

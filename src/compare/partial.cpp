@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "compare/internal.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope {
 namespace compare_detail {
@@ -58,7 +59,7 @@ class Encoder {
   }
   // Encoded as the std::vector it stands for.
   template <class T, size_t N>
-  void operator()(InlineVector<T, N>& v) {
+  void operator()(detail::InlineVector<T, N>& v) {
     uint64_t n = v.size();
     (*this)(n);
     for (auto& x : v) (*this)(x);
@@ -70,7 +71,7 @@ class Encoder {
     if (has) (*this)(*v);
   }
   template <class T>
-  void operator()(Boxed<T>& v) {
+  void operator()(detail::Boxed<T>& v) {
     bool has = v.has_value();
     (*this)(has);
     if (has) (*this)(*v);
@@ -80,13 +81,13 @@ class Encoder {
     std::optional<T> o = v;
     (*this)(o);
   }
-  void operator()(Interned& v) {
+  void operator()(detail::Interned& v) {
     std::string s = v;
     (*this)(s);
   }
   // Encoded as the container it holds.
   template <class C>
-  void operator()(Sparse<C>& v) {
+  void operator()(detail::Sparse<C>& v) {
     if (v.empty()) {
       uint64_t n = 0;
       (*this)(n);
@@ -95,14 +96,14 @@ class Encoder {
     }
   }
   void operator()(Reason& r) {
-    (*this)(r.code);
+    (*this)(detail::ReportAccess::code(r));
     (*this)(r.message);
   }
   void operator()(PairDetail::Element& e);
   void operator()(PairDetail& d);
   void operator()(Metrics& m);
   void operator()(Criteria& c);
-  void operator()(PairCriteria& c) {  // encoded as the Criteria it holds
+  void operator()(detail::Pooled<Criteria>& c) {  // encoded as the Criteria it holds
     Criteria v = c;
     (*this)(v);
   }
@@ -162,7 +163,7 @@ class Decoder {
     }
   }
   template <class T, size_t N>
-  void operator()(InlineVector<T, N>& v) {
+  void operator()(detail::InlineVector<T, N>& v) {
     std::vector<T> c;
     (*this)(c);
     v = c;
@@ -170,16 +171,16 @@ class Decoder {
   template <class T>
   void operator()(std::optional<T>& v) { maybe<T>(v); }
   template <class T>
-  void operator()(Boxed<T>& v) { maybe<T>(v); }
+  void operator()(detail::Boxed<T>& v) { maybe<T>(v); }
   template <class T>
   void operator()(CompactOptional<T>& v) { maybe<T>(v); }
-  void operator()(Interned& v) {
+  void operator()(detail::Interned& v) {
     std::string s;
     (*this)(s);
     v = s;
   }
   template <class C>
-  void operator()(Sparse<C>& v) {
+  void operator()(detail::Sparse<C>& v) {
     C c;
     (*this)(c);
     v = std::move(c);
@@ -199,14 +200,14 @@ class Decoder {
     }
   }
   void operator()(Reason& r) {
-    (*this)(r.code);
+    (*this)(detail::ReportAccess::code(r));
     (*this)(r.message);
   }
   void operator()(PairDetail::Element& e);
   void operator()(PairDetail& d);
   void operator()(Metrics& m);
   void operator()(Criteria& c);
-  void operator()(PairCriteria& c) {
+  void operator()(detail::Pooled<Criteria>& c) {
     Criteria v;
     (*this)(v);
     c = v;
@@ -281,27 +282,27 @@ void Decoder::operator()(Criteria& c) { criteria_fields(*this, c); }
 template <class IO>
 void pair_fields(IO& io, PairResult& p) {
   // The rarely-set members (PairResult::Rare) keep their places in the encoding.
-  PairResult::Rare& r = p.edit();
+  detail::PairRare& r = detail::ReportAccess::edit(p);
   io(p.status);
-  io(p.reasons);
-  io(p.notes);
+  io(detail::ReportAccess::reasons(p));
+  io(detail::ReportAccess::notes(p));
   io(r.permutation);
   io(p.compared);
   io(p.estimated);
   io(p.metrics);
-  io(p.criteria);
-  io(p.criteria_source);
+  io(detail::ReportAccess::criteria(p));
+  io(detail::ReportAccess::criteria_source(p));
   io(p.r64);
   for (double* v : {&r.r64_err_ref, &r.r64_err_cand, &r.r64_limit, &r.r64_k, &r.r64_rms, &r.r64_u, &p.error,
                     &p.input_error, &p.amplification, &p.rounding})
     io(*v);
   io(p.origin);
-  io(p.basis);
-  io(p.basis_pairs);
+  io(detail::ReportAccess::basis(p));
+  io(detail::ReportAccess::basis_pairs(p));
   io(p.beyond_rounding);
   io(r.parameter_pairs);
   io(r.detail);
-  p.drop_rare_if_default();
+  detail::ReportAccess::drop_rare_if_default(p);
 }
 
 }  // namespace
@@ -373,7 +374,7 @@ Result<void> EnginePart::fill(const std::vector<size_t>& all, uint64_t expected,
   if (missing)
     return bad_part(fmt::format("{} of {} pairs were measured by no part (the first: pair {}, '{}'): the "
                                 "report would be incomplete", missing, all.size(), *first,
-                                report.pairs[*first].ref.name));
+                                report.pairs[*first].ref.name()));
   return {};
 }
 

@@ -11,6 +11,7 @@
 #include "compare/internal.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/judge.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope {
 
@@ -196,7 +197,7 @@ double default_r64_k(DType t) noexcept {
 const PolicyRule* find_rule(const Policy& policy, const TensorDesc& ref,
                             bool (*wanted)(const PolicyRule&)) {
   for (const auto& r : policy.rules)
-    if (wanted(r) && glob_match(r.match, ref.name) && glob_match(r.op, ref.op_type)) return &r;
+    if (wanted(r) && glob_match(r.match, ref.name()) && glob_match(r.op, ref.op_type())) return &r;
   return nullptr;
 }
 
@@ -205,7 +206,7 @@ Judgement resolve_criteria(const Policy& policy, const TensorDesc& ref, DType ef
   Judgement j;
   for (size_t i = 0; i < policy.rules.size(); ++i) {
     const auto& r = policy.rules[i];
-    if (!glob_match(r.match, ref.name) || !glob_match(r.op, ref.op_type)) continue;
+    if (!glob_match(r.match, ref.name()) || !glob_match(r.op, ref.op_type())) continue;
     if (!r.criteria) continue;  // a rule may only mark classes or skips
     j.rule = &r;
     j.criteria = *r.criteria;
@@ -230,7 +231,7 @@ namespace {
 void add(PairResult& p, PairStatus s, std::string code, std::string msg) {
   // silent_failure outranks fail: it names the more specific story.
   if (s == PairStatus::silent_failure || p.status == PairStatus::pass) p.status = s;
-  p.reasons.push_back({std::move(code), std::move(msg)});
+  detail::ReportAccess::reasons(p).push_back({std::move(code), std::move(msg)});
 }
 
 // fmt::format with a compiled format string, written through fmt's own buffer (bulk appends, where
@@ -256,9 +257,9 @@ std::string coords(const std::vector<uint64_t>& c) {
 
 void judge(PairResult& p, bool nan_equal) {
   const Metrics& m = p.metrics;
-  const Criteria& c = p.criteria;
+  const Criteria& c = p.criteria();
   p.status = PairStatus::pass;
-  p.reasons.clear();
+  detail::ReportAccess::reasons(p).clear();
   const bool ref_finite = m.nan_ref() == 0 && m.inf_ref() == 0;
 
   // 1. NaN positions, 2. Inf signs (the order numeric test suites use), then silent zeros.
@@ -299,8 +300,8 @@ void judge(PairResult& p, bool nan_equal) {
   auto need = [&](double v, std::string_view what) {
     if (std::isnan(v)) {
       // Worth saying only when nothing else already explains the pair.
-      if (p.reasons.empty())
-        p.notes.push_back(cformat(FMT_COMPILE("{} not evaluated: {}"), what,
+      if (p.reasons().empty())
+        detail::ReportAccess::notes(p).push_back(cformat(FMT_COMPILE("{} not evaluated: {}"), what,
                                     p.estimated            ? "light-mode estimate"
                                     : m.finite_pairs == 0 ? "no position is finite on both sides"
                                                           : "not computed"));
@@ -321,7 +322,7 @@ void judge(PairResult& p, bool nan_equal) {
                       g(c.atol.value_or(0)), g(c.rtol.value_or(0)), where));
     }
   } else if (c.uses_allclose()) {
-    p.notes.push_back("allclose not evaluated: light-mode estimate");
+    detail::ReportAccess::notes(p).push_back("allclose not evaluated: light-mode estimate");
   }
   if (c.min_cosine && need(m.cosine, "min_cosine") && !(m.cosine >= *c.min_cosine))
     add(p, PairStatus::fail, "cosine",
@@ -335,7 +336,7 @@ void judge(PairResult& p, bool nan_equal) {
         cformat(FMT_COMPILE("relative L2 error {} > {}"), fmt_num(m.rel_l2, 4), g(*c.max_rel_l2)));
   if (c.max_ulp) {
     if (m.max_ulp < 0)
-      p.notes.push_back("max_ulp not evaluated: the two sides do not share a float dtype");
+      detail::ReportAccess::notes(p).push_back("max_ulp not evaluated: the two sides do not share a float dtype");
     else if (m.max_ulp > *c.max_ulp)
       add(p, PairStatus::fail, "ulp", cformat(FMT_COMPILE("max ULP distance {} > {}"), m.max_ulp, *c.max_ulp));
   }

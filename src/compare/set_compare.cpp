@@ -23,6 +23,7 @@
 #include "driftscope/decode.hpp"
 #include "driftscope/filter.hpp"
 #include "driftscope/limits.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope::compare_detail {
 
@@ -388,15 +389,15 @@ void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, con
   if (it == slots.end()) return;
   d.occurrence = it->second.occurrence;
   d.exec_index = it->second.exec_index;
-  if (!side.logicals[it->second.logical].ranks.empty()) d.edit().ranks = side.logicals[it->second.logical].ranks;
+  if (!side.logicals[it->second.logical].ranks.empty()) detail::ReportAccess::edit(d).ranks = side.logicals[it->second.logical].ranks;
   if (d.inputs().empty()) return;
   std::vector<TensorRef> stored;
-  for (TensorRef& r : d.edit().inputs) {
+  for (TensorRef& r : detail::ReportAccess::edit(d).inputs) {
     auto o = occs.find({r.name.str(), static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
     if (o != occs.end()) r.occurrence = o->second;
     if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
   }
-  d.edit().inputs = std::move(stored);
+  detail::ReportAccess::edit(d).inputs = std::move(stored);
 }
 
 void add_sorted(std::vector<uint32_t>& to, const std::vector<uint32_t>& from) {
@@ -612,7 +613,7 @@ Result<void> SetComparison::finish(Report& report) const {
     if (!first) return;
     const TensorDesc& f = report.pairs[*first].ref;
     for (const PairResult& p : report.pairs)
-      if ((p.status == PairStatus::fail || p.status == PairStatus::silent_failure) && p.ref.name == f.name &&
+      if ((p.status == PairStatus::fail || p.status == PairStatus::silent_failure) && p.ref.name() == f.name() &&
           p.ref.role == f.role && p.ref.role_index == f.role_index && p.ref.occurrence == f.occurrence)
         add_sorted(out, report.pair_ranks(p));
   };

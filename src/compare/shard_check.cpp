@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "compare/set_internal.hpp"
+#include "compare/report_access.hpp"
 
 namespace driftscope::compare_detail {
 namespace {
@@ -65,18 +66,18 @@ void name_failing_shards(Report& report, const Side& ref, const Side& cand, bool
     const Logical* whole = by_cand ? r : c;
     if (sharded->split.empty() && sharded->partial.empty()) continue;  // a replica: one rank already
     if (!sharded->partial.empty()) {
-      p.edit().shard_check = "partial_sum";
+      detail::ReportAccess::edit(p).shard_check = "partial_sum";
       continue;
     }
     if (!whole->split.empty() || !whole->partial.empty()) {
-      p.edit().shard_check = "other_side_sharded";
+      detail::ReportAccess::edit(p).shard_check = "other_side_sharded";
       continue;
     }
     auto at = place_shards(*sharded);
     const TensorInfo& w = whole->first->info;
     if (!at || whole->first->kind != RecordKind::tensor || w.encoding.kind != EncodingKind::raw ||
         dtype_size(w.dtype) == 0 || w.shape != at->shape || !p.permutation().empty()) {
-      p.edit().shard_check = "not_sliceable";
+      detail::ReportAccess::edit(p).shard_check = "not_sliceable";
       continue;
     }
     jobs.push_back(Job{i, sharded, whole, std::move(*at)});
@@ -85,7 +86,7 @@ void name_failing_shards(Report& report, const Side& ref, const Side& cand, bool
   auto warn = [&](const Error& e) {
     report.warnings.push_back(fmt::format("the failing shards could not be measured alone ({}): "
                                           "gathered tensors list all their ranks", e.message));
-    for (const Job& j : jobs) report.pairs[j.pair].edit().shard_check = "not_sliceable";
+    for (const Job& j : jobs) detail::ReportAccess::edit(report.pairs[j.pair]).shard_check = "not_sliceable";
   };
   auto ref_dump = TempDump::create(directory, "ref-shards", run_metadata(ref.set));
   if (!ref_dump) return warn(ref_dump.error());
@@ -140,12 +141,12 @@ void name_failing_shards(Report& report, const Side& ref, const Side& cand, bool
   for (size_t j = 0; j < jobs.size(); ++j) {
     PairResult& p = report.pairs[jobs[j].pair];
     if (judged[j] != jobs[j].sharded->shards.size()) {
-      p.edit().shard_check = "not_sliceable";
+      detail::ReportAccess::edit(p).shard_check = "not_sliceable";
       continue;
     }
     std::sort(failing[j].begin(), failing[j].end());
-    p.edit().shard_check = failing[j].empty() ? "no_shard_fails" : "shards";
-    p.edit().failing_shards = std::move(failing[j]);
+    detail::ReportAccess::edit(p).shard_check = failing[j].empty() ? "no_shard_fails" : "shards";
+    detail::ReportAccess::edit(p).failing_shards = std::move(failing[j]);
   }
 }
 

@@ -12,7 +12,7 @@
 namespace driftscope::compare_detail {
 
 std::string fmt_identity(const TensorDesc& d) {
-  std::string s = d.name.str();
+  std::string s = std::string(d.name());
   if (d.role != Role::output || d.role_index != 0)
     s += fmt::format(" ({} {})", role_name(d.role), d.role_index);
   if (d.occurrence != 0) s += fmt::format(" #{}", d.occurrence);
@@ -21,7 +21,7 @@ std::string fmt_identity(const TensorDesc& d) {
 
 std::string fmt_where(const PairResult& p) {
   std::string s = fmt::format("index {}", p.ref.exec_index);
-  if (!p.ref.op_type.empty()) s += ", " + p.ref.op_type.get();
+  if (!p.ref.op_type().empty()) s += ", " + p.ref.op_type();
   return s;
 }
 
@@ -97,7 +97,7 @@ std::string summary_line(const Report& r) {
     std::optional<size_t> first;
     for (size_t i = 0; i < r.pairs.size() && !first; ++i)
       if (r.pairs[i].status == PairStatus::silent_failure) first = i;
-    std::string s = fmt::format("SILENT FAILURE at {}: {}", at(*first), r.pairs[*first].reasons.front().message);
+    std::string s = fmt::format("SILENT FAILURE at {}: {}", at(*first), r.pairs[*first].reasons().front().message);
     if (r.first_divergence && *r.first_divergence != *first)
       s += fmt::format("; first divergence earlier at {}", at(*r.first_divergence));
     return s;
@@ -105,7 +105,7 @@ std::string summary_line(const Report& r) {
   if (r.first_divergence) {
     const PairResult& p = r.pairs[*r.first_divergence];
     std::string s = fmt::format("DIVERGED: first divergence at {}: {}", at(*r.first_divergence),
-                                p.reasons.empty() ? std::string("over tolerance") : p.reasons.front().message);
+                                p.reasons().empty() ? std::string("over tolerance") : p.reasons().front().message);
     return s;
   }
   if (size_t over = r.count(PairStatus::fail)) {
@@ -114,7 +114,7 @@ std::string summary_line(const Report& r) {
     while (r.pairs[first].status != PairStatus::fail) ++first;
     const PairResult& p = r.pairs[first];
     return fmt::format("DIVERGED: {} tensor(s) over tolerance, none beyond rounding (first: {}: {})", over,
-                       at(first), p.reasons.empty() ? std::string("over tolerance") : p.reasons.front().message);
+                       at(first), p.reasons().empty() ? std::string("over tolerance") : p.reasons().front().message);
   }
   std::vector<std::string> parts;
   if (!r.only_in_reference.empty())
@@ -131,7 +131,7 @@ std::string summary_line(const Report& r) {
   if (!r.incomparable.empty()) {
     const PairResult& p = r.pairs[r.incomparable.front()];
     parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
-                                fmt_identity(p.ref), p.reasons.front().message));
+                                fmt_identity(p.ref), p.reasons().front().message));
   }
   if (auto it = std::find_if(r.axes_findings.begin(), r.axes_findings.end(),
                              [](const AxesFindingPair& f) { return f.side == "candidate"; });

@@ -204,7 +204,7 @@ class JsonWriter {
     out_.append(std::string_view(s).substr(from));
   }
 
-  // A std::vector or InlineVector of strings or integers.
+  // A std::vector or std::span of strings or integers.
   template <class Range>
   void array_of(const Range& v) {
     using T = typename Range::value_type;

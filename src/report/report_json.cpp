@@ -38,14 +38,14 @@ ordered_json shape_json(std::span<const uint64_t> s) {
 
 ordered_json desc_json(const TensorDesc& d) {
   ordered_json o;
-  o["name"] = d.name;
+  o["name"] = d.name();
   o["occurrence"] = d.occurrence;
   o["role"] = role_name(d.role);
   o["role_index"] = d.role_index;
-  o["op_type"] = d.op_type;
+  o["op_type"] = d.op_type();
   o["index"] = d.exec_index;
   o["dtype"] = dtype_name(d.dtype);
-  o["shape"] = shape_json(d.shape);
+  o["shape"] = shape_json(d.shape());
   o["axes"] = d.axes();
   o["kind"] = d.summary ? "summary" : "tensor";
   o["quantized"] = d.quantized;
@@ -55,12 +55,12 @@ ordered_json desc_json(const TensorDesc& d) {
 
 ordered_json reasons_json(const std::vector<Reason>& rs) {
   ordered_json a = ordered_json::array();
-  for (const auto& r : rs) a.push_back(ordered_json{{"code", r.code}, {"message", r.message}});
+  for (const auto& r : rs) a.push_back(ordered_json{{"code", r.code()}, {"message", r.message}});
   return a;
 }
 
 // docs/axes.md "Layout diagnosis"; null when the pair was not diagnosed.
-ordered_json layout_json(const Boxed<LayoutDiagnosis>& l) {
+ordered_json layout_json(const LayoutDiagnosis* l) {
   if (!l) return nullptr;
   ordered_json o;
   o["hypothesis"] = l->hypothesis;
@@ -145,38 +145,38 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     if (have && v >= 0) w.number(v);
     else w.null();
   };
-  auto coords = [&](const auto& k, const InlineVector<uint64_t, 2>& v, bool have) {
+  auto coords = [&](const auto& k, const std::vector<uint64_t>& v, bool have) {
     w.key(k);
     if (have) w.array_of(v);
     else w.null();
   };
   w.begin_object();
   w.key("pair"), w.number(static_cast<uint64_t>(i));
-  w.key("name"), w.str(p.ref.name);
+  w.key("name"), w.str(p.ref.name());
   w.key("occurrence"), w.number(p.ref.occurrence);
   w.key("role"), w.str(role_name(p.ref.role));
   w.key("role_index"), w.number(p.ref.role_index);
-  w.key("op_type"), w.str(p.ref.op_type);
+  w.key("op_type"), w.str(p.ref.op_type());
   w.key("index_ref"), w.number(p.ref.exec_index);
   w.key("index_cand"), w.number(p.cand.exec_index);
-  w.key("candidate_name"), w.str(p.cand.name);
+  w.key("candidate_name"), w.str(p.cand.name());
   w.key("dtype_ref"), w.str(dtype_name(p.ref.dtype));
   w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
-  w.key("shape_ref"), w.array_of(p.ref.shape);
-  w.key("shape_cand"), w.array_of(p.cand.shape);
+  w.key("shape_ref"), w.array_of(p.ref.shape());
+  w.key("shape_cand"), w.array_of(p.cand.shape());
   w.key("axes_ref"), w.array_of(p.ref.axes());
   w.key("axes_cand"), w.array_of(p.cand.axes());
   w.key("status"), w.str(status_name(p.status));
   w.key("reasons");
   w.begin_array();
-  for (const auto& r : p.reasons) {
+  for (const auto& r : p.reasons()) {
     w.begin_object();
-    w.key("code"), w.str(r.code);
+    w.key("code"), w.str(r.code());
     w.key("message"), w.str(r.message);
     w.end_object();
   }
   w.end_array();
-  w.key("notes"), w.array_of(p.notes.get());
+  w.key("notes"), w.array_of(p.notes());
   w.key("estimated"), w.boolean(p.estimated);
   w.key("permutation");
   if (p.permutation().empty()) w.null();
@@ -188,14 +188,14 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
     w.null();
   } else {
-    const Criteria& cr = p.criteria;
+    const Criteria& cr = p.criteria();
     auto opt = [&](const auto& k, const std::optional<double>& v) {
       w.key(k);
       if (v) write_real(w, *v);
       else w.null();
     };
     w.begin_object();
-    w.key("source"), w.str(p.criteria_source);
+    w.key("source"), w.str(p.criteria_source());
     w.key("text"), w.str(criteria_text(cr));
     opt("atol", cr.atol);
     opt("rtol", cr.rtol);
@@ -267,10 +267,10 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   if (p.origin == Origin::none) w.null();
   else w.str(origin_name(p.origin));
   w.key("basis");
-  if (c) w.str(p.basis);
+  if (c) w.str(p.basis());
   else w.null();
-  w.key("basis_pairs"), w.array_of(p.basis_pairs);
-  num("input_error", p.input_error, c && p.basis != "none");
+  w.key("basis_pairs"), w.array_of(p.basis_pairs());
+  num("input_error", p.input_error, c && p.basis() != "none");
   num("amplification", p.amplification, c);
   w.key("value_kind"), w.str(tensor_kind_name(p.ref.kind));
   w.key("source");
@@ -300,9 +300,9 @@ ordered_json origin_json(const Report& r, const OriginPoint& o) {
         {"status", status_name(q.status)}, {"rel_l2", real(q.metrics.rel_l2)},
         {"max_abs_diff", real(q.metrics.max_abs_diff)}, {"beyond_rounding", q.beyond_rounding}});
   }
-  ordered_json out{{"pair", o.pair}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+  ordered_json out{{"pair", o.pair}, {"name", p.ref.name()}, {"occurrence", p.ref.occurrence},
                       {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
-                      {"op_type", p.ref.op_type}, {"index_ref", p.ref.exec_index},
+                      {"op_type", p.ref.op_type()}, {"index_ref", p.ref.exec_index},
                       {"origin", origin_name(o.origin)}, {"error", real(p.error)},
                       {"input_error", real(p.input_error)}, {"factor", real(o.factor)},
                       {"rounding", real(p.rounding)}, {"reach", o.reach},
@@ -569,17 +569,17 @@ Result<void> report_to_json(const Report& r, int indent,
   DRIFTSCOPE_TRY(e.array_member("incomparable", r.incomparable.size(), [&](size_t k) {
     const size_t i = r.incomparable[k];
     const PairResult& p = r.pairs[i];
-    return ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+    return ordered_json{{"pair", i}, {"name", p.ref.name()}, {"occurrence", p.ref.occurrence},
                         {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
                         {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
-                        {"candidate_name", p.cand.name}, {"reasons", reasons_json(p.reasons)}};
+                        {"candidate_name", p.cand.name()}, {"reasons", reasons_json(p.reasons())}};
   }));
   DRIFTSCOPE_TRY(e.array_written("error_growth", r.growth.size(), [&](JsonWriter& w, size_t k) {
     const GrowthPoint& g = r.growth[k];
     const PairResult& p = r.pairs[g.pair];
     w.begin_object();
     w.key("pair"), w.number(static_cast<uint64_t>(g.pair));
-    w.key("name"), w.str(p.ref.name);
+    w.key("name"), w.str(p.ref.name());
     w.key("occurrence"), w.number(p.ref.occurrence);
     w.key("index_ref"), w.number(p.ref.exec_index);
     w.key("error"), write_real(w, g.error);
@@ -589,10 +589,10 @@ Result<void> report_to_json(const Report& r, int indent,
   DRIFTSCOPE_TRY(e.array_member("amplifiers", r.amplifiers.size(), [&](size_t k) {
     const size_t i = r.amplifiers[k];
     const PairResult& p = r.pairs[i];
-    return ordered_json{{"pair", i}, {"name", p.ref.name}, {"occurrence", p.ref.occurrence},
+    return ordered_json{{"pair", i}, {"name", p.ref.name()}, {"occurrence", p.ref.occurrence},
                         {"index_ref", p.ref.exec_index}, {"amplification", real(p.amplification)},
                         {"error", real(p.error)}, {"input_error", real(p.input_error)},
-                        {"basis", p.basis}};
+                        {"basis", p.basis()}};
   }));
   DRIFTSCOPE_TRY(e.member("finer_in_candidate", r.finer_in_candidate));
   DRIFTSCOPE_TRY(e.member("localisation", ordered_json{

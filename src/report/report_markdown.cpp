@@ -73,10 +73,10 @@ std::string pair_row(const Report& r, size_t i) {
   std::string status(status_name(p.status));
   if (r.first_divergence == i) status = "**" + status + "** (first)";
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index,
-                     cell_code(fmt_identity(p.ref)) + text(rank_text(r, p)), text(p.ref.op_type), status,
+                     cell_code(fmt_identity(p.ref)) + text(rank_text(r, p)), text(p.ref.op_type()), status,
                      p.compared ? fmt_num(p.error, 3) : "-", n(m.cosine, 6), n(m.sqnr_db, 4),
                      n(m.max_abs_diff, 3),
-                     p.reasons.empty() ? std::string() : text(p.reasons.front().code + ": " + p.reasons.front().message));
+                     p.reasons().empty() ? std::string() : text(p.reasons().front().code() + ": " + p.reasons().front().message));
 }
 
 constexpr const char* kHeader =
@@ -111,22 +111,22 @@ std::string report_to_markdown(const Report& r) {
   auto detail = [&](std::string_view title, size_t i) {
     const PairResult& p = r.pairs[i];
     out += fmt::format("\n### {}: {}{}\n\n", title, line_code(fmt_identity(p.ref)), text(rank_text(r, p)));
-    out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type.empty() ? "-" : text(p.ref.op_type),
-                       dtype_name(p.ref.dtype), fmt_shape(p.ref.shape), dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
-    out += fmt::format("- judged by {}: {}\n", text(p.criteria_source), line_code(p.criteria.to_string()));
-    for (const auto& rs : p.reasons) out += fmt::format("- **{}**: {}\n", text(rs.code), text(rs.message));
+    out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type().empty() ? "-" : text(p.ref.op_type()),
+                       dtype_name(p.ref.dtype), fmt_shape(p.ref.shape()), dtype_name(p.cand.dtype), fmt_shape(p.cand.shape()));
+    out += fmt::format("- judged by {}: {}\n", text(p.criteria_source()), line_code(p.criteria().to_string()));
+    for (const auto& rs : p.reasons()) out += fmt::format("- **{}**: {}\n", text(rs.code()), text(rs.message));
     if (p.origin != Origin::none) {
       out += fmt::format("- **{}**", origin_name(p.origin));
-      if (p.basis != "none")
+      if (p.basis() != "none")
         out += fmt::format(": relative error {} vs {} in its {} (amplification {})", fmt_num(p.error, 3),
                            fmt_num(p.input_error, 3),
-                           p.basis == "inputs" ? "inputs" : p.basis == "dataflow" ? "inputs (data flow)" : "predecessor",
+                           p.basis() == "inputs" ? "inputs" : p.basis() == "dataflow" ? "inputs (data flow)" : "predecessor",
                            fmt_num(p.amplification, 3));
       if (p.beyond_rounding || (p.ref.kind == TensorKind::value && rounding_applies(p)))
         out += fmt::format("; {} rounding ({})", p.beyond_rounding ? "beyond" : "within", fmt_num(p.rounding, 3));
       else if (p.ref.kind == TensorKind::value)
         out += fmt::format("; rounding not the question: it fails by {}",
-                           p.reasons.empty() ? std::string("its status") : p.reasons.front().code.get());
+                           p.reasons().empty() ? std::string("its status") : p.reasons().front().code());
       out += "\n";
     }
     if (!p.ref.source().empty()) out += fmt::format("- source: {}\n", line_code(p.ref.source()));
@@ -138,7 +138,7 @@ std::string report_to_markdown(const Report& r) {
                          d ? "**differs**" : "equal within rounding", fmt_num(q.metrics.rel_l2, 3),
                          fmt_num(q.metrics.max_abs_diff, 3));
     }
-    for (const auto& n : p.notes) out += fmt::format("- note: {}\n", text(n));
+    for (const auto& n : p.notes()) out += fmt::format("- note: {}\n", text(n));
     if (p.layout() && p.layout()->hypothesis != "none") out += fmt::format("- layout: {}\n", text(p.layout()->to_string()));
   };
   if (r.first_divergence) detail("First divergence", *r.first_divergence);
@@ -173,7 +173,7 @@ std::string report_to_markdown(const Report& r) {
     for (size_t i : r.amplifiers) {
       const PairResult& p = r.pairs[i];
       out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", p.ref.exec_index, cell_code(fmt_identity(p.ref)),
-                         fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3), p.basis);
+                         fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3), p.basis());
     }
   }
   if (!r.only_in_reference.empty() || !r.only_in_candidate.empty() || !r.incomparable.empty()) {
@@ -185,7 +185,7 @@ std::string report_to_markdown(const Report& r) {
     for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", line_code(fmt_identity(d)));
     for (size_t i : r.incomparable)
       out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),
-                         text(r.pairs[i].reasons.front().message));
+                         text(r.pairs[i].reasons().front().message));
   }
   if (!r.axes_findings.empty()) {
     out += "\n### Findings by axis name\n\n";

@@ -57,7 +57,7 @@ std::string report_to_model_explorer(const Report& report) {
   // unique names are appended to the ordered map's underlying vector instead.
   std::vector<std::pair<std::string_view, const PairResult*>> outputs;
   for (const PairResult& p : report.pairs)
-    if (p.compared && p.ref.role == Role::output) outputs.emplace_back(p.ref.name.view(), &p);
+    if (p.compared && p.ref.role == Role::output) outputs.emplace_back(p.ref.name(), &p);
   std::stable_sort(outputs.begin(), outputs.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   nlohmann::ordered_json results = nlohmann::ordered_json::object();

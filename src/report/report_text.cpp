@@ -16,17 +16,17 @@ namespace driftscope::compare_detail {
 namespace {
 
 std::string first_reason(const PairResult& p) {
-  if (p.reasons.empty()) return "";
-  return p.reasons.front().code + ": " + p.reasons.front().message;
+  if (p.reasons().empty()) return "";
+  return p.reasons().front().code() + ": " + p.reasons().front().message;
 }
 
 std::string origin_text(const PairResult& p) {
   if (p.origin == Origin::none) return "";
   std::string s(origin_name(p.origin));
-  if (p.basis == "none") return s + " (nothing before it to blame)";
-  const char* what = p.basis == "inputs" ? "its inputs" : p.basis == "dataflow" ? "its inputs (data flow)"
+  if (p.basis() == "none") return s + " (nothing before it to blame)";
+  const char* what = p.basis() == "inputs" ? "its inputs" : p.basis() == "dataflow" ? "its inputs (data flow)"
                                                                                 : "its predecessor";
-  if (p.basis == "dataflow" && p.basis_pairs.empty())
+  if (p.basis() == "dataflow" && p.basis_pairs().empty())
     return s + ": computed from no recorded floating-point tensor";
   if (p.input_error == 0) return s + fmt::format(": {} matched exactly", what);
   if (std::isinf(p.error) && !std::isinf(p.input_error))
@@ -34,7 +34,7 @@ std::string origin_text(const PairResult& p) {
   if (std::isnan(p.amplification)) return s + fmt::format(": {} already had NaN/Inf", what);
   std::string out = s + fmt::format(": error {} is {}x that of {} ({})", fmt_num(p.error, 3),
                                     fmt_num(p.amplification, 3), what, fmt_num(p.input_error, 3));
-  if (p.basis == "dataflow" && p.origin == Origin::introduced)
+  if (p.basis() == "dataflow" && p.origin == Origin::introduced)
     out += p.amplification > 1 ? ", which were within rounding or tolerance" : "";
   return out;
 }
@@ -45,7 +45,7 @@ std::string rounding_text(const PairResult& p) {
   // question, and never "within rounding" beside a divergence.
   if (!p.beyond_rounding && !rounding_applies(p))
     return fmt::format("not the question: it fails by {}, not by its error ({} vs {} its dtype makes)",
-                       p.reasons.empty() ? std::string("its status") : p.reasons.front().code.get(),
+                       p.reasons().empty() ? std::string("its status") : p.reasons().front().code(),
                        fmt_num(p.r64 ? p.r64_err_cand() : p.error, 3), fmt_num(p.r64 ? p.r64_limit() : p.rounding, 3));
   if (p.r64)
     return fmt::format("{} rounding (float64 rule: {} vs limit {})",
@@ -139,7 +139,7 @@ class Table {
     std::string name = fit(shown(p.ref) + (r_.sets ? fmt::format(" [rank {}]", ranks_list(r_.pair_ranks(p))) : ""), name_w_);
     std::string s = (mark ? "> " : "  ") + pad(std::to_string(p.ref.exec_index), 6, true) + " " +
                     pad(name, name_w_) + " ";
-    if (wide_) s += pad(fit(printable(p.ref.op_type), 13), 13) + " ";
+    if (wide_) s += pad(fit(printable(p.ref.op_type()), 13), 13) + " ";
     std::string status(status_name(p.status));
     s += st_.status(p.status, pad(status, 14)) + " ";
     auto n = [&](double v, int sig) { return p.compared ? fmt_num(v, sig) : std::string("-"); };
@@ -241,15 +241,15 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     const Metrics& m = p.metrics;
     out += '\n';
     out += st.bold(fmt::format("{}: {}{}", title, shown(p.ref), rank_text(r, p))) +
-           fmt::format("  ({}; {}{} vs {}{})\n", printable(fmt_where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape),
-                       dtype_name(p.cand.dtype), fmt_shape(p.cand.shape));
-    out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source), p.criteria.to_string());
-    for (const auto& rs : p.reasons) out += fmt::format("  {:<10} {}\n", printable(rs.code), printable(rs.message));
+           fmt::format("  ({}; {}{} vs {}{})\n", printable(fmt_where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape()),
+                       dtype_name(p.cand.dtype), fmt_shape(p.cand.shape()));
+    out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source()), p.criteria().to_string());
+    for (const auto& rs : p.reasons()) out += fmt::format("  {:<10} {}\n", printable(rs.code()), printable(rs.message));
     std::string origin = origin_text(p);
     if (!origin.empty()) {
       out += fmt::format("  origin     {}", origin);
-      if (!p.basis_pairs.empty() && p.basis == "predecessor")
-        out += fmt::format(" ({})", shown(r.pairs[p.basis_pairs.front()].ref));
+      if (!p.basis_pairs().empty() && p.basis() == "predecessor")
+        out += fmt::format(" ({})", shown(r.pairs[p.basis_pairs().front()].ref));
       out += "\n";
     }
     if (p.compared && p.ref.kind == TensorKind::value &&
@@ -269,7 +269,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
                            m.count, fmt_shape(p.first_mismatch_coords()), fmt_num(m.first_mismatch_ref(), 7),
                            fmt_num(m.first_mismatch_cand(), 7));
     }
-    for (const auto& n : p.notes) out += fmt::format("  note       {}\n", printable(n));
+    for (const auto& n : p.notes()) out += fmt::format("  note       {}\n", printable(n));
     if (p.layout() && p.layout()->hypothesis != "none")  // "none" only in JSON: no noise on numeric drift
       out += fmt::format("  layout     {}\n", printable(p.layout()->to_string()));
   };
@@ -347,7 +347,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
       out += fmt::format("  {:>6} {}  amplification {}: {} -> {} ({})\n", p.ref.exec_index,
                          fit(shown(p.ref), std::max<size_t>(16, o.width > 60 ? o.width - 60 : 16)),
                          fmt_num(p.amplification, 3), fmt_num(p.input_error, 3), fmt_num(p.error, 3),
-                         p.basis);
+                         p.basis());
     }
   }
   auto list = [&](std::string_view title, const std::vector<TensorDesc>& v) {
@@ -357,7 +357,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
     size_t n = o.all ? v.size() : std::min<size_t>(v.size(), 10);
     for (size_t i = 0; i < n; ++i)
       out += fmt::format("  {:>6} {}  {}{}\n", v[i].exec_index, shown(v[i]), dtype_name(v[i].dtype),
-                         fmt_shape(v[i].shape));
+                         fmt_shape(v[i].shape()));
     if (n < v.size()) out += fmt::format("  ... and {} more (--all lists them)\n", v.size() - n);
   };
   list("Only in the reference", r.only_in_reference);

@@ -1,4 +1,4 @@
-// Boxed<T> (driftscope/boxed.hpp) behaves as std::optional<T> where PairResult::detail/layout and
+// Boxed<T> (driftscope/detail/boxed.hpp) behaves as std::optional<T> where PairResult::detail/layout and
 // Record::summary use it: value semantics on copy, assignment from T and from std::optional<T>,
 // reset, emplace, comparison; and it is what makes those members cost a pointer (issue 13 §5).
 #include <optional>
@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include "driftscope/boxed.hpp"
+#include "driftscope/detail/boxed.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/reader.hpp"
 
-using driftscope::Boxed;
+using driftscope::detail::Boxed;
 
 TEST(Boxed, BehavesAsOptional) {
   Boxed<std::vector<int>> a;
@@ -55,6 +55,6 @@ TEST(Boxed, BehavesAsOptional) {
 // The reason it exists: an empty member costs a pointer, not the value.
 TEST(Boxed, RarelySetMembersCostAPointer) {
   EXPECT_EQ(sizeof(Boxed<driftscope::PairDetail>), sizeof(void*));
-  EXPECT_EQ(sizeof(driftscope::PairRare::layout), sizeof(void*));
+  EXPECT_EQ(sizeof(driftscope::detail::PairRare::layout), sizeof(void*));
   EXPECT_EQ(sizeof(driftscope::Record::summary), sizeof(void*));
 }

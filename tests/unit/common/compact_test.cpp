@@ -1,12 +1,13 @@
-// Sparse<C> (driftscope/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp),
-// Interned (driftscope/interned.hpp), SharedString (driftscope/shared_string.hpp), InlineVector<T, N> (driftscope/inline_vector.hpp) and
-// Pooled<T> (driftscope/pooled.hpp):
+// Sparse<C> (driftscope/detail/sparse.hpp), CompactOptional<T> (driftscope/compact_optional.hpp),
+// Interned (driftscope/detail/interned.hpp), SharedString (driftscope/detail/shared_string.hpp), InlineVector<T, N> (driftscope/detail/inline_vector.hpp) and
+// Pooled<T> (driftscope/detail/pooled.hpp):
 // the compact members of PairResult, TensorDesc and Criteria behave as the std::vector /
 // std::string / std::optional they stand for (value semantics on copy and move, assignment,
 // comparison, the sentinel's edges), and they are what makes those structures small (issue 13 §5).
 #include <algorithm>
 #include <bit>
 #include <span>
+#include <type_traits>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -21,18 +22,19 @@
 
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare.hpp"
-#include "driftscope/inline_vector.hpp"
-#include "driftscope/interned.hpp"
-#include "driftscope/pooled.hpp"
-#include "driftscope/shared_string.hpp"
-#include "driftscope/sparse.hpp"
+#include "driftscope/detail/inline_vector.hpp"
+#include "driftscope/detail/interned.hpp"
+#include "driftscope/detail/pooled.hpp"
+#include "driftscope/detail/shared_string.hpp"
+#include "driftscope/detail/sparse.hpp"
+#include "compare/report_access.hpp"
 
 using driftscope::CompactOptional;
-using driftscope::InlineVector;
-using driftscope::Interned;
-using driftscope::Pooled;
-using driftscope::SharedString;
-using driftscope::Sparse;
+using driftscope::detail::InlineVector;
+using driftscope::detail::Interned;
+using driftscope::detail::Pooled;
+using driftscope::detail::SharedString;
+using driftscope::detail::Sparse;
 
 TEST(Sparse, VectorValueSemantics) {
   Sparse<std::vector<int>> a;
@@ -320,7 +322,7 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   EXPECT_EQ(sizeof(Interned), 8u);
   EXPECT_EQ(sizeof(SharedString), 8u);
   EXPECT_EQ(sizeof(InlineVector<uint64_t, 2>), sizeof(std::vector<uint64_t>));
-  EXPECT_EQ(sizeof(driftscope::PairCriteria), 8u);
+  EXPECT_EQ(sizeof(Pooled<driftscope::Criteria>), 8u);
   EXPECT_LE(sizeof(driftscope::TensorDesc), 72u);
   // 184 (was 232): the coordinates of the first mismatch and of the largest difference are
   // computed from their indexes when asked (issue 30 §4). The first mismatch's index and values
@@ -332,12 +334,12 @@ TEST(Compact, StructuresHeldByTheMillionStaySmall) {
   // check) sit in one box, PairRare, and Metrics shrank by 72 (issue 30 item 4: 160 MB less for a
   // million pairs).
   EXPECT_LE(sizeof(driftscope::PairResult), 440u);
-  EXPECT_LE(sizeof(driftscope::PairRare), 96u);
+  EXPECT_LE(sizeof(driftscope::detail::PairRare), 96u);
   // Data flow (issue 30 item 4): an input's name is one pointer that a comparison shares with the
   // named tensor's (was a std::string: 40 bytes a reference), and the box of a description with
   // data flow is 56 bytes (was 72, 80 with the allocator's: ranks, set by dump sets only, are Sparse).
   EXPECT_EQ(sizeof(driftscope::TensorRef), 16u);
-  EXPECT_LE(sizeof(driftscope::TensorDesc::Rare), 56u);
+  EXPECT_LE(sizeof(driftscope::detail::ReportAccess::DescRare), 56u);
 }
 
 TEST(InlineVector, ValueSemanticsInlineAndOnTheHeap) {
@@ -464,16 +466,59 @@ TEST(Pooled, BoundedPoolGivesOwnCopiesWhenFull) {
 }
 
 TEST(PairCriteria, ReadsAsTheCriteriaItHolds) {
-  driftscope::PairCriteria p;
-  EXPECT_TRUE(p.empty());
-  EXPECT_EQ(p.to_string(), driftscope::Criteria{}.to_string());
+  driftscope::PairResult p;
+  EXPECT_TRUE(p.criteria().empty());
+  EXPECT_EQ(p.criteria().to_string(), driftscope::Criteria{}.to_string());
   driftscope::Criteria c;
   c.atol = 1e-3;
   c.min_cosine = 0.99;
-  p = c;
-  EXPECT_TRUE(p.uses_allclose());
-  EXPECT_EQ(*p->atol, 1e-3);
-  EXPECT_EQ(p.to_string(), c.to_string());
-  const driftscope::Criteria& back = p;
-  EXPECT_EQ(*back.min_cosine, 0.99);
+  driftscope::detail::ReportAccess::criteria(p) = c;
+  EXPECT_TRUE(p.criteria().uses_allclose());
+  EXPECT_EQ(*p.criteria().atol, 1e-3);
+  EXPECT_EQ(p.criteria().to_string(), c.to_string());
+  const driftscope::PairResult copy = p;  // the copy shares the pooled value
+  EXPECT_EQ(&copy.criteria(), &p.criteria());
+  EXPECT_EQ(*copy.criteria().min_cosine, 0.99);
+}
+
+// The report model reads as plain types (issue 25 item 5): the containers above are storage in
+// namespace detail, held in private members; a client sees views, references and pointers.
+template <class T, class U>
+constexpr bool returns = std::is_same_v<T, U>;
+TEST(PublicApi, ReportReadsAsPlainTypes) {
+  using driftscope::PairResult;
+  using driftscope::TensorDesc;
+  const PairResult p{};
+  static_assert(returns<decltype(p.ref.name()), std::string_view>);
+  static_assert(returns<decltype(p.ref.op_type()), const std::string&>);
+  static_assert(returns<decltype(p.ref.shape()), std::span<const uint64_t>>);
+  static_assert(returns<decltype(p.ref.inputs()), std::span<const driftscope::TensorRef>>);
+  static_assert(returns<decltype(p.reasons()), const std::vector<driftscope::Reason>&>);
+  static_assert(returns<decltype(p.notes()), const std::vector<std::string>&>);
+  static_assert(returns<decltype(p.criteria()), const driftscope::Criteria&>);
+  static_assert(returns<decltype(p.criteria_source()), const std::string&>);
+  static_assert(returns<decltype(p.basis()), const std::string&>);
+  static_assert(returns<decltype(p.basis_pairs()), std::span<const size_t>>);
+  static_assert(returns<decltype(p.detail()), const driftscope::PairDetail*>);
+  static_assert(returns<decltype(p.layout()), const driftscope::LayoutDiagnosis*>);
+  static_assert(returns<decltype(p.max_abs_coords()), std::vector<uint64_t>>);
+  static_assert(returns<decltype(driftscope::Reason{}.code()), const std::string&>);
+  // The defaults read as empty values without a box or a container behind them.
+  EXPECT_TRUE(p.ref.name().empty());
+  EXPECT_TRUE(p.ref.shape().empty());
+  EXPECT_TRUE(p.ref.inputs().empty());
+  EXPECT_TRUE(p.reasons().empty());
+  EXPECT_TRUE(p.basis_pairs().empty());
+  EXPECT_EQ(p.detail(), nullptr);
+  EXPECT_EQ(p.layout(), nullptr);
+  // The engine's writes show through the accessors.
+  PairResult q;
+  driftscope::detail::ReportAccess::reasons(q).push_back({"allclose", "over tolerance"});
+  driftscope::detail::ReportAccess::shape(q.ref) = {2, 3};
+  driftscope::detail::ReportAccess::edit(q).layout = driftscope::LayoutDiagnosis{};
+  ASSERT_EQ(q.reasons().size(), 1u);
+  EXPECT_EQ(q.reasons()[0].code(), "allclose");
+  EXPECT_TRUE(std::ranges::equal(q.ref.shape(), std::vector<uint64_t>{2, 3}));
+  ASSERT_NE(q.layout(), nullptr);
+  EXPECT_EQ(q.layout()->hypothesis, "none");
 }

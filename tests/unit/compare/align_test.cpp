@@ -17,16 +17,16 @@ TEST(Align, PairsCallByCallAndReportsUnpaired) {
   auto b = write_dump(d.file("b.tdump"), cand);
   Report r = run_compare(a, b);
   ASSERT_EQ(r.pairs.size(), 3u);
-  EXPECT_EQ(r.pairs[1].ref.name, "block");
+  EXPECT_EQ(r.pairs[1].ref.name(), "block");
   EXPECT_EQ(r.pairs[1].ref.occurrence, 0u);
   EXPECT_EQ(r.pairs[2].ref.occurrence, 1u);
   EXPECT_EQ(r.pairs[2].cand.occurrence, 1u);
   ASSERT_EQ(r.only_in_reference.size(), 2u);
-  EXPECT_EQ(r.only_in_reference[0].name, "block");
+  EXPECT_EQ(r.only_in_reference[0].name(), "block");
   EXPECT_EQ(r.only_in_reference[0].occurrence, 2u);
-  EXPECT_EQ(r.only_in_reference[1].name, "ref_only");
+  EXPECT_EQ(r.only_in_reference[1].name(), "ref_only");
   ASSERT_EQ(r.only_in_candidate.size(), 1u);
-  EXPECT_EQ(r.only_in_candidate[0].name, "cand_only");
+  EXPECT_EQ(r.only_in_candidate[0].name(), "cand_only");
   // Identical values, but unpaired tensors make the verdict "diverged" unless allowed.
   EXPECT_EQ(r.count(PairStatus::pass), 3u);
   EXPECT_EQ(r.verdict, Verdict::diverged);
@@ -66,9 +66,9 @@ TEST(Align, RenameRulesBothSides) {
   ASSERT_EQ(r.pairs.size(), 2u) << r.summary;
   EXPECT_TRUE(r.only_in_reference.empty());
   EXPECT_TRUE(r.only_in_candidate.empty());
-  EXPECT_EQ(r.pairs[0].cand.name, "/encoder/layer.0/output_0");
-  EXPECT_EQ(r.pairs[1].cand.name, "Gemm_42");
-  EXPECT_EQ(r.pairs[0].notes.front(), "renamed: candidate '/encoder/layer.0/output_0'");
+  EXPECT_EQ(r.pairs[0].cand.name(), "/encoder/layer.0/output_0");
+  EXPECT_EQ(r.pairs[1].cand.name(), "Gemm_42");
+  EXPECT_EQ(r.pairs[0].notes().front(), "renamed: candidate '/encoder/layer.0/output_0'");
   EXPECT_EQ(r.verdict, Verdict::pass);
 }
 
@@ -103,10 +103,10 @@ TEST(Align, PermutedAxesNchwVsNhwc) {
   Report r = run_compare(fa, fb);
   ASSERT_EQ(r.pairs.size(), 1u);
   const PairResult& p = r.pairs[0];
-  EXPECT_EQ(p.status, PairStatus::pass) << (p.reasons.empty() ? "" : p.reasons[0].message);
+  EXPECT_EQ(p.status, PairStatus::pass) << (p.reasons().empty() ? "" : p.reasons()[0].message);
   EXPECT_EQ(p.permutation(), (std::vector<uint32_t>{0, 3, 1, 2}));
   EXPECT_EQ(p.metrics.max_abs_diff, 0.0);
-  EXPECT_EQ(p.notes.front(), "axes permuted: reference (N,C,H,W) vs candidate (N,H,W,C)");
+  EXPECT_EQ(p.notes().front(), "axes permuted: reference (N,C,H,W) vs candidate (N,H,W,C)");
 
   // The same bytes without the permutation would be nonsense: a candidate whose axes claim NCHW
   // but whose data is NHWC has the same shape only by accident; here shapes differ, so it is
@@ -117,9 +117,9 @@ TEST(Align, PermutedAxesNchwVsNhwc) {
   Report r2 = run_compare(fa, fb2);
   ASSERT_EQ(r2.pairs.size(), 1u);
   EXPECT_EQ(r2.pairs[0].status, PairStatus::incomparable);
-  ASSERT_FALSE(r2.pairs[0].reasons.empty());
-  EXPECT_EQ(r2.pairs[0].reasons[0].code, "reshape_needed");
-  EXPECT_NE(r2.pairs[0].reasons[0].message.find("permutation of each other"), std::string::npos);
+  ASSERT_FALSE(r2.pairs[0].reasons().empty());
+  EXPECT_EQ(r2.pairs[0].reasons()[0].code(), "reshape_needed");
+  EXPECT_NE(r2.pairs[0].reasons()[0].message.find("permutation of each other"), std::string::npos);
   EXPECT_EQ(r2.verdict, Verdict::diverged);
   ASSERT_EQ(r2.incomparable.size(), 1u);
 }
@@ -141,8 +141,8 @@ TEST(Align, AxisSizeMismatchIsIncomparable) {
   Report r = run_compare(write_dump(d.file("a.tdump"), {a}), write_dump(d.file("b.tdump"), {b}));
   ASSERT_EQ(r.pairs.size(), 1u);
   EXPECT_EQ(r.pairs[0].status, PairStatus::incomparable);
-  EXPECT_EQ(r.pairs[0].reasons[0].code, "axes");
-  EXPECT_EQ(r.pairs[0].reasons[0].message, "axis 'x' has size 2 in the reference but 3 in the candidate");
+  EXPECT_EQ(r.pairs[0].reasons()[0].code(), "axes");
+  EXPECT_EQ(r.pairs[0].reasons()[0].message, "axis 'x' has size 2 in the reference but 3 in the candidate");
 }
 
 TEST(Align, ReshapeOnlyWhenAsked) {
@@ -152,7 +152,7 @@ TEST(Align, ReshapeOnlyWhenAsked) {
   auto fb = write_dump(d.file("b.tdump"), {{"t", v, {2, 6}}});
   Report r = run_compare(fa, fb);
   EXPECT_EQ(r.pairs[0].status, PairStatus::incomparable);
-  EXPECT_EQ(r.pairs[0].reasons[0].code, "reshape_needed");
+  EXPECT_EQ(r.pairs[0].reasons()[0].code(), "reshape_needed");
   EXPECT_EQ(r.verdict, Verdict::diverged);
   CompareOptions o;
   o.allow_incomparable = true;
@@ -162,7 +162,7 @@ TEST(Align, ReshapeOnlyWhenAsked) {
   o.reshape = true;
   Report r2 = run_compare(fa, fb, o);
   EXPECT_EQ(r2.pairs[0].status, PairStatus::pass);
-  EXPECT_EQ(r2.pairs[0].notes.back(), "reshaped: reference [3,4] vs candidate [2,6]");
+  EXPECT_EQ(r2.pairs[0].notes().back(), "reshaped: reference [3,4] vs candidate [2,6]");
   EXPECT_EQ(r2.verdict, Verdict::pass);
 }
 
@@ -185,8 +185,8 @@ TEST(Align, ElementCountMismatchIsIncomparable) {
   o.reshape = true;  // cannot help
   Report r = run_compare(fa, fb, o);
   EXPECT_EQ(r.pairs[0].status, PairStatus::incomparable);
-  EXPECT_EQ(r.pairs[0].reasons[0].code, "shape");
-  EXPECT_EQ(r.pairs[0].reasons[0].message, "shape [2,3] vs [3,4]: 6 vs 12 elements");
+  EXPECT_EQ(r.pairs[0].reasons()[0].code(), "shape");
+  EXPECT_EQ(r.pairs[0].reasons()[0].message, "shape [2,3] vs [3,4]: 6 vs 12 elements");
   EXPECT_FALSE(r.pairs[0].compared);
 }
 
@@ -202,12 +202,12 @@ TEST(Align, PositionalPairing) {
   o.pairing = Pairing::positional;
   Report r = run_compare(fa, fb, o);
   ASSERT_EQ(r.pairs.size(), 2u);
-  EXPECT_EQ(r.pairs[0].ref.name, "conv1");
-  EXPECT_EQ(r.pairs[0].cand.name, "node_0");
-  EXPECT_EQ(r.pairs[1].cand.name, "node_1");
+  EXPECT_EQ(r.pairs[0].ref.name(), "conv1");
+  EXPECT_EQ(r.pairs[0].cand.name(), "node_0");
+  EXPECT_EQ(r.pairs[1].cand.name(), "node_1");
   EXPECT_EQ(r.count(PairStatus::pass), 2u);
   ASSERT_EQ(r.only_in_reference.size(), 1u);
-  EXPECT_EQ(r.only_in_reference[0].name, "extra");
+  EXPECT_EQ(r.only_in_reference[0].name(), "extra");
 }
 
 TEST(Align, FilterRestrictsBothSides) {
@@ -243,9 +243,9 @@ TEST(Align, MixedDtypesDecodeToFloat64) {
   ASSERT_EQ(r.pairs.size(), 2u);
   EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
   EXPECT_EQ(r.pairs[0].metrics.max_abs_diff, 0.0);
-  EXPECT_EQ(r.pairs[0].criteria_source, "default (f16)");
+  EXPECT_EQ(r.pairs[0].criteria_source(), "default (f16)");
   EXPECT_EQ(r.pairs[1].status, PairStatus::pass);
-  EXPECT_EQ(r.pairs[1].criteria.to_string(), "allclose(atol=0, rtol=0)");
+  EXPECT_EQ(r.pairs[1].criteria().to_string(), "allclose(atol=0, rtol=0)");
 }
 
 }  // namespace

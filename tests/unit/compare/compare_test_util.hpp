@@ -185,13 +185,13 @@ inline Report compare_sets_in_parts(const std::string& a, const std::string& b, 
 inline const PairResult* find_pair(const Report& r, const std::string& name, uint32_t occurrence = 0,
                                    Role role = Role::output) {
   for (const auto& p : r.pairs)
-    if (p.ref.name == name && p.ref.occurrence == occurrence && p.ref.role == role) return &p;
+    if (p.ref.name() == name && p.ref.occurrence == occurrence && p.ref.role == role) return &p;
   return nullptr;
 }
 
 inline bool has_reason(const PairResult& p, const std::string& code) {
-  for (const auto& r : p.reasons)
-    if (r.code == code) return true;
+  for (const auto& r : p.reasons())
+    if (r.code() == code) return true;
   return false;
 }
 

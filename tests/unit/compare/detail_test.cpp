@@ -172,7 +172,7 @@ TEST(DetailPassFused, HtmlBytesEqualOnAnyThreadCount) {
     o.threads = threads;
     const Report r = run_compare(ra, rb, o);
     ASSERT_EQ(r.pairs.size(), 1u);
-    ASSERT_TRUE(r.pairs[0].detail().has_value());
+    ASSERT_TRUE(r.pairs[0].detail() != nullptr);
     EXPECT_EQ(r.pairs[0].detail()->worst.size(), PairDetail::kWorst);
     const std::string html = report_to_html(r);
     if (first.empty()) first = html;

@@ -103,7 +103,7 @@ Chain make_chain(Fault fault, size_t k, size_t L = 8, bool inputs = false) {
 
 size_t pair_of(const Report& r, size_t op, Role role = Role::output) {
   for (size_t i = 0; i < r.pairs.size(); ++i)
-    if (r.pairs[i].ref.name == "layers." + std::to_string(op) && r.pairs[i].ref.role == role) return i;
+    if (r.pairs[i].ref.name() == "layers." + std::to_string(op) && r.pairs[i].ref.role == role) return i;
   ADD_FAILURE() << "no pair for op " << op;
   return 0;
 }
@@ -134,20 +134,20 @@ TEST_P(Localise, FaultAtKIsIntroducedThereAndInheritedAfter) {
     EXPECT_EQ(*r.first_divergence, pk) << r.summary;
     EXPECT_EQ(r.verdict, cs.verdict);
     const PairResult& p = r.pairs[pk];
-    ASSERT_FALSE(p.reasons.empty());
-    EXPECT_EQ(p.reasons[0].code, cs.reason) << p.reasons[0].message;
+    ASSERT_FALSE(p.reasons().empty());
+    EXPECT_EQ(p.reasons()[0].code(), cs.reason) << p.reasons()[0].message;
     EXPECT_EQ(p.origin, Origin::introduced);
-    EXPECT_EQ(p.basis, k == 0 && !inputs ? "none" : inputs ? "inputs" : "predecessor");
+    EXPECT_EQ(p.basis(), k == 0 && !inputs ? "none" : inputs ? "inputs" : "predecessor");
     EXPECT_NE(r.summary.find("layers." + std::to_string(k) + " "), std::string::npos) << r.summary;
     // Every op before k is within tolerance.
-    for (size_t i = 0; i < pk; ++i) EXPECT_EQ(r.pairs[i].status, PairStatus::pass) << r.pairs[i].ref.name;
+    for (size_t i = 0; i < pk; ++i) EXPECT_EQ(r.pairs[i].status, PairStatus::pass) << r.pairs[i].ref.name();
     // Every failing pair after op k carries the error it received.
     size_t inherited = 0;
     for (size_t i = pk + 1; i < r.pairs.size(); ++i) {
       const PairResult& q = r.pairs[i];
       if (q.status == PairStatus::pass) continue;
       if (inputs && q.ref.role == Role::input) continue;  // an input is judged against its predecessor
-      EXPECT_EQ(q.origin, Origin::inherited) << q.ref.name << " amplification " << q.amplification;
+      EXPECT_EQ(q.origin, Origin::inherited) << q.ref.name() << " amplification " << q.amplification;
       ++inherited;
     }
     if (k + 1 < L && cs.fault != Fault::f16_overflow) EXPECT_GT(inherited, 0u);
@@ -216,7 +216,7 @@ TEST(Localise, Float16RunWithinItsDefaultUntilOverflow) {
   Report r = run_compare(a, b);
   EXPECT_EQ(*r.first_divergence, 5u);
   EXPECT_GT(r.pairs[2].error, 0.0);
-  EXPECT_EQ(r.pairs[2].criteria_source, "default (f16)");
+  EXPECT_EQ(r.pairs[2].criteria_source(), "default (f16)");
   CompareOptions o;
   o.policy.global = default_criteria(DType::f32, false);
   Report strict = run_compare(a, b, o);

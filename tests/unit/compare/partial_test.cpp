@@ -77,7 +77,7 @@ void expect_same(const Report& a, const Report& b) {
     auto x = doubles(a.pairs[i]), y = doubles(b.pairs[i]);
     for (size_t k = 0; k < x.size(); ++k)
       EXPECT_EQ(std::bit_cast<uint64_t>(x[k]), std::bit_cast<uint64_t>(y[k])) << "pair " << i << " value " << k;
-    EXPECT_EQ(a.pairs[i].detail().has_value(), b.pairs[i].detail().has_value());
+    EXPECT_EQ(a.pairs[i].detail() != nullptr, b.pairs[i].detail() != nullptr);
     if (a.pairs[i].detail() && b.pairs[i].detail()) {
       EXPECT_EQ(a.pairs[i].detail()->heat, b.pairs[i].detail()->heat);
       EXPECT_EQ(a.pairs[i].detail()->histogram, b.pairs[i].detail()->histogram);

@@ -2,6 +2,7 @@
 // rename rules, and their errors (docs/compare.md "Tolerance policy", "Policy file").
 #include <gtest/gtest.h>
 
+#include "compare/report_access.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/compare.hpp"
 
@@ -35,7 +36,7 @@ TEST(PolicyDefaults, CoarserDtypeDecides) {
   EXPECT_EQ(coarser_dtype(DType::f64, DType::f64), DType::f64);
   Policy p;
   TensorDesc d;
-  d.name = "x";
+  detail::ReportAccess::name(d) = "x";
   auto j = compare_detail::resolve_criteria(p, d, DType::f32, DType::f16, false);
   EXPECT_EQ(j.criteria.min_sqnr_db, 40.0);
   EXPECT_EQ(j.source, "default (f16)");
@@ -67,8 +68,8 @@ classes = true
 )");
   ASSERT_TRUE(p.ok()) << p.error().to_string();
   TensorDesc soft;
-  soft.name = "enc.0.softmax";
-  soft.op_type = "Softmax";
+  detail::ReportAccess::name(soft) = "enc.0.softmax";
+  detail::ReportAccess::op_type(soft) = "Softmax";
   auto j = compare_detail::resolve_criteria(*p, soft, DType::f32, DType::f32, false);
   EXPECT_EQ(j.criteria.atol, 1e-3);
   EXPECT_EQ(j.criteria.rtol, 1e-2);
@@ -76,15 +77,15 @@ classes = true
   EXPECT_EQ(j.source, "policy rule 1 (*.softmax)");
 
   TensorDesc ln;
-  ln.name = "enc.0.norm";
-  ln.op_type = "LayerNorm";
+  detail::ReportAccess::name(ln) = "enc.0.norm";
+  detail::ReportAccess::op_type(ln) = "LayerNorm";
   j = compare_detail::resolve_criteria(*p, ln, DType::f32, DType::f32, false);
   EXPECT_EQ(j.criteria.min_cosine, 0.99);
   EXPECT_FALSE(j.criteria.uses_allclose());
 
   // A rule without criteria (classes only) does not hide the defaults.
   TensorDesc head;
-  head.name = "head.logits";
+  detail::ReportAccess::name(head) = "head.logits";
   j = compare_detail::resolve_criteria(*p, head, DType::f32, DType::f32, false);
   EXPECT_EQ(j.criteria.min_sqnr_db, 80.0);
   EXPECT_NE(compare_detail::find_rule(*p, head, [](const PolicyRule& r) { return r.classes; }), nullptr);
@@ -93,7 +94,7 @@ classes = true
   p->global = Criteria{};
   p->global->min_cosine = 0.999;
   TensorDesc other;
-  other.name = "enc.0.mlp";
+  detail::ReportAccess::name(other) = "enc.0.mlp";
   j = compare_detail::resolve_criteria(*p, other, DType::f32, DType::f16, false);
   EXPECT_EQ(j.criteria.min_cosine, 0.999);
   EXPECT_FALSE(j.criteria.min_sqnr_db.has_value());

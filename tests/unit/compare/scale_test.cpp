@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/report_access.hpp"
 #include "compare_test_util.hpp"
 
 using namespace ds_test;
@@ -110,9 +111,9 @@ TEST(Scale, DamagedLargePayloadIsAReadError) {
     ASSERT_EQ(r.pairs.size(), 2u);
     EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
     EXPECT_EQ(r.pairs[1].status, PairStatus::incomparable);
-    ASSERT_FALSE(r.pairs[1].reasons.empty());
-    EXPECT_EQ(r.pairs[1].reasons[0].code, "read_error");
-    EXPECT_EQ(r.pairs[1].reasons[0].message, expected);
+    ASSERT_FALSE(r.pairs[1].reasons().empty());
+    EXPECT_EQ(r.pairs[1].reasons()[0].code(), "read_error");
+    EXPECT_EQ(r.pairs[1].reasons()[0].message, expected);
   }
 }
 
@@ -183,7 +184,7 @@ TEST(Scale, PipelinedJsonIsTheDocumentDump) {
       EXPECT_EQ(doc["tensors"][i]["pair"], i);
       const auto& c = doc["tensors"][i]["criteria"];
       if (c.is_null()) continue;
-      EXPECT_EQ(c["text"], r.pairs[i].criteria.to_string()) << "pair " << i;
+      EXPECT_EQ(c["text"], r.pairs[i].criteria().to_string()) << "pair " << i;
       ++texts;
     }
     EXPECT_EQ(texts, r.pairs.size());
@@ -305,12 +306,12 @@ TEST(Scale, PairingFromTablesOrDecodedBlocksIsTheSame) {
   ASSERT_FALSE(base.only_in_reference.empty());
   ASSERT_FALSE(base.only_in_candidate.empty());
   const std::string one = json_of(base);
-  // A pair's two equal names are one block (shared_string.hpp; 96 bytes a pair at a million).
+  // A pair's two equal names are one block (detail/shared_string.hpp; 96 bytes a pair at a million).
   auto names_shared = [](const Report& r) {
     size_t shared = 0, renamed = 0;
     for (const PairResult& p : r.pairs) {
-      if (p.ref.name != p.cand.name) ++renamed;
-      else if (p.ref.name.shares_with(p.cand.name)) ++shared;
+      if (p.ref.name() != p.cand.name()) ++renamed;
+      else if (detail::ReportAccess::name(p.ref).shares_with(detail::ReportAccess::name(p.cand))) ++shared;
     }
     return std::pair{shared, renamed};
   };
@@ -359,20 +360,20 @@ TEST(Scale, TwoNamesOfOneHashArePairedByName) {
     o.filter = filter;
     const Report r = run_compare(ref, cand, o);
     ASSERT_EQ(r.pairs.size(), 2u) << filter;
-    EXPECT_EQ(r.pairs[0].ref.name, a);
-    EXPECT_EQ(r.pairs[0].cand.name, a);
+    EXPECT_EQ(r.pairs[0].ref.name(), a);
+    EXPECT_EQ(r.pairs[0].cand.name(), a);
     EXPECT_EQ(r.pairs[0].status, PairStatus::pass);
     ASSERT_EQ(r.only_in_candidate.size(), 1u);
-    EXPECT_EQ(r.only_in_candidate[0].name, b);
+    EXPECT_EQ(r.only_in_candidate[0].name(), b);
     EXPECT_TRUE(r.only_in_reference.empty());
   }
   // Only the impostor on the other side: nothing pairs with it.
   auto lone = write_dump(d.file("l.tdump"), {{b, noise(4, 1)}, {"x", noise(4, 2)}});
   const Report r = run_compare(ref, lone);
   ASSERT_EQ(r.pairs.size(), 1u);
-  EXPECT_EQ(r.pairs[0].ref.name, "x");
+  EXPECT_EQ(r.pairs[0].ref.name(), "x");
   ASSERT_EQ(r.only_in_reference.size(), 1u);
-  EXPECT_EQ(r.only_in_reference[0].name, a);
+  EXPECT_EQ(r.only_in_reference[0].name(), a);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST(SetCompare, GatherConcatenatesAlongTheSplitAxisInCoordinateOrder) {
   ASSERT_EQ(rep->pairs.size(), 1u);
   const PairResult& p = rep->pairs[0];
   EXPECT_EQ(p.status, PairStatus::pass) << rep->summary;
-  EXPECT_EQ(p.cand.shape, (std::vector<uint64_t>{2, 5}));
+  EXPECT_TRUE(std::ranges::equal(p.cand.shape(), std::vector<uint64_t>{2, 5}));
   EXPECT_EQ(p.cand.axes(), (std::vector<std::string>{"r", "c"}));
   EXPECT_EQ(p.cand.ranks(), (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(p.metrics.max_abs_diff, 0.0);
@@ -111,7 +111,7 @@ TEST(SetCompare, ReplicasCompareRankByRankAndMissingShardsAreWarnings) {
   EXPECT_EQ(rep->affected_ranks, std::vector<uint32_t>{1});
   EXPECT_NE(rep->summary.find("on rank 1 (of 2)"), std::string::npos) << rep->summary;
   ASSERT_EQ(rep->only_in_reference.size(), 1u);  // g: one of two shards
-  EXPECT_EQ(rep->only_in_reference[0].name, "g");
+  EXPECT_EQ(rep->only_in_reference[0].name(), "g");
   ASSERT_FALSE(rep->warnings.empty());
   EXPECT_NE(rep->warnings[0].find("1 of its 2 shards"), std::string::npos) << rep->warnings[0];
 }
@@ -164,7 +164,7 @@ TEST(SetCompare, PipelineOrderPutsEarlierStagesFirst) {
   auto rep = compare_files(ref, set, {});
   ASSERT_TRUE(rep.ok()) << rep.error().to_string();
   ASSERT_TRUE(rep->first_divergence.has_value());
-  EXPECT_EQ(rep->pairs[*rep->first_divergence].ref.name, "b");
+  EXPECT_EQ(rep->pairs[*rep->first_divergence].ref.name(), "b");
   EXPECT_EQ(rep->first_divergence_ranks, std::vector<uint32_t>{0});
   EXPECT_EQ(rep->affected_ranks, (std::vector<uint32_t>{0, 1}));
 }

@@ -80,7 +80,7 @@ const std::vector<uint32_t>& side_ranks(const Report& r, const PairResult& p) {
 
 size_t pair_at(const Report& r, const std::string& name, const std::vector<uint32_t>& ranks) {
   for (size_t i = 0; i < r.pairs.size(); ++i)
-    if (r.pairs[i].ref.name == name && side_ranks(r, r.pairs[i]) == ranks) return i;
+    if (r.pairs[i].ref.name() == name && side_ranks(r, r.pairs[i]) == ranks) return i;
   ADD_FAILURE() << "no pair " << name;
   return 0;
 }
@@ -90,12 +90,12 @@ size_t pair_at(const Report& r, const std::string& name, const std::vector<uint3
 std::string bases(const Report& r) {
   auto label = [&](const PairResult& p) {
     const auto& ranks = side_ranks(r, p);
-    return p.ref.name + (ranks.size() > 1 ? std::string("*") : "@" + std::to_string(ranks[0]));
+    return std::string(p.ref.name()) + (ranks.size() > 1 ? std::string("*") : "@" + std::to_string(ranks[0]));
   };
   std::string s;
   for (const PairResult& p : r.pairs) {
     s += label(p) + "<-";
-    for (size_t j : p.basis_pairs) s += label(r.pairs[j]) + ",";
+    for (size_t j : p.basis_pairs()) s += label(r.pairs[j]) + ",";
     s += " ";
   }
   return s;
@@ -118,7 +118,7 @@ TEST(SetDataflow, AFaultOnRank1IsIntroducedThereAndInheritedDownstream) {
     const PairResult& p = rep.pairs[pair_at(rep, name, ranks)];
     EXPECT_EQ(p.status, PairStatus::fail) << name;
     EXPECT_EQ(p.origin, Origin::inherited) << name << " on " << ranks.back();
-    EXPECT_EQ(p.basis, "dataflow") << name;
+    EXPECT_EQ(p.basis(), "dataflow") << name;
   }
   ASSERT_EQ(rep.origins.size(), 1u) << rep.summary;
   EXPECT_EQ(rep.origins[0].pair, x1);
@@ -133,7 +133,7 @@ TEST(SetDataflow, AFaultOnRank1IsIntroducedThereAndInheritedDownstream) {
     Report r = run_compare(a, b);
     EXPECT_TRUE(r.dataflow);
     ASSERT_EQ(r.origins.size(), 1u) << r.summary;
-    EXPECT_EQ(r.pairs[r.origins[0].pair].ref.name, "x");
+    EXPECT_EQ(r.pairs[r.origins[0].pair].ref.name(), "x");
     EXPECT_EQ(r.pair_ranks(r.pairs[r.origins[0].pair]), std::vector<uint32_t>{1});
     EXPECT_EQ(r.origins[0].reach_failing, 6u);
     EXPECT_EQ(r.pairs[pair_at(r, "y", {0})].origin, Origin::inherited);
@@ -165,7 +165,7 @@ TEST(SetDataflow, FilteredAndUnpairedInputsAreFollowedThrough) {
   EXPECT_EQ(bases(f), "x@0<- x@1<- extra@0<-x@0, extra@1<-x@1, p*<-extra@0,extra@1, y@0<-p*, y@1<-p*, "
                       "z@0<-y@0, z@1<-y@1, ");
   ASSERT_EQ(f.origins.size(), 1u);
-  EXPECT_EQ(f.pairs[f.origins[0].pair].ref.name, "x");
+  EXPECT_EQ(f.pairs[f.origins[0].pair].ref.name(), "x");
   EXPECT_EQ(f.origins[0].reach, 6u);  // extra@1, p, y and z on both ranks
   EXPECT_EQ(f.pairs[pair_at(f, "p", {0, 1})].origin, Origin::inherited);
 }

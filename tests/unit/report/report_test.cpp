@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "unit/compare/compare_test_util.hpp"
+#include "compare/report_access.hpp"
 
 namespace {
 
@@ -145,7 +146,7 @@ TEST(ReportModelExplorer, OneEntryPerNameInByteOrder) {
   auto add = [&](const char* name, PairStatus status, double error, Origin origin = Origin::inherited,
                  Role role = Role::output, bool compared = true) {
     PairResult& p = r.pairs.emplace_back();
-    p.ref.name = name;
+    detail::ReportAccess::name(p.ref) = name;
     p.ref.role = role;
     p.compared = compared;
     p.status = status;

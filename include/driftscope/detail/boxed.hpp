@@ -1,5 +1,8 @@
 // driftscope — Boxed<T>: the interface of std::optional<T> with the value on the heap.
 //
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
+//
 // For members that are rarely set in structures held by the million (PairResult::detail and
 // ::layout, Record::summary): an empty Boxed costs one pointer where std::optional costs
 // sizeof(T), which for a report of a million pairs is hundreds of MiB (issue 13 §5). Copies copy
@@ -14,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 template <class T>
 class Boxed {
@@ -171,4 +174,4 @@ class SharedBox {
   Node* n_ = nullptr;
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

@@ -1,5 +1,8 @@
 // driftscope — SharedString: an immutable string whose copies share one heap block.
 //
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
+//
 // For a pair's two names (TensorDesc::name): the reference's and the candidate's tensor almost
 // always have the same name, and a report of a million pairs held them as two std::string of 32
 // bytes each plus, past 15 characters, two heap blocks. A SharedString is one pointer, and a copy
@@ -21,7 +24,7 @@
 
 #include "driftscope/api.h"
 
-namespace driftscope {
+namespace driftscope::detail {
 
 class DS_API SharedString {
  public:
@@ -94,9 +97,9 @@ class DS_API SharedString {
 // through format_as.
 inline std::string_view format_as(const SharedString& s) noexcept { return s.view(); }
 
-}  // namespace driftscope
+}  // namespace driftscope::detail
 
 template <>
-struct std::hash<driftscope::SharedString> {
-  size_t operator()(const driftscope::SharedString& s) const noexcept { return std::hash<std::string_view>()(s.view()); }
+struct std::hash<driftscope::detail::SharedString> {
+  size_t operator()(const driftscope::detail::SharedString& s) const noexcept { return std::hash<std::string_view>()(s.view()); }
 };

@@ -1,4 +1,7 @@
 // driftscope — InlineVector<T, N>: a std::vector of a trivially copyable T that holds up to N
+//
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
 // elements in itself, more on the heap.
 //
 // For short lists held by the million (a shape, the coordinates of an element, the pairs an error
@@ -21,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 template <class T, size_t N>
 class InlineVector {
@@ -182,4 +185,4 @@ class InlineVector {
   uint32_t cap_ = N;  // N: the elements are inline_; more: heap_ holds cap_ of them
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

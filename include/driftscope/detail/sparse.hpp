@@ -1,5 +1,8 @@
 // driftscope — Sparse<C>: a std::vector or std::string that is usually empty, behind one pointer.
 //
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
+//
 // For members that are rarely non-empty in structures held by the million (PairResult::reasons,
 // PairResult::notes, ...): an empty Sparse costs 8 bytes where std::vector costs 24 and
 // std::string 32, which for a report of a million pairs is hundreds of MiB (issue 13 §5). It has
@@ -15,7 +18,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 template <class C>
 class Sparse {
@@ -143,4 +146,4 @@ class Sparse {
   std::unique_ptr<C> p_;
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

@@ -1,4 +1,7 @@
 // driftscope — Interned: an immutable string of few distinct values (an op type, where a pair's
+//
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
 // criteria came from), held as one pointer.
 //
 // A report of a million pairs holds each of these once or twice per pair: as std::string they
@@ -16,7 +19,7 @@
 
 #include "driftscope/api.h"
 
-namespace driftscope {
+namespace driftscope::detail {
 
 class DS_API Interned {
  public:
@@ -62,4 +65,4 @@ class DS_API Interned {
   uintptr_t bits_ = 0;
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail

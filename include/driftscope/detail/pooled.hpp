@@ -1,4 +1,7 @@
 // driftscope — Pooled<T>: an immutable value of few distinct values (the criteria a pair was
+//
+// Not API: include/driftscope/detail/ holds the storage that the public classes keep in private
+// members (HACKING.md "Public API"); read them through their accessors. It may change at any time.
 // judged by), held as one pointer into a process-wide pool.
 //
 // A report of a million pairs holds one Criteria per pair (72 bytes), nearly always one of a
@@ -16,7 +19,7 @@
 #include <mutex>
 #include <type_traits>
 
-namespace driftscope {
+namespace driftscope::detail {
 
 template <class T>
 class Pooled {
@@ -89,4 +92,4 @@ class Pooled {
   uintptr_t bits_ = 0;
 };
 
-}  // namespace driftscope
+}  // namespace driftscope::detail
