@@ -50,7 +50,7 @@ std::pair<double, double> reporting_allclose(DType t) {
   }
 }
 
-std::string lower(std::string_view s) {
+std::string lower_name(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
@@ -68,13 +68,13 @@ bool looks_like_classes(const TensorDesc& d) {
       buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(d.name()[i])));
     n = std::string_view(buf, d.name().size());
   } else {
-    heap = lower(d.name());
+    heap = lower_name(d.name());
     n = heap;
   }
   for (std::string_view w : {"logits", "lm_head", "classifier"})
     if (n.find(w) != std::string_view::npos) return true;
   if (!d.axes().empty()) {
-    std::string a = lower(d.axes().back());
+    std::string a = lower_name(d.axes().back());
     for (std::string_view w : {"class", "classes", "vocab", "labels", "logits"})
       if (a == w) return true;
   }
@@ -341,7 +341,7 @@ class Engine {
   }
 
   void observer_warnings(std::string_view side, const Reader& r) {
-    std::string v = lower(r.header().get("observer_effect"));
+    std::string v = lower_name(r.header().get("observer_effect"));
     if (v.empty()) return;
     for (std::string_view ok : {"none", "no", "false", "0", "ok", "agree", "same", "identical"})
       if (v == ok || v.rfind(std::string(ok) + ":", 0) == 0 || v.rfind(std::string(ok) + " ", 0) == 0)

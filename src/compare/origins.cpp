@@ -29,7 +29,7 @@ constexpr double kInheritedFactor = 2.0;
 // Affine 8-bit tensors: one quantisation step is about 2^-8 of the range.
 constexpr double kQuantizedRoundoff = 1.0 / 256.0;
 
-bool failing(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
+bool failing_status(PairStatus s) { return s == PairStatus::fail || s == PairStatus::silent_failure; }
 
 // A tensor identity, viewing the name of the description or reference it was made from: the
 // maps keyed by it live while the report's descriptions do (no name is copied: a million pairs).
@@ -229,15 +229,15 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     // is an origin or downstream of one.
     bool inputs_carry = false, inputs_fail = false, downstream = false;
     for (size_t j : p.basis_pairs()) {
-      inputs_carry = inputs_carry || (failing(pairs[j].status) && pairs[j].beyond_rounding);
-      inputs_fail = inputs_fail || failing(pairs[j].status);
+      inputs_carry = inputs_carry || (failing_status(pairs[j].status) && pairs[j].beyond_rounding);
+      inputs_fail = inputs_fail || failing_status(pairs[j].status);
       downstream = downstream || tainted[j];
     }
     // Never an infinite factor: exact inputs (0) or NaN/Inf on either side leave it undefined.
     p.amplification = (p.input_error > 0 && std::isfinite(p.input_error) && std::isfinite(p.error))
                           ? p.error / p.input_error
                           : std::nan("");
-    if (failing(p.status)) {
+    if (failing_status(p.status)) {
       if (!carries_values(p)) {
         p.origin = Origin::introduced;  // parameters; an index/shape/mask tensor is exact: born here
       } else if (p.input_error == 0 || (!std::isfinite(p.error) && std::isfinite(p.input_error))) {
@@ -250,7 +250,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
         p.origin = Origin::introduced;  // error accumulated below tolerance first fails here
       }
     }
-    tainted[i] = downstream || (failing(p.status) && carries_values(p) && p.beyond_rounding &&
+    tainted[i] = downstream || (failing_status(p.status) && carries_values(p) && p.beyond_rounding &&
                                 (p.origin == Origin::introduced || p.origin == Origin::amplified));
   }
 
@@ -258,14 +258,14 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   rep.origins.clear();
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PairResult& p = pairs[i];
-    if (!failing(p.status) || !carries_values(p) || !p.beyond_rounding) continue;
+    if (!failing_status(p.status) || !carries_values(p) || !p.beyond_rounding) continue;
     if (p.origin != Origin::introduced && p.origin != Origin::amplified) continue;
     OriginPoint o;
     o.pair = i;
     o.origin = p.origin;
     o.factor = p.amplification;
     for (size_t j : p.parameter_pairs())
-      o.parameters_differ = o.parameters_differ || failing(pairs[j].status) || pairs[j].beyond_rounding;
+      o.parameters_differ = o.parameters_differ || failing_status(pairs[j].status) || pairs[j].beyond_rounding;
     rep.origins.push_back(o);
   }
   // Reach: descendants along the data flow, 64 origins per pass (one bit each). A pass visits
@@ -316,7 +316,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
         OriginPoint& o = rep.origins[base + static_cast<size_t>(std::countr_zero(b))];
         if (i == o.pair) continue;
         ++o.reach;
-        o.reach_failing += failing(pairs[i].status);
+        o.reach_failing += failing_status(pairs[i].status);
       }
       bits[i] = 0;
     }
@@ -362,7 +362,7 @@ void list_origins_by_order(Report& rep) {
       o.pair = i;
       o.factor = p.amplification;
       rep.origins.push_back(o);
-    } else if (failing(p.status) && !rep.origins.empty() && i > rep.origins.back().pair) {
+    } else if (failing_status(p.status) && !rep.origins.empty() && i > rep.origins.back().pair) {
       ++rep.origins.back().reach;
       ++rep.origins.back().reach_failing;
     }

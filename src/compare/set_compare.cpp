@@ -332,7 +332,7 @@ Result<Assembled> assemble(const Logical& l) {
 }
 
 // What a record of a temporary dump stands for.
-struct Slot {
+struct TempSlot {
   size_t logical = 0;
   uint32_t occurrence = 0;  // as stored
   uint64_t exec_index = 0;  // of the first shard in global order
@@ -383,7 +383,7 @@ using Occurrences = std::map<std::tuple<std::string, uint8_t, uint16_t, uint32_t
 // A tensor of a logical dump as stored: occurrence, exec_index and ranks, and its inputs named by
 // their stored identities (the copies of one logical tensor become one). `d` comes fresh from
 // describe(), which sets no ranks.
-void restore(TensorDesc& d, const std::unordered_map<uint64_t, Slot>& slots, const Side& side,
+void restore(TensorDesc& d, const std::unordered_map<uint64_t, TempSlot>& slots, const Side& side,
              const Occurrences& occs) {
   auto it = slots.find(d.exec_index);
   if (it == slots.end()) return;
@@ -435,7 +435,7 @@ using namespace compare_detail;  // this file's helpers above
 struct SetComparison::State {
   Side ref, cand;
   std::vector<std::string> warnings;  // logical tensors that could not be assembled
-  std::unordered_map<uint64_t, Slot> ref_slots, cand_slots;  // by exec_index of the logical dumps
+  std::unordered_map<uint64_t, TempSlot> ref_slots, cand_slots;  // by exec_index of the logical dumps
   Occurrences ref_occ, cand_occ;  // with data flow: to restore TensorDesc::inputs
   std::string directory;  // where prepare_sets() wrote the logical dumps; finish() uses it too
 };
@@ -540,14 +540,14 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
                                    limits::kMaxValueLength));
   auto write = [&](const Side& side, const std::vector<PlannedRecord>& plan,
                    const std::vector<std::optional<std::string>>& inputs, std::string_view name,
-                   std::unordered_map<uint64_t, Slot>& slots, Occurrences& occs) -> Result<std::string> {
+                   std::unordered_map<uint64_t, TempSlot>& slots, Occurrences& occs) -> Result<std::string> {
     auto dump = TempDump::create(directory, name, run_metadata(side.set));
     if (!dump) return std::move(dump).error();
     Materializer out(side, *dump);
     for (size_t k = 0; k < plan.size(); ++k) {
       DRIFTSCOPE_TRY(out.write(plan[k], inputs[k]));
       const TensorInfo& f = side.logicals[plan[k].logical].first->info;
-      slots[plan[k].seq] = Slot{plan[k].logical, f.occurrence, f.exec_index};
+      slots[plan[k].seq] = TempSlot{plan[k].logical, f.occurrence, f.exec_index};
       if (side.dataflow) occs[{f.name, static_cast<uint8_t>(f.role), f.role_index, plan[k].occurrence}] = f.occurrence;
     }
     return dump->release();

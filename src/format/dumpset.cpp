@@ -21,7 +21,7 @@ namespace driftscope {
 namespace {
 
 // ordered_json keeps the manifest's key order: the group order is what ds.coords uses.
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 64;       // the manifest needs 4 levels; deeper is hostile (spec §2)
 constexpr size_t kMaxGroups = 16;   // tp, pp, dp, ep, sp, cp and room to spare
@@ -65,55 +65,55 @@ struct Bad {
 // read. `depth` is what the callback parser reported for the same event (the containers open
 // around it), so the limit and its message are unchanged.
 struct ManifestBuilder {
-  json* root = nullptr;
-  std::vector<json*> stack;          // the open containers
+  ojson* root = nullptr;
+  std::vector<ojson*> stack;          // the open containers
   std::vector<std::set<std::string>> keys;  // of each open object, for duplicates (n log n for any keys)
-  json* slot = nullptr;              // where the value after a key goes
+  ojson* slot = nullptr;              // where the value after a key goes
   std::string problem;               // the first problem; parsing goes on to report syntax first
 
   void note_depth(size_t depth) {
     if (problem.empty() && depth > static_cast<size_t>(kMaxDepth))
       problem = fmt::format("nested deeper than {} levels", kMaxDepth);
   }
-  json* place(json&& v) {
+  ojson* place(ojson&& v) {
     if (stack.empty()) {
       *root = std::move(v);
       return root;
     }
-    json& top = *stack.back();
+    ojson& top = *stack.back();
     if (top.is_array()) {
-      auto& a = top.get_ref<json::array_t&>();
+      auto& a = top.get_ref<ojson::array_t&>();
       a.push_back(std::move(v));
       return &a.back();
     }
     *slot = std::move(v);
     return slot;
   }
-  bool value(json&& v) {
+  bool value(ojson&& v) {
     note_depth(stack.size());
     place(std::move(v));
     return true;
   }
-  bool null() { return value(json(nullptr)); }
-  bool boolean(bool v) { return value(json(v)); }
-  bool number_integer(json::number_integer_t v) { return value(json(v)); }
-  bool number_unsigned(json::number_unsigned_t v) { return value(json(v)); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return value(json(v)); }
-  bool string(json::string_t& v) { return value(json(std::move(v))); }
-  bool binary(json::binary_t& v) { return value(json(json::binary_t(std::move(v)))); }
+  bool null() { return value(ojson(nullptr)); }
+  bool boolean(bool v) { return value(ojson(v)); }
+  bool number_integer(ojson::number_integer_t v) { return value(ojson(v)); }
+  bool number_unsigned(ojson::number_unsigned_t v) { return value(ojson(v)); }
+  bool number_float(ojson::number_float_t v, const ojson::string_t&) { return value(ojson(v)); }
+  bool string(ojson::string_t& v) { return value(ojson(std::move(v))); }
+  bool binary(ojson::binary_t& v) { return value(ojson(ojson::binary_t(std::move(v)))); }
   bool start_object(size_t) {
     note_depth(stack.size());
-    stack.push_back(place(json::object()));
+    stack.push_back(place(ojson::object()));
     keys.emplace_back();
     return true;
   }
-  bool key(json::string_t& k) {
+  bool key(ojson::string_t& k) {
     // As before: a duplicate found at the event that also passes the depth limit is the one named.
     const bool first = problem.empty();
     note_depth(stack.size());
     if (!keys.back().insert(k).second && first)
       problem = fmt::format("key '{}' appears twice in one object", k);
-    auto& members = stack.back()->get_ref<json::object_t&>();
+    auto& members = stack.back()->get_ref<ojson::object_t&>();
     members.emplace_back(std::move(k), nullptr);  // the vector's own append: no search
     slot = &members.back().second;
     return true;
@@ -126,7 +126,7 @@ struct ManifestBuilder {
   }
   bool start_array(size_t) {
     note_depth(stack.size());
-    stack.push_back(place(json::array()));
+    stack.push_back(place(ojson::array()));
     return true;
   }
   bool end_array() {
@@ -140,18 +140,18 @@ struct ManifestBuilder {
   }
 };
 
-std::string shown(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string shown_json(const ojson& v) {
+  std::string s = v.dump(-1, ' ', false, ojson::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
 
-Result<uint64_t> get_uint(const json& obj, std::string_view key, std::string_view path, uint64_t max,
+Result<uint64_t> get_uint(const ojson& obj, std::string_view key, std::string_view path, uint64_t max,
                           const Bad& bad, uint64_t min = 0) {
   auto it = obj.find(key);
   if (it == obj.end()) return bad(Errc::bad_value, path, "missing");
   if (!it->is_number_unsigned())
-    return bad(Errc::bad_value, path, fmt::format("is {}, expected a non-negative integer", shown(*it)));
+    return bad(Errc::bad_value, path, fmt::format("is {}, expected a non-negative integer", shown_json(*it)));
   uint64_t v = it->get<uint64_t>();
   if (v > max)
     return bad(Errc::limit_exceeded, path, fmt::format("is {}, allowed {} .. {}", v, min, max));
@@ -264,12 +264,12 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
   // and a key given twice must not silently pick one of two world sizes.
   ManifestBuilder builder;
   std::string& problem = builder.problem;
-  json doc;
+  ojson doc;
   builder.root = &doc;
   try {
-    json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json,
+    ojson::sax_parse(text.begin(), text.end(), &builder, ojson::input_format_t::json,
                     /*strict=*/true, /*ignore_comments=*/false);
-  } catch (const json::parse_error& e) {
+  } catch (const ojson::parse_error& e) {
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." -> the
     // part after the position, which we give as line:column ourselves.
@@ -292,7 +292,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
   if (fmt_it == doc.end()) return bad(Errc::bad_value, "format", fmt::format("missing; expected \"{}\"", kDumpSetFormat));
   if (!fmt_it->is_string() || fmt_it->get<std::string>() != kDumpSetFormat)
     return bad(Errc::unsupported_version, "format",
-               fmt::format("is {}, expected \"{}\"", shown(*fmt_it), kDumpSetFormat));
+               fmt::format("is {}, expected \"{}\"", shown_json(*fmt_it), kDumpSetFormat));
 
   auto ws = get_uint(doc, "world_size", "world_size", kMaxWorldSize, bad, /*min=*/1);
   if (!ws) return std::move(ws).error();
@@ -300,7 +300,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
 
   auto g_it = doc.find("groups");
   if (g_it == doc.end()) return bad(Errc::bad_value, "groups", "missing (a world of 1 has {})");
-  if (!g_it->is_object()) return bad(Errc::bad_value, "groups", fmt::format("is {}, expected an object", shown(*g_it)));
+  if (!g_it->is_object()) return bad(Errc::bad_value, "groups", fmt::format("is {}, expected an object", shown_json(*g_it)));
   uint64_t product = 1;
   if (g_it->size() > kMaxGroups)
     return bad(Errc::limit_exceeded, "groups", fmt::format("has {} groups, allowed at most {}", g_it->size(), kMaxGroups));
@@ -309,7 +309,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
     if (!is_group_name(it.key(), 32))
       return bad(Errc::bad_value, key, "group names match [A-Za-z_][A-Za-z0-9_]{0,31}");
     if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > kMaxWorldSize)
-      return bad(Errc::bad_value, key, fmt::format("is {}, allowed 1 .. {}", shown(*it), kMaxWorldSize));
+      return bad(Errc::bad_value, key, fmt::format("is {}, allowed 1 .. {}", shown_json(*it), kMaxWorldSize));
     product *= it->get<uint64_t>();  // each factor <= 2^16, and we stop once past world_size
     if (product > s.world_size)
       return bad(Errc::bad_value, "groups", fmt::format("the product of the group sizes exceeds world_size {}", s.world_size));
@@ -327,12 +327,12 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
     s.order = SetOrder::pipeline;
     if (!s.group_index("pp")) return bad(Errc::bad_value, "order", "is \"pipeline\" but groups has no \"pp\"");
   } else {
-    return bad(Errc::bad_value, "order", fmt::format("is {}, expected \"lockstep\" or \"pipeline\"", shown(*o_it)));
+    return bad(Errc::bad_value, "order", fmt::format("is {}, expected \"lockstep\" or \"pipeline\"", shown_json(*o_it)));
   }
 
   auto r_it = doc.find("ranks");
   if (r_it == doc.end()) return bad(Errc::bad_value, "ranks", "missing");
-  if (!r_it->is_array()) return bad(Errc::bad_value, "ranks", fmt::format("is {}, expected an array", shown(*r_it)));
+  if (!r_it->is_array()) return bad(Errc::bad_value, "ranks", fmt::format("is {}, expected an array", shown_json(*r_it)));
   if (r_it->size() != s.world_size)
     return bad(Errc::bad_value, "ranks", fmt::format("has {} entries, world_size is {}", r_it->size(), s.world_size));
   s.ranks.resize(s.world_size);  // bounded by the entries already parsed
@@ -340,13 +340,13 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
   std::set<std::vector<uint32_t>> coords_seen;
   std::set<std::string> files_seen;
   for (size_t i = 0; i < r_it->size(); ++i) {
-    const json& e = (*r_it)[i];
+    const ojson& e = (*r_it)[i];
     const std::string at = fmt::format("ranks[{}]", i);
-    if (!e.is_object()) return bad(Errc::bad_value, at, fmt::format("is {}, expected an object", shown(e)));
+    if (!e.is_object()) return bad(Errc::bad_value, at, fmt::format("is {}, expected an object", shown_json(e)));
     auto rank = get_uint(e, "rank", at + ".rank", s.world_size - 1ull, bad);
     if (!rank) {
       if (rank.error().code == Errc::limit_exceeded)
-        return bad(Errc::bad_value, at + ".rank", fmt::format("is {}, allowed 0 .. {}", shown(e["rank"]), s.world_size - 1));
+        return bad(Errc::bad_value, at + ".rank", fmt::format("is {}, allowed 0 .. {}", shown_json(e["rank"]), s.world_size - 1));
       return std::move(rank).error();
     }
     if (seen[*rank]) return bad(Errc::bad_value, at + ".rank", fmt::format("rank {} appears twice", *rank));
@@ -355,7 +355,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
     re.rank = static_cast<uint32_t>(*rank);
     auto f = e.find("file");
     if (f == e.end()) return bad(Errc::bad_value, at + ".file", "missing");
-    if (!f->is_string()) return bad(Errc::bad_value, at + ".file", fmt::format("is {}, expected a string", shown(*f)));
+    if (!f->is_string()) return bad(Errc::bad_value, at + ".file", fmt::format("is {}, expected a string", shown_json(*f)));
     re.file = f->get<std::string>();
     if (std::string p = file_problem(re.file); !p.empty())
       return bad(Errc::bad_value, at + ".file", fmt::format("'{}' {}", re.file, p));
@@ -364,7 +364,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
     re.path = dir + "/" + re.file;
     auto c = e.find("coords");
     if (c == e.end()) return bad(Errc::bad_value, at + ".coords", "missing");
-    if (!c->is_object()) return bad(Errc::bad_value, at + ".coords", fmt::format("is {}, expected an object", shown(*c)));
+    if (!c->is_object()) return bad(Errc::bad_value, at + ".coords", fmt::format("is {}, expected an object", shown_json(*c)));
     for (auto it = c->begin(); it != c->end(); ++it)
       if (!s.group_index(it.key()))
         return bad(Errc::bad_value, at + ".coords." + it.key(), "names no group of 'groups'");
@@ -372,7 +372,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
       auto v = c->find(g);
       if (v == c->end()) return bad(Errc::bad_value, at + ".coords." + g, "missing");
       if (!v->is_number_unsigned() || v->get<uint64_t>() >= size)
-        return bad(Errc::bad_value, at + ".coords." + g, fmt::format("is {}, allowed 0 .. {}", shown(*v), size - 1));
+        return bad(Errc::bad_value, at + ".coords." + g, fmt::format("is {}, allowed 0 .. {}", shown_json(*v), size - 1));
       re.coords.push_back(static_cast<uint32_t>(v->get<uint64_t>()));
     }
     if (!coords_seen.insert(re.coords).second)
@@ -380,7 +380,7 @@ Result<DumpSet> DumpSet::parse_manifest(std::string_view text, const std::string
   }
 
   if (auto m = doc.find("metadata"); m != doc.end()) {
-    if (!m->is_object()) return bad(Errc::bad_value, "metadata", fmt::format("is {}, expected an object", shown(*m)));
+    if (!m->is_object()) return bad(Errc::bad_value, "metadata", fmt::format("is {}, expected an object", shown_json(*m)));
     for (auto it = m->begin(); it != m->end(); ++it)
       s.metadata.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
   }

@@ -12,13 +12,13 @@
 
 namespace driftscope {
 namespace {
-constexpr std::string_view kTemplate =
+constexpr std::string_view kCheckTemplate =
 #include "check_html.inc"
     ;
 // The axis names of every named tensor (CheckReport::tensor_axes), a table before "Not checked",
 // filled as text from the page's JSON block. Added only to a page whose run has names, so every
 // other page keeps its bytes.
-constexpr std::string_view kAxesScript = R"JS(<script>
+constexpr std::string_view kCheckAxesScript = R"JS(<script>
 "use strict";
 (function () {
 const R = JSON.parse(document.getElementById("ds-report").textContent);
@@ -46,10 +46,10 @@ notes.parentNode.insertBefore(sec, notes);
 }  // namespace
 
 std::string check_to_html(const CheckReport& report) {
-  std::string page = report_detail::fill_html_page(kTemplate, "driftscope check: " + report.summary,
+  std::string page = report_detail::fill_html_page(kCheckTemplate, "driftscope check: " + report.summary,
                                                    {{"REPORT", check_to_json(report, -1)}});
   if (!report.tensor_axes.empty())
-    if (size_t at = page.rfind("</body>"); at != std::string::npos) page.insert(at, kAxesScript);
+    if (size_t at = page.rfind("</body>"); at != std::string::npos) page.insert(at, kCheckAxesScript);
   return page;
 }
 

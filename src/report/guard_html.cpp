@@ -8,7 +8,7 @@
 
 namespace driftscope {
 namespace {
-constexpr std::string_view kTemplate =
+constexpr std::string_view kGuardTemplate =
 #include "guard_html.inc"
     ;
 }  // namespace
@@ -24,7 +24,7 @@ Result<std::string> guard_report_to_html(std::string_view report_json) {
   j.erase("render");  // what only the text and Markdown reports show
   // Re-serialised compactly: one JSON text whatever the caller's layout; bad UTF-8 replaced.
   std::string compact = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return report_detail::fill_html_page(kTemplate, "driftscope guard: " + summary->get<std::string>(),
+  return report_detail::fill_html_page(kGuardTemplate, "driftscope guard: " + summary->get<std::string>(),
                                         {{"REPORT", compact}});
 }
 

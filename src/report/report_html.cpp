@@ -13,13 +13,13 @@
 namespace driftscope {
 namespace {
 
-constexpr std::string_view kTemplate =
+constexpr std::string_view kReportTemplate =
 #include "report_html.inc"
     ;
 
 using nlohmann::json;
 
-json real(double v) {
+json json_real(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
@@ -74,7 +74,7 @@ json detail_json(const PairDetail& d) {
   o["lo"] = lo <= hi ? json(lo) : json(nullptr);
   o["hi"] = lo <= hi ? json(hi) : json(nullptr);
   json w = json::array();
-  for (const auto& e : d.worst) w.push_back(json::array({e.index, e.coords, real(e.ref), real(e.cand), real(e.abs_diff)}));
+  for (const auto& e : d.worst) w.push_back(json::array({e.index, e.coords, json_real(e.ref), json_real(e.cand), json_real(e.abs_diff)}));
   o["w"] = std::move(w);
   return o;
 }
@@ -82,7 +82,7 @@ json detail_json(const PairDetail& d) {
 // Findings by axis name (Report::axes_findings) under the warnings, as text from the page's own
 // JSON block like everything else. Added only to a page that has one, so every other page keeps
 // its bytes.
-constexpr std::string_view kAxesScript = R"JS(<script>
+constexpr std::string_view kReportAxesScript = R"JS(<script>
 "use strict";
 (function () {
 const R = JSON.parse(document.getElementById("ds-report").textContent);
@@ -110,10 +110,10 @@ std::string report_to_html(const Report& report) {
   }
   detail += ']';
 
-  std::string page = report_detail::fill_html_page(kTemplate, "driftscope: " + report.summary,
+  std::string page = report_detail::fill_html_page(kReportTemplate, "driftscope: " + report.summary,
                                                   {{"REPORT", report_json}, {"DETAIL", detail}});
   if (!report.axes_findings.empty())
-    if (size_t at = page.rfind("</body>"); at != std::string::npos) page.insert(at, kAxesScript);
+    if (size_t at = page.rfind("</body>"); at != std::string::npos) page.insert(at, kReportAxesScript);
   return page;
 }
 
