@@ -10,19 +10,19 @@
 namespace driftscope::detail {
 namespace {
 
-struct Hash {
+struct InternHash {
   using is_transparent = void;  // find() takes a string_view: no std::string made to look one up
   size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>()(s); }
 };
 
-struct Pool {
+struct InternPool {
   std::mutex mutex;
   // Node-based: a value's address never changes while the pool lives (it never shrinks).
-  std::unordered_set<std::string, Hash, std::equal_to<>> values;
+  std::unordered_set<std::string, InternHash, std::equal_to<>> values;
 };
 
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: Interned values may outlive static destructors
+InternPool& intern_pool() {
+  static InternPool* p = new InternPool;  // never destroyed: Interned values may outlive static destructors
   return *p;
 }
 
@@ -42,13 +42,13 @@ const std::string& Interned::empty_string() noexcept {
 Interned::Interned(std::string_view s) {
   if (s.empty()) return;
   if (s.size() <= kMaxLength) {
-    const size_t h = Hash()(s);
+    const size_t h = InternHash()(s);
     const std::string*& recent = t_recent[h % kRecent];
     if (recent && std::string_view(*recent) == s) {
       bits_ = reinterpret_cast<uintptr_t>(recent);
       return;
     }
-    Pool& p = pool();
+    InternPool& p = intern_pool();
     std::lock_guard lock(p.mutex);
     auto it = p.values.find(s);
     if (it == p.values.end() && p.values.size() < kMaxValues) it = p.values.emplace(s).first;
