@@ -16,7 +16,7 @@ import ctypes.util
 import os
 import signal
 import sys
-from typing import List
+from typing import Any, Callable, List
 
 # -c leaves "" at sys.path[0]; -P (or PYTHONSAFEPATH) leaves nothing to delete.
 _BOOTSTRAP = ("import sys\n"
@@ -60,3 +60,26 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def run_pickled_job(job_path: str, out_path: str, fn: Callable[[Any], Any]) -> int:
+    """A child's whole life: read the pickled job, run `fn` on it, write its pickled result
+    atomically (a `.part` file renamed into place, so the parent never reads half a result; a
+    crash leaves no result, which the parent reports with the signal). No core file: a crash is
+    reported by its signal."""
+    import pickle
+
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except Exception:  # pragma: no cover - platforms without it
+        pass
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)
+    result = fn(job)
+    tmp = out_path + ".part"
+    with open(tmp, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, out_path)
+    return 0

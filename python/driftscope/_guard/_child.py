@@ -9,8 +9,6 @@ and writes the result. Whatever goes wrong in Python comes back as an error mess
 
 from __future__ import annotations
 
-import os
-import pickle
 import sys
 import time
 from typing import Any, Dict, List
@@ -138,22 +136,10 @@ def _guarded(fn: Any, job: Job) -> Dict[str, Any]:
 
 
 def main(argv: List[str]) -> int:
-    try:  # a crash is reported by its signal; no core file
-        import resource
+    from .._pyexec import run_pickled_job
 
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except Exception:  # pragma: no cover - platforms without it
-        pass
     job_path, out_path = argv
-    with open(job_path, "rb") as f:
-        job = pickle.load(f)
-    result = run_job(job)
-    tmp = out_path + ".part"
-    with open(tmp, "wb") as f:
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, out_path)
-    return 0
-
+    return run_pickled_job(job_path, out_path, run_job)
 
 if __name__ == "__main__":
     from .._pyexec import die_with_parent

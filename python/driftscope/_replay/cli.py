@@ -237,21 +237,10 @@ def _pairing_notes(pairing: Dict[str, Any]) -> List[str]:
 
 
 def _child_main(job_path: str, out_path: str) -> int:
-    try:  # a crash is reported by its signal; no core file
-        import resource
+    from .._pyexec import run_pickled_job
 
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except Exception:  # pragma: no cover - platforms without it
-        pass
-    with open(job_path, "rb") as f:
-        job = pickle.load(f)
     # The user's entry point and the runtimes may print: stdout is the parent's report.
-    result = run_part(job)
-    tmp = out_path + ".part"
-    with open(tmp, "wb") as f:
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, out_path)
-    return 0
+    return run_pickled_job(job_path, out_path, run_part)
 
 
 def _forked_child_main(job_path: str, out_path: str) -> int:
