@@ -5,7 +5,7 @@
 #      of HACKING.md over the includes, scripts/check-layers.sh, ctest layers.includes; and the
 #      packaging checks, ctest -L packaging: the installed package through find_package, and the
 #      library compiled once more as shared libraries whose exports scripts/check-exports.sh
-#      checks, ctest install.shared_library, about 4 CPU-minutes)
+#      checks, ctest install.shared_library, about 2 CPU-minutes)
 #   2. the Python package's import layers (scripts/check-python-layers.py), the package built from
 #      this tree + pytest                                 (CLI, vectors, metrics vs numpy, recorders;
 #      the wheel links the dev build's library), then the CPU-dependent guard tests once more

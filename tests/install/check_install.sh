@@ -12,7 +12,11 @@ set -euo pipefail
 if [ "$1" = --shared ]; then
   src=$2 scratch=$3 launcher=${4:-}
   rm -rf "$scratch" && mkdir -p "$scratch"
+  # Release at -O1: what is checked (the exports, linking from the installed headers) is the
+  # same, and the compile is a third cheaper (157.6 -> 106.9 CPU-s). The export list differs in
+  # one constant the optimiser emits out of line at -O1 (CheckReport::kSchema, public anyway).
   cmake -S "$src" -B "$scratch/shared" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DDRIFTSCOPE_BUILD_CLI=OFF -DDRIFTSCOPE_BUILD_EXAMPLES=OFF -DDRIFTSCOPE_WERROR=ON \
     ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher"} >/dev/null
   # A failed build shows its last lines (ctest shows them under --output-on-failure).
