@@ -16,7 +16,7 @@ import ctypes.util
 import os
 import signal
 import sys
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 # -c leaves "" at sys.path[0]; -P (or PYTHONSAFEPATH) leaves nothing to delete.
 _BOOTSTRAP = ("import sys\n"
@@ -60,6 +60,42 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def signal_name(sig: int) -> str:
+    """SIGSEGV, SIGKILL, ... for a signal number (a negative return code negated)."""
+    import signal as _signal
+
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def run_module(module: str, args: List[str], env: Mapping[str, str],
+               timeout: Optional[float] = None) -> Tuple[int, List[str], bool]:
+    """`python -m MODULE ARGS...` (module_command) in a process group of its own, stdin and
+    stdout closed, waited for at most `timeout` seconds: (return code, the non-blank lines of its
+    stderr, timed out). The whole group is killed on a time-out, and when the waiting parent is
+    interrupted (^C, SIGTERM: the exception goes on). The same triple as the fork server's
+    run (_guard/_forker.py), so a caller treats a forked and a fresh child alike."""
+    import subprocess
+
+    proc = subprocess.Popen(module_command(module, *args), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(env),
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        proc.communicate()
+        return proc.returncode, [], True
+    except BaseException:
+        kill_group(proc.pid)
+        proc.communicate()
+        raise
+    return proc.returncode, [ln for ln in err.decode("utf-8", "replace").splitlines()
+                             if ln.strip()], False
 
 
 def run_pickled_job(job_path: str, out_path: str, fn: Callable[[Any], Any]) -> int:

@@ -125,8 +125,17 @@ def test_a_crashing_repro_child_is_one_error_and_a_backend_run_py_cannot_build(s
 
     # The repro child dies by a signal (a runtime that crashes while capturing): the row says
     # so; the guard goes on.
-    monkeypatch.setattr(X, "module_command", lambda *a: [
-        sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    real_run = X.run_module
+
+    def crashing(module, args, env, timeout=None):  # only the repro child crashes
+        if module != "driftscope._guard._reproing":
+            return real_run(module, args, env, timeout)
+        with monkeypatch.context() as m:
+            m.setattr(X, "module_command", lambda *a: [
+                sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+            return real_run(module, args, env, timeout)
+
+    monkeypatch.setattr(X, "run_module", crashing)
     x = np.load(sq / "edge.npy")
     r = driftscope.guard(str(sq / "sq.onnx"), backends=["ort-fp16-exact"], inputs={"x": x},
                          runs=1, fallback="never", replay="never", repro=str(sq / "b"))

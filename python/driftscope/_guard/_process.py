@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
-import subprocess
 import tempfile
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .._pyexec import kill_group, module_command
+from .._pyexec import run_module, signal_name
 from .backends import registry as B
 from ._env import child_env
 from ._job import Job
@@ -66,32 +64,13 @@ def run_backend(backend: str, model: str, samples: List[Any], runs: int,
         if ran is None:
             # Its own process group, killed whole on a timeout or when the guard is
             # interrupted; the working directory is not on its sys.path (_pyexec.py).
-            proc = subprocess.Popen(
-                module_command("driftscope._guard._child", job_path, out_path),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=_child_env(), start_new_session=True)
-            try:
-                _, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_group(proc.pid)
-                proc.communicate()
-                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
-            except BaseException:
-                kill_group(proc.pid)
-                proc.communicate()
-                raise
-            returncode = proc.returncode
-            tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-        else:
-            returncode, tail, timed_out = ran
-            if timed_out:
-                return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
+            ran = run_module("driftscope._guard._child", [job_path, out_path], _child_env(),
+                             timeout)
+        returncode, tail, timed_out = ran
+        if timed_out:
+            return {"error": f"no result after {timeout:g} s (killed)", "outputs": []}
         if returncode < 0:
-            sig = -returncode
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = f"signal {sig}"
+            name = signal_name(-returncode)
             return {"error": f"the backend's process was killed by {name}", "signal": name,
                     "outputs": []}
         if returncode != 0 or not os.path.exists(out_path):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
@@ -88,7 +86,7 @@ def write_bundles(rows: List[Any], ctx: Any, out: str) -> None:
 
 def _child(ctx: Any, backend: str, at: str, feeds: Dict[str, np.ndarray],
            folder: str) -> Dict[str, Any]:
-    from .._pyexec import kill_group, module_command
+    from .._pyexec import run_module, signal_name
     from ._env import child_env as _child_env
 
     res: Dict[str, Any] = {"dir": None, "reproduces": None, "nodes": None, "error": None}
@@ -99,37 +97,22 @@ def _child(ctx: Any, backend: str, at: str, feeds: Dict[str, np.ndarray],
                "timeout": ctx.timeout, "result": os.path.join(work, "result.json")}
         with open(os.path.join(work, "job.json"), "w", encoding="utf-8") as f:
             json.dump(job, f)
-        proc = subprocess.Popen(
-            module_command("driftscope._guard._reproing", os.path.join(work, "job.json")),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env=_child_env(), start_new_session=True)
         # Its own process group (the forker and the backends' children inside it), killed
         # whole on a time-out or when the guard is interrupted, as _run.run_backend does.
         limit = ctx.timeout * 20 + 60
-        try:
-            _, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.communicate()
+        returncode, tail, timed_out = run_module(
+            "driftscope._guard._reproing", [os.path.join(work, "job.json")], _child_env(), limit)
+        if timed_out:
             res["error"] = f"the repro search gave no result after {limit:g} s (killed)"
             return res
-        except BaseException:
-            kill_group(proc.pid)
-            proc.communicate()
-            raise
         try:
             with open(job["result"], encoding="utf-8") as f:
                 got = json.load(f)
         except (OSError, ValueError):
-            if proc.returncode < 0:
-                try:
-                    name = signal.Signals(-proc.returncode).name
-                except ValueError:
-                    name = f"signal {-proc.returncode}"
-                res["error"] = f"the repro child was killed by {name}"
+            if returncode < 0:
+                res["error"] = f"the repro child was killed by {signal_name(-returncode)}"
             else:
-                tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-                res["error"] = (f"the repro child exited with status {proc.returncode}: "
+                res["error"] = (f"the repro child exited with status {returncode}: "
                                 f"{tail[-1] if tail else 'no message'}")
             return res
     res.update(got)

@@ -6,8 +6,6 @@ import argparse
 import dataclasses
 import os
 import pickle
-import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -293,7 +291,7 @@ def _in_child(job: Job, server: Any = None) -> Dict[str, Any]:
     from `server` (_parts_server) or else a fresh interpreter: a signal or an exit without a
     result is a runtime_error naming it."""
     from .._guard._env import child_env as _child_env
-    from .._pyexec import kill_group, module_command
+    from .._pyexec import run_module, signal_name
 
     with tempfile.TemporaryDirectory(prefix="driftscope-replay-") as work:
         job_path, out_path = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
@@ -307,28 +305,13 @@ def _in_child(job: Job, server: Any = None) -> Dict[str, Any]:
             except BaseException:  # ^C or SIGTERM: the server's group, the child in it
                 server.close(kill=True)
                 raise
-        if ran is not None:
-            returncode, tail = ran[0], ran[1]
-        else:  # no server, or it is gone: a fresh interpreter
-            proc = subprocess.Popen(module_command("driftscope._replay.cli", "--child",
-                                                   job_path, out_path),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, env=_child_env(),
-                                    start_new_session=True)
-            try:
-                _, err = proc.communicate()
-            except BaseException:
-                kill_group(proc.pid)
-                proc.communicate()
-                raise
-            returncode = proc.returncode
-            tail = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        if ran is None:  # no server, or it is gone: a fresh interpreter
+            ran = run_module("driftscope._replay.cli", ["--child", job_path, out_path],
+                             _child_env())
+        returncode, tail = ran[0], ran[1]
         if returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = f"signal {-returncode}"
-            return {"runtime_error": f"the runtime's process was killed by {name}"}
+            return {"runtime_error": f"the runtime's process was killed by "
+                                     f"{signal_name(-returncode)}"}
         if returncode != 0 or not os.path.exists(out_path):
             return {"runtime_error": f"the runtime's process exited with status "
                                      f"{returncode}: {tail[-1] if tail else 'no message'}"}
