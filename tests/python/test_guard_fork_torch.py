@@ -132,6 +132,16 @@ def test_what_the_server_imports_for_an_entry_point_is_read_from_its_source(tmp_
     (tmp_path / "broken.py").write_text("import transformers\ndef (:\n")
     assert model_preload(f"{tmp_path / 'broken.py'}:build") == []
     assert model_preload("no_such_module_here:build") == []
+    # A file of several entry points (tests/python/models/torch_export_models.py): the other
+    # entry points' imports do not count, a helper the entry point calls does.
+    (tmp_path / "several.py").write_text(
+        "import torch\n\ndef gpt2():\n    from transformers import GPT2Model\n\n"
+        "def plain():\n    return torch.nn.Linear(2, 2), torch.zeros(1, 2)\n\n"
+        "def _helper():\n    import transformers\n\ndef built():\n    return _helper()\n")
+    several = tmp_path / "several.py"
+    assert model_preload(f"{several}:plain") == []
+    assert model_preload(f"{several}:gpt2") == ["transformers.modeling_utils"]
+    assert model_preload(f"{several}:built") == ["transformers.modeling_utils"]
     # Through a module of the user's that this process has loaded, on a line of several
     # imports (tests/python/models/tiny_llm.py imports transformers); MODULE:FUNCTION too.
     models = str(Path(__file__).resolve().parent / "models")

@@ -133,8 +133,10 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
 _FRAMEWORKS = (("transformers", "transformers.modeling_utils"),)
 
 
-def _imported(path: str) -> List[str]:
-    """The top-level names of the modules the Python source at `path` imports, anywhere in it."""
+def _imported(path: str, function: str = "") -> List[str]:
+    """The top-level names of the modules the Python source at `path` imports. With `function`
+    (the entry point's), the bodies of the file's other top-level functions that nothing in it
+    names are left out: the other entry points of a file of several models."""
     import ast
 
     try:
@@ -142,6 +144,17 @@ def _imported(path: str) -> List[str]:
             tree = ast.parse(f.read(1 << 22))
     except (OSError, SyntaxError, ValueError):
         return []
+    if function:
+        defs = {n.name: n for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        kept = [n for n in tree.body if n not in defs.values() or n.name == function]
+        todo = list(kept)
+        while todo:  # the top-level functions what is kept names, until none is added
+            for name in {x.id for x in ast.walk(todo.pop()) if isinstance(x, ast.Name)}:
+                if name in defs and defs[name] not in kept:
+                    kept.append(defs[name])
+                    todo.append(defs[name])
+        tree.body = kept
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -157,7 +170,7 @@ def model_preload(model: str) -> List[str]:
     or through a module of the user's it imports that this process has loaded (not an installed
     package). Read from the sources, never by running them (the server must not build a model:
     that starts torch's thread pool); [] when the source cannot be read."""
-    part = model.rpartition(":")[0]
+    part, _, function = model.rpartition(":")
     path = part
     if not (part.endswith(".py") or os.sep in part):
         try:
@@ -167,7 +180,7 @@ def model_preload(model: str) -> List[str]:
             path = spec.origin if spec is not None and spec.origin else ""
         except (ImportError, ValueError):
             return []
-    names = _imported(path)
+    names = _imported(path, function)
     for name in list(names):
         own = getattr(sys.modules.get(name), "__file__", None) or ""
         if own.endswith(".py") and "-packages" + os.sep not in own and own != path:
