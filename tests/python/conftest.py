@@ -54,10 +54,11 @@ def minilm_onnx(bert, tmp_path_factory):
 # ran one while the other had nothing left. These go first; the rest keep xdist's order.
 # CPU-seconds of each file run alone with -n 0 on a 2-core machine (December 2026).
 HEAVY_FIRST = (
-    "test_guard_inside.py",  # 91: ExecuTorch, inductor and IREE bisections
-    "test_guard_torch_export.py",  # 82: three transformers models through the dynamo exporter
+    "test_guard_torch_export.py",  # 77: three transformers models through the dynamo exporter
+    "test_repro_more.py",  # 79: torch.export bundles of the tiny encoder, the how-to's commands
     "test_replay_cli.py",  # 74: docs/howto/replay.md's commands
-    "test_repro.py",  # 69: MiniLM cut, quantized and rebuilt per bundle
+    "test_guard_inside.py",  # 73: ExecuTorch, inductor and IREE bisections
+    "test_repro.py",  # 57: MiniLM cut, quantized and rebuilt per bundle
     "test_llm.py",  # 47: docs/howto/llm.md's commands
     "test_llm_guard.py",  # 40: the language-model guard on every backend
     "test_working_directory.py",  # 31: every verb from a hostile folder

@@ -124,20 +124,22 @@ def _leaks(folder, weights, recurse=True):
     return found
 
 
-def test_bundle_reproduces_int8_and_holds_only_its_subgraph(minilm, tmp_path):
+def test_bundle_reproduces_int8_and_holds_only_its_subgraph(minilm, howto):
+    # The how-to's `repro minilm.onnx --candidate ort-int8 --at AT --input feeds.npz -o bundle`
+    # (reference: ort, the default) and its two run.py lines made and ran it (howto fixture).
     model, feeds, at = minilm
-    out = tmp_path / "bundle"
-    p = repro(model, "--reference", "ort", "--candidate", "ort-int8", "--at", at,
-              "-i", feeds, "-o", out)
+    d, ran = howto
+    out = d / "bundle"
+    p = _ran(ran, " -o bundle ")
     assert p.returncode == 0, p.stderr
     sub = onnx.load(str(out / "model.onnx"))
     nodes = [n for n in sub.graph.node if n.op_type != "Constant"]
     assert 1 <= len(nodes) <= 5, [n.op_type for n in nodes]
     assert at in {n.name for n in sub.graph.node}
     # The candidate's INT8 build fails the guard's verdict; float32 is the control.
-    rc, text = run_py(out)
+    rc, text = _ran_py(ran, "python bundle/run.py  #")
     assert rc == 1 and "REPRODUCES" in text, text
-    rc, text = run_py(out, "--backend", "float32")
+    rc, text = _ran_py(ran, "python bundle/run.py --backend float32")
     assert rc == 0 and "passes" in text, text
     readme = (out / "README.md").read_text()
     assert "REPRODUCES" in readme and "onnxruntime" in readme and "cosine" in readme
@@ -157,11 +159,12 @@ def test_bundle_reproduces_int8_and_holds_only_its_subgraph(minilm, tmp_path):
     assert _leaks(out, others) == []
 
 
-def test_anonymized_bundle_has_no_names_or_bytes_of_the_model(minilm, tmp_path):
+def test_anonymized_bundle_has_no_names_or_bytes_of_the_model(minilm, howto):
+    # The how-to's `repro ... -o shared --anonymize --seed 7` and its run.py lines (howto).
     model, feeds, at = minilm
-    out = tmp_path / "anon"
-    p = repro(model, "--candidate", "ort-int8", "--at", at, "-i", feeds, "-o", out,
-              "--anonymize", "--seed", "7")
+    d, ran = howto
+    out = d / "shared"
+    p = _ran(ran, " -o shared ")
     assert p.returncode in (0, 1), p.stderr
     sub = onnx.load(str(out / "model.onnx"))
     assert all(re.fullmatch(r"n\d+", n.name) for n in sub.graph.node)
@@ -183,13 +186,13 @@ def test_anonymized_bundle_has_no_names_or_bytes_of_the_model(minilm, tmp_path):
     # keeps the real-weights one (which does) apart.
     readme = (out / "README.md").read_text()
     assert "seed 7" in readme
-    rc, text = run_py(out)
+    rc, text = _ran_py(ran, "python shared/run.py")
     if "it still reproduces" in readme:
         assert p.returncode == 0 and rc == 1 and not (out / "real-weights").exists()
     else:
         assert "NO LONGER reproduces" in readme and rc == 0
         assert p.returncode == 1 and "anonymized bundle does not reproduce" in p.stderr
-        assert run_py(out / "real-weights")[0] == 1
+        assert _ran_py(ran, "python shared/real-weights/run.py")[0] == 1
     print(f"anonymized re-run: run.py exit {rc}: {text.strip().splitlines()[-1]}")
 
 
@@ -261,19 +264,20 @@ def test_non_empty_output_folder_is_refused(minilm, tmp_path, capfd):
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
 
 
-def test_howto_commands_run(minilm, tmp_path):
-    """docs/howto/repro.md: every `python -m driftscope repro` and `python ... run.py` line of
-    its console blocks, with its stated exit status (`# exit N`)."""
-    model, feeds, at = minilm
+@pytest.fixture(scope="module")
+def howto(minilm, tmp_path_factory):
+    """docs/howto/repro.md's console lines before its .tflite section (those: test_repro_more.py)
+    run once in one folder: (folder, [(line, stated exit status, CompletedProcess)]). Two tests
+    above read the bundles its lines make (they built the same two again, with their run.py's)."""
+    model, feeds, _ = minilm
     text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
-    # The .tflite and PyTorch sections' commands: test_repro_more.py
     text = text[:text.index("\n## .tflite")]
     blocks = re.findall(r"```console\n(.*?)```", text, re.S)
     lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
-    assert len(lines) >= 3
-    assert f"--at {at} " in text  # the page names the tensor the dumps find
-    os.symlink(model, tmp_path / "minilm.onnx")
-    os.symlink(feeds, tmp_path / "feeds.npz")
+    d = tmp_path_factory.mktemp("howto")
+    os.symlink(model, d / "minilm.onnx")
+    os.symlink(feeds, d / "feeds.npz")
+    ran = []
     for line in lines:
         cmd, _, want = line[2:].partition("# exit ")
         cmd = cmd.strip()
@@ -283,6 +287,33 @@ def test_howto_commands_run(minilm, tmp_path):
             args[0] = PY
         env = _env() if "driftscope" in args else {
             k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env,
-                           timeout=900)
-        assert p.returncode == int(want), (line, p.stdout, p.stderr)
+        p = subprocess.run(args, cwd=d, capture_output=True, text=True, env=env, timeout=900)
+        ran.append((line, int(want), p))
+    return d, ran
+
+
+def _ran(ran, fragment):
+    """The CompletedProcess of the one how-to line containing `fragment`."""
+    found = [p for line, _, p in ran if fragment in line]
+    assert len(found) == 1, (fragment, [line for line, _, _ in ran])
+    return found[0]
+
+
+def _ran_py(ran, fragment):
+    """(exit status, output) of the how-to's run.py line containing `fragment`, as run_py."""
+    p = _ran(ran, fragment)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_howto_commands_run(minilm, howto):
+    """docs/howto/repro.md: every `python -m driftscope repro` and `python ... run.py` line of
+    its console blocks, with its stated exit status (`# exit N`)."""
+    _, _, at = minilm
+    text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
+    # The .tflite and PyTorch sections' commands: test_repro_more.py
+    text = text[:text.index("\n## .tflite")]
+    _, ran = howto
+    assert len(ran) >= 3
+    assert f"--at {at} " in text  # the page names the tensor the dumps find
+    for line, want, p in ran:
+        assert p.returncode == want, (line, p.stdout, p.stderr)

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_repro import PY, ROOT, _env, _files, repro, run_py
+from test_repro import PY, ROOT, _env, _files, repro, repro_here, run_py
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "python", "models"))
 TINY = os.path.join(ROOT, "tests", "python", "models", "tiny_encoder_torch.py")
@@ -131,16 +131,21 @@ def torch_ok():
     pytest.importorskip("torch")
 
 
-def test_torch_bundle_reproduces_float16_nan_alone(torch_ok, tmp_path):
-    out = tmp_path / "t"
-    p = repro("--model", f"{TINY}:build", "--reference", "torch", "--candidate", "torch-fp16",
-              "--at", "encoder.layers.2.norm1", "-o", out)
+def test_torch_bundle_reproduces_float16_nan_alone(howto):
+    # The how-to's own PyTorch lines (the howto fixture) made this bundle and ran its run.py:
+    # `repro --model tiny_encoder_torch.py:build --reference torch --candidate torch-fp16
+    # --at encoder.layers.2.norm1 -o pt`, then `python pt/run.py` and `... --backend torch`.
+    d, ran = howto
+    p = _ran(ran, " -o pt ")
     assert p.returncode == 0, p.stderr
+    out = d / "pt"
     assert sorted(os.listdir(out)) == ["README.md", "SHA256SUMS", "expected.npz",
                                        "inputs.npz", "model.pt2", "run.py"]
-    rc, text = run_py(out)
+    p = _ran(ran, "python pt/run.py  #")
+    rc, text = p.returncode, p.stdout + p.stderr
     assert rc == 1 and "NaN/Inf where the reference is finite" in text, text
-    rc, text = run_py(out, "--backend", "torch")
+    p = _ran(ran, "python pt/run.py --backend torch")
+    rc, text = p.returncode, p.stdout + p.stderr
     assert rc == 0 and "passes" in text, text
     # The exported module holds its own two parameters only (64 + 64 float32: 512 bytes).
     import zipfile
@@ -160,12 +165,14 @@ def test_torch_grows_to_the_parent_module(torch_ok, tmp_path):
     assert run_py(out)[0] == 1
 
 
-def test_torch_anonymized_bundle_has_no_parameter_of_the_model(torch_ok, tmp_path):
+def test_torch_anonymized_bundle_has_no_parameter_of_the_model(howto):
+    # The how-to's `repro --model tiny_encoder_torch.py:build --candidate torch-fp16 --at
+    # encoder.layers.2.norm1 -o pt-shared --anonymize --seed 7` (the howto fixture).
     import tiny_encoder_torch as te
 
-    out = tmp_path / "anon"
-    p = repro("--model", f"{TINY}:build", "--candidate", "torch-fp16",
-              "--at", "encoder.layers.2.norm1", "-o", out, "--anonymize", "--seed", "3")
+    d, ran = howto
+    p = _ran(ran, " -o pt-shared ")
+    out = d / "pt-shared"
     assert p.returncode == 0, p.stderr
     assert "the anonymized bundle reproduces" in p.stderr
     net, _ = te.build()
@@ -175,31 +182,38 @@ def test_torch_anonymized_bundle_has_no_parameter_of_the_model(torch_ok, tmp_pat
         assert [n for n, b in params.items() if len(b) > 16 and b in data] == [], f
         assert b"tiny_encoder" not in data and b"layers" not in data, f
     readme = (out / "README.md").read_text()
-    assert "seed 3" in readme and "it still reproduces" in readme
-    assert run_py(out)[0] == 1 and run_py(out, "--backend", "torch")[0] == 0
+    assert "seed 7" in readme and "it still reproduces" in readme
+    assert _ran(ran, "python pt-shared/run.py").returncode == 1
+    assert run_py(out, "--backend", "torch")[0] == 0
 
 
-def test_torch_bad_input_is_one_line_exit_2(torch_ok, tmp_path):
+def test_torch_bad_input_is_one_line_exit_2(torch_ok, tmp_path, capfd):
+    # Through python -m driftscope's entry point in this process (repro_here): the command runs
+    # as a subprocess in the tests above; one per refusal re-imported torch and the guard.
     for bad, says in ((["--at", "encoder.layers.2.nrom1", "--candidate", "torch-fp16"],
                        "no module named 'encoder.layers.2.nrom1'"),
                       (["--at", "encoder.layers.2.norm1", "--candidate", "ort-int8"],
                        "candidate is one of torch-fp16, torch-bf16")):
-        p = repro("--model", f"{TINY}:build", *bad, "-o", tmp_path / "x")
+        p = repro_here(capfd, "--model", f"{TINY}:build", *bad, "-o", tmp_path / "x")
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
         assert not (tmp_path / "x").exists()
 
 
-def test_howto_tflite_and_torch_commands_run(planted, torch_ok, tmp_path):
-    """docs/howto/repro.md's sections ".tflite" and "PyTorch": every console line with its
-    stated exit status."""
+@pytest.fixture(scope="module")
+def howto(planted, torch_ok, tmp_path_factory):
+    """docs/howto/repro.md's sections ".tflite" and "PyTorch" run once, every console line in one
+    folder: (folder, [(line, stated exit status, CompletedProcess)]). The PyTorch tests above
+    read the bundles its lines make (they built the same bundles again: ~2 torch repro runs
+    and 3 run.py's)."""
     text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
     section = text[text.index("\n## .tflite"):]
     section = section[:section.index("\n## Bad input")]
     blocks = re.findall(r"```console\n(.*?)```", section, re.S)
     lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
-    assert len(lines) >= 6
-    os.symlink(planted, tmp_path / "planted.tflite")
-    os.symlink(TINY, tmp_path / "tiny_encoder_torch.py")
+    d = tmp_path_factory.mktemp("howto")
+    os.symlink(planted, d / "planted.tflite")
+    os.symlink(TINY, d / "tiny_encoder_torch.py")
+    ran = []
     for line in lines:
         cmd, _, want = line[2:].partition("# exit ")
         args = [a.strip("'") for a in re.findall(r"'[^']*'|\S+", cmd.strip())]
@@ -207,6 +221,23 @@ def test_howto_tflite_and_torch_commands_run(planted, torch_ok, tmp_path):
             args[0] = PY
         env = _env() if "driftscope" in args else {
             k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env,
+        p = subprocess.run(args, cwd=d, capture_output=True, text=True, env=env,
                            timeout=900)
-        assert p.returncode == int(want), (line, p.stdout, p.stderr)
+        ran.append((line, int(want), p))
+    return d, ran
+
+
+def _ran(ran, fragment):
+    """The CompletedProcess of the one how-to line containing `fragment`."""
+    found = [p for line, _, p in ran if fragment in line]
+    assert len(found) == 1, (fragment, [line for line, _, _ in ran])
+    return found[0]
+
+
+def test_howto_tflite_and_torch_commands_run(howto):
+    """docs/howto/repro.md's sections ".tflite" and "PyTorch": every console line with its
+    stated exit status."""
+    _, ran = howto
+    assert len(ran) >= 6
+    for line, want, p in ran:
+        assert p.returncode == want, (line, p.stdout, p.stderr)

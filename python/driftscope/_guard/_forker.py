@@ -124,6 +124,70 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
         out.flush()
 
 
+# Frameworks a PyTorch entry point may build its model with, and what of each the server imports
+# for it: transformers' modeling code is ~2.7 CPU-seconds (transformers 5 imports torchao's
+# quantizer integration with it whenever torchao is installed, as executorch makes it), which
+# every child of a guard run on such a model paid again; a model class on top of it is ~0.05 s.
+# The import starts no thread of its own beyond scipy's OpenBLAS pool (asleep, fork-safe as
+# numpy's), and creates no model.
+_FRAMEWORKS = (("transformers", "transformers.modeling_utils"),)
+
+
+def _imported(path: str, function: str = "") -> List[str]:
+    """The top-level names of the modules the Python source at `path` imports. With `function`
+    (the entry point's), the bodies of the file's other top-level functions that nothing in it
+    names are left out: the other entry points of a file of several models."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(1 << 22))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    if function:
+        defs = {n.name: n for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        kept = [n for n in tree.body if n not in defs.values() or n.name == function]
+        todo = list(kept)
+        while todo:  # the top-level functions what is kept names, until none is added
+            for name in {x.id for x in ast.walk(todo.pop()) if isinstance(x, ast.Name)}:
+                if name in defs and defs[name] not in kept:
+                    kept.append(defs[name])
+                    todo.append(defs[name])
+        tree.body = kept
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return names
+
+
+def model_preload(model: str) -> List[str]:
+    """What the server imports for the PyTorch entry point `model` (FILE.py:FUNCTION or
+    MODULE:FUNCTION) beyond torch: the modeling code of a framework its source imports, itself
+    or through a module of the user's it imports that this process has loaded (not an installed
+    package). Read from the sources, never by running them (the server must not build a model:
+    that starts torch's thread pool); [] when the source cannot be read."""
+    part, _, function = model.rpartition(":")
+    path = part
+    if not (part.endswith(".py") or os.sep in part):
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(part)
+            path = spec.origin if spec is not None and spec.origin else ""
+        except (ImportError, ValueError):
+            return []
+    names = _imported(path, function)
+    for name in list(names):
+        own = getattr(sys.modules.get(name), "__file__", None) or ""
+        if own.endswith(".py") and "-packages" + os.sep not in own and own != path:
+            names += _imported(own)
+    return [module for name, module in _FRAMEWORKS if name in names]
+
+
 def preload(names: Sequence[str]) -> None:
     """Imports MODULE (and calls FUNCTION of MODULE:FUNCTION); a module that does not import
     or a warm-up that fails is left to the child, which reports it as the backend's error."""

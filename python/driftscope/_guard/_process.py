@@ -27,14 +27,19 @@ def _child_env() -> Dict[str, str]:
 _local = threading.local()
 
 
-def _start_forker(backends: Sequence[str] = ()) -> Optional[Any]:
-    """The fork server, with the runtimes of `backends` imported (Backend.preload)."""
+def _start_forker(backends: Sequence[str] = (), torch_models: Sequence[str] = ()
+                  ) -> Optional[Any]:
+    """The fork server, with the runtimes of `backends` imported (Backend.preload), and for
+    each PyTorch entry point of `torch_models` the framework it builds its model with
+    (_forker.model_preload)."""
     if os.environ.get("DRIFTSCOPE_GUARD_NO_FORK") or not hasattr(os, "fork"):
         return None
-    from ._forker import Forker
+    from ._forker import Forker, model_preload
 
     preload = list(dict.fromkeys(m for n in backends if n in B.BACKENDS
                                  for m in B.BACKENDS[n].preload))
+    for model in dict.fromkeys(torch_models):
+        preload += [m for m in model_preload(model) if m not in preload]
     try:
         return Forker(_child_env(), preload)
     except OSError:

@@ -390,7 +390,8 @@ def guard(model: PathLike, backends: Optional[Sequence[str]] = None,
         raise GuardError(str(e), "invalid_argument") from None
     # Started now, it imports while this process reads the model's signature.
     previous = getattr(_local, "forker", None)
-    _local.forker = _start_forker(order)
+    _local.forker = _start_forker(order, [m for m, fam in ((model, family), (ref_model, ref_family))
+                                          if fam == "torch"])
     # A PyTorch model is exported to ONNX once per run, for every onnx-* backend (backends/torch_extra.py).
     previous_export = getattr(_local, "export_dir", None)
     _local.export_dir = (tempfile.mkdtemp(prefix="driftscope-export-")

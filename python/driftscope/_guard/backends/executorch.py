@@ -40,6 +40,11 @@ class ExecuTorchBackend(Backend):
                "to_edge_transform_and_lower, .pte, executorch.runtime)")
 
     default = False  # lowering takes seconds: run when named
+    # What every child imports before lowering: executorch's XNNPACK partitioner is ~3.9
+    # CPU-seconds (it pulls torchao), and starts no thread; the runtime's import loads no
+    # program.
+    preload = ("torch", "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+               "executorch.exir", "executorch.runtime")
 
     def unavailable(self) -> Optional[str]:
         # Found, not imported: importing executorch pulls torchao, which is slow and noisy.

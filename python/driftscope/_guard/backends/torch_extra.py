@@ -345,6 +345,8 @@ class ExportedBackend(Backend):
         self.name = f"onnx-{inner.name}"
         self.summary = f"torch.onnx.export, then {inner.summary}"
         self.note = inner.note
+        # The child builds the model in torch, then loads the export in the inner runtime.
+        self.preload = ("torch",) + tuple(inner.preload)
 
     def unavailable(self) -> Optional[str]:
         return _missing("torch", "torch") or _missing("onnx", "onnx") or self.inner.unavailable()

@@ -396,6 +396,9 @@ class ConvertedBackend(Backend):
         self.note = getattr(inner, "note", "")
         self.precision = getattr(inner, "precision", None)
         self.computes = getattr(inner, "computes", False)
+        # The child builds the model in torch (and the run's first converts it), then runs the
+        # .tflite in the inner backend's runtime.
+        self.preload = ("torch",) + tuple(inner.preload)
 
     def unavailable(self) -> Optional[str]:
         # find_spec, not an import: importing litert-torch takes seconds (JAX), and this runs
