@@ -81,6 +81,14 @@ const BinTable& bin_table() {
   return t;
 }
 
+// The smallest float32 >= t (t >= 0, not NaN; +inf past the largest float32), so that for a d
+// that is a float32 value, d >= t exactly when d >= round_up_f32(t).
+float round_up_f32(double t) {
+  if (t > static_cast<double>(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+  const float f = static_cast<float>(t);
+  return static_cast<double>(f) < t ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
+}
+
 // Worse first: larger d, then the lower index (a total order, so the result is deterministic).
 bool worse(const PairDetail::Element& a, const PairDetail::Element& b) {
   if (a.abs_diff != b.abs_diff) return a.abs_diff > b.abs_diff;
@@ -151,9 +159,18 @@ class DetailTask final : public numerics::ChunkTask {
     double* d = diff_.data();
     const size_t runs = plan_runs(m);
     double top;
+    bool f32 = false;  // d is in diff32_ only
     if (c.nonfinite == 0) {
-      // One pass over the chunk's values: d, its extremes and the heat runs' maxima.
-      const numerics::DiffStats st = numerics::diff_runs(c, d, ends_.data(), runs, maxes_.data());
+      // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
+      // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
+      // two close floats is exact); when it does not, the pass is redone storing float64.
+      // Decoded float64 values seldom give float32 d, so they store float64 at once.
+      numerics::DiffStats st{};
+      if (c.format != numerics::ChunkFormat::f64) {
+        st = numerics::diff_runs(c, nullptr, diff32_.data(), ends_.data(), runs, maxes_.data());
+        f32 = st.f32;
+      }
+      if (!f32) st = numerics::diff_runs(c, d, nullptr, ends_.data(), runs, maxes_.data());
       bin_finite(d, m, st);
       top = st.max;
     } else {
@@ -166,9 +183,12 @@ class DetailTask final : public numerics::ChunkTask {
     // Later elements lose ties to earlier ones, so a chunk whose largest d does not beat the
     // best kept element has nothing to offer, nor has an element of it that does not.
     if (top > 0 && (worst_.size() < PairDetail::kWorst || top > worst_.front().abs_diff)) {
-      for (size_t k = 0; k < m; ++k)
-        if (d[k] > 0 && (worst_.size() < PairDetail::kWorst || d[k] > worst_.front().abs_diff))
-          offer(worst_, {c.first + k, {}, c.ref_at(k), c.cand_at(k), d[k]});
+      const float* d32 = diff32_.data();
+      for (size_t k = 0; k < m; ++k) {
+        const double x = f32 ? static_cast<double>(d32[k]) : d[k];
+        if (x > 0 && (worst_.size() < PairDetail::kWorst || x > worst_.front().abs_diff))
+          offer(worst_, {c.first + k, {}, c.ref_at(k), c.cand_at(k), x});
+      }
     }
   }
 
@@ -219,6 +239,10 @@ class DetailTask final : public numerics::ChunkTask {
   // [bin(min), bin(max)], and the number in bins >= b is the number of d >= the lower edge of b:
   // a few vector compares per element instead of a bin lookup and a counter increment each.
   // Zeros (exact) are the d below the smallest positive double, counted only when min is 0.
+  // When every d of the chunk is a float32 value (raw float inputs nearly always are: the
+  // difference of two close floats is exact), the compares run on float32 lanes, twice as many
+  // per vector: for such d, d >= t is d >= (t rounded up to a float32). A chunk with one d that
+  // is not a float32 value counts on float64, so the counts are the same either way.
   void bin_finite(const double* d, size_t m, const numerics::DiffStats& st) {
     const BinTable& t = bin_table();
     const size_t lo = t.bin(st.min), hi = t.bin(st.max);
@@ -228,7 +252,13 @@ class DetailTask final : public numerics::ChunkTask {
     size_t k = 0;
     if (zeros) thresholds[k++] = std::numeric_limits<double>::denorm_min();
     for (size_t b = lo; b < hi; ++b) thresholds[k++] = hist_edges()[b];  // lower edge of b + 1
-    numerics::count_at_least(d, m, thresholds.data(), k, at_least.data());
+    if (st.f32) {
+      std::array<float, kBins> up;
+      for (size_t j = 0; j < k; ++j) up[j] = round_up_f32(thresholds[j]);
+      numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
+    } else {
+      numerics::count_at_least(d, m, thresholds.data(), k, at_least.data());
+    }
     uint64_t above = m;  // d in bins >= b (zeros left out once counted)
     size_t j = 0;
     if (zeros) {
@@ -283,6 +313,7 @@ class DetailTask final : public numerics::ChunkTask {
   std::vector<double> heat_;
   std::vector<PairDetail::Element> worst_;
   std::array<double, kChunk> diff_;
+  std::array<float, kChunk> diff32_;  // diff_ rounded to float32 (numerics::diff_runs)
   std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
   std::array<double, kChunk> maxes_;
 };

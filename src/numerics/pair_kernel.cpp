@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/bytes.hpp"
 #include "driftscope/decode.hpp"
@@ -594,17 +595,25 @@ struct RawPair {
   }
 };
 
-// One loop for the three things a chunk's d feed that need every element: the stored d (for the
-// histogram's counts), the extremes, and the heat runs' maxima. Runs of at least a vector keep
-// their maximum in a register (one horizontal reduction per run); shorter ones and the tails go
-// element by element.
-template <class Src>
+// One loop for the things a chunk's d feed that need every element: the stored d (for the
+// histogram's counts and the worst elements), the extremes, the heat runs' maxima, and d rounded
+// to float32 with whether every d of the chunk is a float32 value (so that the counts can run on
+// float32 lanes, twice as many per vector; numerics::DiffStats::f32). kD64 / kD32: whether d /
+// d32 is stored (without d32 the flag is false). Runs of at least a vector keep their maximum in
+// a register (one horizontal reduction per run); shorter ones and the tails go element by element.
+// The float32 copy of a d that is not a float32 value may differ between targets (overflow
+// saturates on some), and is then unused.
+template <bool kD64, bool kD32, class Src>
 HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
-                                        const uint32_t* HWY_RESTRICT ends, size_t runs,
-                                        double* HWY_RESTRICT out) {
+                                        float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                        size_t runs, double* HWY_RESTRICT out) {
   const D df;
+  const DF df32;
+  (void)df32;  // unused without kD32
   constexpr double inf = std::numeric_limits<double>::infinity();
   V lo = hn::Set(df, inf);
+  M inexact = hn::FirstN(df, 0);
+  bool inexact_s = false;
   double lo_s = inf, hi = 0;
   size_t i = 0;
   for (size_t j = 0; j < runs; ++j) {
@@ -616,7 +625,12 @@ HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
         V r, c;
         src.load(i, r, c);
         const V x = hn::Abs(hn::Sub(c, r));
-        hn::StoreU(x, df, d + i);
+        if constexpr (kD64) hn::StoreU(x, df, d + i);
+        if constexpr (kD32) {
+          const auto x32 = hn::DemoteTo(df32, x);
+          hn::StoreU(x32, df32, d32 + i);
+          inexact = hn::Or(inexact, hn::Ne(hn::PromoteTo(df, x32), x));
+        }
         lo = hn::Min(lo, x);
         run = hn::Max(run, x);
       }
@@ -624,7 +638,14 @@ HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
     }
     for (; i < end; ++i) {
       const double x = src.diff(i);
-      d[i] = x;
+      if constexpr (kD64) d[i] = x;
+      if constexpr (kD32) {
+        // (A double beyond float's range is not converted: that is undefined behaviour.)
+        const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
+                              ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
+        d32[i] = x32;
+        inexact_s = inexact_s || static_cast<double>(x32) != x;
+      }
       lo_s = x < lo_s ? x : lo_s;
       m = x > m ? x : m;
     }
@@ -632,43 +653,147 @@ HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
     hi = m > hi ? m : hi;
   }
   const double lv = hn::GetLane(hn::MinOfLanes(df, lo));
-  return {lv < lo_s ? lv : lo_s, hi};
+  return {lv < lo_s ? lv : lo_s, hi, kD32 && !inexact_s && hn::AllFalse(df, inexact)};
+}
+
+// A raw float format's values as float32, a full vector of them (16 per AVX-512 vector): exact
+// widenings (every f16 and bf16 is a float32).
+template <class Fmt, class DW>
+HWY_INLINE hn::Vec<DW> LoadWide(DW dw, const typename Fmt::T* HWY_RESTRICT p) {
+  const hn::RebindToUnsigned<DW> du;
+  if constexpr (sizeof(typename Fmt::T) == 4) {
+    return hn::BitCast(dw, hn::LoadU(du, p));
+  } else {
+    const auto raw = hn::LoadU(hn::Rebind<uint16_t, DW>(), p);
+    if constexpr (std::is_same_v<Fmt, BF16Format>) {
+      return hn::BitCast(dw, hn::ShiftLeft<16>(hn::PromoteTo(du, raw)));
+    } else {
+#if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+      return hn::PromoteTo(dw, hn::BitCast(hn::Rebind<hwy::float16_t, DW>(), raw));
+#else
+      return numerics::HWY_NAMESPACE::HalfBitsToFloat(du, hn::PromoteTo(du, raw));
+#endif
+    }
+  }
+}
+
+// DiffRuns of a raw float format storing d32 only, on float32 lanes (twice as many per vector as
+// float64's): d = |c - r| rounded to float32, and whether every such rounding was exact, from
+// the rounding error of the float32 subtraction computed exactly by TwoSum (six additions,
+// exact for finite operands in round-to-nearest without overflow: this file never contracts
+// them into FMAs; an overflow gives an error of NaN, which counts as inexact). An exact float32
+// difference is the float64 one, so d32, the extremes and the runs' maxima are then those of
+// DiffRuns; a chunk with an inexact one is redone by the caller on float64. The flag may miss a
+// d that float64 rounds to a float32 value while float32 does not reach it exactly (the exact
+// difference wider than 53 bits): that chunk merely counts on float64.
+template <class Fmt>
+HWY_INLINE numerics::DiffStats DiffRunsNarrow(const typename Fmt::T* HWY_RESTRICT r,
+                                              const typename Fmt::T* HWY_RESTRICT c,
+                                              float* HWY_RESTRICT d32,
+                                              const uint32_t* HWY_RESTRICT ends, size_t runs,
+                                              double* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> dw;
+  const size_t lanes = hn::Lanes(dw);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const auto zero = hn::Zero(dw);
+  auto lo = hn::Set(dw, inf);
+  auto inexact = hn::FirstN(dw, 0);
+  bool inexact_s = false;
+  float lo_s = inf, hi = 0;
+  size_t i = 0;
+  for (size_t j = 0; j < runs; ++j) {
+    const size_t end = ends[j];
+    float m = 0;
+    if (end - i >= lanes) {
+      auto run = zero;
+      for (; i + lanes <= end; i += lanes) {
+        const auto a = LoadWide<Fmt>(dw, c + i);
+        const auto b = LoadWide<Fmt>(dw, r + i);
+        const auto s = hn::Sub(a, b);
+        const auto a1 = hn::Add(s, b);
+        const auto b1 = hn::Sub(s, a1);
+        const auto err = hn::Sub(hn::Sub(a, a1), hn::Add(b, b1));  // (a - a1) + (-b - b1)
+        // Not Ne: Highway's is an ordered compare, false for the NaN error of an overflow.
+        inexact = hn::Or(inexact, hn::Not(hn::Eq(err, zero)));
+        const auto x = hn::Abs(s);
+        hn::StoreU(x, dw, d32 + i);
+        lo = hn::Min(lo, x);
+        run = hn::Max(run, x);
+      }
+      m = hn::GetLane(hn::MaxOfLanes(dw, run));
+    }
+    for (; i < end; ++i) {
+      const double x = std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i]));
+      // (A double beyond float's range is not converted: that is undefined behaviour.)
+      const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
+                            ? static_cast<float>(x) : inf;
+      d32[i] = x32;
+      inexact_s = inexact_s || static_cast<double>(x32) != x;
+      lo_s = x32 < lo_s ? x32 : lo_s;
+      m = x32 > m ? x32 : m;
+    }
+    out[j] = m;
+    hi = m > hi ? m : hi;
+  }
+  const float lv = hn::GetLane(hn::MinOfLanes(dw, lo));
+  return {lv < lo_s ? lv : lo_s, hi, !inexact_s && hn::AllFalse(dw, inexact)};
+}
+
+// d, d32 or both (numerics::diff_runs: a null pointer is not stored to).
+template <class Src>
+HWY_INLINE numerics::DiffStats DiffRunsTo(const Src& src, double* HWY_RESTRICT d,
+                                          float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                          size_t runs, double* HWY_RESTRICT out) {
+  if (d32 == nullptr) return DiffRuns<true, false>(src, d, d32, ends, runs, out);
+  if (d == nullptr) return DiffRuns<false, true>(src, d, d32, ends, runs, out);
+  return DiffRuns<true, true>(src, d, d32, ends, runs, out);
 }
 
 numerics::DiffStats DiffRunsF64(const void* ref, const void* cand, double* HWY_RESTRICT d,
-                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
-  return DiffRuns(F64Pair{static_cast<const double*>(ref), static_cast<const double*>(cand)}, d,
-                  ends, runs, out);
+                                float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsTo(F64Pair{static_cast<const double*>(ref), static_cast<const double*>(cand)}, d,
+                    d32, ends, runs, out);
 }
 template <class Fmt>
 numerics::DiffStats DiffRunsRaw(const void* ref, const void* cand, double* HWY_RESTRICT d,
-                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
+                                float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                size_t runs, double* HWY_RESTRICT out) {
   using T = typename Fmt::T;
-  return DiffRuns(RawPair<Fmt>{static_cast<const T*>(ref), static_cast<const T*>(cand)}, d, ends,
-                  runs, out);
+  if (d == nullptr)
+    return DiffRunsNarrow<Fmt>(static_cast<const T*>(ref), static_cast<const T*>(cand), d32, ends,
+                               runs, out);
+  return DiffRunsTo(RawPair<Fmt>{static_cast<const T*>(ref), static_cast<const T*>(cand)}, d, d32,
+                    ends, runs, out);
 }
 numerics::DiffStats DiffRunsF32(const void* ref, const void* cand, double* HWY_RESTRICT d,
-                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<F32Format>(ref, cand, d, ends, runs, out);
+                                float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<F32Format>(ref, cand, d, d32, ends, runs, out);
 }
 numerics::DiffStats DiffRunsF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
-                                const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<F16Format>(ref, cand, d, ends, runs, out);
+                                float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<F16Format>(ref, cand, d, d32, ends, runs, out);
 }
 numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
-                                 const uint32_t* HWY_RESTRICT ends, size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<BF16Format>(ref, cand, d, ends, runs, out);
+                                 float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
+                                 size_t runs, double* HWY_RESTRICT out) {
+  return DiffRunsRaw<BF16Format>(ref, cand, d, d32, ends, runs, out);
 }
 
-// d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1 as signed integers: an integer compare
-// and a masked increment per threshold and vector, instead of a floating-point compare, a mask
-// widened to a vector and a subtraction.
-void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_RESTRICT t, size_t k,
-                  uint64_t* HWY_RESTRICT out) {
-  const hn::ScalableTag<double> df;
+// CountAtLeast's loop on lanes of type T (double, or float: 16 per AVX-512 vector instead of 8)
+// with integer lanes I of the same width. d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1
+// as signed integers: an integer compare and a masked increment per threshold and vector, instead
+// of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
+// n / lanes elements, so n < 2^31 keeps the int32 lanes exact.
+template <typename T, typename I>
+HWY_INLINE void CountAtLeastLanes(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
+                                  size_t k, uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
   const size_t lanes = hn::Lanes(df);
-  HWY_ALIGN int64_t tmp[hn::MaxLanes(di)];
+  HWY_ALIGN I tmp[hn::MaxLanes(di)];
   auto total = [&](auto acc) {
     hn::Store(acc, di, tmp);
     uint64_t c = 0;
@@ -676,11 +801,11 @@ void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_REST
     return c;
   };
   const auto below = [&](size_t j) {  // bits(t[j]) - 1
-    int64_t b;
+    I b;
     std::memcpy(&b, t + j, sizeof b);
-    return hn::Set(di, b - 1);
+    return hn::Set(di, static_cast<I>(b - 1));
   };
-  const auto one = hn::Set(di, 1);
+  const auto one = hn::Set(di, I{1});
   // Four thresholds per pass: one load serves four compares.
   size_t j = 0;
   for (; j + 4 <= k; j += 4) {
@@ -718,6 +843,15 @@ void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_REST
     for (; i < n; ++i) c += d[i] >= t[j];
     out[j] = c;
   }
+}
+
+void CountAtLeast(const double* HWY_RESTRICT d, size_t n, const double* HWY_RESTRICT t, size_t k,
+                  uint64_t* HWY_RESTRICT out) {
+  CountAtLeastLanes<double, int64_t>(d, n, t, k, out);
+}
+void CountAtLeastF32(const float* HWY_RESTRICT d, size_t n, const float* HWY_RESTRICT t, size_t k,
+                     uint64_t* HWY_RESTRICT out) {
+  CountAtLeastLanes<float, int32_t>(d, n, t, k, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -859,6 +993,7 @@ HWY_EXPORT(DiffRunsF32);
 HWY_EXPORT(DiffRunsF16);
 HWY_EXPORT(DiffRunsBF16);
 HWY_EXPORT(CountAtLeast);
+HWY_EXPORT(CountAtLeastF32);
 
 namespace {
 
@@ -957,6 +1092,7 @@ auto diff_runs_entry(ChunkFormat f) {
   }
 }
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
+auto count_at_least_f32_entry() { return HWY_DISPATCH_TABLE(CountAtLeastF32)[current_index()]; }
 
 }  // namespace
 
@@ -1038,11 +1174,15 @@ double ObservedChunk::value(ChunkFormat f, const void* p, size_t i) {
   }
 }
 
-DiffStats diff_runs(const ObservedChunk& c, double* d, const uint32_t* ends, size_t runs, double* out) {
-  return kernel::diff_runs_entry(c.format)(c.ref, c.cand, d, ends, runs, out);
+DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
+                    double* out) {
+  return kernel::diff_runs_entry(c.format)(c.ref, c.cand, d, d32, ends, runs, out);
 }
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_entry()(d, n, thresholds, k, out);
+}
+void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out) {
+  kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
 }
 
 }  // namespace driftscope::numerics

@@ -125,18 +125,26 @@ struct PairMetrics {
 
 // The detail pass of `compare --html` (compare/detail.cpp) on one chunk of finite values.
 // diff_runs: d[i] = |cand[i] - ref[i]| in float64 for i < c.n, read straight from the chunk's
-// values (raw formats widened in registers), and in the same loop out[j] = the largest d of run
-// j, d[ends[j-1], ends[j]) (ends[-1] = 0; ends ascending, the last = c.n; 0 for an empty run),
-// the heat cells' runs; returns the smallest and largest d (min +inf when n is 0).
+// values (raw formats widened in registers), d32[i] = d[i] rounded to float32, and in the same
+// loop out[j] = the largest d of run j, d[ends[j-1], ends[j]) (ends[-1] = 0; ends ascending, the
+// last = c.n; 0 for an empty run), the heat cells' runs; returns the smallest and largest d (min
+// +inf when n is 0) and whether every d is a float32 value (then d32 holds exactly the d; else
+// d32 is unspecified where d is not a float32 value). d or d32 may be null (not both): not
+// stored; with d32 null the flag is false.
 // count_at_least: out[j] = the number of d[i] >= thresholds[j], for j < k (d and thresholds >= 0,
 // not NaN: they are compared as integers, the bits of a non-negative double being ordered like
-// its value). Highway, dispatched at
-// run time (pair_kernel.cpp); exact operations only, so every target gives the same result.
+// its value). count_at_least_f32: the same on float32 d and thresholds (n < 2^31), twice the lanes
+// per vector; for d that are float32 values, d >= t is d >= t rounded up to float32.
+// Highway, dispatched at run time (pair_kernel.cpp); exact operations only, so every target gives
+// the same result.
 struct DiffStats {
   double min, max;
+  bool f32;  // every d is a float32 value
 };
-DiffStats diff_runs(const ObservedChunk& c, double* d, const uint32_t* ends, size_t runs, double* out);
+DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
+                    double* out);
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
+void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out);
 
 // Computes every metric of a pair. The tensors may have different dtypes and encodings; both are
 // decoded (and dequantized) to float64. Element counts must match (after cand_index mapping).

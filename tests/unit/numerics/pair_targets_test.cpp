@@ -206,14 +206,20 @@ TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
     ch.ref = rb.data();
     ch.cand = cb.data();
     std::vector<double> d(n, -1.0), maxima(ends.size(), -1.0);
-    const DiffStats s = diff_runs(ch, d.data(), ends.data(), ends.size(), maxima.data());
+    std::vector<float> d32(n, -1.0f);
+    const DiffStats s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    bool f32 = true;
     uint32_t begin = 0;
     for (size_t j = 0; j < ends.size(); ++j) {
       double want = 0;
       for (uint32_t i = begin; i < ends[j]; ++i) {
         const double x = std::fabs(ch.cand_at(i) - ch.ref_at(i));
         ASSERT_EQ(dbits(d[i]), dbits(x)) << GetParam() << " format " << int(f) << " i=" << i;
+        if (static_cast<double>(static_cast<float>(x)) == x)
+          ASSERT_EQ(static_cast<double>(d32[i]), x) << GetParam() << " format " << int(f) << " i=" << i;
+        else
+          f32 = false;
         lo = std::min(lo, x);
         hi = std::max(hi, x);
         want = std::max(want, x);
@@ -223,7 +229,27 @@ TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
     }
     EXPECT_EQ(s.min, lo) << GetParam() << " format " << int(f);
     EXPECT_EQ(s.max, hi) << GetParam() << " format " << int(f);
-    if (f != ChunkFormat::f64) continue;
+    EXPECT_EQ(s.f32, f32) << GetParam() << " format " << int(f);
+    // f16 and bf16 differences of these values are all float32 values, float64 ones are not:
+    // both answers of the flag are seen.
+    if (f == ChunkFormat::f16 || f == ChunkFormat::bf16) EXPECT_TRUE(s.f32) << GetParam();
+    if (f == ChunkFormat::f64) EXPECT_FALSE(s.f32) << GetParam();
+    if (f != ChunkFormat::f64) {
+      // d32 only (the detail pass's first try on raw formats): float32 lanes, the same answers.
+      std::vector<float> e32(n, -1.0f);
+      std::vector<double> maxima32(ends.size(), -1.0);
+      const DiffStats s32 = diff_runs(ch, nullptr, e32.data(), ends.data(), ends.size(), maxima32.data());
+      EXPECT_EQ(s32.f32, f32) << GetParam() << " format " << int(f);
+      if (s32.f32) {
+        EXPECT_EQ(s32.min, lo) << GetParam() << " format " << int(f);
+        EXPECT_EQ(s32.max, hi) << GetParam() << " format " << int(f);
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(static_cast<double>(e32[i]), d[i]) << GetParam() << " format " << int(f) << " i=" << i;
+        for (size_t j = 0; j < ends.size(); ++j)
+          EXPECT_EQ(dbits(maxima32[j]), dbits(maxima[j])) << GetParam() << " format " << int(f) << " run " << j;
+      }
+      continue;
+    }
     const std::vector<double> thresholds = {0, std::numeric_limits<double>::denorm_min(), 1e-12, 1e-9,
                                             1e-6, 1e-3, 0.5, 1, 2, 4};
     std::vector<uint64_t> counts(thresholds.size());
@@ -232,6 +258,85 @@ TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
       uint64_t want = 0;
       for (double x : d) want += x >= thresholds[j];
       EXPECT_EQ(counts[j], want) << GetParam() << " threshold " << thresholds[j];
+    }
+  }
+}
+
+// diff_runs's float32 copy and flag one element away from a float32 value, and count_at_least_f32
+// against a scalar loop: thresholds equal to some d (>= must count them), between floats, zero,
+// the smallest subnormal, +inf; counts past a vector's lanes and tails of every length.
+TEST_P(KernelTargets, Float32CountsMatchScalarLoops) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{4096}}) {
+    std::vector<float> r(n), c(n);
+    std::mt19937_64 rng(n + 5);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      r[i] = g(rng);
+      // A few ULP of r away, or equal: d is a float32 value (Sterbenz).
+      c[i] = i % 5 == 0 ? r[i] : std::nextafter(std::nextafter(r[i], 9.0f), i % 2 ? 9.0f : -9.0f);
+    }
+    const std::vector<uint32_t> ends = {static_cast<uint32_t>(n / 3), static_cast<uint32_t>(n)};
+    ObservedChunk ch;
+    ch.n = n;
+    ch.format = ChunkFormat::f32;
+    ch.ref = r.data();
+    ch.cand = c.data();
+    std::vector<double> d(n), maxima(ends.size());
+    std::vector<float> d32(n);
+    DiffStats s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
+    ASSERT_TRUE(s.f32) << GetParam() << " n=" << n;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(static_cast<double>(d32[i]), d[i]) << GetParam() << " i=" << i;
+    {
+      std::vector<float> e32(n);
+      EXPECT_TRUE(diff_runs(ch, nullptr, e32.data(), ends.data(), ends.size(), maxima.data()).f32) << GetParam();
+      EXPECT_EQ(e32, d32) << GetParam() << " n=" << n;
+    }
+    std::vector<float> t = {0.0f, std::numeric_limits<float>::denorm_min(), 1e-9f, 1e-8f, 3e-8f,
+                            1e-7f, 0.25f, static_cast<float>(inf)};
+    for (size_t i = 0; i < n; i += 37) t.push_back(d32[i]);  // ties: d == t counts
+    std::vector<uint64_t> counts(t.size());
+    count_at_least_f32(d32.data(), n, t.data(), t.size(), counts.data());
+    for (size_t j = 0; j < t.size(); ++j) {
+      uint64_t want = 0;
+      for (float x : d32) want += x >= t[j];
+      EXPECT_EQ(counts[j], want) << GetParam() << " n=" << n << " threshold " << t[j];
+    }
+    if (n == 0) continue;
+    // One d that is not a float32 value, in the vector part or the tail: the flag drops. On
+    // float32 values (1000 - 2^-24: the float32 subtraction rounds; 3e38 - -3e38: it overflows),
+    // with d32 only and with both; on float64 values.
+    for (size_t at : {size_t{0}, n - 1}) {
+      for (const auto& [a, b] : {std::pair{1000.0f, 0x1p-24f}, std::pair{3e38f, -3e38f}}) {
+        std::vector<float> rf = r, cf = c, e32(n);
+        rf[at] = a;
+        cf[at] = b;
+        ch.ref = rf.data();
+        ch.cand = cf.data();
+        EXPECT_FALSE(diff_runs(ch, nullptr, e32.data(), ends.data(), ends.size(), maxima.data()).f32)
+            << GetParam() << " n=" << n << " at " << at << " " << a;
+        EXPECT_FALSE(diff_runs(ch, d.data(), e32.data(), ends.data(), ends.size(), maxima.data()).f32)
+            << GetParam() << " n=" << n << " at " << at << " " << a;
+      }
+      ch.ref = r.data();
+      ch.cand = c.data();
+      std::vector<double> rd(r.begin(), r.end()), cd(c.begin(), c.end());
+      cd[at] = rd[at] + (1 + 0x1p-40);  // d = 1 + 2^-40: 41 significant bits
+      ch.format = ChunkFormat::f64;
+      ch.ref = rd.data();
+      ch.cand = cd.data();
+      s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
+      EXPECT_FALSE(s.f32) << GetParam() << " n=" << n << " at " << at;
+      cd[at] = rd[at];
+      s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
+      EXPECT_TRUE(s.f32) << GetParam() << " n=" << n << " at " << at;
+      // Past float's range: not a float32 value, whichever way a target converts it.
+      cd[at] = 1e300;
+      s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
+      EXPECT_FALSE(s.f32) << GetParam() << " n=" << n << " at " << at;
+      ch.format = ChunkFormat::f32;
+      ch.ref = r.data();
+      ch.cand = c.data();
     }
   }
 }
