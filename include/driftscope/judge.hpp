@@ -110,7 +110,9 @@ DS_API std::span<const OptionSpec> guard_criteria_specs() noexcept;
 // +-1), so it is judged element by element.
 inline constexpr uint64_t kFewValues = 4;
 
-// One output judged against the reference's. Values not computed are NaN.
+// One output judged against the reference's: codes and figures only. Its sentences ("cosine
+// 0.981234 < 0.99") are the report layer's (report.hpp guard_output_detail). Values not computed
+// are NaN.
 struct OutputJudgement {
   OutputStatus status = OutputStatus::pass;
   std::vector<std::string_view> codes;  // status_table() codes that held, in table order
@@ -122,8 +124,10 @@ struct OutputJudgement {
   double norm_ratio = kNaN, argmax_flip = kNaN;
   uint64_t beyond = 0;                  // few values: values beyond small_atol + small_rtol |r|
   int64_t worst = -1;                   // few values: where |c - r| is largest (flat index)
+  double worst_ref = kNaN, worst_cand = kNaN;  // the two values there
   uint64_t decisions = 0;               // scores across decision_threshold
   int64_t first_decision = -1;          // the first of them (flat index)
+  double decision_ref = kNaN, decision_cand = kNaN;  // the two values there
   uint64_t ties = 0;                    // top-1 swaps within flip_rtol: not counted as flips
   uint64_t positions = 0;               // argmax: positions over the class axis
   bool healthy = false;                 // norm_ref >= min_norm: a vanished output can be told

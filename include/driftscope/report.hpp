@@ -4,7 +4,9 @@
 // there depends on them (HACKING.md, module map; scripts/check-layers.sh).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,7 @@
 #include "driftscope/check.hpp"
 #include "driftscope/compare.hpp"
 #include "driftscope/error.hpp"
+#include "driftscope/judge.hpp"
 
 namespace driftscope {
 
@@ -64,10 +67,11 @@ DS_API std::string check_to_json(const CheckReport& report, int indent = 2);
 DS_API std::string check_to_html(const CheckReport& report);
 
 // ---- the guard (docs/howto/guard.md) --------------------------------------------------------------
-// The guard itself is Python (python/driftscope/_guard): it measures and judges, and assembles its
-// report's model; every rendering of that model but the JSON report (the model itself) is here, so
-// the guard's reports share one escaping and one set of number formats with the compare and check
-// reports, and are rendered in one language.
+// The guard itself is Python (python/driftscope/_guard): it runs the backends, judges every output
+// through the library (judge.hpp judge_output) and assembles its report's model; the sentences of
+// a judgement (guard_output_detail, below) and every rendering of that model but the JSON report
+// (the model itself) are here, so the guard's reports share one escaping and one set of number
+// formats with the compare and check reports, and are worded and rendered in one language.
 //
 // The model is the guard's JSON report (docs/guard-schema.json) with a "diagnostics" string per
 // backend and a "render" object the JSON report does not hold: "argmax" (the line saying where an
@@ -91,5 +95,18 @@ DS_API Result<std::string> guard_report_to_markdown(std::string_view model_json)
 // with "diagnostics"; invalid_argument when the text is not a JSON object with a string "summary"
 // and an array "backends".
 DS_API Result<std::string> guard_report_to_html(std::string_view report_json);
+
+// The sentences explaining one output's judgement (judge.hpp judge_output), joined with "; ": one
+// per reason code that held, each with the figures behind it and the criterion it broke
+// ("cosine 0.981234 < 0.99"; the guard's order: nonfinite, all_zero/norm_vanished, constant,
+// cosine, rel_l2, norm_ratio, few_values, decision_flip, argmax), then the near-ties not counted
+// as flips and, where the reference's norm is below min_norm, why a vanished output could not be
+// told.
+// "empty output" for an output of no elements; empty for a pass with nothing to say. `criteria`
+// and `class_axis` are those the judgement was made with. The guard's JSON report carries this
+// text as an output's "detail" (docs/metrics.md §9); the numbers are printed as Python's format
+// specs print them (%g-style, "-0" kept, NaN unsigned), the wording the guard has always had.
+DS_API std::string guard_output_detail(const OutputJudgement& judgement, const GuardCriteria& criteria,
+                                       std::optional<uint32_t> class_axis = std::nullopt);
 
 }  // namespace driftscope

@@ -280,7 +280,9 @@ def judge_output(reference: np.ndarray, candidate: np.ndarray, class_axis: Optio
                  max_norm_ratio: float = 1.25, small_atol: float = 0.01,
                  small_rtol: float = 0.01, decision_threshold: float = 0.5,
                  flip_rtol: float = 1e-4) -> Dict[str, Any]:
-    """One output judged with the guard criteria profile (float64 arrays, same shape)."""
+    """One output judged with the guard criteria profile (float64 arrays, same shape): status,
+    codes, the figures behind them and "detail", the sentences explaining them (report.hpp
+    guard_output_detail; the guard's OutputResult.detail)."""
 def guard_rel_error_limit(*, min_cosine: float = 0.99, min_norm: float = 1e-4,
                           max_argmax_flip: float = 0.0, max_rel_error: Optional[float] = None,
                           max_norm_ratio: float = 1.25, small_atol: float = 0.01,

@@ -15,6 +15,7 @@
 
 #include "py_core.hpp"
 #include "driftscope/judge.hpp"
+#include "driftscope/report.hpp"
 
 namespace driftscope::py {
 namespace {
@@ -143,11 +144,14 @@ void bind_judge(nb::module_& m) {
         out["positions"] = j.positions;
         out["healthy"] = j.healthy;
         out["constant_value"] = number(j.constant_value);
+        // The words are the report layer's, built from the codes and figures above.
+        out["detail"] = guard_output_detail(j, c, class_axis);
         return out;
       },
       nb::arg("reference"), nb::arg("candidate"), nb::arg("class_axis") = nb::none(), DS_GUARD_CRITERIA_ARGS,
       "One output judged with the guard criteria profile: a dict of its status, the status "
-      "table's codes that held and the figures behind them (float64 arrays, same shape).");
+      "table's codes that held, the figures behind them and \"detail\", the sentences "
+      "explaining them (report.hpp guard_output_detail; float64 arrays, same shape).");
 }
 
 #undef DS_GUARD_CRITERIA_ARGS

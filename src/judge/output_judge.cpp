@@ -183,6 +183,8 @@ Result<OutputJudgement> judge_output(const TensorInfo& ref, std::span<const std:
     if (few && d > worst_diff) {
       worst_diff = d;
       j.worst = static_cast<int64_t>(i);
+      j.worst_ref = r[i];
+      j.worst_cand = c[i];
     }
     if (!(r[i] >= 0.0 && r[i] <= 1.0)) scores = false;
   }
@@ -191,7 +193,11 @@ Result<OutputJudgement> judge_output(const TensorInfo& ref, std::span<const std:
       if (!std::isfinite(r[i]) || !std::isfinite(c[i])) continue;
       if ((r[i] >= t.decision_threshold) != (c[i] >= t.decision_threshold) &&
           std::fabs(r[i] - t.decision_threshold) > t.flip_rtol) {
-        if (j.decisions++ == 0) j.first_decision = static_cast<int64_t>(i);
+        if (j.decisions++ == 0) {
+          j.first_decision = static_cast<int64_t>(i);
+          j.decision_ref = r[i];
+          j.decision_cand = c[i];
+        }
       }
     }
   }

@@ -3,7 +3,8 @@
 // and a "render" object (what the JSON keeps only as null, or not at all). The Python guard
 // assembles the model (python/driftscope/_guard/_report.py: the verdict, the sentences); every
 // layout, number format, shortening and escaping of the guard's reports is here, as for the
-// compare and check reports.
+// compare and check reports. The sentences of one output's judgement (guard_output_detail, an
+// output's "detail") are worded here too, from the judgement's codes and figures.
 //
 // The reports were written by Python before (issue 25) and their bytes are kept: lengths and
 // column widths count code points as Python's len() does, whitespace is Python's str.isspace(),
@@ -669,6 +670,48 @@ Result<std::string> guard_report_to_markdown(std::string_view model_json) {
                            "", fence + "python", recipe, fence});
   }
   return join_lines(out);
+}
+
+// ---- one output's sentences (the "detail" of the guard's JSON report) --------------------------
+
+// Written by the guard's Python (_guard/_metrics.py) until issue 25 moved the words here, beside
+// the other sentences of the guard's reports; the bytes are Python's: %g-style numbers through
+// fmt() above, "{:.1%}" as "%.1f" of 100 x the value.
+std::string guard_output_detail(const OutputJudgement& j, const GuardCriteria& t, std::optional<uint32_t> class_axis) {
+  if (j.count == 0) return "empty output";  // nothing to disagree about
+  auto has = [&](std::string_view code) { return std::find(j.codes.begin(), j.codes.end(), code) != j.codes.end(); };
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  std::vector<std::string> reasons;
+  if (has("nonfinite"))
+    reasons.push_back(n(j.nan) + " NaN and " + n(j.inf) + " Inf of " + n(j.count) +
+                      " values where the reference is finite");
+  if (has("all_zero") || has("norm_vanished"))
+    reasons.push_back("L2 norm " + fmt(j.norm_cand, "%.3g") + " < " + fmt(t.min_norm, "%g") +
+                      " where the reference's is " + fmt(j.norm_ref, "%.4g"));
+  if (has("constant")) reasons.push_back("every value is " + fmt(j.constant_value, "%.6g") + " where the reference varies");
+  if (has("cosine")) reasons.push_back("cosine " + fmt(j.cosine, "%.6f") + " < " + fmt(t.min_cosine, "%g"));
+  if (has("rel_l2"))
+    reasons.push_back("relative error " + fmt(j.rel_error, "%.4g") + " > " + fmt(t.rel_error_limit(), "%.3g"));
+  if (has("norm_ratio"))
+    reasons.push_back("norm ratio cand/ref " + fmt(j.norm_ratio, "%.4g") + " outside [" +
+                      fmt(1.0 / t.max_norm_ratio, "%.4g") + ", " + fmt(t.max_norm_ratio, "%g") + "]");
+  if (has("few_values"))
+    reasons.push_back(n(j.beyond) + " of " + n(j.finite_pairs) + " values beyond |diff| <= " + fmt(t.small_atol, "%g") +
+                      " + " + fmt(t.small_rtol, "%g") + "|ref| (worst " + fmt(j.worst_ref, "%.6g") + " -> " +
+                      fmt(j.worst_cand, "%.6g") + "; a cosine cannot judge so few values)");
+  if (has("decision_flip"))
+    reasons.push_back("decision flip: " + n(j.decisions) + " score(s) cross " + fmt(t.decision_threshold, "%g") + " (" +
+                      fmt(j.decision_ref, "%.6g") + " -> " + fmt(j.decision_cand, "%.6g") + ")");
+  if (has("argmax"))
+    reasons.push_back("top-1 over axis " + (class_axis ? n(*class_axis) : std::string("None")) + " changes at " +
+                      fmt(j.argmax_flip * 100, "%.1f") + "% of " + n(j.positions) + " positions");
+  if (j.ties)
+    reasons.push_back(n(j.ties) + " near-tie(s) whose top-1 swapped within " + fmt(t.flip_rtol, "%g") +
+                      " of the row's largest value, not counted as flips");
+  if (!j.healthy)
+    reasons.push_back("the reference's norm " + fmt(j.norm_ref, "%.3g") + " is below " + fmt(t.min_norm, "%g") +
+                      ", so a vanished output cannot be told apart");
+  return join(reasons, "; ");
 }
 
 }  // namespace driftscope

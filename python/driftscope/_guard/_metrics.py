@@ -177,60 +177,23 @@ def judge(name: str, ref: np.ndarray, cand: np.ndarray, t: Thresholds,
           sample: int) -> OutputResult:
     """The library's judge (driftscope._core.judge_output: include/driftscope/judge.hpp) with the
     guard criteria profile `t`: the statuses, their order and the metrics are compare's (one
-    status table, docs/metrics.md §9; one float64 pass); this function words the detail."""
+    status table, docs/metrics.md §9; one float64 pass) and the sentences of the detail
+    (report.hpp guard_output_detail); only a shape mismatch is worded here, as the library
+    refuses to judge one."""
     r, c = _as_f64(ref), _as_f64(cand)
     if r.shape != c.shape:
         return OutputResult(name, RUNTIME_ERROR, sample,
                             detail=f"shape {tuple(c.shape)} where the reference has "
                                    f"{tuple(r.shape)}")
-    if r.size == 0:  # nothing to disagree about
-        return OutputResult(name, PASS, sample, detail="empty output")
     axis = class_axis(name, t, r.ndim)
     j = _core.judge_output(_contiguous(r), _contiguous(c), axis, **t.criteria())
-    res = OutputResult(name, j["status"], sample, cosine=j["cosine"], norm_ref=j["norm_ref"],
-                       norm_cand=j["norm_cand"], max_diff=j["max_diff"], nan=j["nan"],
-                       inf=j["inf"], argmax_flip=j["argmax_flip"], rel_error=j["rel_error"])
-    codes = set(j["codes"])
-    rf, cf = r.reshape(-1), c.reshape(-1)
-
-    # The sentences, from the codes that held and the figures behind them.
-    reasons: List[str] = []
-    if "nonfinite" in codes:
-        reasons.append(f"{res.nan} NaN and {res.inf} Inf of {c.size} values where the reference "
-                       "is finite")
-    if codes & {"all_zero", "norm_vanished"}:
-        reasons.append(f"L2 norm {res.norm_cand:.3g} < {t.min_norm:g} where the reference's is "
-                       f"{res.norm_ref:.4g}")
-    if "constant" in codes:
-        reasons.append(f"every value is {j['constant_value']:.6g} where the reference varies")
-    if "cosine" in codes:
-        reasons.append(f"cosine {res.cosine:.6f} < {t.min_cosine:g}")
-    if "rel_l2" in codes:
-        reasons.append(f"relative error {res.rel_error:.4g} > {t.rel_error_limit():.3g}")
-    if "norm_ratio" in codes:
-        reasons.append(f"norm ratio cand/ref {j['norm_ratio']:.4g} outside "
-                       f"[{1.0 / t.max_norm_ratio:.4g}, {t.max_norm_ratio:g}]")
-    if "few_values" in codes:
-        k = j["worst"]
-        reasons.append(f"{j['beyond']} of {j['finite_pairs']} values beyond "
-                       f"|diff| <= {t.small_atol:g} + {t.small_rtol:g}|ref| (worst "
-                       f"{float(rf[k]):.6g} -> {float(cf[k]):.6g}; a cosine cannot judge so few "
-                       "values)")
-    if "decision_flip" in codes:
-        k = j["first_decision"]
-        reasons.append(f"decision flip: {j['decisions']} score(s) cross "
-                       f"{t.decision_threshold:g} ({float(rf[k]):.6g} -> {float(cf[k]):.6g})")
-    if "argmax" in codes:
-        reasons.append(f"top-1 over axis {axis} changes at {res.argmax_flip:.1%} of "
-                       f"{j['positions']} positions")
-    if j["ties"]:
-        reasons.append(f"{j['ties']} near-tie(s) whose top-1 swapped within {t.flip_rtol:g} of "
-                       "the row's largest value, not counted as flips")
-    if not j["healthy"]:
-        reasons.append(f"the reference's norm {res.norm_ref:.3g} is below {t.min_norm:g}, so a "
-                       "vanished output cannot be told apart")
-    res.detail = "; ".join(reasons)
-    return res
+    if r.size == 0:  # nothing to disagree about, and no figures to report
+        return OutputResult(name, PASS, sample, detail=j["detail"])
+    # detail: the library's sentences for the codes that held (report.hpp guard_output_detail).
+    return OutputResult(name, j["status"], sample, cosine=j["cosine"], norm_ref=j["norm_ref"],
+                        norm_cand=j["norm_cand"], max_diff=j["max_diff"], nan=j["nan"],
+                        inf=j["inf"], argmax_flip=j["argmax_flip"], rel_error=j["rel_error"],
+                        detail=j["detail"])
 
 
 def worse(a: OutputResult, b: OutputResult) -> bool:
