@@ -65,7 +65,7 @@ bool write_hub(const std::string& path, size_t m, size_t k, size_t r, bool refer
   std::vector<TensorRef> ins;
   for (size_t i = 0; i < k; ++i) {
     ins.push_back({named("p", i)});
-    if (!put(**w, ins.back().name.str(), {}, 1.0f, i)) return false;
+    if (!put(**w, std::string(ins.back().name()), {}, 1.0f, i)) return false;
   }
   if (reference && !put(**w, "hub", ins, 1.0f, 0)) return false;
   std::vector<TensorRef> hub(r, TensorRef{"hub"});

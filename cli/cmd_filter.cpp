@@ -45,8 +45,8 @@ int run_filter(const FilterArgs& a) {
 
   uint64_t kept = 0, filtered = 0, over_budget = 0, bytes = 0;
   for (const Record& rec : r.records()) {
-    auto res = rec.kind == RecordKind::summary && rec.summary
-                   ? (*w)->write_summary(rec.info, *rec.summary)
+    auto res = rec.kind == RecordKind::summary && rec.summary()
+                   ? (*w)->write_summary(rec.info, *rec.summary())
                    : (*w)->write(rec.info, rec.payload);
     if (!res) {
       // Copying from a page cut off the input fails in write(2) (EFAULT): the cut is the error.

@@ -89,11 +89,11 @@ int run_ls(const LsArgs& a) {
       j["axis"] = t.encoding.kind == EncodingKind::affine_channel
                       ? nlohmann::ordered_json(t.encoding.axis)
                       : nlohmann::ordered_json(nullptr);
-      if (rec.kind == RecordKind::summary && rec.summary) {
+      if (rec.kind == RecordKind::summary && rec.summary()) {
         // A SUMMARY record's projection (docs/light-mode.md): seed as hex like `info`'s salt.
-        j["projection_seed"] = fmt_hex64(rec.summary->projection_seed);
-        j["projection_kind"] = rec.summary->projection_kind;
-        j["projection_dim"] = rec.summary->projection.size();
+        j["projection_seed"] = fmt_hex64(rec.summary()->projection_seed);
+        j["projection_kind"] = rec.summary()->projection_kind;
+        j["projection_dim"] = rec.summary()->projection.size();
       }
       nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
       for (const auto& [k, v] : t.attrs) attrs[k] = v;

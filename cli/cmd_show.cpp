@@ -192,8 +192,8 @@ int run_show(const ShowArgs& a) {
                             s.posinf_count, s.neginf_count, s.zero_count, s.count));
   if (rec.kind == RecordKind::summary) {
     row("values", fmt::format("not stored (summary record, light mode); projection of {} "
-                              "values, seed {}", rec.summary ? rec.summary->projection.size() : 0,
-                              rec.summary ? fmt_hex64(rec.summary->projection_seed) : "-"));
+                              "values, seed {}", rec.summary() ? rec.summary()->projection.size() : 0,
+                              rec.summary() ? fmt_hex64(rec.summary()->projection_seed) : "-"));
     return kExitOk;
   }
   if (a.limit == 0) return kExitOk;

@@ -228,8 +228,8 @@ std::string elide_middle(std::string_view s, size_t width) {
 
 Result<TensorStats> record_stats(const Record& r) {
   if (r.kind == RecordKind::summary) {
-    if (!r.summary) return make_error(Errc::bad_value, "summary record without decoded summary");
-    return r.summary->stats;
+    if (!r.summary()) return make_error(Errc::bad_value, "summary record without decoded summary");
+    return r.summary()->stats;
   }
   return compute_stats(r.info, r.payload);
 }

@@ -20,16 +20,33 @@ namespace driftscope {
 inline constexpr std::string_view kInputsAttr = "ds.inputs";
 inline constexpr std::string_view kKindAttr = "ds.kind";
 
+namespace detail {
+struct ReportAccess;  // the comparison engine's write access (src/compare/report_access.hpp)
+}
+
 // A recorded tensor's identity (docs/format.md §3.3): name, role + role_index, occurrence.
-// The name is a detail::SharedString (detail/shared_string.hpp: one pointer; reads as a std::string_view, .str()
-// makes a std::string): a comparison points it at the block of the referenced tensor's own name,
-// so a million recorded inputs cost no name of their own (issue 30 item 4). 16 bytes, was 40.
-struct TensorRef {
-  detail::SharedString name;
+// The name is read through name() (a view that lives as long as this TensorRef); its storage is
+// private (detail/shared_string.hpp: one pointer to a shared block), so a comparison can point it
+// at the block of the referenced tensor's own name and a million recorded inputs cost no name of
+// their own (issue 30 item 4). 16 bytes, was 40 as a std::string.
+class TensorRef {
+ public:
+  TensorRef() noexcept = default;
+  TensorRef(std::string_view tensor_name, Role r = Role::output, uint16_t index = 0, uint32_t occ = 0)
+      : name_(tensor_name), role(r), role_index(index), occurrence(occ) {}
+  std::string_view name() const noexcept { return name_; }
+
+ private:
+  friend struct detail::ReportAccess;
+  detail::SharedString name_;
+
+ public:
   Role role = Role::output;
   uint16_t role_index = 0;
   uint32_t occurrence = 0;
-  friend bool operator==(const TensorRef&, const TensorRef&) = default;
+  friend bool operator==(const TensorRef& a, const TensorRef& b) noexcept {
+    return a.name_ == b.name_ && a.role == b.role && a.role_index == b.role_index && a.occurrence == b.occurrence;
+  }
 };
 
 // What a tensor holds. Only `value` tensors carry rounding error; the others are exact by

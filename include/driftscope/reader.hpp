@@ -32,6 +32,10 @@ struct DS_API FileHeader {
   std::string_view get(std::string_view key) const;  // "" when absent
 };
 
+namespace detail {
+struct ReaderAccess;  // the library's record-at-a-time access (src/format/record_table.hpp)
+}
+
 // One TENSOR or SUMMARY record. Views point into the reader's mapping and live as long as it.
 struct Record {
   RecordKind kind = RecordKind::tensor;
@@ -40,7 +44,13 @@ struct Record {
   uint64_t size = 0;                     // record_length
   uint64_t payload_offset = 0;           // file offset of the payload (64-byte aligned)
   std::span<const std::byte> payload;    // TENSOR: the element bytes; SUMMARY: the raw summary
-  detail::Boxed<Summary> summary;               // SUMMARY only, decoded (std::optional's interface)
+  // SUMMARY records only: the decoded summary, lives as long as the Record; null otherwise.
+  const Summary* summary() const noexcept { return summary_.operator->(); }
+
+ private:
+  friend struct detail::ReaderAccess;  // the reader sets it
+  // (Boxed, detail/boxed.hpp: one pointer; most records are TENSOR records.)
+  detail::Boxed<Summary> summary_;
 };
 
 enum class FileState : uint8_t {
@@ -78,10 +88,6 @@ struct OpenOptions {
                           // (Integrity::index_used); the verdict and lookups are the same either way
   bool resync = false;    // after corruption, search for the next valid record and go on
 };
-
-namespace detail {
-struct ReaderAccess;  // the library's record-at-a-time access (src/format/record_table.hpp)
-}
 
 // Threads: every const member may be called from any number of threads at once on one Reader
 // (header, integrity, records, record_count, bytes, find, find_all, verify_payload,

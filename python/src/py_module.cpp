@@ -149,7 +149,7 @@ void bind_filter(nb::module_& m) {
       [](std::string_view text) {
         std::vector<Ref> out;
         for (const TensorRef& r : unwrap(parse_inputs(text)))
-          out.emplace_back(r.name.str(), std::string(role_name(r.role)), r.role_index, r.occurrence);
+          out.emplace_back(std::string(r.name()), std::string(role_name(r.role)), r.role_index, r.occurrence);
         return out;
       },
       nb::arg("text"));

@@ -159,8 +159,8 @@ nb::dict stats_dict(const TensorStats& s) {
 }
 
 nb::object summary_of(const Record& r) {
-  if (!r.summary) return nb::none();
-  const Summary& s = *r.summary;
+  if (!r.summary()) return nb::none();
+  const Summary& s = *r.summary();
   nb::dict d = stats_dict(s.stats);
   d["projection_seed"] = s.projection_seed;
   d["projection_kind"] = s.projection_kind;
@@ -260,7 +260,7 @@ void bind_reader(nb::module_& m) {
           [](const PyRecord& p) {
             const Record& r = p.rec();
             if (r.kind == RecordKind::summary) {
-              nb::dict d = stats_dict(r.summary->stats);
+              nb::dict d = stats_dict(r.summary()->stats);
               return d;
             }
             std::optional<Result<TensorStats>> s;

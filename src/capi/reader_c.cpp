@@ -349,10 +349,10 @@ int ds_record_stats(const ds_record* record, ds_tensor_stats* out) {
     if (!out) return capi::fail_null("out");
     const Record& r = *record->record;
     if (r.kind == RecordKind::summary) {
-      if (!r.summary)
+      if (!r.summary())
         return capi::fail(DS_E_INTERNAL, "SUMMARY record '" + r.info.name +
                                              "' has no decoded summary");
-      fill_stats(r.summary->stats, out);
+      fill_stats(r.summary()->stats, out);
       return DS_OK;
     }
     auto s = compute_stats(r.info, r.payload);
@@ -367,15 +367,15 @@ int ds_record_summary(const ds_record* record, ds_summary* out) {
     if (!record) return capi::fail_null("record");
     if (!out) return capi::fail_null("out");
     const Record& r = *record->record;
-    if (r.kind != RecordKind::summary || !r.summary)
+    if (r.kind != RecordKind::summary || !r.summary())
       return capi::fail(make_error(Errc::invalid_argument,
                                    "record '" + r.info.name +
                                        "' is a TENSOR, not a SUMMARY: use ds_record_stats"));
-    fill_stats(r.summary->stats, &out->stats);
-    out->projection_seed = r.summary->projection_seed;
-    out->projection_kind = r.summary->projection_kind;
-    out->projection_dim = static_cast<uint32_t>(r.summary->projection.size());
-    out->projection = r.summary->projection.empty() ? nullptr : r.summary->projection.data();
+    fill_stats(r.summary()->stats, &out->stats);
+    out->projection_seed = r.summary()->projection_seed;
+    out->projection_kind = r.summary()->projection_kind;
+    out->projection_dim = static_cast<uint32_t>(r.summary()->projection.size());
+    out->projection = r.summary()->projection.empty() ? nullptr : r.summary()->projection.data();
     return DS_OK;
   });
 }

@@ -238,9 +238,9 @@ class Checker {
   }
 
   void summary_checks(const Record& rec) {
-    if (!rec.summary) return;
+    if (!rec.summary()) return;
     ++rep_.tensors_checked;
-    const TensorStats& s = rec.summary->stats;
+    const TensorStats& s = rec.summary()->stats;
     value_findings(rec.info, s.count, s.nan_count, s.posinf_count, s.neginf_count, s.zero_count, s.min, s.max);
   }
 

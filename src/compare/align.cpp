@@ -264,7 +264,7 @@ TensorDesc describe(const Record& r, const detail::SharedString* name) {
 }
 
 namespace {
-// Points each recorded input's name (TensorRef::name) at the block of the name of the tensor it
+// Points each recorded input's name (TensorRef::name()) at the block of the name of the tensor it
 // names, when that tensor is described on the same side: with the PyTorch recorder's data flow
 // every record names the one before it, and a million such names took 48 bytes each on each side
 // (issue 30 item 4). The descriptions' names are found through an open-addressing table of
@@ -293,23 +293,24 @@ void share_input_names(std::vector<PairResult>& results, bool ref_side, std::vec
   // Most inputs name the tensor recorded just before (a layer's input is the last output): that
   // one is tried first, without the table's hashing and random reads.
   auto find = [&](const TensorRef& r, const TensorDesc* before) -> const detail::SharedString* {
-    if (before && before->name() == r.name.view()) return &detail::ReportAccess::name(*before);
+    if (before && before->name() == r.name()) return &detail::ReportAccess::name(*before);
     if (table.empty()) build();
-    return table[slot_of(r.name.view())];
+    return table[slot_of(r.name())];
   };
   auto share = [&](TensorDesc& d, const TensorDesc* before) {
     // Edited only where a name changes block: edit() copies a box the pair's other side shares.
     bool changes = false;
     for (const TensorRef& r : d.inputs()) {
       const detail::SharedString* n = find(r, before);
-      if (n && !r.name.shares_with(*n)) {
+      if (n && !detail::ReportAccess::name(r).shares_with(*n)) {
         changes = true;
         break;
       }
     }
     if (!changes) return;
     for (TensorRef& r : detail::ReportAccess::edit(d).inputs)
-      if (const detail::SharedString* n = find(r, before); n && !r.name.shares_with(*n)) r.name = *n;
+      if (const detail::SharedString* n = find(r, before); n && !detail::ReportAccess::name(r).shares_with(*n))
+        detail::ReportAccess::name(r) = *n;
   };
   for (size_t i = 0; i < results.size(); ++i) {
     share(side(results[i]), i ? &side(results[i - 1]) : nullptr);

@@ -273,9 +273,9 @@ class Engine {
   OutsideLookup outside_lookup() {
     if (o_.filter.empty()) return {};
     return [this](const TensorRef& r) -> const TensorDesc* {
-      auto [it, fresh] = outside_.try_emplace(std::tuple{r.name.str(), r.role, r.role_index, r.occurrence});
+      auto [it, fresh] = outside_.try_emplace(std::tuple{std::string(r.name()), r.role, r.role_index, r.occurrence});
       if (fresh) {
-        if (auto i = detail::ReaderAccess::find(ref_, r.name, r.occurrence, r.role, r.role_index))
+        if (auto i = detail::ReaderAccess::find(ref_, r.name(), r.occurrence, r.role, r.role_index))
           it->second = describe(detail::ReaderAccess::record(ref_, *i));
       }
       return it->second ? &*it->second : nullptr;
@@ -544,8 +544,8 @@ class Engine {
 
   void compute_light(size_t i, const Record& a, const Record& b) {
     PairResult& p = report_.pairs[i];
-    const Summary* sa = a.summary ? &*a.summary : nullptr;
-    const Summary* sb = b.summary ? &*b.summary : nullptr;
+    const Summary* sa = a.summary();
+    const Summary* sb = b.summary();
     Summary made;
     auto summarise = [&](const Record& value_side, const Summary& like) -> Result<void> {
       auto s = summarize(value_side.info, value_side.payload,

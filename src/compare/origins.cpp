@@ -35,7 +35,7 @@ bool failing_status(PairStatus s) { return s == PairStatus::fail || s == PairSta
 // maps keyed by it live while the report's descriptions do (no name is copied: a million pairs).
 using Key = std::tuple<std::string_view, Role, uint16_t, uint32_t>;
 Key key_of(const TensorDesc& d) { return {d.name(), d.role, d.role_index, d.occurrence}; }
-Key key_of(const TensorRef& r) { return {r.name, r.role, r.role_index, r.occurrence}; }
+Key key_of(const TensorRef& r) { return {r.name(), r.role, r.role_index, r.occurrence}; }
 
 // A compared pair that can carry error: a floating-point value, not an index, shape or mask.
 bool carries_values(const PairResult& p) {

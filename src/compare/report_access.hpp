@@ -33,6 +33,9 @@ struct ReportAccess {
     return d.rare_.shares_with(o.rare_);
   }
   static TensorRefs& inputs(TensorDesc& d) { return edit(d).inputs; }
+  // TensorRef: its name's block, shared with the described tensor's name (align.cpp).
+  static SharedString& name(TensorRef& r) noexcept { return r.name_; }
+  static const SharedString& name(const TensorRef& r) noexcept { return r.name_; }
   using DescRare = TensorDesc::Rare;
 
   // PairResult

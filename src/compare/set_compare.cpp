@@ -356,8 +356,8 @@ class Materializer {
     info.exec_index = r.seq;
     if (inputs) info.attrs.emplace_back(kInputsAttr, *inputs);
     const Record* p = current_.passthrough;
-    if (p && p->kind == RecordKind::summary && p->summary) {
-      DRIFTSCOPE_TRY(dump_.writer->write_summary(info, *p->summary));
+    if (p && p->kind == RecordKind::summary && p->summary()) {
+      DRIFTSCOPE_TRY(dump_.writer->write_summary(info, *p->summary()));
     } else {
       DRIFTSCOPE_TRY(dump_.writer->write(info, p ? p->payload : std::span<const std::byte>(current_.payload)));
     }
@@ -393,7 +393,7 @@ void restore(TensorDesc& d, const std::unordered_map<uint64_t, TempSlot>& slots,
   if (d.inputs().empty()) return;
   std::vector<TensorRef> stored;
   for (TensorRef& r : detail::ReportAccess::edit(d).inputs) {
-    auto o = occs.find({r.name.str(), static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
+    auto o = occs.find({std::string(r.name()), static_cast<uint8_t>(r.role), r.role_index, r.occurrence});
     if (o != occs.end()) r.occurrence = o->second;
     if (std::find(stored.begin(), stored.end(), r) == stored.end()) stored.push_back(std::move(r));
   }

@@ -62,7 +62,7 @@ std::string link_dataflow(Side& side, std::string_view which) {
   follow = [&](uint32_t rank, const Record& consumer, const std::vector<TensorRef>& refs, std::vector<size_t>& out,
                int depth) {
     for (const TensorRef& ref : refs) {
-      const Record* t = s.readers[rank].find(ref.name, ref.occurrence, ref.role, ref.role_index);
+      const Record* t = s.readers[rank].find(ref.name(), ref.occurrence, ref.role, ref.role_index);
       if (!t || t->info.exec_index >= consumer.info.exec_index) continue;  // missing or later: ignored
       if (auto it = logical_of.find(t); it != logical_of.end()) {
         out.push_back(it->second);

@@ -30,7 +30,7 @@ std::string format_inputs(const std::vector<TensorRef>& refs) {
     if (i) out += ',';
     out += role_name(r.role);
     out += '/' + std::to_string(r.role_index) + '/' + std::to_string(r.occurrence) + ':';
-    for (char c : r.name) {
+    for (char c : r.name()) {
       if (c == '\\' || c == ',') out += '\\';  // the only two escapes of the grammar
       out += c;
     }
@@ -67,21 +67,19 @@ Result<std::vector<TensorRef>> parse_inputs(std::string_view s) {
   size_t pos = 0;
   if (s.empty()) return refs;
   while (true) {
-    TensorRef r;
+    Role ref_role = Role::output;
     size_t slash = s.find('/', pos);
     if (slash == std::string_view::npos) return bad(pos, "expected a role followed by '/'");
     std::string_view role = s.substr(pos, slash - pos);
     bool known = false;
     for (Role c : {Role::output, Role::input, Role::parameter, Role::other})
-      if (role == role_name(c)) r.role = c, known = true;
+      if (role == role_name(c)) ref_role = c, known = true;
     if (!known) return bad(pos, "unknown role");
     pos = slash + 1;
     auto ri = number(s, pos, '/', 0xFFFF, "role_index");
     if (!ri) return ri.error();
     auto oc = number(s, pos, ':', 0xFFFFFFFFu, "occurrence");
     if (!oc) return oc.error();
-    r.role_index = static_cast<uint16_t>(*ri);
-    r.occurrence = static_cast<uint32_t>(*oc);
     size_t name_start = pos;
     std::string name;
     while (pos < s.size() && s[pos] != ',') {
@@ -94,8 +92,7 @@ Result<std::vector<TensorRef>> parse_inputs(std::string_view s) {
     }
     if (name.empty()) return bad(name_start, "empty name");
     if (name.size() > limits::kMaxNameLength) return bad(name_start, "name longer than 4096 bytes");
-    r.name = name;
-    refs.push_back(std::move(r));
+    refs.emplace_back(name, ref_role, static_cast<uint16_t>(*ri), static_cast<uint32_t>(*oc));
     if (pos == s.size()) return refs;
     ++pos;  // ','
   }

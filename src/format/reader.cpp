@@ -128,7 +128,7 @@ struct Reader::Impl {
     if (f.kind == kKindSummary) {
       auto sm = decode_summary_payload(r.payload, payload_off, r.info.numel());
       if (!sm) return changed();
-      r.summary = std::move(*sm);
+      detail::ReaderAccess::set_summary(r, std::move(*sm));
     } else if (auto want = tensor_payload_size(r.info); !want || *want != f.payload_length) {
       return changed();
     }
@@ -252,7 +252,7 @@ struct Reader::Impl {
       } else {
         auto s = decode_summary_payload(payload, ps.payload_off, info.numel());
         if (!s) return named(std::move(s).error());
-        if (out) out->summary = std::move(*s);
+        if (out) detail::ReaderAccess::set_summary(*out, std::move(*s));
       }
     }
     return std::monostate{};

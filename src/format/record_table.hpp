@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "driftscope/reader.hpp"
 
 namespace driftscope::detail {
 
 struct ReaderAccess {
+  // Record::summary(): the decoded SUMMARY payload.
+  static void set_summary(Record& r, Summary&& s) { r.summary_ = std::move(s); }
   // records()[i], decoded from the file (i < record_count(); the scan on open checked it).
   static Record record(const Reader& reader, size_t i);
   // Whether some record carries `axes_ops`, `norm_axes` or `softmax_axis` (docs/format.md §3.3),

@@ -22,12 +22,15 @@
 
 #include "driftscope/compact_optional.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/dataflow.hpp"
+#include "driftscope/reader.hpp"
 #include "driftscope/detail/inline_vector.hpp"
 #include "driftscope/detail/interned.hpp"
 #include "driftscope/detail/pooled.hpp"
 #include "driftscope/detail/shared_string.hpp"
 #include "driftscope/detail/sparse.hpp"
 #include "compare/report_access.hpp"
+#include "format/record_table.hpp"
 
 using driftscope::CompactOptional;
 using driftscope::detail::InlineVector;
@@ -503,6 +506,8 @@ TEST(PublicApi, ReportReadsAsPlainTypes) {
   static_assert(returns<decltype(p.layout()), const driftscope::LayoutDiagnosis*>);
   static_assert(returns<decltype(p.max_abs_coords()), std::vector<uint64_t>>);
   static_assert(returns<decltype(driftscope::Reason{}.code()), const std::string&>);
+  static_assert(returns<decltype(p.ref.inputs()[0].name()), std::string_view>);
+  static_assert(returns<decltype(driftscope::Record{}.summary()), const driftscope::Summary*>);
   // The defaults read as empty values without a box or a container behind them.
   EXPECT_TRUE(p.ref.name().empty());
   EXPECT_TRUE(p.ref.shape().empty());
@@ -521,4 +526,48 @@ TEST(PublicApi, ReportReadsAsPlainTypes) {
   EXPECT_TRUE(std::ranges::equal(q.ref.shape(), std::vector<uint64_t>{2, 3}));
   ASSERT_NE(q.layout(), nullptr);
   EXPECT_EQ(q.layout()->hypothesis, "none");
+}
+
+// The two public structs that held detail types in public members (issue 25 item 5): a recorded
+// input's name and a record's decoded summary read as a view and a pointer; the members are gone
+// (before, TensorRef::name was a detail::SharedString and Record::summary a detail::Boxed<Summary>).
+template <class T>
+concept NameIsAPublicMember = requires(const T& t) { t.name.view(); };
+template <class T>
+concept SummaryIsAPublicMember = requires(const T& t) { t.summary.has_value(); };
+TEST(PublicApi, InputsAndRecordsReadAsPlainTypes) {
+  using driftscope::Record;
+  using driftscope::Role;
+  using driftscope::TensorRef;
+  static_assert(!NameIsAPublicMember<TensorRef>);
+  static_assert(!SummaryIsAPublicMember<Record>);
+  static_assert(returns<decltype(TensorRef{}.role), Role>);
+  static_assert(returns<decltype(TensorRef{}.role_index), uint16_t>);
+  static_assert(returns<decltype(TensorRef{}.occurrence), uint32_t>);
+
+  const TensorRef t{"encoder.layers.0.out", Role::input, 2, 7};
+  EXPECT_EQ(t.name(), "encoder.layers.0.out");
+  EXPECT_EQ(t.role, Role::input);
+  EXPECT_EQ(t.role_index, 2);
+  EXPECT_EQ(t.occurrence, 7u);
+  TensorRef u = t;
+  EXPECT_TRUE(u == t);
+  EXPECT_TRUE(driftscope::detail::ReportAccess::name(u).shares_with(driftscope::detail::ReportAccess::name(t)));
+  u.occurrence = 8;
+  EXPECT_FALSE(u == t);
+  EXPECT_FALSE((TensorRef{"encoder.layers.0.ou", Role::input, 2, 7} == t));
+  EXPECT_TRUE(TensorRef{}.name().empty());
+
+  Record rec;
+  EXPECT_EQ(rec.summary(), nullptr);  // a TENSOR record
+  driftscope::Summary s;
+  s.projection_seed = 42;
+  s.projection = {1.5f, -2.0f};
+  driftscope::detail::ReaderAccess::set_summary(rec, std::move(s));
+  ASSERT_NE(rec.summary(), nullptr);
+  EXPECT_EQ(rec.summary()->projection_seed, 42u);
+  const Record copy = rec;  // copies the summary, as the std::optional it was
+  ASSERT_NE(copy.summary(), nullptr);
+  EXPECT_NE(copy.summary(), rec.summary());
+  EXPECT_EQ(copy.summary()->projection, (std::vector<float>{1.5f, -2.0f}));
 }

@@ -68,7 +68,7 @@ TEST(DataFlow, GoldenVector) {
     ASSERT_EQ(refs->size(), want["inputs"].size());
     for (size_t j = 0; j < refs->size(); ++j) {
       const auto& w = want["inputs"][j];
-      EXPECT_EQ((*refs)[j].name, w[0].get<std::string>());
+      EXPECT_EQ((*refs)[j].name(), w[0].get<std::string>());
       EXPECT_EQ(role_name((*refs)[j].role), w[1].get<std::string>());
       EXPECT_EQ((*refs)[j].role_index, w[2].get<int>());
       EXPECT_EQ((*refs)[j].occurrence, w[3].get<uint32_t>());

@@ -34,11 +34,11 @@ void expect_same(const Record& x, const Record& y) {
   EXPECT_EQ(x.info.encoding.kind, y.info.encoding.kind);
   EXPECT_EQ(x.info.encoding.scales, y.info.encoding.scales);
   EXPECT_EQ(x.info.encoding.zero_points, y.info.encoding.zero_points);
-  ASSERT_EQ(x.summary.has_value(), y.summary.has_value());
-  if (x.summary) {
-    EXPECT_EQ(x.summary->projection, y.summary->projection);
-    EXPECT_EQ(x.summary->projection_seed, y.summary->projection_seed);
-    EXPECT_EQ(x.summary->stats.l2_norm, y.summary->stats.l2_norm);
+  ASSERT_EQ(x.summary() != nullptr, y.summary() != nullptr);
+  if (x.summary()) {
+    EXPECT_EQ(x.summary()->projection, y.summary()->projection);
+    EXPECT_EQ(x.summary()->projection_seed, y.summary()->projection_seed);
+    EXPECT_EQ(x.summary()->stats.l2_norm, y.summary()->stats.l2_norm);
   }
 }
 
@@ -109,8 +109,8 @@ TEST(RecordTable, RecordsAreBuiltOnDemandAsTheScanSawThem) {
       EXPECT_EQ(detail::ReaderAccess::exec_index(*r, i), r->records()[i].info.exec_index);
     }
     EXPECT_EQ(r->records()[1].info.encoding.scales, (std::vector<double>{0.25}));
-    ASSERT_TRUE(r->records()[2].summary.has_value());
-    EXPECT_EQ(r->records()[2].summary->projection, (std::vector<float>{1.5f, -2.5f, 0.0f}));
+    ASSERT_NE(r->records()[2].summary(), nullptr);
+    EXPECT_EQ(r->records()[2].summary()->projection, (std::vector<float>{1.5f, -2.5f, 0.0f}));
   }
 }
 

@@ -158,9 +158,9 @@ void expect_record(const Record& got, const json& w, const std::string& where) {
   EXPECT_EQ(got.payload.size(), w["payload_length"].get<uint64_t>());
 
   if (got.kind == RecordKind::summary) {
-    ASSERT_TRUE(got.summary.has_value());
+    ASSERT_NE(got.summary(), nullptr);
     const Summary want_s = summary_from(w["summary"]);
-    const TensorStats &a = got.summary->stats, &b = want_s.stats;
+    const TensorStats &a = got.summary()->stats, &b = want_s.stats;
     EXPECT_EQ(a.count, b.count);
     EXPECT_EQ(a.nan_count, b.nan_count);
     EXPECT_EQ(a.posinf_count, b.posinf_count);
@@ -168,9 +168,9 @@ void expect_record(const Record& got, const json& w, const std::string& where) {
     EXPECT_EQ(a.zero_count, b.zero_count);
     EXPECT_TRUE(same(a.min, b.min) && same(a.max, b.max) && same(a.mean, b.mean) &&
                 same(a.std, b.std) && same(a.l2_norm, b.l2_norm));
-    EXPECT_EQ(got.summary->projection_seed, want_s.projection_seed);
-    EXPECT_EQ(got.summary->projection_kind, want_s.projection_kind);
-    EXPECT_EQ(got.summary->projection, want_s.projection);
+    EXPECT_EQ(got.summary()->projection_seed, want_s.projection_seed);
+    EXPECT_EQ(got.summary()->projection_kind, want_s.projection_kind);
+    EXPECT_EQ(got.summary()->projection, want_s.projection);
     return;
   }
   const json& values = w["values"];
@@ -385,7 +385,7 @@ TEST(Vectors, SummaryRecomputedFromItsValues) {
     const json& w = want["records"][i];
     if (!w.contains("summary_of")) continue;
     const Record& values = r->records()[w["summary_of"].get<size_t>()];
-    const Summary& stored = *r->records()[i].summary;
+    const Summary& stored = *r->records()[i].summary();
     auto s = summarize(values.info, values.payload, static_cast<uint32_t>(stored.projection.size()),
                        stored.projection_seed);
     ASSERT_TRUE(s.ok()) << s.error().to_string();

@@ -365,9 +365,9 @@ TEST(WriterReader, SummaryRecordsRoundTrip) {
   ASSERT_EQ(r->records().size(), 1u);
   const Record& rec = r->records()[0];
   EXPECT_EQ(rec.kind, RecordKind::summary);
-  ASSERT_TRUE(rec.summary.has_value());
-  EXPECT_EQ(rec.summary->projection, s.projection);
-  EXPECT_EQ(rec.summary->stats.l2_norm, 3.0);
+  ASSERT_NE(rec.summary(), nullptr);
+  EXPECT_EQ(rec.summary()->projection, s.projection);
+  EXPECT_EQ(rec.summary()->stats.l2_norm, 3.0);
   EXPECT_EQ(rec.info.shape, (std::vector<uint64_t>{2, 3}));
 }
 
