@@ -37,6 +37,18 @@ using Key = std::tuple<std::string_view, Role, uint16_t, uint32_t>;
 Key key_of(const TensorDesc& d) { return {d.name(), d.role, d.role_index, d.occurrence}; }
 Key key_of(const TensorRef& r) { return {r.name(), r.role, r.role_index, r.occurrence}; }
 
+// A hash of a whole identity (not the name alone: one name may occur a million times), mixed so
+// that its top bits index a directory.
+uint64_t identity_hash(const Key& k) {
+  uint64_t h = std::hash<std::string_view>{}(std::get<0>(k));
+  h ^= (static_cast<uint64_t>(std::get<1>(k)) | static_cast<uint64_t>(std::get<2>(k)) << 8 |
+        static_cast<uint64_t>(std::get<3>(k)) << 24) * 0x9e3779b97f4a7c15ULL;
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 29;
+  return h;
+}
+
 // A compared pair that can carry error: a floating-point value, not an index, shape or mask.
 bool carries_values(const PairResult& p) {
   return p.compared && p.ref.kind == TensorKind::value && p.ref.role != Role::parameter;
@@ -107,17 +119,54 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
   if (!any) return false;
 
   // Identity -> pair index (the first pair of a repeated identity), and identity -> unpaired
-  // reference tensor (followed through). The pairs' identities sit in one sorted array, 32 bytes
-  // a pair where a std::map's nodes took 80 with the allocator's (issue 30 item 4: a million pairs).
-  std::vector<std::pair<Key, size_t>> pair_keys;
-  pair_keys.reserve(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) pair_keys.emplace_back(key_of(pairs[i].ref), i);
-  std::sort(pair_keys.begin(), pair_keys.end());
+  // reference tensor (followed through). An input is nearly always a pair recorded just before
+  // the one that names it: the few before `near` (the pair being resolved) are tried first, and
+  // a pair found there is the answer when no earlier pair has its identity (`repeat`). Otherwise
+  // one array, 16 bytes a pair (a hash of the identity and the pair index) sorted by hash, with a
+  // directory of 8 bytes a bucket over its top bits, is searched in the bucket alone. A
+  // std::map's nodes took 80 bytes a pair; an array sorted by identity (32 bytes a pair) spent a
+  // serial 0.5 s of a million pairs comparing names that share long prefixes ("model.layers.N.
+  // block.M.out": memcmp) (issue 30 item 4). Entries of one hash are ordered by identity, then
+  // pair index, so equal hashes (equal identities, or a crafted collision) still cost a binary
+  // search, never a scan.
+  struct Hashed {
+    uint64_t hash;
+    size_t pair;
+  };
+  auto hashed_less = [&](const Hashed& a, const Hashed& b) {
+    if (a.hash != b.hash) return a.hash < b.hash;
+    const Key ka = key_of(pairs[a.pair].ref), kb = key_of(pairs[b.pair].ref);
+    if (ka != kb) return ka < kb;
+    return a.pair < b.pair;
+  };
+  std::vector<Hashed> pair_keys(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) pair_keys[i] = {identity_hash(key_of(pairs[i].ref)), i};
+  std::sort(pair_keys.begin(), pair_keys.end(), hashed_less);
+  std::vector<char> repeat(pairs.size(), 0);  // an earlier pair has its identity
+  for (size_t at = 1; at < pair_keys.size(); ++at)
+    if (pair_keys[at].hash == pair_keys[at - 1].hash &&
+        key_of(pairs[pair_keys[at].pair].ref) == key_of(pairs[pair_keys[at - 1].pair].ref))
+      repeat[pair_keys[at].pair] = 1;
+  const int dir_bits = static_cast<int>(std::bit_width(pairs.size()));  // about one entry a bucket
+  auto bucket_of = [&](uint64_t h) { return dir_bits == 0 ? size_t{0} : static_cast<size_t>(h >> (64 - dir_bits)); };
+  std::vector<size_t> directory((size_t{1} << dir_bits) + 1, pairs.size());
+  for (size_t at = pair_keys.size(); at-- > 0;) directory[bucket_of(pair_keys[at].hash)] = at;
+  for (size_t bucket = directory.size() - 1; bucket-- > 0;)
+    directory[bucket] = std::min(directory[bucket], directory[bucket + 1]);
+  size_t near = 0;
   auto pair_of = [&](const Key& k) -> std::optional<size_t> {
-    auto it = std::lower_bound(pair_keys.begin(), pair_keys.end(), k,
-                               [](const std::pair<Key, size_t>& e, const Key& key) { return e.first < key; });
-    if (it == pair_keys.end() || it->first != k) return std::nullopt;
-    return it->second;
+    constexpr size_t kNear = 4;
+    for (size_t j = near; j > 0 && near - j < kNear; --j)
+      if (!repeat[j - 1] && key_of(pairs[j - 1].ref) == k) return j - 1;
+    const uint64_t h = identity_hash(k);
+    const size_t bucket = bucket_of(h);
+    auto it = std::lower_bound(pair_keys.begin() + static_cast<std::ptrdiff_t>(directory[bucket]),
+                               pair_keys.begin() + static_cast<std::ptrdiff_t>(directory[bucket + 1]), h,
+                               [&](const Hashed& e, uint64_t) {
+                                 return e.hash != h ? e.hash < h : key_of(pairs[e.pair].ref) < k;
+                               });
+    if (it == pair_keys.end() || it->hash != h || key_of(pairs[it->pair].ref) != k) return std::nullopt;
+    return it->pair;
   };
   std::map<Key, const TensorDesc*> unpaired;
   for (const auto& d : rep.only_in_reference) unpaired.emplace(key_of(d), &d);
@@ -197,6 +246,7 @@ bool localize_dataflow(Report& rep, const CompareOptions& options, const Outside
     } else {
       detail::ReportAccess::basis(p) = "dataflow";
       Collect got;
+      near = i;
       resolve(p.ref, got, 0);
       got.compact();
       detail::ReportAccess::basis_pairs(p) = got.items;  // a copy at its size: no capacity left over from the duplicates

@@ -1,11 +1,13 @@
 // The JSON report (docs/report-schema.json). JSON has no NaN or infinity: a value that was not
 // computed (or is undefined, 0/0) is null, and ±infinity is the string "inf" / "-inf".
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -124,6 +126,18 @@ class CriteriaText {
   std::string text_;
 };
 
+// PairResult::coords_of(flat) written into c[0, shape.size()): the same digits, the same zeros
+// left in the leading axes when an axis is 0.
+constexpr size_t kJsonCoordsInline = 16;
+void json_unravel(uint64_t flat, std::span<const uint64_t> shape, uint64_t* c) {
+  std::fill(c, c + shape.size(), uint64_t{0});
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 0) return;
+    c[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+}
+
 // `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
 void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p, size_t i,
                 const std::vector<uint32_t>* ranks = nullptr) {
@@ -145,10 +159,17 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     if (have && v >= 0) w.number(v);
     else w.null();
   };
-  auto coords = [&](const auto& k, const std::vector<uint64_t>& v, bool have) {
+  // PairResult::coords_of() without its vector: two allocations a pair were a measurable part of
+  // writing a million pairs (issue 30 item 4). Shapes of up to kJsonCoordsInline axes (every real
+  // one) unravel on the stack; a longer one takes the accessor.
+  auto coords = [&](const auto& k, int64_t flat_index, bool have) {
     w.key(k);
-    if (have) w.array_of(v);
-    else w.null();
+    if (!have) return w.null();
+    const std::span<const uint64_t> shape = p.ref.shape();
+    if (shape.size() > kJsonCoordsInline) return w.array_of(p.coords_of(flat_index));
+    uint64_t at[kJsonCoordsInline];
+    json_unravel(static_cast<uint64_t>(flat_index), shape, at);
+    w.array_of(std::span<const uint64_t>(at, shape.size()));
   };
   w.begin_object();
   w.key("pair"), w.number(static_cast<uint64_t>(i));
@@ -224,11 +245,11 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   else w.null();
   num("mismatch_fraction", m.mismatch_fraction, exact);
   index_member("first_mismatch_index", m.first_mismatch(), exact);
-  coords("first_mismatch_coords", p.first_mismatch_coords(), exact && m.first_mismatch() >= 0);
+  coords("first_mismatch_coords", m.first_mismatch(), exact && m.first_mismatch() >= 0);
   num("first_mismatch_ref", m.first_mismatch_ref(), exact && m.first_mismatch() >= 0);
   num("first_mismatch_cand", m.first_mismatch_cand(), exact && m.first_mismatch() >= 0);
   index_member("max_abs_index", m.max_abs_index, exact);
-  coords("max_abs_coords", p.max_abs_coords(), exact && m.max_abs_index >= 0);
+  coords("max_abs_coords", m.max_abs_index, exact && m.max_abs_index >= 0);
   index_member("max_ulp", m.max_ulp, exact);
   cnt("nan_ref", m.nan_ref());
   cnt("nan_cand", m.nan_cand());
