@@ -29,8 +29,12 @@ if [ "$1" = --shared ]; then
   cmake --build "$scratch/build" >"$scratch/consumer.log" 2>&1 || { tail -n 40 "$scratch/consumer.log" >&2; exit 1; }
   b=$scratch/build
   # The programs find the installed libraries through their build RPATH; make sure they do.
-  ldd "$b/consumer_cpp" | grep -q "$libdir/libdriftscope.so" || { echo "consumer_cpp does not load $libdir/libdriftscope.so" >&2; exit 1; }
-  ldd "$b/test_c_api" | grep -q "$libdir/libdriftscope_c.so" || { echo "test_c_api does not load $libdir/libdriftscope_c.so" >&2; exit 1; }
+  # ldd's output is read whole first: `ldd | grep -q` under pipefail failed when grep, done at
+  # the first match, closed the pipe before ldd had written the rest (SIGPIPE, seen under load).
+  loads=$(ldd "$b/consumer_cpp")
+  grep -qF "$libdir/libdriftscope.so" <<<"$loads" || { echo "consumer_cpp does not load $libdir/libdriftscope.so" >&2; exit 1; }
+  loads=$(ldd "$b/test_c_api")
+  grep -qF "$libdir/libdriftscope_c.so" <<<"$loads" || { echo "test_c_api does not load $libdir/libdriftscope_c.so" >&2; exit 1; }
   "$b/consumer_cpp" "$scratch/out.tdump"
   "$b/consumer_c" "$scratch/out.tdump"
   "$b/tiny_encoder" "$scratch/encoder" && "$b/hash_reference" "$scratch/hash_reference.tdump"
