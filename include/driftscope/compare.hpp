@@ -196,7 +196,10 @@ namespace detail {
 struct ReportAccess;  // the engine's write access to the report model (src/compare/report_access.hpp)
 }
 
-// A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and one line.
+// A stable code ("allclose", "nonfinite", "shape", ...; docs/compare.md lists them) and, for the
+// reasons whose sentence quotes what the pair does not hold (a shape or dtype mismatch, a read
+// error, an axis finding), that sentence in `message`. The judgement of the metrics stores the
+// code only (`message` is empty): reason_text() words every reason from its pair.
 class Reason {
  public:
   Reason() = default;
@@ -208,7 +211,7 @@ class Reason {
   detail::Interned code_;  // (a few dozen distinct codes: one pointer, detail/interned.hpp)
 
  public:
-  std::string message;
+  std::string message;  // "" for a reason worded from its pair: read reasons through reason_text()
 };
 
 namespace detail {
@@ -644,6 +647,12 @@ class PairResult {
   static inline const Rare kNoRare{};
   detail::Boxed<Rare> rare_;
 };
+
+// The sentence of one of a pair's reasons, as every report prints it ("candidate has 1 NaN and 0
+// Inf where the reference is finite"): the stored Reason::message where the reason has one, else
+// worded from the pair's metrics, criteria and float64 figures. The judgement stores codes only,
+// so a million failing pairs cost no million strings; the reports word the few they print.
+DS_API std::string reason_text(const PairResult& pair, const Reason& reason);
 
 // One independent origin of error (docs/compare.md §5 "Every origin").
 struct OriginPoint {

@@ -69,8 +69,6 @@ inline constexpr double kDefaultR64Floor = 1.0;  // f: f * RMS(ref64) * the roun
 
 // Applies the health checks and the criteria to a compared pair: fills status and reasons.
 void judge(PairResult& pair, bool nan_equal);
-// The reason a pair fails the float64 ordering rule, from its r64_* fields.
-std::string r64_reason(const PairResult& pair);
 
 // ---- align.cpp ----------------------------------------------------------------------------------
 // One side of a planned pair: its record (an index into its reader, decoded again where it is

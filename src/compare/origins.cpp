@@ -107,9 +107,7 @@ void rounding_r64_limit(PairResult& p, double floor_factor, uint64_t contracted,
     rest.erase(rest.begin() + (it - reasons.begin()));
     reasons = std::move(rest);
     if (p.reasons().empty() && p.status == PairStatus::fail) p.status = PairStatus::pass;
-  } else {
-    it->message = r64_reason(p);
-  }
+  }  // else the reason stays: reason_text() words it from the new limit
 }
 
 bool localize_dataflow(Report& rep, const CompareOptions& options, const OutsideLookup& outside) {

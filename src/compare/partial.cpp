@@ -284,6 +284,8 @@ void pair_fields(IO& io, PairResult& p) {
   // The rarely-set members (PairResult::Rare) keep their places in the encoding.
   detail::PairRare& r = detail::ReportAccess::edit(p);
   io(p.status);
+  // A reason judge() words from the pair carries an empty message (reason_text() words it from
+  // the fields restored here), so a restored pair words as the measured one did.
   io(detail::ReportAccess::reasons(p));
   io(detail::ReportAccess::notes(p));
   io(r.permutation);

@@ -9,6 +9,79 @@
 
 #include "compare/internal.hpp"
 
+namespace driftscope {
+
+namespace {
+
+// A criterion's limit as the judgement's texts print it (6 significant digits).
+std::string limit_text(double v) { return fmt::format("{:.6g}", v); }
+
+std::string mismatch_coords_text(const std::vector<uint64_t>& c) {
+  std::string s = "[";
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(c[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+// The sentences of the judgement's codes (policy.cpp judge() stores the code only). Each reads
+// only what the pair holds after judging, so a pair restored from a measured part
+// (partial.cpp) words the same.
+std::string reason_text(const PairResult& p, const Reason& r) {
+  if (!r.message.empty()) return r.message;
+  using compare_detail::fmt_num;
+  const Metrics& m = p.metrics;
+  const Criteria& c = p.criteria();
+  const std::string& code = r.code();
+  if (code == "nonfinite")
+    return fmt::format("candidate has {} NaN and {} Inf where the reference is finite", m.nan_cand(), m.inf_cand());
+  if (code == "nan_positions")
+    return fmt::format("NaN at different positions: reference {}, candidate {}, shared {}", m.nan_ref(),
+                       m.nan_cand(), m.nan_both());
+  if (code == "nan")
+    return fmt::format("{} NaN at the same positions on both sides (--nan-equal accepts them)", m.nan_both());
+  if (code == "inf_signs")
+    return fmt::format("Inf positions or signs differ: reference {}, candidate {}, same {}", m.inf_ref(),
+                       m.inf_cand(), m.inf_same());
+  if (code == "all_zero") return fmt::format("candidate is all zeros; reference norm is {}", fmt_num(m.norm_ref));
+  if (code == "norm_vanished")
+    return fmt::format("candidate norm {} is below 1e-6 of the reference norm {}", fmt_num(m.norm_cand),
+                       fmt_num(m.norm_ref));
+  if (code == "constant") return "candidate is constant where the reference varies";
+  if (code == "allclose") {
+    std::string where;
+    if (m.first_mismatch() >= 0)
+      where = fmt::format("; first at {}: ref {} cand {}", mismatch_coords_text(p.first_mismatch_coords()),
+                          fmt_num(m.first_mismatch_ref(), 7), fmt_num(m.first_mismatch_cand(), 7));
+    return fmt::format("{} of {} elements ({}%) exceed atol+rtol*|ref| (atol={}, rtol={}){}", m.mismatch_count,
+                       m.count, fmt_num(100.0 * m.mismatch_fraction, 3), limit_text(c.atol.value_or(0)),
+                       limit_text(c.rtol.value_or(0)), where);
+  }
+  if (code == "cosine" && c.min_cosine)
+    return fmt::format("cosine {} < {}", fmt_num(m.cosine, 7), limit_text(*c.min_cosine));
+  if (code == "sqnr" && c.min_sqnr_db)
+    return fmt::format("SQNR {} dB < {} dB (relative L2 error {})", fmt_num(m.sqnr_db, 4),
+                       limit_text(*c.min_sqnr_db), fmt_num(m.rel_l2, 3));
+  if (code == "rel_l2" && c.max_rel_l2)
+    return fmt::format("relative L2 error {} > {}", fmt_num(m.rel_l2, 4), limit_text(*c.max_rel_l2));
+  if (code == "ulp" && c.max_ulp) return fmt::format("max ULP distance {} > {}", m.max_ulp, *c.max_ulp);
+  if (code == "argmax" && c.min_argmax_agreement)
+    return fmt::format("argmax agrees on {}% of rows < {}%", fmt_num(100 * m.argmax_agreement(), 4),
+                       limit_text(100 * *c.min_argmax_agreement));
+  if (code == "topk" && c.min_topk_overlap)
+    return fmt::format("top-{} overlap {} < {}", m.top_k(), fmt_num(m.topk_overlap(), 4),
+                       limit_text(*c.min_topk_overlap));
+  if (code == "reference64")
+    return fmt::format("error against float64 {} > {} x float32's own {} + floor = {}", fmt_num(p.r64_err_cand(), 3),
+                       limit_text(p.r64_k()), fmt_num(p.r64_err_ref(), 3), fmt_num(p.r64_limit(), 3));
+  return {};
+}
+
+}  // namespace driftscope
+
 namespace driftscope::compare_detail {
 
 std::string fmt_identity(const TensorDesc& d) {
@@ -97,7 +170,7 @@ std::string summary_line(const Report& r) {
     std::optional<size_t> first;
     for (size_t i = 0; i < r.pairs.size() && !first; ++i)
       if (r.pairs[i].status == PairStatus::silent_failure) first = i;
-    std::string s = fmt::format("SILENT FAILURE at {}: {}", at(*first), r.pairs[*first].reasons().front().message);
+    std::string s = fmt::format("SILENT FAILURE at {}: {}", at(*first), reason_text(r.pairs[*first], r.pairs[*first].reasons().front()));
     if (r.first_divergence && *r.first_divergence != *first)
       s += fmt::format("; first divergence earlier at {}", at(*r.first_divergence));
     return s;
@@ -105,7 +178,7 @@ std::string summary_line(const Report& r) {
   if (r.first_divergence) {
     const PairResult& p = r.pairs[*r.first_divergence];
     std::string s = fmt::format("DIVERGED: first divergence at {}: {}", at(*r.first_divergence),
-                                p.reasons().empty() ? std::string("over tolerance") : p.reasons().front().message);
+                                p.reasons().empty() ? std::string("over tolerance") : reason_text(p, p.reasons().front()));
     return s;
   }
   if (size_t over = r.count(PairStatus::fail)) {
@@ -114,7 +187,7 @@ std::string summary_line(const Report& r) {
     while (r.pairs[first].status != PairStatus::fail) ++first;
     const PairResult& p = r.pairs[first];
     return fmt::format("DIVERGED: {} tensor(s) over tolerance, none beyond rounding (first: {}: {})", over,
-                       at(first), p.reasons().empty() ? std::string("over tolerance") : p.reasons().front().message);
+                       at(first), p.reasons().empty() ? std::string("over tolerance") : reason_text(p, p.reasons().front()));
   }
   std::vector<std::string> parts;
   if (!r.only_in_reference.empty())
@@ -131,7 +204,7 @@ std::string summary_line(const Report& r) {
   if (!r.incomparable.empty()) {
     const PairResult& p = r.pairs[r.incomparable.front()];
     parts.push_back(fmt::format("{} incomparable (first: {}: {})", r.incomparable.size(),
-                                fmt_identity(p.ref), p.reasons().front().message));
+                                fmt_identity(p.ref), reason_text(p, p.reasons().front())));
   }
   if (auto it = std::find_if(r.axes_findings.begin(), r.axes_findings.end(),
                              [](const AxesFindingPair& f) { return f.side == "candidate"; });

@@ -55,9 +55,9 @@ ordered_json desc_json(const TensorDesc& d) {
   return o;
 }
 
-ordered_json reasons_json(const std::vector<Reason>& rs) {
+ordered_json reasons_json(const PairResult& p) {
   ordered_json a = ordered_json::array();
-  for (const auto& r : rs) a.push_back(ordered_json{{"code", r.code()}, {"message", r.message}});
+  for (const auto& r : p.reasons()) a.push_back(ordered_json{{"code", r.code()}, {"message", reason_text(p, r)}});
   return a;
 }
 
@@ -193,7 +193,7 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   for (const auto& r : p.reasons()) {
     w.begin_object();
     w.key("code"), w.str(r.code());
-    w.key("message"), w.str(r.message);
+    w.key("message"), w.str(reason_text(p, r));
     w.end_object();
   }
   w.end_array();
@@ -593,7 +593,7 @@ Result<void> report_to_json(const Report& r, int indent,
     return ordered_json{{"pair", i}, {"name", p.ref.name()}, {"occurrence", p.ref.occurrence},
                         {"role", role_name(p.ref.role)}, {"role_index", p.ref.role_index},
                         {"index_ref", p.ref.exec_index}, {"index_cand", p.cand.exec_index},
-                        {"candidate_name", p.cand.name()}, {"reasons", reasons_json(p.reasons())}};
+                        {"candidate_name", p.cand.name()}, {"reasons", reasons_json(p)}};
   }));
   DRIFTSCOPE_TRY(e.array_written("error_growth", r.growth.size(), [&](JsonWriter& w, size_t k) {
     const GrowthPoint& g = r.growth[k];

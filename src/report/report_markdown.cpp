@@ -76,7 +76,7 @@ std::string pair_row(const Report& r, size_t i) {
                      cell_code(fmt_identity(p.ref)) + text(rank_text(r, p)), text(p.ref.op_type()), status,
                      p.compared ? fmt_num(p.error, 3) : "-", n(m.cosine, 6), n(m.sqnr_db, 4),
                      n(m.max_abs_diff, 3),
-                     p.reasons().empty() ? std::string() : text(p.reasons().front().code() + ": " + p.reasons().front().message));
+                     p.reasons().empty() ? std::string() : text(p.reasons().front().code() + ": " + reason_text(p, p.reasons().front())));
 }
 
 constexpr const char* kHeader =
@@ -114,7 +114,7 @@ std::string report_to_markdown(const Report& r) {
     out += fmt::format("- index {} ({}), {}{} vs {}{}\n", p.ref.exec_index, p.ref.op_type().empty() ? "-" : text(p.ref.op_type()),
                        dtype_name(p.ref.dtype), fmt_shape(p.ref.shape()), dtype_name(p.cand.dtype), fmt_shape(p.cand.shape()));
     out += fmt::format("- judged by {}: {}\n", text(p.criteria_source()), line_code(p.criteria().to_string()));
-    for (const auto& rs : p.reasons()) out += fmt::format("- **{}**: {}\n", text(rs.code()), text(rs.message));
+    for (const auto& rs : p.reasons()) out += fmt::format("- **{}**: {}\n", text(rs.code()), text(reason_text(p, rs)));
     if (p.origin != Origin::none) {
       out += fmt::format("- **{}**", origin_name(p.origin));
       if (p.basis() != "none")
@@ -185,7 +185,7 @@ std::string report_to_markdown(const Report& r) {
     for (const auto& d : r.only_in_candidate) out += fmt::format("- only in candidate: {}\n", line_code(fmt_identity(d)));
     for (size_t i : r.incomparable)
       out += fmt::format("- incomparable: {}: {}\n", line_code(fmt_identity(r.pairs[i].ref)),
-                         text(r.pairs[i].reasons().front().message));
+                         text(reason_text(r.pairs[i], r.pairs[i].reasons().front())));
   }
   if (!r.axes_findings.empty()) {
     out += "\n### Findings by axis name\n\n";

@@ -17,7 +17,7 @@ namespace {
 
 std::string first_reason(const PairResult& p) {
   if (p.reasons().empty()) return "";
-  return p.reasons().front().code() + ": " + p.reasons().front().message;
+  return p.reasons().front().code() + ": " + reason_text(p, p.reasons().front());
 }
 
 std::string origin_text(const PairResult& p) {
@@ -244,7 +244,7 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
            fmt::format("  ({}; {}{} vs {}{})\n", printable(fmt_where(p)), dtype_name(p.ref.dtype), fmt_shape(p.ref.shape()),
                        dtype_name(p.cand.dtype), fmt_shape(p.cand.shape()));
     out += fmt::format("  judged by  {}: {}\n", printable(p.criteria_source()), p.criteria().to_string());
-    for (const auto& rs : p.reasons()) out += fmt::format("  {:<10} {}\n", printable(rs.code()), printable(rs.message));
+    for (const auto& rs : p.reasons()) out += fmt::format("  {:<10} {}\n", printable(rs.code()), printable(reason_text(p, rs)));
     std::string origin = origin_text(p);
     if (!origin.empty()) {
       out += fmt::format("  origin     {}", origin);

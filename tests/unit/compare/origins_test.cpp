@@ -307,7 +307,7 @@ TEST(Origins, Reference64LowerPrecisionUsesTheRoundingModel) {
   EXPECT_TRUE(z.beyond_rounding);
   ASSERT_EQ(z.reasons().size(), 1u);
   // The reason states the new limit, not the one judge() saw before localisation.
-  const std::string& why = z.reasons()[0].message;
+  const std::string why = reason_text(z, z.reasons()[0]);
   ASSERT_NE(why.rfind("= "), std::string::npos) << why;
   EXPECT_NEAR(std::stod(why.substr(why.rfind("= ") + 2)), z.r64_limit(), 0.01 * z.r64_limit()) << why;
   EXPECT_GT(z.r64_err_cand() / z.r64_limit(), 3.0);  // the fault: several times the bound
