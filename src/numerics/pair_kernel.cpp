@@ -595,6 +595,15 @@ struct RawPair {
   }
 };
 
+// d as float32, +inf beyond float's range (converting such a double is undefined behaviour), and
+// whether that lost anything: the scalar tails of DiffRuns and DiffRunsNarrow.
+HWY_INLINE float NarrowDiff(double x, bool& inexact) {
+  const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
+                        ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
+  inexact = inexact || static_cast<double>(x32) != x;
+  return x32;
+}
+
 // One loop for the things a chunk's d feed that need every element: the stored d (for the
 // histogram's counts and the worst elements), the extremes, the heat runs' maxima, and d rounded
 // to float32 with whether every d of the chunk is a float32 value (so that the counts can run on
@@ -640,11 +649,7 @@ HWY_INLINE numerics::DiffStats DiffRuns(const Src& src, double* HWY_RESTRICT d,
       const double x = src.diff(i);
       if constexpr (kD64) d[i] = x;
       if constexpr (kD32) {
-        // (A double beyond float's range is not converted: that is undefined behaviour.)
-        const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
-                              ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
-        d32[i] = x32;
-        inexact_s = inexact_s || static_cast<double>(x32) != x;
+        d32[i] = NarrowDiff(x, inexact_s);
       }
       lo_s = x < lo_s ? x : lo_s;
       m = x > m ? x : m;
@@ -724,11 +729,8 @@ HWY_INLINE numerics::DiffStats DiffRunsNarrow(const typename Fmt::T* HWY_RESTRIC
     }
     for (; i < end; ++i) {
       const double x = std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i]));
-      // (A double beyond float's range is not converted: that is undefined behaviour.)
-      const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
-                            ? static_cast<float>(x) : inf;
+      const float x32 = NarrowDiff(x, inexact_s);
       d32[i] = x32;
-      inexact_s = inexact_s || static_cast<double>(x32) != x;
       lo_s = x32 < lo_s ? x32 : lo_s;
       m = x32 > m ? x32 : m;
     }
