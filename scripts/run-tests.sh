@@ -56,8 +56,10 @@ if has python; then
   # pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). Module- and
   # session-scoped fixtures run once per worker; --dist loadfile keeps a file's tests on one
   # worker, so a file's expensive fixture (a real model recorded once) is not built twice.
+  # --durations: the CI log names the slowest tests, where the next minutes of CI time are.
   DRIFTSCOPE_NO_SKIPS=1 DRIFTSCOPE_BIN="$PWD/build/dev/driftscope" .venv/bin/python -m pytest -q -rs \
-    -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile -m "not litert_torch" tests/python || failed+=(python)
+    -n "${PYTEST_WORKERS:-$JOBS}" --dist loadfile --durations=25 -m "not litert_torch" tests/python \
+    || failed+=(python)
   # The tests that need litert-torch, in its own venv layered on .venv (scripts/litert-torch-venv.sh
   # says why it cannot join .venv). Only the files that mark tests litert_torch are collected
   # (collecting all of tests/python costs each worker ~11 CPU-seconds), and --dist load spreads
