@@ -272,24 +272,29 @@ def howto(minilm, tmp_path_factory):
     model, feeds, _ = minilm
     text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
     text = text[:text.index("\n## .tflite")]
-    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
-    lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
     d = tmp_path_factory.mktemp("howto")
     os.symlink(model, d / "minilm.onnx")
     os.symlink(feeds, d / "feeds.npz")
+    return d, run_console_lines(text, d)
+
+
+def run_console_lines(text, folder):
+    """Every `$ ` line of the ```console blocks of `text`, run in `folder` as the how-to states it
+    ("# exit N" the status it states): [(line, N, CompletedProcess)]."""
+    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
+    lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
     ran = []
     for line in lines:
         cmd, _, want = line[2:].partition("# exit ")
-        cmd = cmd.strip()
-        args = re.findall(r"'[^']*'|\S+", cmd)
-        args = [a.strip("'") for a in args]
+        args = [a.strip("'") for a in re.findall(r"'[^']*'|\S+", cmd.strip())]
         if args[0] == "python":
             args[0] = PY
         env = _env() if "driftscope" in args else {
             k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        p = subprocess.run(args, cwd=d, capture_output=True, text=True, env=env, timeout=900)
+        p = subprocess.run(args, cwd=folder, capture_output=True, text=True, env=env,
+                           timeout=900)
         ran.append((line, int(want), p))
-    return d, ran
+    return ran
 
 
 def _ran(ran, fragment):

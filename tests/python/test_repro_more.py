@@ -6,13 +6,12 @@ and PyTorch commands run. Real runtimes throughout (ai-edge-litert, torch)."""
 
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from test_repro import PY, ROOT, _env, _files, repro, repro_here, run_py
+from test_repro import PY, ROOT, _env, _files, _ran, repro, repro_here, run_console_lines, run_py
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "python", "models"))
 TINY = os.path.join(ROOT, "tests", "python", "models", "tiny_encoder_torch.py")
@@ -208,30 +207,10 @@ def howto(planted, torch_ok, tmp_path_factory):
     text = open(os.path.join(ROOT, "docs", "howto", "repro.md"), encoding="utf-8").read()
     section = text[text.index("\n## .tflite"):]
     section = section[:section.index("\n## Bad input")]
-    blocks = re.findall(r"```console\n(.*?)```", section, re.S)
-    lines = [ln for b in blocks for ln in b.splitlines() if ln.startswith("$ ")]
     d = tmp_path_factory.mktemp("howto")
     os.symlink(planted, d / "planted.tflite")
     os.symlink(TINY, d / "tiny_encoder_torch.py")
-    ran = []
-    for line in lines:
-        cmd, _, want = line[2:].partition("# exit ")
-        args = [a.strip("'") for a in re.findall(r"'[^']*'|\S+", cmd.strip())]
-        if args[0] == "python":
-            args[0] = PY
-        env = _env() if "driftscope" in args else {
-            k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        p = subprocess.run(args, cwd=d, capture_output=True, text=True, env=env,
-                           timeout=900)
-        ran.append((line, int(want), p))
-    return d, ran
-
-
-def _ran(ran, fragment):
-    """The CompletedProcess of the one how-to line containing `fragment`."""
-    found = [p for line, _, p in ran if fragment in line]
-    assert len(found) == 1, (fragment, [line for line, _, _ in ran])
-    return found[0]
+    return d, run_console_lines(section, d)
 
 
 def test_howto_tflite_and_torch_commands_run(howto):
