@@ -1,5 +1,6 @@
 // Invalid files built from an enum of corruptions grouped by file section (llama.cpp
 // test-gguf style): each must be rejected with its exact error code, never crash.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "driftscope/reader.hpp"
@@ -98,7 +99,7 @@ enum class Corruption {
   // tensor meta (§3.3)
   bad_dtype, rank_over_limit, bad_role, bad_encoding_enum, meta_reserved, empty_name, name_over_limit,
   name_bad_utf8, shape_overflow, payload_size_mismatch, axes_count, meta_trailing_bytes, meta_too_short,
-  duplicate_attribute, affine_on_float, nonfinite_scale, bool_value,
+  duplicate_attribute, duplicate_attribute_early, duplicate_attribute_late, affine_on_float, nonfinite_scale, bool_value,
   // tail (§3.4, §3.5)
   record_after_end, end_points_elsewhere,
 };
@@ -226,6 +227,20 @@ std::vector<std::byte> make(Corruption c) {
       m[m.size() - 2] = 'a';  // second key "b" -> "a"
       return with_first_meta(m, ten_bytes);
     }
+    case Corruption::duplicate_attribute_early:
+    case Corruption::duplicate_attribute_late: {
+      // 40 keys k00..k39: past the first 16 the reader's duplicate test changes method (a set
+      // in place of comparing with the keys before), so the last key is made a copy of one from
+      // before the switch (k05) and of one from after it (k20).
+      TensorInfo u = t;
+      u.attrs.clear();
+      for (int i = 0; i < 40; ++i) u.attrs.emplace_back(fmt::format("k{:02}", i), "1");
+      std::string m = meta_of(u);
+      const char* copy = c == Corruption::duplicate_attribute_early ? "05" : "20";
+      m[m.size() - 3] = copy[0];  // the last key "k39" (followed by its value "1")
+      m[m.size() - 2] = copy[1];
+      return with_first_meta(m, ten_bytes);
+    }
     case Corruption::affine_on_float: {
       TensorInfo u;
       u.name = "q";
@@ -313,6 +328,8 @@ const Case kCases[] = {
     {Corruption::meta_trailing_bytes, "meta_trailing_bytes", Errc::length_mismatch, false},
     {Corruption::meta_too_short, "meta_too_short", Errc::length_mismatch, false},
     {Corruption::duplicate_attribute, "duplicate_attribute", Errc::duplicate_key, false},
+    {Corruption::duplicate_attribute_early, "duplicate_attribute_early", Errc::duplicate_key, false},
+    {Corruption::duplicate_attribute_late, "duplicate_attribute_late", Errc::duplicate_key, false},
     {Corruption::affine_on_float, "affine_on_float", Errc::bad_encoding, false},
     {Corruption::nonfinite_scale, "nonfinite_scale", Errc::bad_value, false},
     {Corruption::bool_value, "bool_value", Errc::bad_value, false},
