@@ -1,6 +1,7 @@
 // The JSON report (docs/report-schema.json). JSON has no NaN or infinity: a value that was not
 // computed (or is undefined, 0/0) is null, and ±infinity is the string "inf" / "-inf".
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <condition_variable>
@@ -557,9 +558,14 @@ Result<void> report_to_json(const Report& r, int indent,
                                                                      : dump_json(r.reference64)));
   ordered_json counts;
   counts["pairs"] = r.pairs.size();
+  // One pass for every status, not Report::count() per status: six walks over a million pairs
+  // were 2% of writing their report.
+  std::array<size_t, 6> by_status{};
+  for (const PairResult& p : r.pairs)
+    if (static_cast<size_t>(p.status) < by_status.size()) ++by_status[static_cast<size_t>(p.status)];
   for (PairStatus s : {PairStatus::pass, PairStatus::fail, PairStatus::silent_failure,
                        PairStatus::incomparable, PairStatus::skipped, PairStatus::not_compared})
-    counts[std::string(status_name(s))] = r.count(s);
+    counts[std::string(status_name(s))] = by_status[static_cast<size_t>(s)];
   counts["only_in_reference"] = r.only_in_reference.size();
   counts["only_in_candidate"] = r.only_in_candidate.size();
   DRIFTSCOPE_TRY(e.member("counts", counts));
