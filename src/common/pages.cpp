@@ -33,4 +33,17 @@ void populate_pages(std::span<const std::byte> bytes) noexcept {
 #endif
 }
 
+void populate_for_write(void* p, size_t n) noexcept {
+#if defined(MADV_POPULATE_WRITE)
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (page == 0 || n < page) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 }  // namespace driftscope::detail

@@ -16,4 +16,10 @@ void release_pages(std::span<const std::byte> bytes) noexcept;
 // per 64 KiB as they are first read; a no-op where unsupported. Never changes what is read.
 void populate_pages(std::span<const std::byte> bytes) noexcept;
 
+// Maps the whole pages inside [p, p + n) writable (MADV_POPULATE_WRITE, Linux 5.14+) without
+// changing a byte, so that memory about to be filled is not faulted in one page at a time by
+// the thread that fills it; call it from several threads on disjoint slices to spread the
+// kernel's page zeroing. A no-op where unsupported.
+void populate_for_write(void* p, size_t n) noexcept;
+
 }  // namespace driftscope::detail

@@ -378,6 +378,18 @@ std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
   return out;
 }
 
+namespace {
+// detail::populate_for_write over [p, p + n) in 16 MiB slices on the pool's threads.
+void populate_in_parallel(void* p, size_t n, unsigned threads) {
+  constexpr size_t kSlice = size_t{16} << 20;
+  if (n < 2 * kSlice) return;  // fewer faults than a thread hand-off costs
+  auto* base = static_cast<std::byte*>(p);
+  detail::parallel_for((n + kSlice - 1) / kSlice, [&](size_t i) {
+    detail::populate_for_write(base + i * kSlice, std::min(kSlice, n - i * kSlice));
+  }, threads);
+}
+}  // namespace
+
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options,
                         bool release_pages) {
   auto renamer = Renamer::make(options.names);
@@ -553,8 +565,16 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
 
   // Each pair's two records decoded once, planned and described straight into its slot.
   for (bool verify = false;; verify = true) {
-    out.pairs.assign(matched.size(), PlannedPair{});
+    out.pairs.clear();
     out.results.clear();
+    out.pairs.reserve(matched.size());
+    out.results.reserve(matched.size());
+    // A million results are some 400 MB of fresh pages; faulted one at a time by the serial
+    // construction below they were 11-18% of a million-pair comparison (issue 30 item 4), so
+    // the threads map them first, in slices.
+    populate_in_parallel(out.pairs.data(), matched.size() * sizeof(PlannedPair), options.threads);
+    populate_in_parallel(out.results.data(), matched.size() * sizeof(PairResult), options.threads);
+    out.pairs.assign(matched.size(), PlannedPair{});
     out.results.resize(matched.size());
     std::atomic<bool> mismatch{false};
     detail::parallel_for((matched.size() + kBlock - 1) / kBlock, [&](size_t bi) {
