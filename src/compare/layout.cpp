@@ -553,6 +553,8 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
   SizeMap sizes;
   if (!chosen.empty()) {
     auto add = [&](const TensorDesc& d) {
+      // Only named axes add sizes: the label was formatted for each of a million unnamed tensors.
+      if (d.axes().empty()) return;
       add_sizes(sizes, d.axes(), d.shape(),
                 "tensor " + fmt_identity(d));
     };
