@@ -92,9 +92,29 @@ def test_cli_engine_ray_equals_local(cluster, dumps, tmp_path):
     assert bad.returncode == 2 and "need --engine ray" in bad.stderr
 
 
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(b")") + 2:].split()[1])  # the field after the state
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` descends from this test process: the workers of the cluster ray.init
+    started here, never those of another test run's cluster on the same machine."""
+    me = os.getpid()
+    try:
+        while pid > 1:
+            pid = _parent_of(pid)
+            if pid == me:
+                return True
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def _kill_one_running_task(done: threading.Event, killed: list) -> None:
-    """SIGKILLs the first worker process found running a measuring task (Ray titles it
-    ray::_measure_part while it runs)."""
+    """SIGKILLs the first worker process of this test's cluster found running a measuring task
+    (Ray titles it ray::_measure_part while it runs)."""
     while not done.is_set() and not killed:
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -104,7 +124,7 @@ def _kill_one_running_task(done: threading.Event, killed: list) -> None:
                     cmd = f.read()
             except OSError:
                 continue
-            if cmd.startswith(b"ray::_measure_part"):
+            if cmd.startswith(b"ray::_measure_part") and _ours(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
                 killed.append(int(pid))
                 return

@@ -128,13 +128,18 @@ TEST(Recovery, KilledWriterLosesNothingItReportedDurable) {
       }
     }
     ::close(fds[1]);
+    // The random delay starts at the child's first durable record: on a loaded machine the
+    // child had sometimes not yet created the file when the shortest delay ran out, and a kill
+    // before anything is written tests nothing (and leaves no file to open).
+    int64_t durable = -1;
+    uint32_t i;
+    ASSERT_EQ(::read(fds[0], &i, sizeof i), static_cast<ssize_t>(sizeof i)) << "the writer reported no record";
+    durable = i;
     std::uniform_int_distribution<int> delay(2000, 60000);
     ::usleep(static_cast<useconds_t>(delay(rng)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    int64_t durable = -1;
-    uint32_t i;
     while (::read(fds[0], &i, sizeof i) == sizeof i) durable = i;
     ::close(fds[0]);
     ASSERT_TRUE(WIFSIGNALED(status)) << "writer exited by itself: " << status;
