@@ -149,10 +149,10 @@ struct State {
     const V tiny_rc = hn::Set(d, Src::kTinyProduct);
     if (HWY_LIKELY(hn::AllFalse(d, hn::Or(hn::Le(rc0, tiny_rc), hn::Le(rc1, tiny_rc))))) {
       const auto u = src.ulp_wide();
-      if (!hn::AllFalse(DWI(), hn::Gt(u, uthr))) max_rel_test2(ad0, r0, ad1, r1);
+      if (!hn::AllFalse(DWI(), hn::Gt(u, uthr))) max_rel_test2<Src>(ad0, r0, ad1, r1);
     } else {
       src.zeros_and_ulp_wide();
-      max_rel_test2(ad0, r0, ad1, r1);
+      max_rel_test2<Src>(ad0, r0, ad1, r1);
     }
     mismatch += hn::CountTrue(d, mis0) + hn::CountTrue(d, mis1);
     if (first < 0 || static_cast<int64_t>(i) < first) {
@@ -186,6 +186,7 @@ struct State {
   // accumulate's test for a new max_rel, on two vectors at once. The test of both used the
   // maximum from before the first: a lane that could raise it after the first vector's update
   // passes it too, and dividing a lane that does not raise the maximum leaves it unchanged.
+  template <class Src>
   HWY_INLINE void max_rel_test2(V ad0, V r0, V ad1, V r1) {
     const D d;
     const V den0 = hn::Max(hn::Abs(r0), eps), den1 = hn::Max(hn::Abs(r1), eps);
@@ -200,21 +201,33 @@ struct State {
       max_rel = hn::Max(max_rel, hn::Div(ad1, den1));
       max_rel_slack = hn::Mul(max_rel, slack);
       tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(max_rel_slack, eps), tiny));
-      update_uthr();
+      update_uthr<Src>();
     }
   }
-  // uthr from q, the smallest lane of max_rel. For finite r, c of one sign, r a normal float32
-  // (below), ULP distance U (in float32 units: `high` is the float32 bit pattern for f32 and
-  // bf16, and float16 bits << 16, whose units are 2^-3 float32 ULPs of the same value) and
-  // x = U·2^-23 < 1: each ULP step is at most 2^-23·max(|r|, |c|) <= 2^-23·(|r| + |d|), so
-  // |d| <= x·|r| / (1 - x), and fl(|d|) / den <= that·(1 + 2^-53) with den = max(|r|, eps) >= |r|;
-  // a new maximum needs fl(|d| / den) > q, hence |d| / den > q. So U <= 2^23·q / (1 + q), less a
-  // margin for the roundings of this computation, cannot raise it. uthr is at most 2^22: then a
-  // lane with r·c > kTinyProduct has a normal r (RawSource::kTinyProduct).
+  // uthr from q, the smallest lane of max_rel, for finite r, c of one sign with r normal (below)
+  // and ULP distance U in `high` units (the float32 bit pattern for f32 and bf16; float16 bits
+  // << 16, finer units than float32's at the same value, so what holds for float32 units holds).
+  // A new maximum needs fl(|d| / den) > q, hence |d| / den > q, with den = max(|r|, eps) >= |r|.
+  // - q < 1: with x = U·2^-23 < 1, each ULP step is at most 2^-23·max(|r|, |c|) <=
+  //   2^-23·(|r| + |d|), so |d| <= x·|r| / (1 - x) and fl(|d|) / den <= that·(1 + 2^-53): U <=
+  //   2^23·q / (1 + q), less a margin for this computation's roundings, cannot raise it (< 2^22).
+  // - q >= (2^k - 1)·(1 + 2^-50), 1 <= k <= Src::kMaxDoublings: U <= k·Src::kUlpDoubling (the
+  //   distance from r to 2^k·r) means |c| <= 2^k·|r| (2^k·r beyond the format's range: any
+  //   finite c), so |d| <= (2^k - 1)·|r| and fl(|d|) <= (2^k - 1)·|r|·(1 + 2^-53) <= q·den.
+  // The pairs whose r may be subnormal at such a U have |r·c| <= Src::kTinyProduct and never get
+  // here (step_finite2).
+  template <class Src>
   HWY_INLINE void update_uthr() {
-    double q = hn::GetLane(hn::MinOfLanes(D(), max_rel));
-    double u = q >= 1 ? 0x1p22 : std::floor(0x1p23 * (q / (1 + q)) * (1 - 0x1p-40));
-    if (!(u >= 0)) u = 0;
+    const double q = hn::GetLane(hn::MinOfLanes(D(), max_rel));
+    double u = 0;
+    if (q >= 1) {
+      int k = std::ilogb(q + 1);
+      if (k > Src::kMaxDoublings) k = Src::kMaxDoublings;
+      while (k > 0 && (std::ldexp(1.0, k) - 1) * (1 + 0x1p-50) > q) --k;
+      u = static_cast<double>(k) * Src::kUlpDoubling;
+    } else if (q > 0) {
+      u = std::floor(0x1p23 * (q / (1 + q)) * (1 - 0x1p-40));
+    }
     uthr = hn::Set(DWI(), static_cast<int32_t>(u));
   }
 
@@ -317,7 +330,9 @@ using DH = hn::Rebind<uint16_t, D>;
 struct F32Format {
   using T = uint32_t;
   static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
-  static constexpr double kTinyProduct = 0x1p-250;    // RawSource::kTinyProduct
+  static constexpr double kTinyProduct = 0x1p-200;  // RawSource::kTinyProduct
+  static constexpr double kUlpDoubling = 0x1p23;    // `high` units from x to 2x
+  static constexpr int kMaxDoublings = 48;
   template <class VU>
   static HWY_INLINE auto ToF32(VU high) {
     return hn::BitCast(hn::Rebind<float, hn::DFromV<VU>>(), high);
@@ -331,7 +346,9 @@ struct F32Format {
 struct BF16Format {  // bfloat16 is the upper half of a binary32
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7F80u << 16;
-  static constexpr double kTinyProduct = 0x1p-250;
+  static constexpr double kTinyProduct = 0x1p-200;
+  static constexpr double kUlpDoubling = 0x1p23;
+  static constexpr int kMaxDoublings = 48;
   template <class VU, class VH>
   static HWY_INLINE auto ToF32(VU high, VH) {
     return hn::BitCast(hn::Rebind<float, hn::DFromV<VU>>(), high);
@@ -342,6 +359,8 @@ struct F16Format {
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7C00u << 16;
   static constexpr double kTinyProduct = 0x1p-27;
+  static constexpr double kUlpDoubling = 0x1p26;
+  static constexpr int kMaxDoublings = 1;
   static double Scalar(uint16_t bits) { return f16_to_double(bits); }
   template <class VU, class VH>
   static HWY_INLINE auto ToF32(VU high, VH raw) {
@@ -388,11 +407,13 @@ struct RawSource {
   hn::Vec<DW> wmin_r{}, wmax_r{}, wmin_c{}, wmax_c{};
   hn::Vec<DW> wfr{}, wfc{};   // the float32 values of the last load2
   hn::Vec<DWI> wxr{}, wxc{};  // their `high` bits, as signed lanes
-  // Below this, r·c of a pair of one sign may have a subnormal r (State::update_uthr): the
-  // ULP distance of such a pair is at most 2^22 `high` units, which leaves |c| < 1.5·2^-126 in
-  // float32 and bfloat16 (|r·c| < 2^-251) and |c| < 2^-13 in float16 (subnormal below 2^-14,
-  // 2^22 units = 64 float16 ULPs of 2^-24: |r·c| < 2^-27).
+  // Below this, r·c of a pair of one sign may have a subnormal r (State::update_uthr): a ULP
+  // distance up to uthr (at most 48·2^23 `high` units in float32 and bfloat16, 2^26 = 2^10
+  // float16 ULPs in float16) from a subnormal r leaves |c| < 2^-78 in float32 and bfloat16
+  // (|r·c| < 2^-204) and |c| < 2^-13 in float16 (subnormal below 2^-14: |r·c| < 2^-27).
   static constexpr double kTinyProduct = Fmt::kTinyProduct;
+  static constexpr double kUlpDoubling = Fmt::kUlpDoubling;
+  static constexpr int kMaxDoublings = Fmt::kMaxDoublings;
 
   // Elements [i, i + 2 kN), all finite pairs (RunChunk checks that afterwards), widened into two
   // float64 vectors each side; the extremes are taken here from the same loads on 2 kN lanes at
@@ -592,7 +613,7 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
   s.max_rel = hn::Set(d, p.max_rel_floor);
   s.max_rel_slack = hn::Mul(s.max_rel, s.slack);
   s.tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(s.max_rel_slack, s.eps), s.tiny));
-  s.update_uthr();
+  if constexpr (kG == 1 && Src::kNarrowExtremes) s.template update_uthr<Src>();
   s.min_ref = s.pinf;
   s.min_cand = s.pinf;
   s.max_ref = s.ninf;

@@ -223,9 +223,10 @@ TEST(PairRawFused, UlpOfFiniteVectorsOnEitherPath) {
 // 8- and 16-element groups and at the end of the stretch, must give the bits of the float64
 // kernel (decoded values) and of the scalar reference on every target: a NaN (the chunk is
 // redone), ±0, opposite signs, and subnormal references whose relative difference is far above
-// the chunk's (a few ULPs apart: only r·c tells them from normal values).
+// the chunk's (a few ULPs apart: only r·c tells them from normal values); and, with the running
+// maximum seeded at 3.5, a pair whose candidate is 5 times its reference (the ULP distance that
+// decides is 2 binades, not 3).
 TEST(PairRawFused, RarePairsInFiniteStretches) {
-  kernel::Params params{1e-6, 1e-4, 1e-300, false};  // rel_eps below every subnormal
   const size_t n = 4096 - 5;  // 510 groups of 8 in pairs, one more group, then a tail of 3
   for (const Format& f : kFormats) {
     const double sub = decode(f, 3), sub2 = decode(f, 5);  // subnormals, 2 ULPs apart
@@ -233,14 +234,23 @@ TEST(PairRawFused, RarePairsInFiniteStretches) {
     struct Case {
       const char* what;
       double r, c;
+      double floor;  // Params::max_rel_floor
+      bool decides;  // the pair holds the chunk's maximum relative difference
     };
     const Case cases[] = {
-        {"NaN", nan, 1.0},        {"NaN candidate", 0.5, nan}, {"zero reference", 0.0, 1e-3},
-        {"both zero", -0.0, 0.0}, {"opposite signs", 0.25, -0.25},
-        {"subnormal reference", sub, sub2}, {"subnormal, negative", -sub2, -sub},
-        {"large relative difference", 1.0, 1.5},
+        {"NaN", nan, 1.0, 0, false},
+        {"NaN candidate", 0.5, nan, 0, false},
+        {"zero reference", 0.0, 1e-3, 0, false},
+        {"both zero", -0.0, 0.0, 0, false},
+        {"opposite signs", 0.25, -0.25, 0, false},
+        {"subnormal reference", sub, sub2, 0, true},
+        {"subnormal, negative", -sub2, -sub, 0, true},
+        {"large relative difference", 1.0, 1.5, 0, true},
+        {"5 times the reference over a floor of 3.5", -1.0, -5.0, 3.5, true},
     };
     for (const Case& k : cases) {
+      // rel_eps below every subnormal
+      const kernel::Params params{1e-6, 1e-4, 1e-300, false, k.floor};
       // 4079: the last of the 16-element stretch; 4087: the 8-element group after it; 4090: tail.
       for (size_t at : {size_t{0}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{2040},
                         size_t{2047}, size_t{2055}, size_t{4079}, size_t{4087}, size_t{4090}}) {
@@ -260,7 +270,7 @@ TEST(PairRawFused, RarePairsInFiniteStretches) {
         ChunkPartial ref;
         kernel::chunk_scalar(rb, cb, n, params, &ref);
         // The case decides the chunk's maximum relative difference (and so is not masked by it).
-        if (k.r == sub || k.r == -sub2 || k.r == 1.0) {
+        if (k.decides) {
           ASSERT_EQ(bits(ref.max_rel), bits(std::abs(rb[at] - cb[at]) / std::max(std::abs(rb[at]), 1e-300)))
               << f.name << " " << k.what;
         }
