@@ -52,6 +52,15 @@ inline constexpr size_t kN = hn::MaxLanes(D());
 // Vectors per group of kLanes elements (AVX-512: 1, AVX2: 2, SSE4/NEON: 4).
 inline constexpr size_t kG = kLanes / kN;
 static_assert(kLanes % kN == 0, "a vector must hold a whole number of virtual lanes");
+// float32 lanes of two vectors D (RawSource::load2, used on the kG == 1 targets only; the scalar
+// target has no two-lane vectors).
+#if HWY_TARGET == HWY_SCALAR
+using DW = hn::Rebind<float, D>;
+#else
+using DW = hn::Repartition<float, D>;
+#endif
+using DWU = hn::RebindToUnsigned<DW>;
+using DWI = hn::RebindToSigned<DW>;
 
 // The seven running sums of one vector position j of the group. They are seven independent
 // dependency chains: an FP add has 4 cycles of latency and two can start per cycle, so about
@@ -71,6 +80,8 @@ struct State {
   int64_t first = -1;
   bool nan_equal = false;
   bool tiny_possible = true;
+  // step_finite2: a lane of ULP distance (in `high` units) at most uthr cannot raise max_rel.
+  hn::Vec<DWI> uthr;
 
   // One vector: elements [i, i + kN) of the chunk, loaded by `src`.
   template <bool kTail, class Src>
@@ -110,6 +121,114 @@ struct State {
     src.template load<false>(i, r, c);
     src.ulp(true);
     accumulate<false>(src, r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
+  }
+
+  // Two vectors, elements [i, i + 2 kN), of a stretch presumed all finite, when one vector holds
+  // every virtual lane (kG == 1: AVX-512). The sums take the two vectors in element order, as two
+  // step_finite calls would. The order-free rest is done once for both, on 2 kN float32/int32
+  // lanes where it is exact, and what is rare is only tested for:
+  // - r·c of a finite float32 pair is exact in float64 (48 significant bits, no overflow, no
+  //   underflow), so r·c > Src::kTinyProduct in every lane says that no value is ±0 and both
+  //   sides of each lane have one sign: no zero to count, and the ULP distance is |bits(r) -
+  //   bits(c)| (RawSource::ulp_wide). Otherwise the vector takes the general forms
+  //   (zeros_and_ulp_wide).
+  // - A lane can raise max_rel only if its ULP distance exceeds uthr (update_uthr: the relative
+  //   difference of a pair of one sign is bounded by its ULP distance); only then does the
+  //   float64 test of accumulate run (max_rel_test2), on both vectors.
+  // - The mismatch count is added without a branch (its vectors are often half and half).
+  template <class Src>
+  HWY_INLINE void step_finite2(Src& src, size_t i, Sums& s) {
+    const D d;
+    V r0, c0, r1, c1;
+    src.load2(i, r0, c0, r1, c1);
+    V ad0, rc0, ad1, rc1;
+    sums_fast(r0, c0, s, ad0, rc0);
+    const M mis0 = over_tolerance(ad0, r0);
+    sums_fast(r1, c1, s, ad1, rc1);
+    const M mis1 = over_tolerance(ad1, r1);
+    const V tiny_rc = hn::Set(d, Src::kTinyProduct);
+    if (HWY_LIKELY(hn::AllFalse(d, hn::Or(hn::Le(rc0, tiny_rc), hn::Le(rc1, tiny_rc))))) {
+      const auto u = src.ulp_wide();
+      if (!hn::AllFalse(DWI(), hn::Gt(u, uthr))) max_rel_test2<Src>(ad0, r0, ad1, r1);
+    } else {
+      src.zeros_and_ulp_wide();
+      max_rel_test2<Src>(ad0, r0, ad1, r1);
+    }
+    mismatch += hn::CountTrue(d, mis0) + hn::CountTrue(d, mis1);
+    if (first < 0 || static_cast<int64_t>(i) < first) {
+      int64_t at = -1;
+      if (!hn::AllFalse(d, mis0)) {
+        at = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis0);
+      } else if (!hn::AllFalse(d, mis1)) {
+        at = static_cast<int64_t>(i + kN) + hn::FindFirstTrue(d, mis1);
+      }
+      if (at >= 0 && (first < 0 || at < first)) first = at;
+    }
+  }
+
+  // The sums of one all-finite vector and its max |d|; ad = |d|, rc = r·c.
+  HWY_INLINE void sums_fast(V r, V c, Sums& s, V& ad, V& rc) {
+    const V diff = hn::Sub(r, c);
+    ad = hn::Abs(diff);
+    rc = hn::Mul(r, c);
+    s.abs = hn::Add(s.abs, ad);
+    s.sqd = hn::Add(s.sqd, hn::Mul(diff, diff));
+    s.r = hn::Add(s.r, r);
+    s.c = hn::Add(s.c, c);
+    s.rr = hn::Add(s.rr, hn::Mul(r, r));
+    s.cc = hn::Add(s.cc, hn::Mul(c, c));
+    s.rc = hn::Add(s.rc, rc);
+    max_abs = hn::Max(max_abs, ad);
+  }
+  HWY_INLINE M over_tolerance(V ad, V r) const {
+    return hn::Gt(ad, hn::Add(atol, hn::Mul(rtol, hn::Abs(r))));
+  }
+  // accumulate's test for a new max_rel, on two vectors at once. The test of both used the
+  // maximum from before the first: a lane that could raise it after the first vector's update
+  // passes it too, and dividing a lane that does not raise the maximum leaves it unchanged.
+  template <class Src>
+  HWY_INLINE void max_rel_test2(V ad0, V r0, V ad1, V r1) {
+    const D d;
+    const V den0 = hn::Max(hn::Abs(r0), eps), den1 = hn::Max(hn::Abs(r1), eps);
+    const V bound0 = hn::Mul(max_rel_slack, den0), bound1 = hn::Mul(max_rel_slack, den1);
+    M maybe = hn::Or(hn::Gt(ad0, bound0), hn::Gt(ad1, bound1));
+    if (tiny_possible) {
+      maybe = hn::Or(maybe, hn::And(hn::Lt(bound0, tiny), hn::Gt(ad0, zero)));
+      maybe = hn::Or(maybe, hn::And(hn::Lt(bound1, tiny), hn::Gt(ad1, zero)));
+    }
+    if (!hn::AllFalse(d, maybe)) {
+      max_rel = hn::Max(max_rel, hn::Div(ad0, den0));
+      max_rel = hn::Max(max_rel, hn::Div(ad1, den1));
+      max_rel_slack = hn::Mul(max_rel, slack);
+      tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(max_rel_slack, eps), tiny));
+      update_uthr<Src>();
+    }
+  }
+  // uthr from q, the smallest lane of max_rel, for finite r, c of one sign with r normal (below)
+  // and ULP distance U in `high` units (the float32 bit pattern for f32 and bf16; float16 bits
+  // << 16, finer units than float32's at the same value, so what holds for float32 units holds).
+  // A new maximum needs fl(|d| / den) > q, hence |d| / den > q, with den = max(|r|, eps) >= |r|.
+  // - q < 1: with x = U·2^-23 < 1, each ULP step is at most 2^-23·max(|r|, |c|) <=
+  //   2^-23·(|r| + |d|), so |d| <= x·|r| / (1 - x) and fl(|d|) / den <= that·(1 + 2^-53): U <=
+  //   2^23·q / (1 + q), less a margin for this computation's roundings, cannot raise it (< 2^22).
+  // - q >= (2^k - 1)·(1 + 2^-50), 1 <= k <= Src::kMaxDoublings: U <= k·Src::kUlpDoubling (the
+  //   distance from r to 2^k·r) means |c| <= 2^k·|r| (2^k·r beyond the format's range: any
+  //   finite c), so |d| <= (2^k - 1)·|r| and fl(|d|) <= (2^k - 1)·|r|·(1 + 2^-53) <= q·den.
+  // The pairs whose r may be subnormal at such a U have |r·c| <= Src::kTinyProduct and never get
+  // here (step_finite2).
+  template <class Src>
+  HWY_INLINE void update_uthr() {
+    const double q = hn::GetLane(hn::MinOfLanes(D(), max_rel));
+    double u = 0;
+    if (q >= 1) {
+      int k = std::ilogb(q + 1);
+      if (k > Src::kMaxDoublings) k = Src::kMaxDoublings;
+      while (k > 0 && (std::ldexp(1.0, k) - 1) * (1 + 0x1p-50) > q) --k;
+      u = static_cast<double>(k) * Src::kUlpDoubling;
+    } else if (q > 0) {
+      u = std::floor(0x1p23 * (q / (1 + q)) * (1 - 0x1p-40));
+    }
+    uthr = hn::Set(DWI(), static_cast<int32_t>(u));
   }
 
   // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
@@ -211,7 +330,13 @@ using DH = hn::Rebind<uint16_t, D>;
 struct F32Format {
   using T = uint32_t;
   static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
-  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high) { return hn::BitCast(DF(), high); }
+  static constexpr double kTinyProduct = 0x1p-200;  // RawSource::kTinyProduct
+  static constexpr double kUlpDoubling = 0x1p23;    // `high` units from x to 2x
+  static constexpr int kMaxDoublings = 48;
+  template <class VU>
+  static HWY_INLINE auto ToF32(VU high) {
+    return hn::BitCast(hn::Rebind<float, hn::DFromV<VU>>(), high);
+  }
   static double Scalar(uint32_t bits) {
     float f;
     std::memcpy(&f, &bits, sizeof f);
@@ -221,23 +346,34 @@ struct F32Format {
 struct BF16Format {  // bfloat16 is the upper half of a binary32
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7F80u << 16;
-  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH>) { return hn::BitCast(DF(), high); }
+  static constexpr double kTinyProduct = 0x1p-200;
+  static constexpr double kUlpDoubling = 0x1p23;
+  static constexpr int kMaxDoublings = 48;
+  template <class VU, class VH>
+  static HWY_INLINE auto ToF32(VU high, VH) {
+    return hn::BitCast(hn::Rebind<float, hn::DFromV<VU>>(), high);
+  }
   static double Scalar(uint16_t bits) { return bf16_to_double(bits); }
 };
 struct F16Format {
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7C00u << 16;
+  static constexpr double kTinyProduct = 0x1p-27;
+  static constexpr double kUlpDoubling = 0x1p26;
+  static constexpr int kMaxDoublings = 1;
   static double Scalar(uint16_t bits) { return f16_to_double(bits); }
-  static HWY_INLINE hn::Vec<DF> ToF32(hn::Vec<DU> high, hn::Vec<DH> raw) {
+  template <class VU, class VH>
+  static HWY_INLINE auto ToF32(VU high, VH raw) {
+    using DU32 = hn::DFromV<VU>;
 #if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
     // AVX2 and AVX-512 have F16C: one exact vcvtph2ps instead of ~12 operations. (A signalling
     // NaN comes out quiet; the kernel only asks whether a value is NaN, and takes the ULP
     // distance from `high`.)
     (void)high;
-    return hn::PromoteTo(DF(), hn::BitCast(hn::Rebind<hwy::float16_t, D>(), raw));
+    return hn::PromoteTo(hn::Rebind<float, DU32>(), hn::BitCast(hn::Rebind<hwy::float16_t, DU32>(), raw));
 #else
     (void)raw;
-    return numerics::HWY_NAMESPACE::HalfBitsToFloat(DU(), hn::ShiftRight<16>(high));
+    return numerics::HWY_NAMESPACE::HalfBitsToFloat(DU32(), hn::ShiftRight<16>(high));
 #endif
   }
 };
@@ -266,6 +402,101 @@ struct RawSource {
   uint64_t zero_r = 0, zero_c = 0;         // finite pairs only
   size_t n = 0;                            // values in the chunk
   size_t valid = kN;                       // lanes of the last load that hold values
+  // load2's accumulators, on 2 kN lanes (kG == 1 only; folded into the above by fold_wide).
+  hn::Vec<DWU> wbest{};
+  hn::Vec<DW> wmin_r{}, wmax_r{}, wmin_c{}, wmax_c{};
+  hn::Vec<DW> wfr{}, wfc{};   // the float32 values of the last load2
+  hn::Vec<DWI> wxr{}, wxc{};  // their `high` bits, as signed lanes
+  // Below this, r·c of a pair of one sign may have a subnormal r (State::update_uthr): a ULP
+  // distance up to uthr (at most 48·2^23 `high` units in float32 and bfloat16, 2^26 = 2^10
+  // float16 ULPs in float16) from a subnormal r leaves |c| < 2^-78 in float32 and bfloat16
+  // (|r·c| < 2^-204) and |c| < 2^-13 in float16 (subnormal below 2^-14: |r·c| < 2^-27).
+  static constexpr double kTinyProduct = Fmt::kTinyProduct;
+  static constexpr double kUlpDoubling = Fmt::kUlpDoubling;
+  static constexpr int kMaxDoublings = Fmt::kMaxDoublings;
+
+  // Elements [i, i + 2 kN), all finite pairs (RunChunk checks that afterwards), widened into two
+  // float64 vectors each side; the extremes are taken here from the same loads on 2 kN lanes at
+  // once (on AVX-512 one 512-bit operation instead of two 256-bit ones), the ULP distance and
+  // zero counts by ulp_wide or zeros_and_ulp_wide; one prefetch per 64 bytes of float32, not two.
+#if HWY_TARGET != HWY_SCALAR
+  HWY_INLINE void load2(size_t i, V& r0, V& c0, V& r1, V& c1) {
+    const DWI dwi;
+    const T* pr = ref + i;
+    const T* pc = cand + i;
+    hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
+    hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
+    hn::Vec<DWU> hr, hc;
+    hn::Vec<DW> wr, wc;
+    LoadWide(pr, hr, wr);
+    LoadWide(pc, hc, wc);
+    if constexpr (sizeof(T) == 4) {
+      // Widened from memory operands: no extraction of the upper half from a register.
+      r0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr)));
+      r1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr + kN)));
+      c0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc)));
+      c1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc + kN)));
+    } else {
+      r0 = hn::PromoteTo(D(), hn::LowerHalf(DF(), wr));
+      r1 = hn::PromoteTo(D(), hn::UpperHalf(DF(), wr));
+      c0 = hn::PromoteTo(D(), hn::LowerHalf(DF(), wc));
+      c1 = hn::PromoteTo(D(), hn::UpperHalf(DF(), wc));
+    }
+    wmin_r = hn::Min(wmin_r, wr);
+    wmax_r = hn::Max(wmax_r, wr);
+    wmin_c = hn::Min(wmin_c, wc);
+    wmax_c = hn::Max(wmax_c, wc);
+    wfr = wr;
+    wfc = wc;
+    wxr = hn::BitCast(dwi, hr);
+    wxc = hn::BitCast(dwi, hc);
+  }
+  // The last load2's ULP distances when no lane holds a zero and each lane has one sign on both
+  // sides (State::step_finite2 knows): |bits(r) - bits(c)|, below 2^31.
+  HWY_INLINE hn::Vec<DWI> ulp_wide() {
+    const auto u = hn::Abs(hn::Sub(wxr, wxc));
+    wbest = hn::Max(wbest, hn::BitCast(DWU(), u));
+    return u;
+  }
+  // The last load2's zero counts and ULP distances in the general form of ulp().
+  HWY_INLINE void zeros_and_ulp_wide() {
+    const DW dw;
+    const DWI dwi;
+    const auto zr = hn::Eq(wfr, hn::Zero(dw));
+    const auto zc = hn::Eq(wfc, hn::Zero(dw));
+    zero_r += hn::CountTrue(dw, zr);
+    zero_c += hn::CountTrue(dw, zc);
+    const auto izero = hn::Zero(dwi);
+    const auto kmin = hn::Set(dwi, std::numeric_limits<int32_t>::min());
+    const auto orr = hn::IfThenElse(hn::Lt(wxr, izero), hn::Sub(kmin, wxr), wxr);
+    const auto orc = hn::IfThenElse(hn::Lt(wxc, izero), hn::Sub(kmin, wxc), wxc);
+    wbest = hn::Max(wbest, hn::BitCast(DWU(), hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc))));
+  }
+  static HWY_INLINE void LoadWide(const T* p, hn::Vec<DWU>& high, hn::Vec<DW>& f) {
+    if constexpr (sizeof(T) == 4) {
+      high = hn::LoadU(DWU(), p);
+      f = Fmt::ToF32(high);
+    } else {
+      const auto raw = hn::LoadU(hn::Rebind<T, DW>(), p);
+      high = hn::ShiftLeft<kShift>(hn::PromoteTo(DWU(), raw));
+      f = Fmt::ToF32(high, raw);
+    }
+  }
+#endif
+  // load2's accumulators into the kN-lane ones (order-free: maxima, minima).
+  HWY_INLINE void fold_wide() {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (kG == 1) {
+      const DF df;
+      const DU du;
+      min_r = hn::Min(min_r, hn::Min(hn::LowerHalf(df, wmin_r), hn::UpperHalf(df, wmin_r)));
+      max_r = hn::Max(max_r, hn::Max(hn::LowerHalf(df, wmax_r), hn::UpperHalf(df, wmax_r)));
+      min_c = hn::Min(min_c, hn::Min(hn::LowerHalf(df, wmin_c), hn::UpperHalf(df, wmin_c)));
+      max_c = hn::Max(max_c, hn::Max(hn::LowerHalf(df, wmax_c), hn::UpperHalf(df, wmax_c)));
+      best = hn::Max(best, hn::Max(hn::LowerHalf(du, wbest), hn::UpperHalf(du, wbest)));
+    }
+#endif
+  }
 
   template <bool kTail>
   HWY_INLINE void load(size_t i, V& r, V& c) {
@@ -382,6 +613,7 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
   s.max_rel = hn::Set(d, p.max_rel_floor);
   s.max_rel_slack = hn::Mul(s.max_rel, s.slack);
   s.tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(s.max_rel_slack, s.eps), s.tiny));
+  if constexpr (kG == 1 && Src::kNarrowExtremes) s.template update_uthr<Src>();
   s.min_ref = s.pinf;
   s.min_cand = s.pinf;
   s.max_ref = s.ninf;
@@ -404,7 +636,11 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
     // result, so the bits do not depend on which route was taken.
     const State saved = s;
     const Src saved_src = src;
-    for (size_t g = 0; g < full; ++g) s.step_finite(src, g * kLanes + j * kN, sums);
+    size_t g0 = 0;
+    if constexpr (kG == 1 && Src::kNarrowExtremes) {
+      for (; g0 + 2 <= full; g0 += 2) s.step_finite2(src, g0 * kLanes, sums);
+    }
+    for (size_t g = g0; g < full; ++g) s.step_finite(src, g * kLanes + j * kN, sums);
     if (!hn::AllTrue(d, hn::And(hn::IsFinite(sums.r), hn::IsFinite(sums.c)))) {
       s = saved;
       src = saved_src;
@@ -472,7 +708,11 @@ HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_byte
                      hn::Zero(DI()), hn::Zero(DU()), zf,   zf,        pinf,          hn::Neg(pinf),
                      pinf,       hn::Neg(pinf)};
   src.n = n;
+  src.wbest = hn::Zero(DWU());
+  src.wmin_r = src.wmin_c = hn::Set(DW(), std::numeric_limits<float>::infinity());
+  src.wmax_r = src.wmax_c = hn::Set(DW(), -std::numeric_limits<float>::infinity());
   RunChunk(src, n, p, out);
+  src.fold_wide();
   const auto fmax = [](double a, double b) { return a < b ? b : a; };
   const auto fmin = [](double a, double b) { return b < a ? b : a; };
   out->min_ref = reduce_with(hn::PromoteTo(D(), src.min_r), fmin);

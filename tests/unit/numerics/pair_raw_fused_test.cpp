@@ -2,9 +2,11 @@
 // payload bytes in place, widening in registers and measuring the ULP distance from the same loads
 // must give exactly what decoding to float64 buffers, the float64 kernel and the separate ULP pass
 // give, on every target.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -209,6 +211,92 @@ TEST(PairRawFused, UlpOfFiniteVectorsOnEitherPath) {
         kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
         EXPECT_EQ(got.max_ulp, want) << t << " " << f.name << " " << k.what;
         EXPECT_EQ(got.nonfinite, 0u) << t << " " << f.name << " " << k.what;
+      }
+    }
+  }
+}
+
+// On AVX-512 an all-finite stretch of a chunk goes 16 elements at a time (pair_kernel.cpp,
+// State::step_finite2): the ULP distance, zero counts and the test for a new max_rel_diff are
+// taken from r·c and the ULP distance, and only vectors where those say so take the general
+// forms. One rare pair at a time in chunks of ordinary pairs of one sign, at the edges of the
+// 8- and 16-element groups and at the end of the stretch, must give the bits of the float64
+// kernel (decoded values) and of the scalar reference on every target: a NaN (the chunk is
+// redone), ±0, opposite signs, and subnormal references whose relative difference is far above
+// the chunk's (a few ULPs apart: only r·c tells them from normal values); and, with the running
+// maximum seeded at 3.5, a pair whose candidate is 5 times its reference (the ULP distance that
+// decides is 2 binades, not 3).
+TEST(PairRawFused, RarePairsInFiniteStretches) {
+  const size_t n = 4096 - 5;  // 510 groups of 8 in pairs, one more group, then a tail of 3
+  for (const Format& f : kFormats) {
+    const double sub = decode(f, 3), sub2 = decode(f, 5);  // subnormals, 2 ULPs apart
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    struct Case {
+      const char* what;
+      double r, c;
+      double floor;  // Params::max_rel_floor
+      bool decides;  // the pair holds the chunk's maximum relative difference
+    };
+    const Case cases[] = {
+        {"NaN", nan, 1.0, 0, false},
+        {"NaN candidate", 0.5, nan, 0, false},
+        {"zero reference", 0.0, 1e-3, 0, false},
+        {"both zero", -0.0, 0.0, 0, false},
+        {"opposite signs", 0.25, -0.25, 0, false},
+        {"subnormal reference", sub, sub2, 0, true},
+        {"subnormal, negative", -sub2, -sub, 0, true},
+        {"large relative difference", 1.0, 1.5, 0, true},
+        {"5 times the reference over a floor of 3.5", -1.0, -5.0, 3.5, true},
+    };
+    for (const Case& k : cases) {
+      // rel_eps below every subnormal
+      const kernel::Params params{1e-6, 1e-4, 1e-300, false, k.floor};
+      // 4079: the last of the 16-element stretch; 4087: the 8-element group after it; 4090: tail.
+      for (size_t at : {size_t{0}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{2040},
+                        size_t{2047}, size_t{2055}, size_t{4079}, size_t{4087}, size_t{4090}}) {
+        std::vector<uint32_t> r, c;
+        fill_bits(f, false, n, 3 + at, r, c);
+        r[at] = encode(f, k.r);
+        c[at] = encode(f, k.c);
+        const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
+        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
+        std::fill(std::begin(rb), std::end(rb), 0.0);
+        std::fill(std::begin(cb), std::end(cb), 0.0);
+        for (size_t i = 0; i < n; ++i) {
+          rb[i] = decode(f, r[i]);
+          cb[i] = decode(f, c[i]);
+        }
+        ChunkPartial ref;
+        kernel::chunk_scalar(rb, cb, n, params, &ref);
+        // The case decides the chunk's maximum relative difference (and so is not masked by it).
+        if (k.decides) {
+          ASSERT_EQ(bits(ref.max_rel), bits(std::abs(rb[at] - cb[at]) / std::max(std::abs(rb[at]), 1e-300)))
+              << f.name << " " << k.what;
+        }
+        for (const auto& t : kernel::targets()) {
+          SCOPED_TRACE(t + " " + f.name + " " + k.what + " at " + std::to_string(at));
+          ChunkPartial want, got;
+          kernel::by_name(t)(rb, cb, n, params, &want);
+          kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
+          for (const ChunkPartial* w : {&want, &ref}) {
+            EXPECT_EQ(0, std::memcmp(got.lanes, w->lanes, sizeof got.lanes)) << "lane sums differ";
+            EXPECT_EQ(bits(got.max_abs), bits(w->max_abs));
+            EXPECT_EQ(bits(got.max_rel), bits(w->max_rel));
+            EXPECT_EQ(got.min_ref, w->min_ref);
+            EXPECT_EQ(got.max_ref, w->max_ref);
+            EXPECT_EQ(got.min_cand, w->min_cand);
+            EXPECT_EQ(got.max_cand, w->max_cand);
+            EXPECT_EQ(got.nonfinite, w->nonfinite);
+            EXPECT_EQ(got.nan_ref, w->nan_ref);
+            EXPECT_EQ(got.nan_cand, w->nan_cand);
+            EXPECT_EQ(got.zero_ref, w->zero_ref);
+            EXPECT_EQ(got.zero_cand, w->zero_cand);
+            EXPECT_EQ(got.mismatch, w->mismatch);
+            EXPECT_EQ(got.first_mismatch, w->first_mismatch);
+          }
+          EXPECT_EQ(got.max_ulp, ulp_direct(f, r, c));
+        }
       }
     }
   }
