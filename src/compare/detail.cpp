@@ -19,6 +19,7 @@ namespace driftscope::compare_detail {
 namespace {
 
 constexpr uint64_t kChunk = 4096;
+constexpr uint64_t kMinColumns = 64, kMaxColumns = 16384;  // DetailTask::by_columns
 constexpr size_t kBins = PairDetail::kHistBins;
 
 // Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
@@ -151,16 +152,26 @@ class DetailTask final : public numerics::ChunkTask {
       : s_(s), cols_(s.d.cols), col_edge_(s.col_edge.data()), row_edge_(s.row_edge.data()),
         gcols_(s.d.grid_cols), heat_(s.heat.size(), 0.0) {
     worst_.reserve(PairDetail::kWorst + 1);
+    // Rows of a few vectors at least (shorter ones are mostly scalar tails), and column maxima
+    // that stay in L1/L2.
+    if (!heat_.empty() && cols_ >= kMinColumns && cols_ <= kMaxColumns) colmax_.assign(cols_, 0.0f);
   }
 
   void chunk(const numerics::ObservedChunk& c) override {
     if (!started_) seek(c.first);
     const size_t m = c.n;
     double* d = diff_.data();
-    const size_t runs = plan_runs(m);
     double top;
     bool f32 = false;  // d is in diff32_ only
-    if (c.nonfinite == 0) {
+    size_t runs = 0;
+    if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
+      // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
+      // value, and rows are long enough for the column maxima (diff_cols).
+      const numerics::DiffStats st{by_columns(c), c.max_abs, true};
+      f32 = true;
+      bin_finite(d, m, st);
+      top = st.max;
+    } else if (runs = plan_runs(m); c.nonfinite == 0) {
       // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
       // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
       // two close floats is exact); when it does not, the pass is redone storing float64.
@@ -193,6 +204,7 @@ class DetailTask final : public numerics::ChunkTask {
   }
 
   void finish() override {
+    flush_columns();
     std::lock_guard<std::mutex> lock(s_.mu);
     for (size_t b = 0; b < kBins; ++b) s_.d.histogram[b] += hist_[b];
     s_.d.exact += exact_;
@@ -212,6 +224,60 @@ class DetailTask final : public numerics::ChunkTask {
     gr_ = cell_of(row_, s_.d.rows, s_.d.grid_rows);
     next_col_ = col_edge_[gc_ + 1];
     next_row_ = row_edge_[gr_ + 1];
+  }
+
+  // The chunk by diff_cols: cut into pieces of one row each, in calls of one row of heat cells
+  // each (the column maxima are folded into the heat cells when the next such row starts); then
+  // the view's place moves on as plan_runs would have moved it. Returns the smallest d.
+  double by_columns(const numerics::ObservedChunk& c) {
+    const size_t m = c.n;
+    const size_t size = c.format == numerics::ChunkFormat::f32 ? 4 : 2;
+    double lo = HUGE_VAL;
+    uint64_t row = row_, col = col_, gr = gr_, next_row = next_row_;
+    size_t k = 0;
+    while (k < m) {
+      if (gr != colmax_row_) {
+        flush_columns();
+        colmax_row_ = gr;
+      }
+      const size_t start = k;
+      size_t segs = 0;
+      while (k < m) {
+        const size_t run = static_cast<size_t>(std::min<uint64_t>(m - k, cols_ - col));
+        seg_cols_[segs] = static_cast<uint32_t>(col);
+        k += run;
+        ends_[segs++] = static_cast<uint32_t>(k - start);
+        col += run;
+        if (col < cols_) break;
+        col = 0;
+        if (++row == next_row) {
+          next_row = row_edge_[++gr + 1];
+          break;
+        }
+      }
+      numerics::ObservedChunk part = c;
+      part.ref = static_cast<const std::byte*>(c.ref) + size * start;
+      part.cand = static_cast<const std::byte*>(c.cand) + size * start;
+      lo = std::min(lo, numerics::diff_cols(part, diff32_.data() + start, ends_.data(),
+                                            seg_cols_.data(), segs, colmax_.data()));
+    }
+    seek(c.first + m);
+    return lo;
+  }
+
+  // Folds the column maxima of heat row colmax_row_ into its cells and clears them.
+  void flush_columns() {
+    if (colmax_row_ == kNoRow) return;
+    double* cells = heat_.data() + colmax_row_ * gcols_;
+    for (uint64_t g = 0; g < gcols_; ++g) {
+      float mx = 0;
+      for (uint64_t i = col_edge_[g]; i < col_edge_[g + 1]; ++i) {
+        mx = std::max(mx, colmax_[i]);
+        colmax_[i] = 0;
+      }
+      cells[g] = std::max(cells[g], static_cast<double>(mx));
+    }
+    colmax_row_ = kNoRow;
   }
 
   // Cuts the next m elements into runs of one heat cell each (ends_, cells_) and moves on.
@@ -315,6 +381,12 @@ class DetailTask final : public numerics::ChunkTask {
   std::array<double, kChunk> diff_;
   std::array<float, kChunk> diff32_;  // diff_ rounded to float32 (numerics::diff_runs)
   std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
+  // by_columns: the column maxima of heat row colmax_row_ (empty when the view's rows are too
+  // short or too long for them), and each row piece's first column.
+  static constexpr uint64_t kNoRow = UINT64_MAX;
+  std::vector<float> colmax_;
+  uint64_t colmax_row_ = kNoRow;
+  std::array<uint32_t, kChunk> seg_cols_;
   std::array<double, kChunk> maxes_;
 };
 

@@ -784,66 +784,115 @@ numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_
   return DiffRunsRaw<BF16Format>(ref, cand, d, d32, ends, runs, out);
 }
 
+// DiffCols (numerics::diff_cols): a raw float chunk whose every d is a float32 value, so |c - r|
+// on float32 lanes is d exactly, with no rounding-error test. Each segment is a piece of one row
+// of the view: its d go into the running column maxima of the heat grid's current row of cells
+// (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest d.
+template <class Fmt>
+HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
+                              const typename Fmt::T* HWY_RESTRICT c, float* HWY_RESTRICT d32,
+                              const uint32_t* HWY_RESTRICT ends, const uint32_t* HWY_RESTRICT cols,
+                              size_t segs, float* HWY_RESTRICT colmax) {
+  const hn::ScalableTag<float> dw;
+  const size_t lanes = hn::Lanes(dw);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  auto lo = hn::Set(dw, inf);
+  float lo_s = inf;
+  size_t i = 0;
+  for (size_t s = 0; s < segs; ++s) {
+    const size_t begin = i, end = ends[s];
+    float* HWY_RESTRICT cm = colmax + cols[s];  // cm[i - begin]: the column of element i
+    for (; i + lanes <= end; i += lanes) {
+      const auto x = hn::Abs(hn::Sub(LoadWide<Fmt>(dw, c + i), LoadWide<Fmt>(dw, r + i)));
+      hn::StoreU(x, dw, d32 + i);
+      lo = hn::Min(lo, x);
+      float* p = cm + (i - begin);
+      hn::StoreU(hn::Max(hn::LoadU(dw, p), x), dw, p);
+    }
+    for (; i < end; ++i) {
+      const auto x = static_cast<float>(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])));
+      d32[i] = x;
+      lo_s = x < lo_s ? x : lo_s;
+      float& m = cm[i - begin];
+      m = x > m ? x : m;
+    }
+  }
+  const float lv = hn::GetLane(hn::MinOfLanes(dw, lo));
+  return lv < lo_s ? lv : lo_s;
+}
+float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends,
+                  const uint32_t* cols, size_t segs, float* colmax) {
+  return DiffColsImpl<F32Format>(static_cast<const uint32_t*>(r), static_cast<const uint32_t*>(c),
+                                 d32, ends, cols, segs, colmax);
+}
+float DiffColsF16(const void* r, const void* c, float* d32, const uint32_t* ends,
+                  const uint32_t* cols, size_t segs, float* colmax) {
+  return DiffColsImpl<F16Format>(static_cast<const uint16_t*>(r), static_cast<const uint16_t*>(c),
+                                 d32, ends, cols, segs, colmax);
+}
+float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* ends,
+                   const uint32_t* cols, size_t segs, float* colmax) {
+  return DiffColsImpl<BF16Format>(static_cast<const uint16_t*>(r), static_cast<const uint16_t*>(c),
+                                  d32, ends, cols, segs, colmax);
+}
+
 // CountAtLeast's loop on lanes of type T (double, or float: 16 per AVX-512 vector instead of 8)
 // with integer lanes I of the same width. d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1
 // as signed integers: an integer compare and a masked increment per threshold and vector, instead
 // of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
 // n / lanes elements, so n < 2^31 keeps the int32 lanes exact.
+// One pass over d for K thresholds t[0..K): one load serves K compares.
+template <size_t K, typename T, typename I>
+HWY_INLINE void CountAtLeastGroup(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
+                                  uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<T> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VI = hn::Vec<decltype(di)>;
+  const size_t lanes = hn::Lanes(df);
+  VI below[K], acc[K];  // bits(t[q]) - 1, and the counts so far
+  for (size_t q = 0; q < K; ++q) {
+    I b;
+    std::memcpy(&b, t + q, sizeof b);
+    below[q] = hn::Set(di, static_cast<I>(b - 1));
+    acc[q] = hn::Zero(di);
+  }
+  const auto one = hn::Set(di, I{1});
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
+    for (size_t q = 0; q < K; ++q) acc[q] = hn::IfThenElse(hn::Gt(x, below[q]), hn::Add(acc[q], one), acc[q]);
+  }
+  HWY_ALIGN I tmp[hn::MaxLanes(di)];
+  for (size_t q = 0; q < K; ++q) {
+    hn::Store(acc[q], di, tmp);
+    uint64_t c = 0;
+    for (size_t l = 0; l < lanes; ++l) c += static_cast<uint64_t>(tmp[l]);
+    for (size_t e = i; e < n; ++e) c += d[e] >= t[q];
+    out[q] = c;
+  }
+}
+
+// The thresholds in as few passes as there are groups of up to 8 (the accumulators and the
+// thresholds of a group stay in registers on AVX-512), of sizes as equal as can be, so that no
+// pass serves one or two thresholds only.
 template <typename T, typename I>
 HWY_INLINE void CountAtLeastLanes(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
                                   size_t k, uint64_t* HWY_RESTRICT out) {
-  const hn::ScalableTag<T> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t lanes = hn::Lanes(df);
-  HWY_ALIGN I tmp[hn::MaxLanes(di)];
-  auto total = [&](auto acc) {
-    hn::Store(acc, di, tmp);
-    uint64_t c = 0;
-    for (size_t l = 0; l < lanes; ++l) c += static_cast<uint64_t>(tmp[l]);
-    return c;
-  };
-  const auto below = [&](size_t j) {  // bits(t[j]) - 1
-    I b;
-    std::memcpy(&b, t + j, sizeof b);
-    return hn::Set(di, static_cast<I>(b - 1));
-  };
-  const auto one = hn::Set(di, I{1});
-  // Four thresholds per pass: one load serves four compares.
-  size_t j = 0;
-  for (; j + 4 <= k; j += 4) {
-    const auto t0 = below(j), t1 = below(j + 1), t2 = below(j + 2), t3 = below(j + 3);
-    auto a0 = hn::Zero(di), a1 = hn::Zero(di), a2 = hn::Zero(di), a3 = hn::Zero(di);
-    size_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
-      a0 = hn::IfThenElse(hn::Gt(x, t0), hn::Add(a0, one), a0);
-      a1 = hn::IfThenElse(hn::Gt(x, t1), hn::Add(a1, one), a1);
-      a2 = hn::IfThenElse(hn::Gt(x, t2), hn::Add(a2, one), a2);
-      a3 = hn::IfThenElse(hn::Gt(x, t3), hn::Add(a3, one), a3);
+  constexpr size_t kMaxGroup = 8;
+  const size_t passes = (k + kMaxGroup - 1) / kMaxGroup;
+  for (size_t p = 0, j = 0; p < passes; ++p) {
+    const size_t g = (k - j) / (passes - p) + ((k - j) % (passes - p) != 0);
+    switch (g) {
+      case 1: CountAtLeastGroup<1, T, I>(d, n, t + j, out + j); break;
+      case 2: CountAtLeastGroup<2, T, I>(d, n, t + j, out + j); break;
+      case 3: CountAtLeastGroup<3, T, I>(d, n, t + j, out + j); break;
+      case 4: CountAtLeastGroup<4, T, I>(d, n, t + j, out + j); break;
+      case 5: CountAtLeastGroup<5, T, I>(d, n, t + j, out + j); break;
+      case 6: CountAtLeastGroup<6, T, I>(d, n, t + j, out + j); break;
+      case 7: CountAtLeastGroup<7, T, I>(d, n, t + j, out + j); break;
+      default: CountAtLeastGroup<8, T, I>(d, n, t + j, out + j); break;
     }
-    uint64_t c0 = total(a0), c1 = total(a1), c2 = total(a2), c3 = total(a3);
-    for (; i < n; ++i) {
-      c0 += d[i] >= t[j];
-      c1 += d[i] >= t[j + 1];
-      c2 += d[i] >= t[j + 2];
-      c3 += d[i] >= t[j + 3];
-    }
-    out[j] = c0;
-    out[j + 1] = c1;
-    out[j + 2] = c2;
-    out[j + 3] = c3;
-  }
-  for (; j < k; ++j) {
-    const auto tv = below(j);
-    auto acc = hn::Zero(di);
-    size_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
-      acc = hn::IfThenElse(hn::Gt(x, tv), hn::Add(acc, one), acc);
-    }
-    uint64_t c = total(acc);
-    for (; i < n; ++i) c += d[i] >= t[j];
-    out[j] = c;
+    j += g;
   }
 }
 
@@ -996,6 +1045,9 @@ HWY_EXPORT(DiffRunsF16);
 HWY_EXPORT(DiffRunsBF16);
 HWY_EXPORT(CountAtLeast);
 HWY_EXPORT(CountAtLeastF32);
+HWY_EXPORT(DiffColsF32);
+HWY_EXPORT(DiffColsF16);
+HWY_EXPORT(DiffColsBF16);
 
 namespace {
 
@@ -1095,6 +1147,14 @@ auto diff_runs_entry(ChunkFormat f) {
 }
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
 auto count_at_least_f32_entry() { return HWY_DISPATCH_TABLE(CountAtLeastF32)[current_index()]; }
+auto diff_cols_entry(ChunkFormat f) {
+  const size_t i = current_index();
+  switch (f) {
+    case ChunkFormat::f32: return HWY_DISPATCH_TABLE(DiffColsF32)[i];
+    case ChunkFormat::f16: return HWY_DISPATCH_TABLE(DiffColsF16)[i];
+    default: return HWY_DISPATCH_TABLE(DiffColsBF16)[i];
+  }
+}
 
 }  // namespace
 
@@ -1185,6 +1245,10 @@ void count_at_least(const double* d, size_t n, const double* thresholds, size_t 
 }
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
+}
+double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                 size_t segs, float* colmax) {
+  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax);
 }
 
 }  // namespace driftscope::numerics

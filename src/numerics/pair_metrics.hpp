@@ -36,6 +36,10 @@ struct ObservedChunk {
   const void* ref = nullptr;
   const void* cand = nullptr;
   uint64_t nonfinite = 0;  // positions where either side is NaN or Inf (the kernel's count)
+  // Raw formats only (the fused kernel's figures; else unknown): the largest ULP distance of a
+  // finite pair (ChunkPartial::max_ulp) and the largest d = |cand - ref| of one in float64.
+  uint64_t max_ulp = UINT64_MAX;
+  double max_abs = 0;
   // Element i of one side, widened to float64 (exact).
   double ref_at(size_t i) const { return value(format, ref, i); }
   double cand_at(size_t i) const { return value(format, cand, i); }
@@ -143,6 +147,28 @@ struct DiffStats {
 };
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
                     double* out);
+// diff_cols: a raw float chunk (format f32, f16 or bf16) without NaN/Inf whose every d is a
+// float32 value (d32_exact below says when the kernel's ULP distance proves it): d32[i] = d[i],
+// and for each segment j, elements [ends[j-1], ends[j]) (ends[-1] = 0, the last = c.n), a piece of
+// one row of the view, colmax[cols[j] + i - ends[j-1]] = max(itself, d[i]) (the heat grid's
+// column maxima); returns the smallest d (+inf when n is 0). Exact operations only.
+double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                 size_t segs, float* colmax);
+// Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
+// ULP distance alone: at most half a binade's steps (2^22 for f32, 2^9 for f16, 2^6 for bf16).
+// Same sign: then c <= 2r and r <= 2c (the bits of 2r are those of r plus one binade), so c - r
+// is exact in the format itself (Sterbenz), and every f16/bf16 is a float32; or both sides lie
+// where values are evenly spaced (subnormal or the first normal binade) and the difference is a
+// multiple of that step below 2^24 of them. Opposite signs: both magnitudes under half a binade
+// of steps, so both in that evenly spaced range too.
+inline bool d32_exact(const ObservedChunk& c) {
+  switch (c.format) {
+    case ChunkFormat::f32: return c.max_ulp <= (uint64_t{1} << 22);
+    case ChunkFormat::f16: return c.max_ulp <= (uint64_t{1} << 9);
+    case ChunkFormat::bf16: return c.max_ulp <= (uint64_t{1} << 6);
+    default: return false;
+  }
+}
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out);
 

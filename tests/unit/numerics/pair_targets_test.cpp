@@ -341,6 +341,87 @@ TEST_P(KernelTargets, Float32CountsMatchScalarLoops) {
   }
 }
 
+// diff_cols against scalar loops, for each raw format: d32 (the float32 difference, exact here:
+// the candidate is a few ULP from the reference), the smallest d, and the column maxima of row
+// pieces of a view whose rows are not a whole number of vectors (37 and 100 columns, starting
+// mid-row), over maxima already set by earlier rows; tails of every length.
+TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
+  for (const ChunkFormat f : {ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const size_t size = f == ChunkFormat::f32 ? 4 : 2;
+    for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{4096}}) {
+      for (const auto [width, start] : {std::pair<size_t, size_t>{37, 5}, {100, 0}, {100, 99}}) {
+        std::mt19937_64 rng(n * 7 + width + start);
+        std::normal_distribution<double> g(0.0, 1.0);
+        std::vector<std::byte> rb(n * size), cb(n * size);
+        for (size_t i = 0; i < n; ++i) {
+          const double r = g(rng), c = i % 5 == 0 ? r : r * (1.0 + std::ldexp(g(rng), -9 - int(i % 12)));
+          const auto put = [&](std::vector<std::byte>& out, double v) {
+            if (f == ChunkFormat::f32) {
+              const float x = static_cast<float>(v);
+              std::memcpy(out.data() + 4 * i, &x, 4);
+            } else {
+              const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
+              std::memcpy(out.data() + 2 * i, &x, 2);
+            }
+          };
+          put(rb, r);
+          put(cb, c);
+        }
+        ObservedChunk ch;
+        ch.n = n;
+        ch.format = f;
+        ch.ref = rb.data();
+        ch.cand = cb.data();
+        // Row pieces: the rest of the first row from column `start`, then whole rows.
+        std::vector<uint32_t> ends, cols;
+        for (size_t k = 0, col = start; k < n; col = 0) {
+          const size_t run = std::min(n - k, width - col);
+          cols.push_back(static_cast<uint32_t>(col));
+          k += run;
+          ends.push_back(static_cast<uint32_t>(k));
+        }
+        std::vector<float> colmax(width), want(width), d32(n, -1.0f);
+        for (size_t i = 0; i < width; ++i) colmax[i] = want[i] = i % 3 == 0 ? 0.0f : 0x1p-9f * float(i);
+        const double lo = diff_cols(ch, d32.data(), ends.data(), cols.data(), ends.size(), colmax.data());
+        double want_lo = std::numeric_limits<double>::infinity();
+        for (size_t j = 0, i = 0; j < ends.size(); ++j) {
+          for (; i < ends[j]; ++i) {
+            const double x = std::fabs(ch.cand_at(i) - ch.ref_at(i));
+            ASSERT_EQ(static_cast<double>(static_cast<float>(x)), x) << "the data must give float32 d";
+            ASSERT_EQ(static_cast<double>(d32[i]), x) << GetParam() << " format " << int(f) << " n=" << n << " i=" << i;
+            want_lo = std::min(want_lo, x);
+            float& m = want[cols[j] + i - (j ? ends[j - 1] : 0)];
+            m = std::max(m, static_cast<float>(x));
+          }
+        }
+        EXPECT_EQ(lo, want_lo) << GetParam() << " format " << int(f) << " n=" << n;
+        for (size_t i = 0; i < width; ++i)
+          ASSERT_EQ(colmax[i], want[i]) << GetParam() << " format " << int(f) << " n=" << n << " column " << i;
+      }
+    }
+  }
+}
+
+// Every count of count_at_least_f32's passes: 1 to 20 thresholds (groups of up to 8, split evenly).
+TEST_P(KernelTargets, Float32CountsOfEveryGroupSize) {
+  const size_t n = 1000;
+  std::vector<float> d(n);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (float& x : d) x = u(rng) < 0.1f ? 0.0f : u(rng);
+  for (size_t k = 1; k <= 20; ++k) {
+    std::vector<float> t(k);
+    for (size_t j = 0; j < k; ++j) t[j] = j == 0 ? std::numeric_limits<float>::denorm_min() : d[j * 37];
+    std::vector<uint64_t> counts(k, 12345);
+    count_at_least_f32(d.data(), n, t.data(), k, counts.data());
+    for (size_t j = 0; j < k; ++j) {
+      uint64_t want = 0;
+      for (float x : d) want += x >= t[j];
+      EXPECT_EQ(counts[j], want) << GetParam() << " k=" << k << " threshold " << j;
+    }
+  }
+}
+
 TEST_P(KernelTargets, WideningMatchesTheScalarDecoders) {
   // decode_simd.cpp's kernels (exact widenings), under the same Highway target.
   const size_t n = 70000;  // every 16-bit pattern, then some
@@ -366,6 +447,50 @@ TEST_P(KernelTargets, WideningMatchesTheScalarDecoders) {
     } else {
       ASSERT_EQ(dbits(bf16[i]), dbits(b)) << GetParam() << " bf16 " << h[i];
       ASSERT_EQ(dbits(static_cast<double>(bf16f[i])), dbits(b)) << GetParam() << " bf16 " << h[i];
+    }
+  }
+}
+
+// d32_exact's claim, on random pairs at every ULP distance up to its bound (half a binade's
+// steps) across binades, signs and the subnormals: |c - r| is a float32 value. And the bound is
+// where it says (one step past it is not proven).
+TEST(DiffExactness, UlpBoundProvesFloat32Differences) {
+  ObservedChunk ch;
+  for (const ChunkFormat f : {ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const unsigned bits = f == ChunkFormat::f32 ? 32 : 16;
+    const unsigned mant = f == ChunkFormat::f32 ? 23 : f == ChunkFormat::f16 ? 10 : 7;
+    const int64_t bound = int64_t{1} << (mant - 1);
+    const uint32_t sign = uint32_t{1} << (bits - 1), exp_mask = (sign - 1) & ~((uint32_t{1} << mant) - 1);
+    ch.format = f;
+    ch.max_ulp = static_cast<uint64_t>(bound);
+    EXPECT_TRUE(d32_exact(ch)) << int(f);
+    ch.max_ulp = static_cast<uint64_t>(bound) + 1;
+    EXPECT_FALSE(d32_exact(ch)) << int(f);
+    const auto value = [&](uint32_t b) {
+      if (f == ChunkFormat::f32) {
+        float x;
+        std::memcpy(&x, &b, 4);
+        return static_cast<double>(x);
+      }
+      return f == ChunkFormat::f16 ? f16_to_double(static_cast<uint16_t>(b)) : bf16_to_double(static_cast<uint16_t>(b));
+    };
+    const auto ord = [&](uint32_t b) { return (b & sign) ? -int64_t(b & (sign - 1)) : int64_t(b); };
+    const auto from_ord = [&](int64_t o) { return o >= 0 ? uint32_t(o) : sign | uint32_t(-o); };
+    std::mt19937_64 rng(bits + mant);
+    for (int i = 0; i < 2000000; ++i) {
+      const uint64_t x = rng();
+      // Magnitudes anywhere, or near zero (subnormals, the first binades, both signs).
+      const int64_t mag = x % 4 == 0 ? int64_t(x >> 8) % (2 * bound + 1) : int64_t((x >> 8) % sign);
+      const int64_t o = (x & 2) ? -mag : mag;
+      const int64_t dist = x % 8 < 3 ? bound - int64_t((x >> 40) % 3) : int64_t((x >> 40) % (bound + 1));
+      const int64_t o2 = (x & 4) ? o - dist : o + dist;
+      if (o2 <= -int64_t(sign) || o2 >= int64_t(sign)) continue;
+      const uint32_t a = from_ord(o), b = from_ord(o2);
+      if ((a & exp_mask) == exp_mask || (b & exp_mask) == exp_mask) continue;  // Inf/NaN
+      ASSERT_EQ(std::abs(ord(b) - ord(a)), dist);
+      const double d = std::fabs(value(b) - value(a));
+      ASSERT_EQ(static_cast<double>(static_cast<float>(d)), d)
+          << "format " << int(f) << " bits " << std::hex << a << " " << b;
     }
   }
 }
