@@ -20,6 +20,7 @@ namespace {
 
 constexpr uint64_t kChunk = 4096;
 constexpr uint64_t kMinColumns = 64, kMaxColumns = 16384;  // DetailTask::by_columns
+constexpr size_t kMaxEntries = 64;  // DetailTask::bin_codes: more than any target's lanes
 constexpr size_t kBins = PairDetail::kHistBins;
 
 // Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
@@ -88,6 +89,34 @@ float round_up_f32(double t) {
   if (t > static_cast<double>(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
   const float f = static_cast<float>(t);
   return static_cast<double>(f) < t ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
+}
+
+// Per float32 exponent field e (1..254), binade [2^(e-127), 2^(e-126)): base[e] = the bin of its
+// start (the number of edges <= it), edge[e] = the mantissa bits of the smallest float32 >= the
+// edge inside the binade, 0x800000 (above every mantissa) when no float32 of the binade reaches
+// an edge (DetailTask::bin_codes).
+struct BinadeTable {
+  std::array<size_t, 256> base{};
+  std::array<int32_t, 256> edge{};
+  BinadeTable() {
+    const auto& edges = hist_edges();
+    for (int e = 1; e < 255; ++e) {
+      const double start = std::ldexp(1.0, e - 127), end = std::ldexp(1.0, e - 126);
+      const size_t b = hist_bin_search(start);
+      base[static_cast<size_t>(e)] = b;
+      edge[static_cast<size_t>(e)] = 0x800000;
+      if (b < edges.size() && edges[b] < end) {
+        const float up = round_up_f32(edges[b]);
+        if (static_cast<double>(up) < end)
+          edge[static_cast<size_t>(e)] = static_cast<int32_t>(std::bit_cast<uint32_t>(up) & 0x7FFFFF);
+      }
+    }
+  }
+};
+
+const BinadeTable& binade_table() {
+  static const BinadeTable t;
+  return t;
 }
 
 // Worse first: larger d, then the lower index (a total order, so the result is deterministic).
@@ -167,10 +196,10 @@ class DetailTask final : public numerics::ChunkTask {
     if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
       // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
       // value, and rows are long enough for the column maxima (diff_cols).
-      const numerics::DiffStats st{by_columns(c), c.max_abs, true};
+      const double low = by_columns(c);  // the smallest positive d
       f32 = true;
-      bin_finite(d, m, st);
-      top = st.max;
+      top = c.max_abs;
+      bin_codes(m, low, top);
     } else if (runs = plan_runs(m); c.nonfinite == 0) {
       // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
       // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
@@ -331,6 +360,64 @@ class DetailTask final : public numerics::ChunkTask {
       exact_ += m - at_least[0];
       above = at_least[j++];
     }
+    for (size_t b = lo; b < hi; ++b, ++j) {
+      hist_[b] += above - at_least[j];
+      above = at_least[j];
+    }
+    hist_[hi] += above;
+  }
+
+  // The histogram of by_columns's d (float32 values in diff32_; low: the smallest positive, +inf
+  // when none; high: the largest) by numerics::hist_codes: code 0 for a zero, 1 + bin - b0 for
+  // the others, b0 the bin where low's binade starts. Each float32 binade holds at most one edge
+  // (consecutive edges are 10^(1/2) > 2 apart), so a d's bin is the bin of its binade's start
+  // plus whether d reaches the edge inside the binade: d >= e exactly when d >= the smallest
+  // float32 >= e, which lies in the binade (else no float32 of it reaches e) and then compares by
+  // the mantissa bits alone. A range of binades wider than the target's table is counted with
+  // thresholds as before.
+  void bin_codes(size_t m, double low, double high) {
+    if (!(low < HUGE_VAL)) {  // every d is zero
+      exact_ += m;
+      return;
+    }
+    const auto field = [](double x) {
+      return static_cast<int32_t>(std::bit_cast<uint32_t>(static_cast<float>(x)) >> 23);
+    };
+    const int32_t e_lo = field(low), e_hi = field(high);
+    const auto& edges = hist_edges();
+    const size_t b0 = binade_table().base[static_cast<size_t>(e_lo)];  // used when e_lo >= 1
+    const size_t codes = 2 + hist_bin_fast(high) - b0;
+    const size_t entries = static_cast<size_t>(e_hi - e_lo) + 2;
+    std::array<uint64_t, 128> at_least;
+    if (e_lo >= 1 && entries <= kMaxEntries) {
+      const BinadeTable& bt = binade_table();
+      std::array<int32_t, kMaxEntries> base1, edge;
+      base1[0] = 1;  // a zero: code 1 - 1
+      edge[0] = 0x800000;
+      for (size_t k = 1; k < entries; ++k) {
+        const size_t e = static_cast<size_t>(e_lo) + k - 1;
+        base1[k] = static_cast<int32_t>(2 + bt.base[e] - b0);
+        edge[k] = bt.edge[e];
+      }
+      if (numerics::hist_codes(diff32_.data(), m, e_lo, base1.data(), edge.data(), entries, codes,
+                               at_least.data())) {
+        exact_ += m - at_least[1];
+        for (size_t j = 1; j < codes; ++j)
+          hist_[b0 + j - 1] += at_least[j] - (j + 1 < codes ? at_least[j + 1] : 0);
+        return;
+      }
+    }
+    // Thresholds: every zero, then the lower edges of bins bin(low) + 1 .. bin(high).
+    const BinTable& t = bin_table();
+    const size_t lo = t.bin(low), hi = t.bin(high);
+    std::array<float, kBins> up;
+    size_t k = 0;
+    up[k++] = std::numeric_limits<float>::denorm_min();
+    for (size_t b = lo; b < hi; ++b) up[k++] = round_up_f32(edges[b]);
+    numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
+    exact_ += m - at_least[0];
+    uint64_t above = at_least[0];
+    size_t j = 1;
     for (size_t b = lo; b < hi; ++b, ++j) {
       hist_[b] += above - at_least[j];
       above = at_least[j];

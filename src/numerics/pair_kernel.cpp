@@ -787,17 +787,20 @@ numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_
 // DiffCols (numerics::diff_cols): a raw float chunk whose every d is a float32 value, so |c - r|
 // on float32 lanes is d exactly, with no rounding-error test. Each segment is a piece of one row
 // of the view: its d go into the running column maxima of the heat grid's current row of cells
-// (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest d.
+// (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest
+// positive d (+inf when none): the smallest of bits(d) - 1 as unsigned integers, where a zero
+// wraps to the largest.
 template <class Fmt>
 HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
                               const typename Fmt::T* HWY_RESTRICT c, float* HWY_RESTRICT d32,
                               const uint32_t* HWY_RESTRICT ends, const uint32_t* HWY_RESTRICT cols,
                               size_t segs, float* HWY_RESTRICT colmax) {
   const hn::ScalableTag<float> dw;
+  const hn::RebindToUnsigned<decltype(dw)> du;
   const size_t lanes = hn::Lanes(dw);
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  auto lo = hn::Set(dw, inf);
-  float lo_s = inf;
+  const auto one = hn::Set(du, 1u);
+  auto lo = hn::Set(du, ~0u);
+  uint32_t lo_s = ~0u;
   size_t i = 0;
   for (size_t s = 0; s < segs; ++s) {
     const size_t begin = i, end = ends[s];
@@ -805,20 +808,28 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
     for (; i + lanes <= end; i += lanes) {
       const auto x = hn::Abs(hn::Sub(LoadWide<Fmt>(dw, c + i), LoadWide<Fmt>(dw, r + i)));
       hn::StoreU(x, dw, d32 + i);
-      lo = hn::Min(lo, x);
+      lo = hn::Min(lo, hn::Sub(hn::BitCast(du, x), one));
       float* p = cm + (i - begin);
       hn::StoreU(hn::Max(hn::LoadU(dw, p), x), dw, p);
     }
     for (; i < end; ++i) {
       const auto x = static_cast<float>(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])));
       d32[i] = x;
-      lo_s = x < lo_s ? x : lo_s;
+      uint32_t b;
+      std::memcpy(&b, &x, sizeof b);
+      lo_s = b - 1 < lo_s ? b - 1 : lo_s;
       float& m = cm[i - begin];
       m = x > m ? x : m;
     }
   }
-  const float lv = hn::GetLane(hn::MinOfLanes(dw, lo));
-  return lv < lo_s ? lv : lo_s;
+  HWY_ALIGN uint32_t tmp[hn::MaxLanes(du)];
+  hn::Store(lo, du, tmp);
+  for (size_t l = 0; l < lanes; ++l) lo_s = tmp[l] < lo_s ? tmp[l] : lo_s;
+  if (lo_s == ~0u) return std::numeric_limits<float>::infinity();
+  const uint32_t b = lo_s + 1;
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
 }
 float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends,
                   const uint32_t* cols, size_t segs, float* colmax) {
@@ -841,6 +852,125 @@ float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* end
 // as signed integers: an integer compare and a masked increment per threshold and vector, instead
 // of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
 // n / lanes elements, so n < 2^31 keeps the int32 lanes exact.
+// HistCodes (numerics::hist_codes): the histogram of float32 d by a code per element, looked up
+// from its exponent field in a table of one vector's lanes, instead of one compare per threshold:
+// idx = max(exponent - e_lo + 1, 0) (0: zero), code = base1[idx] - (mantissa < edge[idx]). Four
+// vectors of codes (each < 128) are packed into one vector of bytes, so counting "code >= j" is
+// one byte compare and add per 4 * lanes elements. A byte counter takes one code per packed
+// vector, so counters are folded into 64-bit sums every 128 packed vectors.
+HWY_INLINE uint32_t HistCode(uint32_t bits, int32_t e_lo, const int32_t* HWY_RESTRICT base1,
+                             const int32_t* HWY_RESTRICT edge) {
+  const int32_t e = static_cast<int32_t>(bits >> 23) - e_lo + 1;
+  const size_t idx = e < 0 ? 0 : static_cast<size_t>(e);
+  return static_cast<uint32_t>(base1[idx] - (static_cast<int32_t>(bits & 0x7FFFFF) < edge[idx]));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+template <size_t K>
+HWY_INLINE void CountCodesGroup(const uint8_t* HWY_RESTRICT packed, size_t bytes, int8_t first,
+                                uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<int8_t> d8;
+  const hn::RebindToUnsigned<decltype(d8)> du8;
+  const hn::Repartition<uint64_t, decltype(du8)> d64;
+  using V8 = hn::Vec<decltype(d8)>;
+  const size_t lanes = hn::Lanes(d8);
+  V8 below[K];
+  hn::Vec<decltype(d64)> sums[K];
+  for (size_t q = 0; q < K; ++q) {
+    below[q] = hn::Set(d8, static_cast<int8_t>(first + static_cast<int8_t>(q) - 1));
+    sums[q] = hn::Zero(d64);
+  }
+  const auto one = hn::Set(d8, int8_t{1});
+  for (size_t i = 0; i < bytes;) {
+    V8 acc[K];
+    for (size_t q = 0; q < K; ++q) acc[q] = hn::Zero(d8);
+    const size_t end = HWY_MIN(bytes, i + 128 * lanes);
+    for (; i < end; i += lanes) {
+      const auto x = hn::BitCast(d8, hn::LoadU(du8, packed + i));
+      for (size_t q = 0; q < K; ++q) acc[q] = hn::IfThenElse(hn::Gt(x, below[q]), hn::Add(acc[q], one), acc[q]);
+    }
+    for (size_t q = 0; q < K; ++q) sums[q] = hn::Add(sums[q], hn::SumsOf8(hn::BitCast(du8, acc[q])));
+  }
+  HWY_ALIGN uint64_t tmp[hn::MaxLanes(d64)];
+  for (size_t q = 0; q < K; ++q) {
+    hn::Store(sums[q], d64, tmp);
+    uint64_t c = 0;
+    for (size_t l = 0; l < hn::Lanes(d64); ++l) c += tmp[l];
+    out[q] += c;
+  }
+}
+#endif
+
+bool HistCodesF32(const float* HWY_RESTRICT d, size_t n, int32_t e_lo,
+                  const int32_t* HWY_RESTRICT base1, const int32_t* HWY_RESTRICT edge,
+                  size_t entries, size_t codes, uint64_t* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d, (void)n, (void)e_lo, (void)base1, (void)edge, (void)entries, (void)codes, (void)out;
+  return false;  // one lane: no table of several entries, no bytes to pack
+#else
+  const hn::ScalableTag<int32_t> di;
+  const hn::RebindToUnsigned<decltype(di)> du;
+  const size_t lanes = hn::Lanes(di);
+  if (entries > lanes || codes > 128 || n > 4096) return false;
+  HWY_ALIGN int32_t tb[hn::MaxLanes(di)] = {}, te[hn::MaxLanes(di)] = {};
+  for (size_t k = 0; k < entries; ++k) {
+    tb[k] = base1[k];
+    te[k] = edge[k];
+  }
+  const auto vb = hn::Load(di, tb), ve = hn::Load(di, te);
+  const auto off = hn::Set(di, 1 - e_lo), zero = hn::Zero(di), one = hn::Set(di, 1);
+  const auto mant = hn::Set(di, 0x7FFFFF);
+  const auto code = [&](size_t i) {
+    const auto x = hn::BitCast(di, hn::LoadU(du, reinterpret_cast<const uint32_t*>(d) + i));
+    const auto idx = hn::Max(hn::Add(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, x))), off), zero);
+    const auto ix = hn::IndicesFromVec(di, idx);
+    const auto b = hn::TableLookupLanes(vb, ix);
+    return hn::IfThenElse(hn::Lt(hn::And(x, mant), hn::TableLookupLanes(ve, ix)), hn::Sub(b, one), b);
+  };
+  HWY_ALIGN uint8_t packed[4096];
+  const size_t group = 4 * lanes;
+  size_t i = 0;
+  for (; i + group <= n; i += group) {
+    const auto p = hn::Or(hn::Or(code(i), hn::ShiftLeft<8>(code(i + lanes))),
+                          hn::Or(hn::ShiftLeft<16>(code(i + 2 * lanes)), hn::ShiftLeft<24>(code(i + 3 * lanes))));
+    hn::Store(p, di, reinterpret_cast<int32_t*>(packed + i));
+  }
+  for (size_t j = 1; j < codes; ++j) out[j] = 0;
+  if (i < n) {  // the last partial group, element by element
+    uint64_t tail[128] = {};
+    const auto* bits = reinterpret_cast<const uint32_t*>(d);
+    for (size_t k = i; k < n; ++k) {
+      uint32_t b;
+      std::memcpy(&b, bits + k, sizeof b);
+      ++tail[HistCode(b, e_lo, base1, edge)];
+    }
+    uint64_t above = 0;
+    for (size_t j = codes - 1; j >= 1; --j) {
+      above += tail[j];
+      out[j] += above;
+    }
+  }
+  // Codes 1 .. codes-1 in passes of up to 8 (out[j]: the count of code >= j).
+  for (size_t j = 1; j < codes;) {
+    const size_t g = HWY_MIN(size_t{8}, codes - j);
+    const auto first = static_cast<int8_t>(j);
+    switch (g) {
+      case 1: CountCodesGroup<1>(packed, i, first, out + j); break;
+      case 2: CountCodesGroup<2>(packed, i, first, out + j); break;
+      case 3: CountCodesGroup<3>(packed, i, first, out + j); break;
+      case 4: CountCodesGroup<4>(packed, i, first, out + j); break;
+      case 5: CountCodesGroup<5>(packed, i, first, out + j); break;
+      case 6: CountCodesGroup<6>(packed, i, first, out + j); break;
+      case 7: CountCodesGroup<7>(packed, i, first, out + j); break;
+      default: CountCodesGroup<8>(packed, i, first, out + j); break;
+    }
+    j += g;
+  }
+  out[0] = n;
+  return true;
+#endif
+}
+
 // One pass over d for K thresholds t[0..K): one load serves K compares.
 template <size_t K, typename T, typename I>
 HWY_INLINE void CountAtLeastGroup(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
@@ -1048,6 +1178,7 @@ HWY_EXPORT(CountAtLeastF32);
 HWY_EXPORT(DiffColsF32);
 HWY_EXPORT(DiffColsF16);
 HWY_EXPORT(DiffColsBF16);
+HWY_EXPORT(HistCodesF32);
 
 namespace {
 
@@ -1147,6 +1278,7 @@ auto diff_runs_entry(ChunkFormat f) {
 }
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
 auto count_at_least_f32_entry() { return HWY_DISPATCH_TABLE(CountAtLeastF32)[current_index()]; }
+auto hist_codes_entry() { return HWY_DISPATCH_TABLE(HistCodesF32)[current_index()]; }
 auto diff_cols_entry(ChunkFormat f) {
   const size_t i = current_index();
   switch (f) {
@@ -1245,6 +1377,10 @@ void count_at_least(const double* d, size_t n, const double* thresholds, size_t 
 }
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
+}
+bool hist_codes(const float* d, size_t n, int32_t e_lo, const int32_t* base1, const int32_t* edge,
+                size_t entries, size_t codes, uint64_t* out) {
+  return kernel::hist_codes_entry()(d, n, e_lo, base1, edge, entries, codes, out);
 }
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
                  size_t segs, float* colmax) {

@@ -147,11 +147,18 @@ struct DiffStats {
 };
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
                     double* out);
+// hist_codes: the histogram of n <= 4096 float32 d >= 0 (not NaN) by codes: element d gets
+// idx = max(e - e_lo + 1, 0), e its exponent field (so idx 0 for a zero, when e_lo >= 1), and
+// code = base1[idx] - ((bits of d & 0x7FFFFF) < edge[idx]), which must be < codes <= 128 and
+// idx < entries; out[j] = the number of codes >= j for j < codes (out[0] = n). Returns false,
+// computing nothing, when the target's vectors have fewer lanes than `entries` (its table).
+bool hist_codes(const float* d, size_t n, int32_t e_lo, const int32_t* base1, const int32_t* edge,
+                size_t entries, size_t codes, uint64_t* out);
 // diff_cols: a raw float chunk (format f32, f16 or bf16) without NaN/Inf whose every d is a
 // float32 value (d32_exact below says when the kernel's ULP distance proves it): d32[i] = d[i],
 // and for each segment j, elements [ends[j-1], ends[j]) (ends[-1] = 0, the last = c.n), a piece of
 // one row of the view, colmax[cols[j] + i - ends[j-1]] = max(itself, d[i]) (the heat grid's
-// column maxima); returns the smallest d (+inf when n is 0). Exact operations only.
+// column maxima); returns the smallest positive d (+inf when none). Exact operations only.
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
                  size_t segs, float* colmax);
 // Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
