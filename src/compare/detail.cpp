@@ -20,7 +20,6 @@ namespace {
 
 constexpr uint64_t kChunk = 4096;
 constexpr uint64_t kMinColumns = 64, kMaxColumns = 16384;  // DetailTask::by_columns
-constexpr size_t kMaxEntries = 64;  // DetailTask::bin_codes: more than any target's lanes
 constexpr size_t kBins = PairDetail::kHistBins;
 
 // Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
@@ -94,16 +93,16 @@ float round_up_f32(double t) {
 // Per float32 exponent field e (1..254), binade [2^(e-127), 2^(e-126)): base[e] = the bin of its
 // start (the number of edges <= it), edge[e] = the mantissa bits of the smallest float32 >= the
 // edge inside the binade, 0x800000 (above every mantissa) when no float32 of the binade reaches
-// an edge (DetailTask::bin_codes).
+// an edge (numerics::DiffCodes, DetailTask::bin_columns).
 struct BinadeTable {
-  std::array<size_t, 256> base{};
+  std::array<int32_t, 256> base{};
   std::array<int32_t, 256> edge{};
   BinadeTable() {
     const auto& edges = hist_edges();
     for (int e = 1; e < 255; ++e) {
       const double start = std::ldexp(1.0, e - 127), end = std::ldexp(1.0, e - 126);
       const size_t b = hist_bin_search(start);
-      base[static_cast<size_t>(e)] = b;
+      base[static_cast<size_t>(e)] = static_cast<int32_t>(b);
       edge[static_cast<size_t>(e)] = 0x800000;
       if (b < edges.size() && edges[b] < end) {
         const float up = round_up_f32(edges[b]);
@@ -118,6 +117,9 @@ const BinadeTable& binade_table() {
   static const BinadeTable t;
   return t;
 }
+
+// The exponent field of a float32 value held in a double.
+int32_t field(double x) { return static_cast<int32_t>(std::bit_cast<uint32_t>(static_cast<float>(x)) >> 23); }
 
 // Worse first: larger d, then the lower index (a total order, so the result is deterministic).
 bool worse(const PairDetail::Element& a, const PairDetail::Element& b) {
@@ -196,10 +198,12 @@ class DetailTask final : public numerics::ChunkTask {
     if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
       // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
       // value, and rows are long enough for the column maxima (diff_cols).
-      const double low = by_columns(c);  // the smallest positive d
+      const BinadeTable& bt = binade_table();
+      numerics::DiffCodes codes{bt.base.data(), bt.edge.data(), field(c.max_abs), codes_.data()};
+      const double low = by_columns(c, &codes);  // the smallest positive d
       f32 = true;
       top = c.max_abs;
-      bin_codes(m, low, top);
+      bin_columns(m, low, top, codes);
     } else if (runs = plan_runs(m); c.nonfinite == 0) {
       // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
       // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
@@ -257,8 +261,9 @@ class DetailTask final : public numerics::ChunkTask {
 
   // The chunk by diff_cols: cut into pieces of one row each, in calls of one row of heat cells
   // each (the column maxima are folded into the heat cells when the next such row starts); then
-  // the view's place moves on as plan_runs would have moved it. Returns the smallest d.
-  double by_columns(const numerics::ObservedChunk& c) {
+  // the view's place moves on as plan_runs would have moved it. Returns the smallest positive d;
+  // `codes` (numerics::DiffCodes) gets each d's histogram code in codes_.
+  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes) {
     const size_t m = c.n;
     const size_t size = c.format == numerics::ChunkFormat::f32 ? 4 : 2;
     double lo = HUGE_VAL;
@@ -287,8 +292,9 @@ class DetailTask final : public numerics::ChunkTask {
       numerics::ObservedChunk part = c;
       part.ref = static_cast<const std::byte*>(c.ref) + size * start;
       part.cand = static_cast<const std::byte*>(c.cand) + size * start;
+      codes->out = codes_.data() + start;
       lo = std::min(lo, numerics::diff_cols(part, diff32_.data() + start, ends_.data(),
-                                            seg_cols_.data(), segs, colmax_.data()));
+                                            seg_cols_.data(), segs, colmax_.data(), codes));
     }
     seek(c.first + m);
     return lo;
@@ -367,45 +373,29 @@ class DetailTask final : public numerics::ChunkTask {
     hist_[hi] += above;
   }
 
-  // The histogram of by_columns's d (float32 values in diff32_; low: the smallest positive, +inf
-  // when none; high: the largest) by numerics::hist_codes: code 0 for a zero, 1 + bin - b0 for
-  // the others, b0 the bin where low's binade starts. Each float32 binade holds at most one edge
-  // (consecutive edges are 10^(1/2) > 2 apart), so a d's bin is the bin of its binade's start
-  // plus whether d reaches the edge inside the binade: d >= e exactly when d >= the smallest
-  // float32 >= e, which lies in the binade (else no float32 of it reaches e) and then compares by
-  // the mantissa bits alone. A range of binades wider than the target's table is counted with
-  // thresholds as before.
-  void bin_codes(size_t m, double low, double high) {
+  // The histogram of by_columns's d (float32 values in diff32_, their codes in codes_; low: the
+  // smallest positive d, +inf when none; high: the largest). Each float32 binade holds at most
+  // one edge (consecutive edges are 10^(1/2) > 2 apart), so a d's bin is the bin of its binade's
+  // start plus whether d reaches the edge inside it: d >= e exactly when d >= the smallest float32
+  // >= e, which lies in the binade (else no float32 of it reaches e) and then compares by the
+  // mantissa bits alone. That is the code diff_cols wrote: 1 + bin - b0, b0 the bin where binade
+  // e_first starts, 0 for a zero. When some positive d lies below the codes' table (the chunk
+  // spans more binades than a vector has lanes), or the target wrote none, the d are counted
+  // against the edges instead.
+  void bin_columns(size_t m, double low, double high, const numerics::DiffCodes& codes) {
     if (!(low < HUGE_VAL)) {  // every d is zero
       exact_ += m;
       return;
     }
-    const auto field = [](double x) {
-      return static_cast<int32_t>(std::bit_cast<uint32_t>(static_cast<float>(x)) >> 23);
-    };
-    const int32_t e_lo = field(low), e_hi = field(high);
-    const auto& edges = hist_edges();
-    const size_t b0 = binade_table().base[static_cast<size_t>(e_lo)];  // used when e_lo >= 1
-    const size_t codes = 2 + hist_bin_fast(high) - b0;
-    const size_t entries = static_cast<size_t>(e_hi - e_lo) + 2;
-    std::array<uint64_t, 128> at_least;
-    if (e_lo >= 1 && entries <= kMaxEntries) {
-      const BinadeTable& bt = binade_table();
-      std::array<int32_t, kMaxEntries> base1, edge;
-      base1[0] = 1;  // a zero: code 1 - 1
-      edge[0] = 0x800000;
-      for (size_t k = 1; k < entries; ++k) {
-        const size_t e = static_cast<size_t>(e_lo) + k - 1;
-        base1[k] = static_cast<int32_t>(2 + bt.base[e] - b0);
-        edge[k] = bt.edge[e];
-      }
-      if (numerics::hist_codes(diff32_.data(), m, e_lo, base1.data(), edge.data(), entries, codes,
-                               at_least.data())) {
-        exact_ += m - at_least[1];
-        for (size_t j = 1; j < codes; ++j)
-          hist_[b0 + j - 1] += at_least[j] - (j + 1 < codes ? at_least[j + 1] : 0);
-        return;
-      }
+    std::array<uint64_t, kBins + 1> at_least;
+    if (codes.e_first >= 1 && field(low) >= codes.e_first) {
+      const auto b0 = static_cast<size_t>(binade_table().base[static_cast<size_t>(codes.e_first)]);
+      const size_t ncodes = 2 + hist_bin_fast(high) - b0;
+      numerics::count_codes(codes_.data(), m, ncodes, at_least.data());
+      exact_ += m - at_least[1];
+      for (size_t j = 1; j < ncodes; ++j)
+        hist_[b0 + j - 1] += at_least[j] - (j + 1 < ncodes ? at_least[j + 1] : 0);
+      return;
     }
     // Thresholds: every zero, then the lower edges of bins bin(low) + 1 .. bin(high).
     const BinTable& t = bin_table();
@@ -413,7 +403,7 @@ class DetailTask final : public numerics::ChunkTask {
     std::array<float, kBins> up;
     size_t k = 0;
     up[k++] = std::numeric_limits<float>::denorm_min();
-    for (size_t b = lo; b < hi; ++b) up[k++] = round_up_f32(edges[b]);
+    for (size_t b = lo; b < hi; ++b) up[k++] = round_up_f32(hist_edges()[b]);
     numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
     exact_ += m - at_least[0];
     uint64_t above = at_least[0];
@@ -474,6 +464,7 @@ class DetailTask final : public numerics::ChunkTask {
   std::vector<float> colmax_;
   uint64_t colmax_row_ = kNoRow;
   std::array<uint32_t, kChunk> seg_cols_;
+  std::array<uint8_t, kChunk> codes_;  // by_columns: each d's histogram code (numerics::DiffCodes)
   std::array<double, kChunk> maxes_;
 };
 

@@ -790,17 +790,36 @@ numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_
 // (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest
 // positive d (+inf when none): the smallest of bits(d) - 1 as unsigned integers, where a zero
 // wraps to the largest.
-template <class Fmt>
+template <class Fmt, bool kCodes>
 HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
                               const typename Fmt::T* HWY_RESTRICT c, float* HWY_RESTRICT d32,
                               const uint32_t* HWY_RESTRICT ends, const uint32_t* HWY_RESTRICT cols,
-                              size_t segs, float* HWY_RESTRICT colmax) {
+                              size_t segs, float* HWY_RESTRICT colmax, numerics::DiffCodes* codes) {
   const hn::ScalableTag<float> dw;
   const hn::RebindToUnsigned<decltype(dw)> du;
+  const hn::RebindToSigned<decltype(dw)> di;
   const size_t lanes = hn::Lanes(dw);
   const auto one = hn::Set(du, 1u);
   auto lo = hn::Set(du, ~0u);
   uint32_t lo_s = ~0u;
+  // kCodes: numerics::DiffCodes, the table of exponents [e_first, e_hi] in one vector.
+  HWY_ALIGN int32_t tb[hn::MaxLanes(di)] = {}, te[hn::MaxLanes(di)] = {};
+  int32_t e_first = 0;
+  if constexpr (kCodes) {
+    e_first = HWY_MAX(codes->e_hi - static_cast<int32_t>(lanes) + 2, 1);
+    codes->e_first = e_first;
+    tb[0] = 1;
+    te[0] = 0x800000;
+    for (size_t k = 1; k < lanes; ++k) {
+      const size_t e = static_cast<size_t>(e_first) + k - 1;
+      tb[k] = 2 + codes->base[e] - codes->base[static_cast<size_t>(e_first)];
+      te[k] = codes->edge[e];
+    }
+  }
+  const auto vb = hn::Load(di, tb), ve = hn::Load(di, te);
+  const auto off = hn::Set(di, 1 - e_first), izero = hn::Zero(di), ione = hn::Set(di, 1);
+  const auto mant = hn::Set(di, 0x7FFFFF);
+  (void)vb, (void)ve, (void)off, (void)izero, (void)ione, (void)mant;
   size_t i = 0;
   for (size_t s = 0; s < segs; ++s) {
     const size_t begin = i, end = ends[s];
@@ -811,6 +830,15 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
       lo = hn::Min(lo, hn::Sub(hn::BitCast(du, x), one));
       float* p = cm + (i - begin);
       hn::StoreU(hn::Max(hn::LoadU(dw, p), x), dw, p);
+      if constexpr (kCodes) {
+        const auto xi = hn::BitCast(di, x);
+        const auto idx = hn::Max(hn::Add(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, x))), off), izero);
+        const auto ix = hn::IndicesFromVec(di, idx);
+        const auto b = hn::TableLookupLanes(vb, ix);
+        const auto code = hn::IfThenElse(hn::Lt(hn::And(xi, mant), hn::TableLookupLanes(ve, ix)), hn::Sub(b, ione), b);
+        const hn::Rebind<uint8_t, decltype(di)> d8;
+        hn::StoreU(hn::DemoteTo(d8, code), d8, codes->out + i);
+      }
     }
     for (; i < end; ++i) {
       const auto x = static_cast<float>(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])));
@@ -820,6 +848,11 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
       lo_s = b - 1 < lo_s ? b - 1 : lo_s;
       float& m = cm[i - begin];
       m = x > m ? x : m;
+      if constexpr (kCodes) {
+        const int32_t e = static_cast<int32_t>(b >> 23) - e_first + 1;
+        const size_t k = e < 0 ? 0 : static_cast<size_t>(e);
+        codes->out[i] = static_cast<uint8_t>(tb[k] - (static_cast<int32_t>(b & 0x7FFFFF) < te[k]));
+      }
     }
   }
   HWY_ALIGN uint32_t tmp[hn::MaxLanes(du)];
@@ -831,40 +864,38 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
   std::memcpy(&x, &b, sizeof x);
   return x;
 }
+template <class Fmt>
+HWY_INLINE float DiffColsTo(const void* r, const void* c, float* d32, const uint32_t* ends,
+                            const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  using T = typename Fmt::T;
+  // The one-lane target has no table of several entries: no codes (e_first -1).
+  if (codes != nullptr && (hn::Lanes(hn::ScalableTag<float>()) < 4 || codes->e_hi < 1)) {
+    codes->e_first = -1;
+    codes = nullptr;
+  }
+  if (codes != nullptr)
+    return DiffColsImpl<Fmt, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
+                                   colmax, codes);
+  return DiffColsImpl<Fmt, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
+                                  colmax, codes);
+}
 float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends,
-                  const uint32_t* cols, size_t segs, float* colmax) {
-  return DiffColsImpl<F32Format>(static_cast<const uint32_t*>(r), static_cast<const uint32_t*>(c),
-                                 d32, ends, cols, segs, colmax);
+                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<F32Format>(r, c, d32, ends, cols, segs, colmax, codes);
 }
 float DiffColsF16(const void* r, const void* c, float* d32, const uint32_t* ends,
-                  const uint32_t* cols, size_t segs, float* colmax) {
-  return DiffColsImpl<F16Format>(static_cast<const uint16_t*>(r), static_cast<const uint16_t*>(c),
-                                 d32, ends, cols, segs, colmax);
+                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<F16Format>(r, c, d32, ends, cols, segs, colmax, codes);
 }
 float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* ends,
-                   const uint32_t* cols, size_t segs, float* colmax) {
-  return DiffColsImpl<BF16Format>(static_cast<const uint16_t*>(r), static_cast<const uint16_t*>(c),
-                                  d32, ends, cols, segs, colmax);
+                   const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<BF16Format>(r, c, d32, ends, cols, segs, colmax, codes);
 }
 
-// CountAtLeast's loop on lanes of type T (double, or float: 16 per AVX-512 vector instead of 8)
-// with integer lanes I of the same width. d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1
-// as signed integers: an integer compare and a masked increment per threshold and vector, instead
-// of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
-// n / lanes elements, so n < 2^31 keeps the int32 lanes exact.
-// HistCodes (numerics::hist_codes): the histogram of float32 d by a code per element, looked up
-// from its exponent field in a table of one vector's lanes, instead of one compare per threshold:
-// idx = max(exponent - e_lo + 1, 0) (0: zero), code = base1[idx] - (mantissa < edge[idx]). Four
-// vectors of codes (each < 128) are packed into one vector of bytes, so counting "code >= j" is
-// one byte compare and add per 4 * lanes elements. A byte counter takes one code per packed
-// vector, so counters are folded into 64-bit sums every 128 packed vectors.
-HWY_INLINE uint32_t HistCode(uint32_t bits, int32_t e_lo, const int32_t* HWY_RESTRICT base1,
-                             const int32_t* HWY_RESTRICT edge) {
-  const int32_t e = static_cast<int32_t>(bits >> 23) - e_lo + 1;
-  const size_t idx = e < 0 ? 0 : static_cast<size_t>(e);
-  return static_cast<uint32_t>(base1[idx] - (static_cast<int32_t>(bits & 0x7FFFFF) < edge[idx]));
-}
-
+// Byte codes (numerics::DiffCodes, count_codes): a code < 128 per element in one byte, so
+// counting "code >= j" is one byte compare and add per vector of bytes (64 elements on AVX-512)
+// instead of one int32 compare per 16. A byte counter takes one code per vector, so counters are
+// folded into 64-bit sums every 128 vectors.
 #if HWY_TARGET != HWY_SCALAR
 template <size_t K>
 HWY_INLINE void CountCodesGroup(const uint8_t* HWY_RESTRICT packed, size_t bytes, int8_t first,
@@ -901,74 +932,32 @@ HWY_INLINE void CountCodesGroup(const uint8_t* HWY_RESTRICT packed, size_t bytes
 }
 #endif
 
-bool HistCodesF32(const float* HWY_RESTRICT d, size_t n, int32_t e_lo,
-                  const int32_t* HWY_RESTRICT base1, const int32_t* HWY_RESTRICT edge,
-                  size_t entries, size_t codes, uint64_t* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)d, (void)n, (void)e_lo, (void)base1, (void)edge, (void)entries, (void)codes, (void)out;
-  return false;  // one lane: no table of several entries, no bytes to pack
-#else
-  const hn::ScalableTag<int32_t> di;
-  const hn::RebindToUnsigned<decltype(di)> du;
-  const size_t lanes = hn::Lanes(di);
-  if (entries > lanes || codes > 128 || n > 4096) return false;
-  HWY_ALIGN int32_t tb[hn::MaxLanes(di)] = {}, te[hn::MaxLanes(di)] = {};
-  for (size_t k = 0; k < entries; ++k) {
-    tb[k] = base1[k];
-    te[k] = edge[k];
-  }
-  const auto vb = hn::Load(di, tb), ve = hn::Load(di, te);
-  const auto off = hn::Set(di, 1 - e_lo), zero = hn::Zero(di), one = hn::Set(di, 1);
-  const auto mant = hn::Set(di, 0x7FFFFF);
-  const auto code = [&](size_t i) {
-    const auto x = hn::BitCast(di, hn::LoadU(du, reinterpret_cast<const uint32_t*>(d) + i));
-    const auto idx = hn::Max(hn::Add(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, x))), off), zero);
-    const auto ix = hn::IndicesFromVec(di, idx);
-    const auto b = hn::TableLookupLanes(vb, ix);
-    return hn::IfThenElse(hn::Lt(hn::And(x, mant), hn::TableLookupLanes(ve, ix)), hn::Sub(b, one), b);
-  };
-  HWY_ALIGN uint8_t packed[4096];
-  const size_t group = 4 * lanes;
+// CountCodeBytes (numerics::count_codes): out[j] = the number of codes >= j, j in [1, ncodes).
+void CountCodeBytes(const uint8_t* HWY_RESTRICT codes, size_t n, size_t ncodes, uint64_t* HWY_RESTRICT out) {
+  for (size_t j = 1; j < ncodes; ++j) out[j] = 0;
   size_t i = 0;
-  for (; i + group <= n; i += group) {
-    const auto p = hn::Or(hn::Or(code(i), hn::ShiftLeft<8>(code(i + lanes))),
-                          hn::Or(hn::ShiftLeft<16>(code(i + 2 * lanes)), hn::ShiftLeft<24>(code(i + 3 * lanes))));
-    hn::Store(p, di, reinterpret_cast<int32_t*>(packed + i));
-  }
-  for (size_t j = 1; j < codes; ++j) out[j] = 0;
-  if (i < n) {  // the last partial group, element by element
-    uint64_t tail[128] = {};
-    const auto* bits = reinterpret_cast<const uint32_t*>(d);
-    for (size_t k = i; k < n; ++k) {
-      uint32_t b;
-      std::memcpy(&b, bits + k, sizeof b);
-      ++tail[HistCode(b, e_lo, base1, edge)];
-    }
-    uint64_t above = 0;
-    for (size_t j = codes - 1; j >= 1; --j) {
-      above += tail[j];
-      out[j] += above;
-    }
-  }
-  // Codes 1 .. codes-1 in passes of up to 8 (out[j]: the count of code >= j).
-  for (size_t j = 1; j < codes;) {
-    const size_t g = HWY_MIN(size_t{8}, codes - j);
+#if HWY_TARGET != HWY_SCALAR
+  const size_t lanes = hn::Lanes(hn::ScalableTag<int8_t>());
+  i = n / lanes * lanes;
+  for (size_t j = 1; j < ncodes;) {
+    const size_t g = HWY_MIN(size_t{8}, ncodes - j);
     const auto first = static_cast<int8_t>(j);
     switch (g) {
-      case 1: CountCodesGroup<1>(packed, i, first, out + j); break;
-      case 2: CountCodesGroup<2>(packed, i, first, out + j); break;
-      case 3: CountCodesGroup<3>(packed, i, first, out + j); break;
-      case 4: CountCodesGroup<4>(packed, i, first, out + j); break;
-      case 5: CountCodesGroup<5>(packed, i, first, out + j); break;
-      case 6: CountCodesGroup<6>(packed, i, first, out + j); break;
-      case 7: CountCodesGroup<7>(packed, i, first, out + j); break;
-      default: CountCodesGroup<8>(packed, i, first, out + j); break;
+      case 1: CountCodesGroup<1>(codes, i, first, out + j); break;
+      case 2: CountCodesGroup<2>(codes, i, first, out + j); break;
+      case 3: CountCodesGroup<3>(codes, i, first, out + j); break;
+      case 4: CountCodesGroup<4>(codes, i, first, out + j); break;
+      case 5: CountCodesGroup<5>(codes, i, first, out + j); break;
+      case 6: CountCodesGroup<6>(codes, i, first, out + j); break;
+      case 7: CountCodesGroup<7>(codes, i, first, out + j); break;
+      default: CountCodesGroup<8>(codes, i, first, out + j); break;
     }
     j += g;
   }
-  out[0] = n;
-  return true;
 #endif
+  for (; i < n; ++i)
+    for (size_t j = 1; j <= codes[i] && j < ncodes; ++j) ++out[j];
+  out[0] = n;
 }
 
 // One pass over d for K thresholds t[0..K): one load serves K compares.
@@ -1178,7 +1167,7 @@ HWY_EXPORT(CountAtLeastF32);
 HWY_EXPORT(DiffColsF32);
 HWY_EXPORT(DiffColsF16);
 HWY_EXPORT(DiffColsBF16);
-HWY_EXPORT(HistCodesF32);
+HWY_EXPORT(CountCodeBytes);
 
 namespace {
 
@@ -1278,7 +1267,7 @@ auto diff_runs_entry(ChunkFormat f) {
 }
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
 auto count_at_least_f32_entry() { return HWY_DISPATCH_TABLE(CountAtLeastF32)[current_index()]; }
-auto hist_codes_entry() { return HWY_DISPATCH_TABLE(HistCodesF32)[current_index()]; }
+auto count_codes_entry() { return HWY_DISPATCH_TABLE(CountCodeBytes)[current_index()]; }
 auto diff_cols_entry(ChunkFormat f) {
   const size_t i = current_index();
   switch (f) {
@@ -1378,13 +1367,12 @@ void count_at_least(const double* d, size_t n, const double* thresholds, size_t 
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
 }
-bool hist_codes(const float* d, size_t n, int32_t e_lo, const int32_t* base1, const int32_t* edge,
-                size_t entries, size_t codes, uint64_t* out) {
-  return kernel::hist_codes_entry()(d, n, e_lo, base1, edge, entries, codes, out);
-}
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
-                 size_t segs, float* colmax) {
-  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax);
+                 size_t segs, float* colmax, DiffCodes* codes) {
+  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax, codes);
+}
+void count_codes(const uint8_t* codes, size_t n, size_t ncodes, uint64_t* out) {
+  kernel::count_codes_entry()(codes, n, ncodes, out);
 }
 
 }  // namespace driftscope::numerics

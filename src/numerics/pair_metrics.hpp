@@ -147,20 +147,30 @@ struct DiffStats {
 };
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
                     double* out);
-// hist_codes: the histogram of n <= 4096 float32 d >= 0 (not NaN) by codes: element d gets
-// idx = max(e - e_lo + 1, 0), e its exponent field (so idx 0 for a zero, when e_lo >= 1), and
-// code = base1[idx] - ((bits of d & 0x7FFFFF) < edge[idx]), which must be < codes <= 128 and
-// idx < entries; out[j] = the number of codes >= j for j < codes (out[0] = n). Returns false,
-// computing nothing, when the target's vectors have fewer lanes than `entries` (its table).
-bool hist_codes(const float* d, size_t n, int32_t e_lo, const int32_t* base1, const int32_t* edge,
-                size_t entries, size_t codes, uint64_t* out);
 // diff_cols: a raw float chunk (format f32, f16 or bf16) without NaN/Inf whose every d is a
 // float32 value (d32_exact below says when the kernel's ULP distance proves it): d32[i] = d[i],
 // and for each segment j, elements [ends[j-1], ends[j]) (ends[-1] = 0, the last = c.n), a piece of
 // one row of the view, colmax[cols[j] + i - ends[j-1]] = max(itself, d[i]) (the heat grid's
 // column maxima); returns the smallest positive d (+inf when none). Exact operations only.
+// With `codes`, diff_cols also writes the histogram code of each d, looked up from its exponent
+// field e in a table of one vector's lanes over exponents [e_first, e_hi], e_first =
+// max(e_hi - lanes + 2, 1) (chosen by the target and returned; -1 when the target has no such
+// table, and then no code is written): idx = max(e - e_first + 1, 0), code = 0 when idx is 0 (a
+// zero, or a d below binade e_first: the caller checks the smallest d), else 1 + base[e] -
+// base[e_first] + ((bits of d & 0x7FFFFF) >= edge[e]). base[e]: the bin where binade e starts;
+// edge[e]: the mantissa bits of the edge inside the binade rounded up to a float32, 0x800000
+// when none (compare/detail.cpp, BinadeTable).
+struct DiffCodes {
+  const int32_t* base;  // 256 entries each
+  const int32_t* edge;
+  int32_t e_hi;         // the exponent field of the largest d
+  uint8_t* out;
+  int32_t e_first = -1;
+};
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
-                 size_t segs, float* colmax);
+                 size_t segs, float* colmax, DiffCodes* codes = nullptr);
+// out[j] = the number of codes[i] >= j for 0 < j < ncodes (out[0] = n); codes < 128.
+void count_codes(const uint8_t* codes, size_t n, size_t ncodes, uint64_t* out);
 // Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
 // ULP distance alone: at most half a binade's steps (2^22 for f32, 2^9 for f16, 2^6 for bf16).
 // Same sign: then c <= 2r and r <= 2c (the bits of 2r are those of r plus one binade), so c - r

@@ -402,53 +402,78 @@ TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
   }
 }
 
-// hist_codes against its definition evaluated element by element: zeros (code 0), d in every
-// binade of the table, on and next to each binade's edge (the mantissa compare), codes up to
-// past a pass of 8, n with and without a partial last group; a table wider than the target's
-// vectors is refused (false), which only the one-lane target may do for 4 entries.
-TEST_P(KernelTargets, HistCodesMatchTheirDefinition) {
-  for (const size_t entries : {size_t{2}, size_t{4}, size_t{8}, size_t{16}, size_t{17}}) {
-    const int32_t e_lo = 100;
-    std::vector<int32_t> base1(entries), edge(entries);
-    base1[0] = 1;
-    edge[0] = 0x800000;
-    for (size_t k = 1; k < entries; ++k) {
-      base1[k] = static_cast<int32_t>(1 + k + k / 2);  // increasing, as bins are
-      edge[k] = k % 3 == 0 ? 0x800000 : static_cast<int32_t>((k * 2654435761u) & 0x7FFFFF);
-    }
-    const size_t codes = static_cast<size_t>(base1[entries - 1]) + 1;
-    for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4096}}) {
-      std::mt19937_64 rng(n + entries);
-      std::vector<float> d(n);
+// diff_cols's histogram codes against their definition (pair_metrics.hpp, DiffCodes), element by
+// element: zeros, d in every binade of the table and below it, mantissas at and just below each
+// binade's edge, binades without an edge; row pieces and tails as above; the table's first
+// exponent is the target's (-1 only on the one-lane targets). count_codes against a scalar count,
+// past a pass of 8 codes and past 128 vectors of bytes.
+TEST_P(KernelTargets, DiffColsCodesMatchTheirDefinition) {
+  std::vector<int32_t> base(256), edge(256);
+  for (size_t e = 0; e < 256; ++e) {
+    base[e] = static_cast<int32_t>(e * 3 / 5);
+    edge[e] = e % 3 == 0 ? 0x800000 : static_cast<int32_t>((e * 2654435761u) & 0x7FFFFF);
+  }
+  for (const int32_t e_hi : {int32_t{3}, int32_t{120}}) {
+    for (const size_t n : {size_t{1}, size_t{15}, size_t{17}, size_t{100}, size_t{4096}}) {
+      std::mt19937_64 rng(n + static_cast<size_t>(e_hi));
+      std::vector<float> ref(n, 0.0f), cand(n);
       for (size_t i = 0; i < n; ++i) {
         const uint64_t x = rng();
         if (x % 7 == 0) {
-          d[i] = 0.0f;
+          cand[i] = 0.0f;
           continue;
         }
-        const size_t k = 1 + (x >> 8) % (entries - 1);
+        const int32_t e = std::max<int32_t>(1, e_hi - static_cast<int32_t>((x >> 8) % 20));  // some below the table
         uint32_t mant = static_cast<uint32_t>(x >> 32) & 0x7FFFFF;
-        if (x % 5 == 0 && edge[k] < 0x800000) mant = static_cast<uint32_t>(edge[k]) - (x % 2);  // at, just below
-        const uint32_t bits = (static_cast<uint32_t>(e_lo) + static_cast<uint32_t>(k) - 1) << 23 | (mant & 0x7FFFFF);
-        std::memcpy(&d[i], &bits, 4);
+        if (x % 5 == 0 && edge[static_cast<size_t>(e)] < 0x800000)
+          mant = (static_cast<uint32_t>(edge[static_cast<size_t>(e)]) - static_cast<uint32_t>(x % 2)) & 0x7FFFFF;
+        const uint32_t bits = static_cast<uint32_t>(e) << 23 | mant;
+        std::memcpy(&cand[i], &bits, 4);
+        if (x % 2) cand[i] = -cand[i];  // |c - r| either way
       }
-      std::vector<uint64_t> out(codes, 12345);
-      const bool ok = hist_codes(d.data(), n, e_lo, base1.data(), edge.data(), entries, codes, out.data());
-      if (!ok) {
-        EXPECT_TRUE(entries > 4 || GetParam() == "SCALAR" || GetParam() == "scalar") << GetParam() << " " << entries;
+      ObservedChunk ch;
+      ch.n = n;
+      ch.format = ChunkFormat::f32;
+      ch.ref = ref.data();
+      ch.cand = cand.data();
+      const std::vector<uint32_t> ends = {static_cast<uint32_t>(n / 2), static_cast<uint32_t>(n)};
+      const std::vector<uint32_t> cols = {0, 0};
+      std::vector<float> colmax(n + 1), d32(n);
+      std::vector<uint8_t> out(n, 255);
+      DiffCodes codes{base.data(), edge.data(), e_hi, out.data()};
+      diff_cols(ch, d32.data(), ends.data(), cols.data(), ends.size(), colmax.data(), &codes);
+      if (codes.e_first < 0) {
+        EXPECT_TRUE(GetParam() == "SCALAR" || GetParam() == "scalar") << GetParam();
         continue;
       }
-      std::vector<uint64_t> want(codes, 0);
-      for (float x : d) {
+      ASSERT_GE(codes.e_first, 1) << GetParam();
+      ASSERT_LE(codes.e_first, e_hi) << GetParam();
+      if (e_hi > 20) EXPECT_LE(e_hi - codes.e_first, 14) << GetParam() << ": a table of 16 lanes at most";
+      for (size_t i = 0; i < n; ++i) {
         uint32_t b;
-        std::memcpy(&b, &x, 4);
-        const int32_t e = static_cast<int32_t>(b >> 23) - e_lo + 1;
-        const size_t idx = e < 0 ? 0 : static_cast<size_t>(e);
-        const auto code = static_cast<size_t>(base1[idx] - (static_cast<int32_t>(b & 0x7FFFFF) < edge[idx]));
-        for (size_t j = 0; j <= code; ++j) ++want[j];
+        std::memcpy(&b, &d32[i], 4);
+        const int32_t e = static_cast<int32_t>(b >> 23);
+        int32_t want = 0;
+        if (b != 0 && e >= codes.e_first) {
+          want = 1 + base[static_cast<size_t>(e)] - base[static_cast<size_t>(codes.e_first)] +
+                 (static_cast<int32_t>(b & 0x7FFFFF) >= edge[static_cast<size_t>(e)]);
+        }
+        ASSERT_EQ(out[i], want) << GetParam() << " n=" << n << " i=" << i << " bits " << std::hex << b;
       }
-      for (size_t j = 0; j < codes; ++j)
-        EXPECT_EQ(out[j], want[j]) << GetParam() << " entries " << entries << " n=" << n << " code " << j;
+    }
+  }
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{4096}, size_t{20000}}) {
+    std::mt19937_64 rng(n);
+    std::vector<uint8_t> c(n);
+    for (auto& x : c) x = static_cast<uint8_t>(rng() % 20);
+    for (const size_t ncodes : {size_t{1}, size_t{2}, size_t{9}, size_t{20}}) {
+      std::vector<uint64_t> got(ncodes, 12345);
+      count_codes(c.data(), n, ncodes, got.data());
+      for (size_t j = 0; j < ncodes; ++j) {
+        uint64_t want = 0;
+        for (uint8_t x : c) want += x >= j;
+        EXPECT_EQ(got[j], want) << GetParam() << " n=" << n << " ncodes " << ncodes << " code " << j;
+      }
     }
   }
 }
