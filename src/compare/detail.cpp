@@ -389,11 +389,12 @@ class DetailTask final : public numerics::ChunkTask {
     }
     std::array<uint64_t, kBins + 1> at_least;
     if (codes.e_first >= 1 && field(low) >= codes.e_first) {
+      // Codes below the smallest positive d's are empty: its code's count is every positive d.
       const auto b0 = static_cast<size_t>(binade_table().base[static_cast<size_t>(codes.e_first)]);
-      const size_t ncodes = 2 + hist_bin_fast(high) - b0;
-      numerics::count_codes(codes_.data(), m, ncodes, at_least.data());
-      exact_ += m - at_least[1];
-      for (size_t j = 1; j < ncodes; ++j)
+      const size_t first = 1 + hist_bin_fast(low) - b0, ncodes = 2 + hist_bin_fast(high) - b0;
+      numerics::count_codes(codes_.data(), m, first, ncodes, at_least.data());
+      exact_ += m - at_least[first];
+      for (size_t j = first; j < ncodes; ++j)
         hist_[b0 + j - 1] += at_least[j] - (j + 1 < ncodes ? at_least[j + 1] : 0);
       return;
     }

@@ -932,32 +932,34 @@ HWY_INLINE void CountCodesGroup(const uint8_t* HWY_RESTRICT packed, size_t bytes
 }
 #endif
 
-// CountCodeBytes (numerics::count_codes): out[j] = the number of codes >= j, j in [1, ncodes).
-void CountCodeBytes(const uint8_t* HWY_RESTRICT codes, size_t n, size_t ncodes, uint64_t* HWY_RESTRICT out) {
-  for (size_t j = 1; j < ncodes; ++j) out[j] = 0;
+// CountCodeBytes (numerics::count_codes): out[j] = the number of codes >= j, j in [first, ncodes),
+// in passes of up to 8 codes, of sizes as equal as can be.
+void CountCodeBytes(const uint8_t* HWY_RESTRICT codes, size_t n, size_t first, size_t ncodes,
+                    uint64_t* HWY_RESTRICT out) {
+  for (size_t j = first; j < ncodes; ++j) out[j] = 0;
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
   const size_t lanes = hn::Lanes(hn::ScalableTag<int8_t>());
   i = n / lanes * lanes;
-  for (size_t j = 1; j < ncodes;) {
-    const size_t g = HWY_MIN(size_t{8}, ncodes - j);
-    const auto first = static_cast<int8_t>(j);
+  const size_t passes = ncodes > first ? (ncodes - first + 7) / 8 : 0;
+  for (size_t j = first, p = 0; p < passes; ++p) {
+    const size_t g = (ncodes - j) / (passes - p) + ((ncodes - j) % (passes - p) != 0);
+    const auto at = static_cast<int8_t>(j);
     switch (g) {
-      case 1: CountCodesGroup<1>(codes, i, first, out + j); break;
-      case 2: CountCodesGroup<2>(codes, i, first, out + j); break;
-      case 3: CountCodesGroup<3>(codes, i, first, out + j); break;
-      case 4: CountCodesGroup<4>(codes, i, first, out + j); break;
-      case 5: CountCodesGroup<5>(codes, i, first, out + j); break;
-      case 6: CountCodesGroup<6>(codes, i, first, out + j); break;
-      case 7: CountCodesGroup<7>(codes, i, first, out + j); break;
-      default: CountCodesGroup<8>(codes, i, first, out + j); break;
+      case 1: CountCodesGroup<1>(codes, i, at, out + j); break;
+      case 2: CountCodesGroup<2>(codes, i, at, out + j); break;
+      case 3: CountCodesGroup<3>(codes, i, at, out + j); break;
+      case 4: CountCodesGroup<4>(codes, i, at, out + j); break;
+      case 5: CountCodesGroup<5>(codes, i, at, out + j); break;
+      case 6: CountCodesGroup<6>(codes, i, at, out + j); break;
+      case 7: CountCodesGroup<7>(codes, i, at, out + j); break;
+      default: CountCodesGroup<8>(codes, i, at, out + j); break;
     }
     j += g;
   }
 #endif
   for (; i < n; ++i)
-    for (size_t j = 1; j <= codes[i] && j < ncodes; ++j) ++out[j];
-  out[0] = n;
+    for (size_t j = first; j <= codes[i] && j < ncodes; ++j) ++out[j];
 }
 
 // One pass over d for K thresholds t[0..K): one load serves K compares.
@@ -1371,8 +1373,8 @@ double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const
                  size_t segs, float* colmax, DiffCodes* codes) {
   return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax, codes);
 }
-void count_codes(const uint8_t* codes, size_t n, size_t ncodes, uint64_t* out) {
-  kernel::count_codes_entry()(codes, n, ncodes, out);
+void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out) {
+  kernel::count_codes_entry()(codes, n, first, ncodes, out);
 }
 
 }  // namespace driftscope::numerics

@@ -169,8 +169,8 @@ struct DiffCodes {
 };
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
                  size_t segs, float* colmax, DiffCodes* codes = nullptr);
-// out[j] = the number of codes[i] >= j for 0 < j < ncodes (out[0] = n); codes < 128.
-void count_codes(const uint8_t* codes, size_t n, size_t ncodes, uint64_t* out);
+// out[j] = the number of codes[i] >= j for first <= j < ncodes (first >= 1; codes < 128).
+void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out);
 // Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
 // ULP distance alone: at most half a binade's steps (2^22 for f32, 2^9 for f16, 2^6 for bf16).
 // Same sign: then c <= 2r and r <= 2c (the bits of 2r are those of r plus one binade), so c - r
