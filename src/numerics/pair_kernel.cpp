@@ -962,7 +962,12 @@ void CountCodeBytes(const uint8_t* HWY_RESTRICT codes, size_t n, size_t first, s
     for (size_t j = first; j <= codes[i] && j < ncodes; ++j) ++out[j];
 }
 
-// One pass over d for K thresholds t[0..K): one load serves K compares.
+// CountAtLeast's loop on lanes of type T (double, or float: 16 per AVX-512 vector instead of 8)
+// with integer lanes I of the same width. d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1
+// as signed integers: an integer compare and a masked increment per threshold and vector, instead
+// of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
+// n / lanes elements, so n < 2^31 keeps the int32 lanes exact. One pass over d serves K
+// thresholds t[0..K): one load, K compares.
 template <size_t K, typename T, typename I>
 HWY_INLINE void CountAtLeastGroup(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
                                   uint64_t* HWY_RESTRICT out) {
