@@ -19,6 +19,7 @@ namespace driftscope::compare_detail {
 namespace {
 
 constexpr uint64_t kChunk = 4096;
+constexpr uint64_t kMinColumns = 64, kMaxColumns = 16384;  // DetailTask::by_columns
 constexpr size_t kBins = PairDetail::kHistBins;
 
 // Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
@@ -89,6 +90,37 @@ float round_up_f32(double t) {
   return static_cast<double>(f) < t ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
 }
 
+// Per float32 exponent field e (1..254), binade [2^(e-127), 2^(e-126)): base[e] = the bin of its
+// start (the number of edges <= it), edge[e] = the mantissa bits of the smallest float32 >= the
+// edge inside the binade, 0x800000 (above every mantissa) when no float32 of the binade reaches
+// an edge (numerics::DiffCodes, DetailTask::bin_columns).
+struct BinadeTable {
+  std::array<int32_t, 256> base{};
+  std::array<int32_t, 256> edge{};
+  BinadeTable() {
+    const auto& edges = hist_edges();
+    for (int e = 1; e < 255; ++e) {
+      const double start = std::ldexp(1.0, e - 127), end = std::ldexp(1.0, e - 126);
+      const size_t b = hist_bin_search(start);
+      base[static_cast<size_t>(e)] = static_cast<int32_t>(b);
+      edge[static_cast<size_t>(e)] = 0x800000;
+      if (b < edges.size() && edges[b] < end) {
+        const float up = round_up_f32(edges[b]);
+        if (static_cast<double>(up) < end)
+          edge[static_cast<size_t>(e)] = static_cast<int32_t>(std::bit_cast<uint32_t>(up) & 0x7FFFFF);
+      }
+    }
+  }
+};
+
+const BinadeTable& binade_table() {
+  static const BinadeTable t;
+  return t;
+}
+
+// The exponent field of a float32 value held in a double.
+int32_t field(double x) { return static_cast<int32_t>(std::bit_cast<uint32_t>(static_cast<float>(x)) >> 23); }
+
 // Worse first: larger d, then the lower index (a total order, so the result is deterministic).
 bool worse(const PairDetail::Element& a, const PairDetail::Element& b) {
   if (a.abs_diff != b.abs_diff) return a.abs_diff > b.abs_diff;
@@ -151,16 +183,28 @@ class DetailTask final : public numerics::ChunkTask {
       : s_(s), cols_(s.d.cols), col_edge_(s.col_edge.data()), row_edge_(s.row_edge.data()),
         gcols_(s.d.grid_cols), heat_(s.heat.size(), 0.0) {
     worst_.reserve(PairDetail::kWorst + 1);
+    // Rows of a few vectors at least (shorter ones are mostly scalar tails), and column maxima
+    // that stay in L1/L2.
+    if (!heat_.empty() && cols_ >= kMinColumns && cols_ <= kMaxColumns) colmax_.assign(cols_, 0.0f);
   }
 
   void chunk(const numerics::ObservedChunk& c) override {
     if (!started_) seek(c.first);
     const size_t m = c.n;
     double* d = diff_.data();
-    const size_t runs = plan_runs(m);
     double top;
     bool f32 = false;  // d is in diff32_ only
-    if (c.nonfinite == 0) {
+    size_t runs = 0;
+    if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
+      // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
+      // value, and rows are long enough for the column maxima (diff_cols).
+      const BinadeTable& bt = binade_table();
+      numerics::DiffCodes codes{bt.base.data(), bt.edge.data(), field(c.max_abs), codes_.data()};
+      const double low = by_columns(c, &codes);  // the smallest positive d
+      f32 = true;
+      top = c.max_abs;
+      bin_columns(m, low, top, codes);
+    } else if (runs = plan_runs(m); c.nonfinite == 0) {
       // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
       // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
       // two close floats is exact); when it does not, the pass is redone storing float64.
@@ -193,6 +237,7 @@ class DetailTask final : public numerics::ChunkTask {
   }
 
   void finish() override {
+    flush_columns();
     std::lock_guard<std::mutex> lock(s_.mu);
     for (size_t b = 0; b < kBins; ++b) s_.d.histogram[b] += hist_[b];
     s_.d.exact += exact_;
@@ -212,6 +257,62 @@ class DetailTask final : public numerics::ChunkTask {
     gr_ = cell_of(row_, s_.d.rows, s_.d.grid_rows);
     next_col_ = col_edge_[gc_ + 1];
     next_row_ = row_edge_[gr_ + 1];
+  }
+
+  // The chunk by diff_cols: cut into pieces of one row each, in calls of one row of heat cells
+  // each (the column maxima are folded into the heat cells when the next such row starts); then
+  // the view's place moves on as plan_runs would have moved it. Returns the smallest positive d;
+  // `codes` (numerics::DiffCodes) gets each d's histogram code in codes_.
+  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes) {
+    const size_t m = c.n;
+    const size_t size = c.format == numerics::ChunkFormat::f32 ? 4 : 2;
+    double lo = HUGE_VAL;
+    uint64_t row = row_, col = col_, gr = gr_, next_row = next_row_;
+    size_t k = 0;
+    while (k < m) {
+      if (gr != colmax_row_) {
+        flush_columns();
+        colmax_row_ = gr;
+      }
+      const size_t start = k;
+      size_t segs = 0;
+      while (k < m) {
+        const size_t run = static_cast<size_t>(std::min<uint64_t>(m - k, cols_ - col));
+        seg_cols_[segs] = static_cast<uint32_t>(col);
+        k += run;
+        ends_[segs++] = static_cast<uint32_t>(k - start);
+        col += run;
+        if (col < cols_) break;
+        col = 0;
+        if (++row == next_row) {
+          next_row = row_edge_[++gr + 1];
+          break;
+        }
+      }
+      numerics::ObservedChunk part = c;
+      part.ref = static_cast<const std::byte*>(c.ref) + size * start;
+      part.cand = static_cast<const std::byte*>(c.cand) + size * start;
+      codes->out = codes_.data() + start;
+      lo = std::min(lo, numerics::diff_cols(part, diff32_.data() + start, ends_.data(),
+                                            seg_cols_.data(), segs, colmax_.data(), codes));
+    }
+    seek(c.first + m);
+    return lo;
+  }
+
+  // Folds the column maxima of heat row colmax_row_ into its cells and clears them.
+  void flush_columns() {
+    if (colmax_row_ == kNoRow) return;
+    double* cells = heat_.data() + colmax_row_ * gcols_;
+    for (uint64_t g = 0; g < gcols_; ++g) {
+      float mx = 0;
+      for (uint64_t i = col_edge_[g]; i < col_edge_[g + 1]; ++i) {
+        mx = std::max(mx, colmax_[i]);
+        colmax_[i] = 0;
+      }
+      cells[g] = std::max(cells[g], static_cast<double>(mx));
+    }
+    colmax_row_ = kNoRow;
   }
 
   // Cuts the next m elements into runs of one heat cell each (ends_, cells_) and moves on.
@@ -272,6 +373,49 @@ class DetailTask final : public numerics::ChunkTask {
     hist_[hi] += above;
   }
 
+  // The histogram of by_columns's d (float32 values in diff32_, their codes in codes_; low: the
+  // smallest positive d, +inf when none; high: the largest). Each float32 binade holds at most
+  // one edge (consecutive edges are 10^(1/2) > 2 apart), so a d's bin is the bin of its binade's
+  // start plus whether d reaches the edge inside it: d >= e exactly when d >= the smallest float32
+  // >= e, which lies in the binade (else no float32 of it reaches e) and then compares by the
+  // mantissa bits alone. That is the code diff_cols wrote: 1 + bin - b0, b0 the bin where binade
+  // e_first starts, 0 for a zero. When some positive d lies below the codes' table (the chunk
+  // spans more binades than a vector has lanes), or the target wrote none, the d are counted
+  // against the edges instead.
+  void bin_columns(size_t m, double low, double high, const numerics::DiffCodes& codes) {
+    if (!(low < HUGE_VAL)) {  // every d is zero
+      exact_ += m;
+      return;
+    }
+    std::array<uint64_t, kBins + 1> at_least;
+    if (codes.e_first >= 1 && field(low) >= codes.e_first) {
+      // Codes below the smallest positive d's are empty: its code's count is every positive d.
+      const auto b0 = static_cast<size_t>(binade_table().base[static_cast<size_t>(codes.e_first)]);
+      const size_t first = 1 + hist_bin_fast(low) - b0, ncodes = 2 + hist_bin_fast(high) - b0;
+      numerics::count_codes(codes_.data(), m, first, ncodes, at_least.data());
+      exact_ += m - at_least[first];
+      for (size_t j = first; j < ncodes; ++j)
+        hist_[b0 + j - 1] += at_least[j] - (j + 1 < ncodes ? at_least[j + 1] : 0);
+      return;
+    }
+    // Thresholds: every zero, then the lower edges of bins bin(low) + 1 .. bin(high).
+    const BinTable& t = bin_table();
+    const size_t lo = t.bin(low), hi = t.bin(high);
+    std::array<float, kBins> up;
+    size_t k = 0;
+    up[k++] = std::numeric_limits<float>::denorm_min();
+    for (size_t b = lo; b < hi; ++b) up[k++] = round_up_f32(hist_edges()[b]);
+    numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
+    exact_ += m - at_least[0];
+    uint64_t above = at_least[0];
+    size_t j = 1;
+    for (size_t b = lo; b < hi; ++b, ++j) {
+      hist_[b] += above - at_least[j];
+      above = at_least[j];
+    }
+    hist_[hi] += above;
+  }
+
   // A chunk with NaN/Inf somewhere: element by element, and the runs' maxima. Returns the
   // largest d.
   double bin_any(const numerics::ObservedChunk& c, double* d) {
@@ -315,6 +459,13 @@ class DetailTask final : public numerics::ChunkTask {
   std::array<double, kChunk> diff_;
   std::array<float, kChunk> diff32_;  // diff_ rounded to float32 (numerics::diff_runs)
   std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
+  // by_columns: the column maxima of heat row colmax_row_ (empty when the view's rows are too
+  // short or too long for them), and each row piece's first column.
+  static constexpr uint64_t kNoRow = UINT64_MAX;
+  std::vector<float> colmax_;
+  uint64_t colmax_row_ = kNoRow;
+  std::array<uint32_t, kChunk> seg_cols_;
+  std::array<uint8_t, kChunk> codes_;  // by_columns: each d's histogram code (numerics::DiffCodes)
   std::array<double, kChunk> maxes_;
 };
 

@@ -1024,66 +1024,241 @@ numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_
   return DiffRunsRaw<BF16Format>(ref, cand, d, d32, ends, runs, out);
 }
 
+// DiffCols (numerics::diff_cols): a raw float chunk whose every d is a float32 value, so |c - r|
+// on float32 lanes is d exactly, with no rounding-error test. Each segment is a piece of one row
+// of the view: its d go into the running column maxima of the heat grid's current row of cells
+// (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest
+// positive d (+inf when none): the smallest of bits(d) - 1 as unsigned integers, where a zero
+// wraps to the largest.
+template <class Fmt, bool kCodes>
+HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
+                              const typename Fmt::T* HWY_RESTRICT c, float* HWY_RESTRICT d32,
+                              const uint32_t* HWY_RESTRICT ends, const uint32_t* HWY_RESTRICT cols,
+                              size_t segs, float* HWY_RESTRICT colmax, numerics::DiffCodes* codes) {
+  const hn::ScalableTag<float> dw;
+  const hn::RebindToUnsigned<decltype(dw)> du;
+  const hn::RebindToSigned<decltype(dw)> di;
+  const size_t lanes = hn::Lanes(dw);
+  const auto one = hn::Set(du, 1u);
+  auto lo = hn::Set(du, ~0u);
+  uint32_t lo_s = ~0u;
+  // kCodes: numerics::DiffCodes, the table of exponents [e_first, e_hi] in one vector.
+  HWY_ALIGN int32_t tb[hn::MaxLanes(di)] = {}, te[hn::MaxLanes(di)] = {};
+  int32_t e_first = 0;
+  if constexpr (kCodes) {
+    e_first = HWY_MAX(codes->e_hi - static_cast<int32_t>(lanes) + 2, 1);
+    codes->e_first = e_first;
+    tb[0] = 1;
+    te[0] = 0x800000;
+    for (size_t k = 1; k < lanes; ++k) {
+      const size_t e = static_cast<size_t>(e_first) + k - 1;
+      tb[k] = 2 + codes->base[e] - codes->base[static_cast<size_t>(e_first)];
+      te[k] = codes->edge[e];
+    }
+  }
+  const auto vb = hn::Load(di, tb), ve = hn::Load(di, te);
+  const auto off = hn::Set(di, 1 - e_first), izero = hn::Zero(di), ione = hn::Set(di, 1);
+  const auto mant = hn::Set(di, 0x7FFFFF);
+  (void)vb, (void)ve, (void)off, (void)izero, (void)ione, (void)mant;
+  size_t i = 0;
+  for (size_t s = 0; s < segs; ++s) {
+    const size_t begin = i, end = ends[s];
+    float* HWY_RESTRICT cm = colmax + cols[s];  // cm[i - begin]: the column of element i
+    for (; i + lanes <= end; i += lanes) {
+      const auto x = hn::Abs(hn::Sub(LoadWide<Fmt>(dw, c + i), LoadWide<Fmt>(dw, r + i)));
+      hn::StoreU(x, dw, d32 + i);
+      lo = hn::Min(lo, hn::Sub(hn::BitCast(du, x), one));
+      float* p = cm + (i - begin);
+      hn::StoreU(hn::Max(hn::LoadU(dw, p), x), dw, p);
+      if constexpr (kCodes) {
+        const auto xi = hn::BitCast(di, x);
+        const auto idx = hn::Max(hn::Add(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, x))), off), izero);
+        const auto ix = hn::IndicesFromVec(di, idx);
+        const auto b = hn::TableLookupLanes(vb, ix);
+        const auto code = hn::IfThenElse(hn::Lt(hn::And(xi, mant), hn::TableLookupLanes(ve, ix)), hn::Sub(b, ione), b);
+        const hn::Rebind<uint8_t, decltype(di)> d8;
+        hn::StoreU(hn::DemoteTo(d8, code), d8, codes->out + i);
+      }
+    }
+    for (; i < end; ++i) {
+      const auto x = static_cast<float>(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])));
+      d32[i] = x;
+      uint32_t b;
+      std::memcpy(&b, &x, sizeof b);
+      lo_s = b - 1 < lo_s ? b - 1 : lo_s;
+      float& m = cm[i - begin];
+      m = x > m ? x : m;
+      if constexpr (kCodes) {
+        const int32_t e = static_cast<int32_t>(b >> 23) - e_first + 1;
+        const size_t k = e < 0 ? 0 : static_cast<size_t>(e);
+        codes->out[i] = static_cast<uint8_t>(tb[k] - (static_cast<int32_t>(b & 0x7FFFFF) < te[k]));
+      }
+    }
+  }
+  HWY_ALIGN uint32_t tmp[hn::MaxLanes(du)];
+  hn::Store(lo, du, tmp);
+  for (size_t l = 0; l < lanes; ++l) lo_s = tmp[l] < lo_s ? tmp[l] : lo_s;
+  if (lo_s == ~0u) return std::numeric_limits<float>::infinity();
+  const uint32_t b = lo_s + 1;
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+template <class Fmt>
+HWY_INLINE float DiffColsTo(const void* r, const void* c, float* d32, const uint32_t* ends,
+                            const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  using T = typename Fmt::T;
+  // The one-lane target has no table of several entries: no codes (e_first -1).
+  if (codes != nullptr && (hn::Lanes(hn::ScalableTag<float>()) < 4 || codes->e_hi < 1)) {
+    codes->e_first = -1;
+    codes = nullptr;
+  }
+  if (codes != nullptr)
+    return DiffColsImpl<Fmt, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
+                                   colmax, codes);
+  return DiffColsImpl<Fmt, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
+                                  colmax, codes);
+}
+float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends,
+                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<F32Format>(r, c, d32, ends, cols, segs, colmax, codes);
+}
+float DiffColsF16(const void* r, const void* c, float* d32, const uint32_t* ends,
+                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<F16Format>(r, c, d32, ends, cols, segs, colmax, codes);
+}
+float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* ends,
+                   const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
+  return DiffColsTo<BF16Format>(r, c, d32, ends, cols, segs, colmax, codes);
+}
+
+// Byte codes (numerics::DiffCodes, count_codes): a code < 128 per element in one byte, so
+// counting "code >= j" is one byte compare and add per vector of bytes (64 elements on AVX-512)
+// instead of one int32 compare per 16. A byte counter takes one code per vector, so counters are
+// folded into 64-bit sums every 128 vectors.
+#if HWY_TARGET != HWY_SCALAR
+template <size_t K>
+HWY_INLINE void CountCodesGroup(const uint8_t* HWY_RESTRICT packed, size_t bytes, int8_t first,
+                                uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<int8_t> d8;
+  const hn::RebindToUnsigned<decltype(d8)> du8;
+  const hn::Repartition<uint64_t, decltype(du8)> d64;
+  using V8 = hn::Vec<decltype(d8)>;
+  const size_t lanes = hn::Lanes(d8);
+  V8 below[K];
+  hn::Vec<decltype(d64)> sums[K];
+  for (size_t q = 0; q < K; ++q) {
+    below[q] = hn::Set(d8, static_cast<int8_t>(first + static_cast<int8_t>(q) - 1));
+    sums[q] = hn::Zero(d64);
+  }
+  const auto one = hn::Set(d8, int8_t{1});
+  for (size_t i = 0; i < bytes;) {
+    V8 acc[K];
+    for (size_t q = 0; q < K; ++q) acc[q] = hn::Zero(d8);
+    const size_t end = HWY_MIN(bytes, i + 128 * lanes);
+    for (; i < end; i += lanes) {
+      const auto x = hn::BitCast(d8, hn::LoadU(du8, packed + i));
+      for (size_t q = 0; q < K; ++q) acc[q] = hn::IfThenElse(hn::Gt(x, below[q]), hn::Add(acc[q], one), acc[q]);
+    }
+    for (size_t q = 0; q < K; ++q) sums[q] = hn::Add(sums[q], hn::SumsOf8(hn::BitCast(du8, acc[q])));
+  }
+  HWY_ALIGN uint64_t tmp[hn::MaxLanes(d64)];
+  for (size_t q = 0; q < K; ++q) {
+    hn::Store(sums[q], d64, tmp);
+    uint64_t c = 0;
+    for (size_t l = 0; l < hn::Lanes(d64); ++l) c += tmp[l];
+    out[q] += c;
+  }
+}
+#endif
+
+// CountCodeBytes (numerics::count_codes): out[j] = the number of codes >= j, j in [first, ncodes),
+// in passes of up to 8 codes, of sizes as equal as can be.
+void CountCodeBytes(const uint8_t* HWY_RESTRICT codes, size_t n, size_t first, size_t ncodes,
+                    uint64_t* HWY_RESTRICT out) {
+  for (size_t j = first; j < ncodes; ++j) out[j] = 0;
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const size_t lanes = hn::Lanes(hn::ScalableTag<int8_t>());
+  i = n / lanes * lanes;
+  const size_t passes = ncodes > first ? (ncodes - first + 7) / 8 : 0;
+  for (size_t j = first, p = 0; p < passes; ++p) {
+    const size_t g = (ncodes - j) / (passes - p) + ((ncodes - j) % (passes - p) != 0);
+    const auto at = static_cast<int8_t>(j);
+    switch (g) {
+      case 1: CountCodesGroup<1>(codes, i, at, out + j); break;
+      case 2: CountCodesGroup<2>(codes, i, at, out + j); break;
+      case 3: CountCodesGroup<3>(codes, i, at, out + j); break;
+      case 4: CountCodesGroup<4>(codes, i, at, out + j); break;
+      case 5: CountCodesGroup<5>(codes, i, at, out + j); break;
+      case 6: CountCodesGroup<6>(codes, i, at, out + j); break;
+      case 7: CountCodesGroup<7>(codes, i, at, out + j); break;
+      default: CountCodesGroup<8>(codes, i, at, out + j); break;
+    }
+    j += g;
+  }
+#endif
+  for (; i < n; ++i)
+    for (size_t j = first; j <= codes[i] && j < ncodes; ++j) ++out[j];
+}
+
 // CountAtLeast's loop on lanes of type T (double, or float: 16 per AVX-512 vector instead of 8)
 // with integer lanes I of the same width. d >= 0 and not NaN, so d >= t is bits(d) > bits(t) - 1
 // as signed integers: an integer compare and a masked increment per threshold and vector, instead
 // of a floating-point compare, a mask widened to a vector and a subtraction. A lane counts at most
-// n / lanes elements, so n < 2^31 keeps the int32 lanes exact.
+// n / lanes elements, so n < 2^31 keeps the int32 lanes exact. One pass over d serves K
+// thresholds t[0..K): one load, K compares.
+template <size_t K, typename T, typename I>
+HWY_INLINE void CountAtLeastGroup(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
+                                  uint64_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<T> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VI = hn::Vec<decltype(di)>;
+  const size_t lanes = hn::Lanes(df);
+  VI below[K], acc[K];  // bits(t[q]) - 1, and the counts so far
+  for (size_t q = 0; q < K; ++q) {
+    I b;
+    std::memcpy(&b, t + q, sizeof b);
+    below[q] = hn::Set(di, static_cast<I>(b - 1));
+    acc[q] = hn::Zero(di);
+  }
+  const auto one = hn::Set(di, I{1});
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
+    for (size_t q = 0; q < K; ++q) acc[q] = hn::IfThenElse(hn::Gt(x, below[q]), hn::Add(acc[q], one), acc[q]);
+  }
+  HWY_ALIGN I tmp[hn::MaxLanes(di)];
+  for (size_t q = 0; q < K; ++q) {
+    hn::Store(acc[q], di, tmp);
+    uint64_t c = 0;
+    for (size_t l = 0; l < lanes; ++l) c += static_cast<uint64_t>(tmp[l]);
+    for (size_t e = i; e < n; ++e) c += d[e] >= t[q];
+    out[q] = c;
+  }
+}
+
+// The thresholds in as few passes as there are groups of up to 8 (the accumulators and the
+// thresholds of a group stay in registers on AVX-512), of sizes as equal as can be, so that no
+// pass serves one or two thresholds only.
 template <typename T, typename I>
 HWY_INLINE void CountAtLeastLanes(const T* HWY_RESTRICT d, size_t n, const T* HWY_RESTRICT t,
                                   size_t k, uint64_t* HWY_RESTRICT out) {
-  const hn::ScalableTag<T> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t lanes = hn::Lanes(df);
-  HWY_ALIGN I tmp[hn::MaxLanes(di)];
-  auto total = [&](auto acc) {
-    hn::Store(acc, di, tmp);
-    uint64_t c = 0;
-    for (size_t l = 0; l < lanes; ++l) c += static_cast<uint64_t>(tmp[l]);
-    return c;
-  };
-  const auto below = [&](size_t j) {  // bits(t[j]) - 1
-    I b;
-    std::memcpy(&b, t + j, sizeof b);
-    return hn::Set(di, static_cast<I>(b - 1));
-  };
-  const auto one = hn::Set(di, I{1});
-  // Four thresholds per pass: one load serves four compares.
-  size_t j = 0;
-  for (; j + 4 <= k; j += 4) {
-    const auto t0 = below(j), t1 = below(j + 1), t2 = below(j + 2), t3 = below(j + 3);
-    auto a0 = hn::Zero(di), a1 = hn::Zero(di), a2 = hn::Zero(di), a3 = hn::Zero(di);
-    size_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
-      a0 = hn::IfThenElse(hn::Gt(x, t0), hn::Add(a0, one), a0);
-      a1 = hn::IfThenElse(hn::Gt(x, t1), hn::Add(a1, one), a1);
-      a2 = hn::IfThenElse(hn::Gt(x, t2), hn::Add(a2, one), a2);
-      a3 = hn::IfThenElse(hn::Gt(x, t3), hn::Add(a3, one), a3);
+  constexpr size_t kMaxGroup = 8;
+  const size_t passes = (k + kMaxGroup - 1) / kMaxGroup;
+  for (size_t p = 0, j = 0; p < passes; ++p) {
+    const size_t g = (k - j) / (passes - p) + ((k - j) % (passes - p) != 0);
+    switch (g) {
+      case 1: CountAtLeastGroup<1, T, I>(d, n, t + j, out + j); break;
+      case 2: CountAtLeastGroup<2, T, I>(d, n, t + j, out + j); break;
+      case 3: CountAtLeastGroup<3, T, I>(d, n, t + j, out + j); break;
+      case 4: CountAtLeastGroup<4, T, I>(d, n, t + j, out + j); break;
+      case 5: CountAtLeastGroup<5, T, I>(d, n, t + j, out + j); break;
+      case 6: CountAtLeastGroup<6, T, I>(d, n, t + j, out + j); break;
+      case 7: CountAtLeastGroup<7, T, I>(d, n, t + j, out + j); break;
+      default: CountAtLeastGroup<8, T, I>(d, n, t + j, out + j); break;
     }
-    uint64_t c0 = total(a0), c1 = total(a1), c2 = total(a2), c3 = total(a3);
-    for (; i < n; ++i) {
-      c0 += d[i] >= t[j];
-      c1 += d[i] >= t[j + 1];
-      c2 += d[i] >= t[j + 2];
-      c3 += d[i] >= t[j + 3];
-    }
-    out[j] = c0;
-    out[j + 1] = c1;
-    out[j + 2] = c2;
-    out[j + 3] = c3;
-  }
-  for (; j < k; ++j) {
-    const auto tv = below(j);
-    auto acc = hn::Zero(di);
-    size_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-      const auto x = hn::BitCast(di, hn::LoadU(df, d + i));
-      acc = hn::IfThenElse(hn::Gt(x, tv), hn::Add(acc, one), acc);
-    }
-    uint64_t c = total(acc);
-    for (; i < n; ++i) c += d[i] >= t[j];
-    out[j] = c;
+    j += g;
   }
 }
 
@@ -1236,6 +1411,10 @@ HWY_EXPORT(DiffRunsF16);
 HWY_EXPORT(DiffRunsBF16);
 HWY_EXPORT(CountAtLeast);
 HWY_EXPORT(CountAtLeastF32);
+HWY_EXPORT(DiffColsF32);
+HWY_EXPORT(DiffColsF16);
+HWY_EXPORT(DiffColsBF16);
+HWY_EXPORT(CountCodeBytes);
 
 namespace {
 
@@ -1335,6 +1514,15 @@ auto diff_runs_entry(ChunkFormat f) {
 }
 auto count_at_least_entry() { return HWY_DISPATCH_TABLE(CountAtLeast)[current_index()]; }
 auto count_at_least_f32_entry() { return HWY_DISPATCH_TABLE(CountAtLeastF32)[current_index()]; }
+auto count_codes_entry() { return HWY_DISPATCH_TABLE(CountCodeBytes)[current_index()]; }
+auto diff_cols_entry(ChunkFormat f) {
+  const size_t i = current_index();
+  switch (f) {
+    case ChunkFormat::f32: return HWY_DISPATCH_TABLE(DiffColsF32)[i];
+    case ChunkFormat::f16: return HWY_DISPATCH_TABLE(DiffColsF16)[i];
+    default: return HWY_DISPATCH_TABLE(DiffColsBF16)[i];
+  }
+}
 
 }  // namespace
 
@@ -1425,6 +1613,13 @@ void count_at_least(const double* d, size_t n, const double* thresholds, size_t 
 }
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
+}
+double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                 size_t segs, float* colmax, DiffCodes* codes) {
+  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax, codes);
+}
+void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out) {
+  kernel::count_codes_entry()(codes, n, first, ncodes, out);
 }
 
 }  // namespace driftscope::numerics

@@ -462,7 +462,7 @@ void run_task_raw(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
     crc_chunk(job, s, len, crc);
     absorb_chunk(ch, s, len, cp, acc, /*defer_locate=*/true);
     acc.max_ulp = std::max(acc.max_ulp, cp.max_ulp);
-    if (observer) observer->chunk({s, len, format, ch.r, ch.c, cp.nonfinite});
+    if (observer) observer->chunk({s, len, format, ch.r, ch.c, cp.nonfinite, cp.max_ulp, cp.max_abs});
   }
   if (acc.max_abs_index >= 0) {  // the start of the chunk that set the task's maximum
     const auto s = static_cast<uint64_t>(acc.max_abs_index);

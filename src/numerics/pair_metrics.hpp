@@ -36,6 +36,10 @@ struct ObservedChunk {
   const void* ref = nullptr;
   const void* cand = nullptr;
   uint64_t nonfinite = 0;  // positions where either side is NaN or Inf (the kernel's count)
+  // Raw formats only (the fused kernel's figures; else unknown): the largest ULP distance of a
+  // finite pair (ChunkPartial::max_ulp) and the largest d = |cand - ref| of one in float64.
+  uint64_t max_ulp = UINT64_MAX;
+  double max_abs = 0;
   // Element i of one side, widened to float64 (exact).
   double ref_at(size_t i) const { return value(format, ref, i); }
   double cand_at(size_t i) const { return value(format, cand, i); }
@@ -143,6 +147,45 @@ struct DiffStats {
 };
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
                     double* out);
+// diff_cols: a raw float chunk (format f32, f16 or bf16) without NaN/Inf whose every d is a
+// float32 value (d32_exact below says when the kernel's ULP distance proves it): d32[i] = d[i],
+// and for each segment j, elements [ends[j-1], ends[j]) (ends[-1] = 0, the last = c.n), a piece of
+// one row of the view, colmax[cols[j] + i - ends[j-1]] = max(itself, d[i]) (the heat grid's
+// column maxima); returns the smallest positive d (+inf when none). Exact operations only.
+// With `codes`, diff_cols also writes the histogram code of each d, looked up from its exponent
+// field e in a table of one vector's lanes over exponents [e_first, e_hi], e_first =
+// max(e_hi - lanes + 2, 1) (chosen by the target and returned; -1 when the target has no such
+// table, and then no code is written): idx = max(e - e_first + 1, 0), code = 0 when idx is 0 (a
+// zero, or a d below binade e_first: the caller checks the smallest d), else 1 + base[e] -
+// base[e_first] + ((bits of d & 0x7FFFFF) >= edge[e]). base[e]: the bin where binade e starts;
+// edge[e]: the mantissa bits of the edge inside the binade rounded up to a float32, 0x800000
+// when none (compare/detail.cpp, BinadeTable).
+struct DiffCodes {
+  const int32_t* base;  // 256 entries each
+  const int32_t* edge;
+  int32_t e_hi;         // the exponent field of the largest d
+  uint8_t* out;
+  int32_t e_first = -1;
+};
+double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                 size_t segs, float* colmax, DiffCodes* codes = nullptr);
+// out[j] = the number of codes[i] >= j for first <= j < ncodes (first >= 1; codes < 128).
+void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out);
+// Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
+// ULP distance alone: at most half a binade's steps (2^22 for f32, 2^9 for f16, 2^6 for bf16).
+// Same sign: then c <= 2r and r <= 2c (the bits of 2r are those of r plus one binade), so c - r
+// is exact in the format itself (Sterbenz), and every f16/bf16 is a float32; or both sides lie
+// where values are evenly spaced (subnormal or the first normal binade) and the difference is a
+// multiple of that step below 2^24 of them. Opposite signs: both magnitudes under half a binade
+// of steps, so both in that evenly spaced range too.
+inline bool d32_exact(const ObservedChunk& c) {
+  switch (c.format) {
+    case ChunkFormat::f32: return c.max_ulp <= (uint64_t{1} << 22);
+    case ChunkFormat::f16: return c.max_ulp <= (uint64_t{1} << 9);
+    case ChunkFormat::bf16: return c.max_ulp <= (uint64_t{1} << 6);
+    default: return false;
+  }
+}
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out);
 

@@ -79,7 +79,14 @@ struct DetailCase {
   // (1000 - 2^-24, 10 - 2^-24): such a chunk must count on float64 (rounded to float32 they
   // would reach the edge's bin); its other chunks count on float32 lanes.
   bool gaps = false;
+  // Every candidate within 2^-12 of its reference, relatively (a few ULP of float16, bfloat16
+  // none or one): the kernel's ULP distance proves every d of a chunk a float32 value, so rows of
+  // 64 to 16384 columns take DetailTask::by_columns (diff_cols and the heat's column maxima);
+  // the gaps, NaN/Inf and far-off ties below put chunks on the other paths in the same tasks.
+  bool close = false;
 };
+
+void check_case(const DetailCase& tc);
 
 TEST(DetailPassFused, EqualsTheSeparatePassForAnyThreadCount) {
   const std::vector<DetailCase> cases = {
@@ -93,23 +100,46 @@ TEST(DetailPassFused, EqualsTheSeparatePassForAnyThreadCount) {
       {"scalar", {}, DType::f32},
       {"empty", {0, 7}, DType::f32},
   };
-  for (const auto& tc : cases) {
+  for (const auto& tc : cases) check_case(tc);
+}
+
+TEST(DetailPassFused, ColumnMaximaEqualTheSeparatePass) {
+  const std::vector<DetailCase> cases = {
+      {"f32 rows of 1100", {700, 1100}, DType::f32, false, false, true, true},
+      {"f16 rows of 70: a chunk spans grid rows", {5000, 70}, DType::f16, false, false, true, true},
+      {"bf16 rows of 64 (the shortest taken)", {2000, 64}, DType::bf16, false, false, false, true},
+      {"f32 rows of 3000, 40 rows: a grid row of one or two rows", {40, 3000}, DType::f32, false, false, true, true},
+      {"f32 one row of 9000", {1, 9000}, DType::f32, false, false, false, true},
+      {"f16 1-D of 16384 (the longest row taken)", {16384}, DType::f16, false, false, true, true},
+      {"f32 rows of 16385 (too long: runs)", {20, 16385}, DType::f32, false, false, false, true},
+      {"bf16 rows of 63 (too short: runs)", {1000, 63}, DType::bf16, false, false, false, true},
+      {"f16 every element off", {900, 333}, DType::f16, false, true, false, true},
+  };
+  for (const auto& tc : cases) check_case(tc);
+}
+
+void check_case(const DetailCase& tc) {
+  {
     SCOPED_TRACE(tc.what);
     uint64_t n = 1;
     for (uint64_t s : tc.shape) n *= s;
     std::vector<double> ref = noise(n, 7, 100.0), cand = ref;
     const std::vector<double> wiggle = noise(n, 11);
     for (uint64_t i = 0; i < n; ++i) {
+      if (tc.all_differ && tc.close) {  // one float16 step or more, in the same binade
+        cand[i] = ref[i] * (1.0 + 0x1p-10 + std::fabs(wiggle[i]) * 0x1p-14);
+        continue;
+      }
       if (tc.all_differ) {  // off by more than a float16 step of |ref| <= 100 everywhere
         cand[i] = ref[i] + 0.5 + std::fabs(wiggle[i]) * std::ldexp(1.0, -static_cast<int>(i % 8));
         continue;
       }
       if (i % 3 == 0) continue;                                      // exact
-      cand[i] = ref[i] * (1.0 + std::ldexp(wiggle[i], -static_cast<int>(i % 40)));
+      const int shift = tc.close ? 14 + static_cast<int>(i % 30) : static_cast<int>(i % 40);
+      cand[i] = ref[i] * (1.0 + std::max(-0x1p-12, std::min(0x1p-12, std::ldexp(wiggle[i], -shift))));
     }
     for (uint64_t k = 0; tc.gaps && k < 6; ++k) {
-      const uint64_t i = 4096 * (3 + 9 * k) + 5 * k;
-      ASSERT_LT(i, n);
+      const uint64_t i = (4096 * (3 + 9 * k) + 5 * k) % n;
       ref[i] = k % 2 ? 1000.0 : 10.0;
       cand[i] = 0x1p-24;
     }

@@ -341,6 +341,163 @@ TEST_P(KernelTargets, Float32CountsMatchScalarLoops) {
   }
 }
 
+// diff_cols against scalar loops, for each raw format: d32 (the float32 difference, exact here:
+// the candidate is a few ULP from the reference), the smallest positive d, and the column maxima of row
+// pieces of a view whose rows are not a whole number of vectors (37 and 100 columns, starting
+// mid-row), over maxima already set by earlier rows; tails of every length.
+TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
+  for (const ChunkFormat f : {ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const size_t size = f == ChunkFormat::f32 ? 4 : 2;
+    for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{4096}}) {
+      for (const auto [width, start] : {std::pair<size_t, size_t>{37, 5}, {100, 0}, {100, 99}}) {
+        std::mt19937_64 rng(n * 7 + width + start);
+        std::normal_distribution<double> g(0.0, 1.0);
+        std::vector<std::byte> rb(n * size), cb(n * size);
+        for (size_t i = 0; i < n; ++i) {
+          const double r = g(rng), c = i % 5 == 0 ? r : r * (1.0 + std::ldexp(g(rng), -9 - int(i % 12)));
+          const auto put = [&](std::vector<std::byte>& out, double v) {
+            if (f == ChunkFormat::f32) {
+              const float x = static_cast<float>(v);
+              std::memcpy(out.data() + 4 * i, &x, 4);
+            } else {
+              const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
+              std::memcpy(out.data() + 2 * i, &x, 2);
+            }
+          };
+          put(rb, r);
+          put(cb, c);
+        }
+        ObservedChunk ch;
+        ch.n = n;
+        ch.format = f;
+        ch.ref = rb.data();
+        ch.cand = cb.data();
+        // Row pieces: the rest of the first row from column `start`, then whole rows.
+        std::vector<uint32_t> ends, cols;
+        for (size_t k = 0, col = start; k < n; col = 0) {
+          const size_t run = std::min(n - k, width - col);
+          cols.push_back(static_cast<uint32_t>(col));
+          k += run;
+          ends.push_back(static_cast<uint32_t>(k));
+        }
+        std::vector<float> colmax(width), want(width), d32(n, -1.0f);
+        for (size_t i = 0; i < width; ++i) colmax[i] = want[i] = i % 3 == 0 ? 0.0f : 0x1p-9f * float(i);
+        const double lo = diff_cols(ch, d32.data(), ends.data(), cols.data(), ends.size(), colmax.data());
+        double want_lo = std::numeric_limits<double>::infinity();
+        for (size_t j = 0, i = 0; j < ends.size(); ++j) {
+          for (; i < ends[j]; ++i) {
+            const double x = std::fabs(ch.cand_at(i) - ch.ref_at(i));
+            ASSERT_EQ(static_cast<double>(static_cast<float>(x)), x) << "the data must give float32 d";
+            ASSERT_EQ(static_cast<double>(d32[i]), x) << GetParam() << " format " << int(f) << " n=" << n << " i=" << i;
+            if (x > 0) want_lo = std::min(want_lo, x);
+            float& m = want[cols[j] + i - (j ? ends[j - 1] : 0)];
+            m = std::max(m, static_cast<float>(x));
+          }
+        }
+        EXPECT_EQ(lo, want_lo) << GetParam() << " format " << int(f) << " n=" << n;
+        for (size_t i = 0; i < width; ++i)
+          ASSERT_EQ(colmax[i], want[i]) << GetParam() << " format " << int(f) << " n=" << n << " column " << i;
+      }
+    }
+  }
+}
+
+// diff_cols's histogram codes against their definition (pair_metrics.hpp, DiffCodes), element by
+// element: zeros, d in every binade of the table and below it, mantissas at and just below each
+// binade's edge, binades without an edge; row pieces and tails as above; the table's first
+// exponent is the target's (-1 only on the one-lane targets). count_codes against a scalar count,
+// from code 1 or later, past a pass of 8 codes and past 128 vectors of bytes.
+TEST_P(KernelTargets, DiffColsCodesMatchTheirDefinition) {
+  std::vector<int32_t> base(256), edge(256);
+  for (size_t e = 0; e < 256; ++e) {
+    base[e] = static_cast<int32_t>(e * 3 / 5);
+    edge[e] = e % 3 == 0 ? 0x800000 : static_cast<int32_t>((e * 2654435761u) & 0x7FFFFF);
+  }
+  for (const int32_t e_hi : {int32_t{3}, int32_t{120}}) {
+    for (const size_t n : {size_t{1}, size_t{15}, size_t{17}, size_t{100}, size_t{4096}}) {
+      std::mt19937_64 rng(n + static_cast<size_t>(e_hi));
+      std::vector<float> ref(n, 0.0f), cand(n);
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t x = rng();
+        if (x % 7 == 0) {
+          cand[i] = 0.0f;
+          continue;
+        }
+        const int32_t e = std::max<int32_t>(1, e_hi - static_cast<int32_t>((x >> 8) % 20));  // some below the table
+        uint32_t mant = static_cast<uint32_t>(x >> 32) & 0x7FFFFF;
+        if (x % 5 == 0 && edge[static_cast<size_t>(e)] < 0x800000)
+          mant = (static_cast<uint32_t>(edge[static_cast<size_t>(e)]) - static_cast<uint32_t>(x % 2)) & 0x7FFFFF;
+        const uint32_t bits = static_cast<uint32_t>(e) << 23 | mant;
+        std::memcpy(&cand[i], &bits, 4);
+        if (x % 2) cand[i] = -cand[i];  // |c - r| either way
+      }
+      ObservedChunk ch;
+      ch.n = n;
+      ch.format = ChunkFormat::f32;
+      ch.ref = ref.data();
+      ch.cand = cand.data();
+      const std::vector<uint32_t> ends = {static_cast<uint32_t>(n / 2), static_cast<uint32_t>(n)};
+      const std::vector<uint32_t> cols = {0, 0};
+      std::vector<float> colmax(n + 1), d32(n);
+      std::vector<uint8_t> out(n, 255);
+      DiffCodes codes{base.data(), edge.data(), e_hi, out.data()};
+      diff_cols(ch, d32.data(), ends.data(), cols.data(), ends.size(), colmax.data(), &codes);
+      if (codes.e_first < 0) {
+        EXPECT_TRUE(GetParam() == "SCALAR" || GetParam() == "scalar") << GetParam();
+        continue;
+      }
+      ASSERT_GE(codes.e_first, 1) << GetParam();
+      ASSERT_LE(codes.e_first, e_hi) << GetParam();
+      if (e_hi > 20) EXPECT_LE(e_hi - codes.e_first, 14) << GetParam() << ": a table of 16 lanes at most";
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t b;
+        std::memcpy(&b, &d32[i], 4);
+        const int32_t e = static_cast<int32_t>(b >> 23);
+        int32_t want = 0;
+        if (b != 0 && e >= codes.e_first) {
+          want = 1 + base[static_cast<size_t>(e)] - base[static_cast<size_t>(codes.e_first)] +
+                 (static_cast<int32_t>(b & 0x7FFFFF) >= edge[static_cast<size_t>(e)]);
+        }
+        ASSERT_EQ(out[i], want) << GetParam() << " n=" << n << " i=" << i << " bits " << std::hex << b;
+      }
+    }
+  }
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{4096}, size_t{20000}}) {
+    std::mt19937_64 rng(n);
+    std::vector<uint8_t> c(n);
+    for (auto& x : c) x = static_cast<uint8_t>(rng() % 20);
+    for (const auto [first, ncodes] : {std::pair<size_t, size_t>{1, 1}, {1, 2}, {1, 9}, {1, 20}, {3, 12}, {7, 20}}) {
+      std::vector<uint64_t> got(ncodes, 12345);
+      count_codes(c.data(), n, first, ncodes, got.data());
+      for (size_t j = first; j < ncodes; ++j) {
+        uint64_t want = 0;
+        for (uint8_t x : c) want += x >= j;
+        EXPECT_EQ(got[j], want) << GetParam() << " n=" << n << " codes " << first << ".." << ncodes << " code " << j;
+      }
+    }
+  }
+}
+
+// Every count of count_at_least_f32's passes: 1 to 20 thresholds (groups of up to 8, split evenly).
+TEST_P(KernelTargets, Float32CountsOfEveryGroupSize) {
+  const size_t n = 1000;
+  std::vector<float> d(n);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (float& x : d) x = u(rng) < 0.1f ? 0.0f : u(rng);
+  for (size_t k = 1; k <= 20; ++k) {
+    std::vector<float> t(k);
+    for (size_t j = 0; j < k; ++j) t[j] = j == 0 ? std::numeric_limits<float>::denorm_min() : d[j * 37];
+    std::vector<uint64_t> counts(k, 12345);
+    count_at_least_f32(d.data(), n, t.data(), k, counts.data());
+    for (size_t j = 0; j < k; ++j) {
+      uint64_t want = 0;
+      for (float x : d) want += x >= t[j];
+      EXPECT_EQ(counts[j], want) << GetParam() << " k=" << k << " threshold " << j;
+    }
+  }
+}
+
 TEST_P(KernelTargets, WideningMatchesTheScalarDecoders) {
   // decode_simd.cpp's kernels (exact widenings), under the same Highway target.
   const size_t n = 70000;  // every 16-bit pattern, then some
@@ -366,6 +523,50 @@ TEST_P(KernelTargets, WideningMatchesTheScalarDecoders) {
     } else {
       ASSERT_EQ(dbits(bf16[i]), dbits(b)) << GetParam() << " bf16 " << h[i];
       ASSERT_EQ(dbits(static_cast<double>(bf16f[i])), dbits(b)) << GetParam() << " bf16 " << h[i];
+    }
+  }
+}
+
+// d32_exact's claim, on random pairs at every ULP distance up to its bound (half a binade's
+// steps) across binades, signs and the subnormals: |c - r| is a float32 value. And the bound is
+// where it says (one step past it is not proven).
+TEST(DiffExactness, UlpBoundProvesFloat32Differences) {
+  ObservedChunk ch;
+  for (const ChunkFormat f : {ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const unsigned bits = f == ChunkFormat::f32 ? 32 : 16;
+    const unsigned mant = f == ChunkFormat::f32 ? 23 : f == ChunkFormat::f16 ? 10 : 7;
+    const int64_t bound = int64_t{1} << (mant - 1);
+    const uint32_t sign = uint32_t{1} << (bits - 1), exp_mask = (sign - 1) & ~((uint32_t{1} << mant) - 1);
+    ch.format = f;
+    ch.max_ulp = static_cast<uint64_t>(bound);
+    EXPECT_TRUE(d32_exact(ch)) << int(f);
+    ch.max_ulp = static_cast<uint64_t>(bound) + 1;
+    EXPECT_FALSE(d32_exact(ch)) << int(f);
+    const auto value = [&](uint32_t b) {
+      if (f == ChunkFormat::f32) {
+        float x;
+        std::memcpy(&x, &b, 4);
+        return static_cast<double>(x);
+      }
+      return f == ChunkFormat::f16 ? f16_to_double(static_cast<uint16_t>(b)) : bf16_to_double(static_cast<uint16_t>(b));
+    };
+    const auto ord = [&](uint32_t b) { return (b & sign) ? -int64_t(b & (sign - 1)) : int64_t(b); };
+    const auto from_ord = [&](int64_t o) { return o >= 0 ? uint32_t(o) : sign | uint32_t(-o); };
+    std::mt19937_64 rng(bits + mant);
+    for (int i = 0; i < 2000000; ++i) {
+      const uint64_t x = rng();
+      // Magnitudes anywhere, or near zero (subnormals, the first binades, both signs).
+      const int64_t mag = x % 4 == 0 ? int64_t(x >> 8) % (2 * bound + 1) : int64_t((x >> 8) % sign);
+      const int64_t o = (x & 2) ? -mag : mag;
+      const int64_t dist = x % 8 < 3 ? bound - int64_t((x >> 40) % 3) : int64_t((x >> 40) % (bound + 1));
+      const int64_t o2 = (x & 4) ? o - dist : o + dist;
+      if (o2 <= -int64_t(sign) || o2 >= int64_t(sign)) continue;
+      const uint32_t a = from_ord(o), b = from_ord(o2);
+      if ((a & exp_mask) == exp_mask || (b & exp_mask) == exp_mask) continue;  // Inf/NaN
+      ASSERT_EQ(std::abs(ord(b) - ord(a)), dist);
+      const double d = std::fabs(value(b) - value(a));
+      ASSERT_EQ(static_cast<double>(static_cast<float>(d)), d)
+          << "format " << int(f) << " bits " << std::hex << a << " " << b;
     }
   }
 }
