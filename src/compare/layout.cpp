@@ -549,12 +549,15 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     if (numel_of(p.ref) != numel_of(p.cand)) continue;
     chosen.push_back(i);
   }
-  // Axis sizes by name over every tensor of the comparison, for heads_from_names.
+  // Axis sizes by name over every tensor of the comparison, for heads_from_names, which reads
+  // them only for a tensor with named axes: a million unnamed pairs skip the walk.
   SizeMap sizes;
-  if (!chosen.empty()) {
+  const bool any_named = std::any_of(chosen.begin(), chosen.end(), [&](size_t i) {
+    return !report.pairs[i].ref.axes().empty() || !report.pairs[i].cand.axes().empty();
+  });
+  if (any_named) {
     auto add = [&](const TensorDesc& d) {
-      // Only named axes add sizes: the label was formatted for each of a million unnamed tensors.
-      if (d.axes().empty()) return;
+      if (d.axes().empty()) return;  // (the label below would be a string per tensor)
       add_sizes(sizes, d.axes(), d.shape(),
                 "tensor " + fmt_identity(d));
     };

@@ -77,6 +77,7 @@ void first_points(Report& rep, const CompareOptions& options) {
   rep.first_silent_zero.reset();
   rep.growth.clear();
   rep.amplifiers.clear();
+  std::vector<size_t> amp;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PairResult& p = pairs[i];
     if (!p.compared) continue;
@@ -87,13 +88,8 @@ void first_points(Report& rep, const CompareOptions& options) {
     if (!rep.first_silent_zero && (has_code(p, "all_zero") || has_code(p, "norm_vanished")))
       rep.first_silent_zero = i;
     if (p.ref.role == Role::output) rep.growth.push_back({i, p.error});
-  }
-
-  std::vector<size_t> amp;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const PairResult& p = pairs[i];
-    if (p.compared && p.basis() != "none" && p.amplification > 1.0 && p.error >= kAmplifierFloor)
-      amp.push_back(i);
+    // (In the same walk: each walk over a million pairs of 440 bytes is some 40 ms.)
+    if (p.amplification > 1.0 && p.error >= kAmplifierFloor && p.basis() != "none") amp.push_back(i);
   }
   // The first max_amplifiers of a stable sort by (amplification, error), both descending: a
   // partial sort with the pair index as the last key gives the same list in O(n log k) (every
