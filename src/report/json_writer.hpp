@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <span>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -100,6 +102,56 @@ class JsonBuffer {
   char* data_ = nullptr;
   char* end_ = nullptr;
   char* cap_ = nullptr;
+};
+
+// The inputs of a run of members (JsonWriter::run): values as their bytes, strings and arrays
+// with their length first, so two keys compare equal only when every input is the same. A key
+// that outgrows its buffer is marked unusable and the run is written afresh.
+class RunKey {
+ public:
+  template <class T>
+  DS_JSON_INLINE RunKey& add(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes(&v, sizeof v);
+    return *this;
+  }
+  DS_JSON_INLINE RunKey& str(std::string_view s) {
+    add(s.size());
+    bytes(s.data(), s.size());
+    return *this;
+  }
+  template <class Range>
+  RunKey& strings(const Range& v) {
+    add(v.size());
+    for (const auto& x : v) str(x);
+    return *this;
+  }
+  template <class T>
+  DS_JSON_INLINE RunKey& span(std::span<const T> v) {
+    add(v.size());
+    bytes(v.data(), v.size() * sizeof(T));
+    return *this;
+  }
+  void fail() { n_ = sizeof buf_ + 1; }
+  bool ok() const { return n_ <= sizeof buf_; }
+  std::string_view view() const { return {buf_, n_}; }
+
+ private:
+  DS_JSON_INLINE void bytes(const void* p, size_t n) {
+    if (n > sizeof buf_ - std::min(n_, sizeof buf_)) return fail();
+    std::memcpy(buf_ + n_, p, n);
+    n_ += n;
+  }
+  char buf_[240];
+  size_t n_ = 0;
+};
+
+// The last text of one run of members and the key it was written for (one per run and thread).
+struct RunText {
+  std::string key;
+  std::string text;
+  int depth = -1;
+  int indent = 0;
 };
 
 class JsonWriter {
@@ -202,6 +254,29 @@ class JsonWriter {
       spaces(pad);
     }
     out_.append(std::string_view(s).substr(from));
+  }
+
+  // Members written by fn (whose text is a function of `key` alone), or, when `last` holds the
+  // text fn wrote for the same key at the same depth, that text copied whole: a report repeats
+  // long runs of members from pair to pair (nulls, zero counts, one dtype, one criteria), and
+  // writing them member by member was most of formatting a pair. Only after an object's first
+  // member, where the separator before the run is always ",".
+  template <class Fn>
+  DS_JSON_INLINE void run(RunText& last, const RunKey& key, Fn&& fn) {
+    if (!key.ok() || after_key_ || open_.empty() || open_.back() != 0) [[unlikely]] {
+      fn();
+      return;
+    }
+    if (last.depth == depth_ && last.indent == indent_ && std::string_view(last.key) == key.view()) {
+      out_.append(last.text);
+      return;
+    }
+    const size_t from = out_.size();
+    fn();
+    last.text.assign(out_.view().substr(from));
+    last.key.assign(key.view());
+    last.depth = depth_;
+    last.indent = indent_;
   }
 
   // A std::vector or std::span of strings or integers.

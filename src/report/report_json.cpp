@@ -24,6 +24,8 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 using compare_detail::JsonBuffer;
 using compare_detail::JsonWriter;
+using compare_detail::RunKey;
+using compare_detail::RunText;
 
 ordered_json real(double v) {
   if (std::isnan(v)) return nullptr;
@@ -127,6 +129,13 @@ class CriteriaText {
   std::string text_;
 };
 
+// What one formatting thread keeps from pair to pair: the criteria's text and the last text of
+// each run of members write_pair copies whole while its inputs repeat (JsonWriter::run).
+struct PairText {
+  CriteriaText criteria;
+  RunText runs[7];
+};
+
 // PairResult::coords_of(flat) written into c[0, shape.size()): the same digits, the same zeros
 // left in the leading axes when an axis is 0.
 constexpr size_t kJsonCoordsInline = 16;
@@ -140,7 +149,7 @@ void json_unravel(uint64_t flat, std::span<const uint64_t> shape, uint64_t* c) {
 }
 
 // `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
-void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p, size_t i,
+void write_pair(JsonWriter& w, PairText& memo, const PairResult& p, size_t i,
                 const std::vector<uint32_t>* ranks = nullptr) {
   const Metrics& m = p.metrics;
   const bool c = p.compared;
@@ -175,20 +184,29 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.begin_object();
   w.key("pair"), w.number(static_cast<uint64_t>(i));
   w.key("name"), w.str(p.ref.name());
-  w.key("occurrence"), w.number(p.ref.occurrence);
-  w.key("role"), w.str(role_name(p.ref.role));
-  w.key("role_index"), w.number(p.ref.role_index);
-  w.key("op_type"), w.str(p.ref.op_type());
+  // Each run's key holds every value its members print (RunKey; a value left out would print
+  // the previous pair's text).
+  w.run(memo.runs[0], RunKey().add(p.ref.occurrence).add(p.ref.role).add(p.ref.role_index).str(p.ref.op_type()), [&] {
+    w.key("occurrence"), w.number(p.ref.occurrence);
+    w.key("role"), w.str(role_name(p.ref.role));
+    w.key("role_index"), w.number(p.ref.role_index);
+    w.key("op_type"), w.str(p.ref.op_type());
+  });
   w.key("index_ref"), w.number(p.ref.exec_index);
   w.key("index_cand"), w.number(p.cand.exec_index);
   w.key("candidate_name"), w.str(p.cand.name());
-  w.key("dtype_ref"), w.str(dtype_name(p.ref.dtype));
-  w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
-  w.key("shape_ref"), w.array_of(p.ref.shape());
-  w.key("shape_cand"), w.array_of(p.cand.shape());
-  w.key("axes_ref"), w.array_of(p.ref.axes());
-  w.key("axes_cand"), w.array_of(p.cand.axes());
-  w.key("status"), w.str(status_name(p.status));
+  w.run(memo.runs[1],
+        RunKey().add(p.ref.dtype).add(p.cand.dtype).span(p.ref.shape()).span(p.cand.shape())
+            .strings(p.ref.axes()).strings(p.cand.axes()).add(p.status),
+        [&] {
+          w.key("dtype_ref"), w.str(dtype_name(p.ref.dtype));
+          w.key("dtype_cand"), w.str(dtype_name(p.cand.dtype));
+          w.key("shape_ref"), w.array_of(p.ref.shape());
+          w.key("shape_cand"), w.array_of(p.cand.shape());
+          w.key("axes_ref"), w.array_of(p.ref.axes());
+          w.key("axes_cand"), w.array_of(p.cand.axes());
+          w.key("status"), w.str(status_name(p.status));
+        });
   w.key("reasons");
   w.begin_array();
   for (const auto& r : p.reasons()) {
@@ -198,41 +216,58 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
     w.end_object();
   }
   w.end_array();
-  w.key("notes"), w.array_of(p.notes());
-  w.key("estimated"), w.boolean(p.estimated);
-  w.key("permutation");
-  if (p.permutation().empty()) w.null();
-  else w.array_of(p.permutation());
-  w.key("layout");
-  if (p.layout()) w.json(layout_json(p.layout()));
-  else w.null();
-  w.key("criteria");
-  if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
-    w.null();
-  } else {
+  const bool judged = p.status != PairStatus::incomparable && p.status != PairStatus::skipped;
+  RunKey k2;
+  k2.strings(p.notes()).add(p.estimated).span(std::span<const uint32_t>(p.permutation())).add(judged);
+  if (p.layout()) k2.fail();  // rare, and its text holds more than the key would
+  if (judged) {
     const Criteria& cr = p.criteria();
-    auto opt = [&](const auto& k, const std::optional<double>& v) {
-      w.key(k);
-      if (v) write_real(w, *v);
-      else w.null();
+    k2.str(p.criteria_source());
+    auto opt = [&](const auto& v) {
+      k2.add(v.has_value());
+      if (v) k2.add(*v);
     };
-    w.begin_object();
-    w.key("source"), w.str(p.criteria_source());
-    w.key("text"), w.str(criteria_text(cr));
-    opt("atol", cr.atol);
-    opt("rtol", cr.rtol);
-    opt("max_mismatch_fraction", cr.max_mismatch_fraction);
-    opt("min_cosine", cr.min_cosine);
-    opt("min_sqnr_db", cr.min_sqnr_db);
-    opt("max_rel_l2", cr.max_rel_l2);
-    w.key("max_ulp");
-    if (cr.max_ulp) w.number(*cr.max_ulp);
-    else w.null();
-    opt("min_argmax_agreement", cr.min_argmax_agreement);
-    opt("min_topk_overlap", cr.min_topk_overlap);
-    w.end_object();
+    opt(cr.atol), opt(cr.rtol), opt(cr.max_mismatch_fraction), opt(cr.min_cosine), opt(cr.min_sqnr_db),
+        opt(cr.max_rel_l2), opt(cr.max_ulp), opt(cr.min_argmax_agreement), opt(cr.min_topk_overlap);
   }
-  cnt("count", m.count);
+  k2.add(c).add(m.count);
+  w.run(memo.runs[2], k2, [&] {
+    w.key("notes"), w.array_of(p.notes());
+    w.key("estimated"), w.boolean(p.estimated);
+    w.key("permutation");
+    if (p.permutation().empty()) w.null();
+    else w.array_of(p.permutation());
+    w.key("layout");
+    if (p.layout()) w.json(layout_json(p.layout()));
+    else w.null();
+    w.key("criteria");
+    if (p.status == PairStatus::incomparable || p.status == PairStatus::skipped) {
+      w.null();
+    } else {
+      const Criteria& cr = p.criteria();
+      auto opt = [&](const auto& k, const std::optional<double>& v) {
+        w.key(k);
+        if (v) write_real(w, *v);
+        else w.null();
+      };
+      w.begin_object();
+      w.key("source"), w.str(p.criteria_source());
+      w.key("text"), w.str(memo.criteria(cr));
+      opt("atol", cr.atol);
+      opt("rtol", cr.rtol);
+      opt("max_mismatch_fraction", cr.max_mismatch_fraction);
+      opt("min_cosine", cr.min_cosine);
+      opt("min_sqnr_db", cr.min_sqnr_db);
+      opt("max_rel_l2", cr.max_rel_l2);
+      w.key("max_ulp");
+      if (cr.max_ulp) w.number(*cr.max_ulp);
+      else w.null();
+      opt("min_argmax_agreement", cr.min_argmax_agreement);
+      opt("min_topk_overlap", cr.min_topk_overlap);
+      w.end_object();
+    }
+    cnt("count", m.count);
+  });
   num("cosine", m.cosine, c);
   num("rmse", m.rmse, exact);
   num("max_abs_diff", m.max_abs_diff, exact);
@@ -252,45 +287,58 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   index_member("max_abs_index", m.max_abs_index, exact);
   coords("max_abs_coords", m.max_abs_index, exact && m.max_abs_index >= 0);
   index_member("max_ulp", m.max_ulp, exact);
-  cnt("nan_ref", m.nan_ref());
-  cnt("nan_cand", m.nan_cand());
-  w.key("nan_positions_match");
-  if (c) w.boolean(m.nan_positions_match);
-  else w.null();
-  cnt("inf_ref", m.inf_ref());
-  cnt("inf_cand", m.inf_cand());
-  w.key("inf_positions_match");
-  if (c) w.boolean(m.inf_positions_match);
-  else w.null();
+  w.run(memo.runs[3],
+        RunKey().add(c).add(m.nan_ref()).add(m.nan_cand()).add(m.nan_positions_match).add(m.inf_ref())
+            .add(m.inf_cand()).add(m.inf_positions_match),
+        [&] {
+          cnt("nan_ref", m.nan_ref());
+          cnt("nan_cand", m.nan_cand());
+          w.key("nan_positions_match");
+          if (c) w.boolean(m.nan_positions_match);
+          else w.null();
+          cnt("inf_ref", m.inf_ref());
+          cnt("inf_cand", m.inf_cand());
+          w.key("inf_positions_match");
+          if (c) w.boolean(m.inf_positions_match);
+          else w.null();
+        });
   num("norm_ref", m.norm_ref, c);
   num("norm_cand", m.norm_cand, c);
-  cnt("zero_ref", m.zero_ref);
-  cnt("zero_cand", m.zero_cand);
-  num("argmax_agreement", m.argmax_agreement(), exact);
-  num("topk_overlap", m.topk_overlap(), exact);
-  w.key("top_k");
-  if (exact && m.top_k()) w.number(m.top_k());
-  else w.null();
-  num("cosine_stderr", m.cosine_stderr(), p.estimated);
-  num("rel_l2_stderr", m.rel_l2_stderr(), p.estimated);
-  w.key("reference64");
-  if (p.r64) {
-    w.begin_object();
-    w.key("k"), w.number(p.r64_k());
-    w.key("error_reference"), write_real(w, p.r64_err_ref());
-    w.key("error_candidate"), write_real(w, p.r64_err_cand());
-    w.key("limit"), write_real(w, p.r64_limit());
-    w.end_object();
-  } else {
-    w.null();
-  }
+  RunKey k4;
+  k4.add(c).add(exact).add(p.estimated).add(m.zero_ref).add(m.zero_cand).add(m.argmax_agreement())
+      .add(m.topk_overlap()).add(m.top_k()).add(m.cosine_stderr()).add(m.rel_l2_stderr()).add(p.r64);
+  if (p.r64) k4.fail();  // its three doubles differ from pair to pair
+  w.run(memo.runs[4], k4, [&] {
+    cnt("zero_ref", m.zero_ref);
+    cnt("zero_cand", m.zero_cand);
+    num("argmax_agreement", m.argmax_agreement(), exact);
+    num("topk_overlap", m.topk_overlap(), exact);
+    w.key("top_k");
+    if (exact && m.top_k()) w.number(m.top_k());
+    else w.null();
+    num("cosine_stderr", m.cosine_stderr(), p.estimated);
+    num("rel_l2_stderr", m.rel_l2_stderr(), p.estimated);
+    w.key("reference64");
+    if (p.r64) {
+      w.begin_object();
+      w.key("k"), w.number(p.r64_k());
+      w.key("error_reference"), write_real(w, p.r64_err_ref());
+      w.key("error_candidate"), write_real(w, p.r64_err_cand());
+      w.key("limit"), write_real(w, p.r64_limit());
+      w.end_object();
+    } else {
+      w.null();
+    }
+  });
   num("error", p.error, c);
-  w.key("origin");
-  if (p.origin == Origin::none) w.null();
-  else w.str(origin_name(p.origin));
-  w.key("basis");
-  if (c) w.str(p.basis());
-  else w.null();
+  w.run(memo.runs[5], RunKey().add(p.origin).add(c).str(p.basis()), [&] {
+    w.key("origin");
+    if (p.origin == Origin::none) w.null();
+    else w.str(origin_name(p.origin));
+    w.key("basis");
+    if (c) w.str(p.basis());
+    else w.null();
+  });
   w.key("basis_pairs"), w.array_of(p.basis_pairs());
   num("input_error", p.input_error, c && p.basis() != "none");
   num("amplification", p.amplification, c);
@@ -298,11 +346,15 @@ void write_pair(JsonWriter& w, CriteriaText& criteria_text, const PairResult& p,
   w.key("source");
   if (p.ref.source().empty()) w.null();
   else w.str(p.ref.source());
-  num("rounding", p.rounding, c);
-  w.key("beyond_rounding");
-  if (c) w.boolean(p.beyond_rounding);
-  else w.null();
-  w.key("parameter_pairs"), w.array_of(p.parameter_pairs());
+  w.run(memo.runs[6],
+        RunKey().add(c).add(p.rounding).add(p.beyond_rounding).span(std::span<const size_t>(p.parameter_pairs())),
+        [&] {
+          num("rounding", p.rounding, c);
+          w.key("beyond_rounding");
+          if (c) w.boolean(p.beyond_rounding);
+          else w.null();
+          w.key("parameter_pairs"), w.array_of(p.parameter_pairs());
+        });
   if (ranks) {  // dump sets only (docs/dumpsets.md §7)
     w.key("ranks"), w.array_of(*ranks);
     w.key("ranks_ref"), w.array_of(p.ref.ranks());
@@ -574,7 +626,7 @@ Result<void> report_to_json(const Report& r, int indent,
                         std::pair{"first_nonfinite", r.first_nonfinite},
                         std::pair{"first_silent_zero", r.first_silent_zero}})
     DRIFTSCOPE_TRY(e.member_written(key, [&, i = i](JsonWriter& w) {
-      CriteriaText text;
+      PairText text;
       if (i) write_pair(w, text, r.pairs[*i], *i);
       else w.null();
     }));
@@ -584,7 +636,7 @@ Result<void> report_to_json(const Report& r, int indent,
     DRIFTSCOPE_TRY(e.member("affected_ranks", ordered_json(r.affected_ranks)));
   }
   DRIFTSCOPE_TRY(e.array_written("tensors", r.pairs.size(), [&](JsonWriter& w, size_t i) {
-    thread_local CriteriaText text;  // array_written may format on several threads
+    thread_local PairText text;  // array_written may format on several threads
     if (!r.sets) return write_pair(w, text, r.pairs[i], i);
     const auto ranks = r.pair_ranks(r.pairs[i]);
     write_pair(w, text, r.pairs[i], i, &ranks);

@@ -84,6 +84,85 @@ TEST(ReportJson, StreamedTextIsTheDocumentDump) {
   EXPECT_EQ(calls, 1u);
 }
 
+// write_pair copies a run of members whole while its inputs repeat from pair to pair
+// (JsonWriter::run); each pair must still print its own values. Neighbouring pairs here differ in
+// every input of every run (dtype, shape, axes, op, role index, status, criteria, counts of NaN and
+// zeros, origin and basis), then the first kind of pair comes back; each pair's members are held to
+// the pair itself. A run whose key left out one of its values prints the pair before's.
+TEST(ReportJson, RepeatedMembersFollowEachPair) {
+  ScratchDir d;
+  auto v = noise(16, 1);
+  auto nan = v;
+  nan[2] = std::nan("");
+  auto zeros = v;
+  zeros[0] = zeros[5] = 0;
+  auto off = v;
+  for (auto& x : off) x *= 1.01;
+  std::vector<Entry> a, b;
+  auto pair = [&](Entry e, std::vector<double> cand, std::vector<uint64_t> cand_shape = {}) {
+    a.push_back(e);
+    e.values = std::move(cand);
+    e.shape = std::move(cand_shape);
+    b.push_back(e);
+  };
+  pair({"p0", v}, v);
+  pair({"p1", v}, nan);
+  pair({"p2", v, {}, DType::f16}, v);
+  pair({"p3", zeros, {4, 4}, DType::f32, Role::output, 0, "Op", {"batch", "hidden"}}, off, {4, 4});
+  pair({"p4", v, {16}}, noise(8, 2));  // incomparable: no criteria, no metrics
+  pair({"p5", v}, v);
+  pair({"p6", v, {}, DType::f32, Role::input, 1, "Other"}, off);
+  pair({"p7", v}, v);
+  // Each of these differs from the pair before in one value of one run only.
+  pair({"p8", v, {}, DType::f32, Role::output, 0, "OpB"}, v);
+  pair({"p9", v, {}, DType::f32, Role::output, 2, "OpB"}, v);
+  auto zero_cand = v;
+  zero_cand[1] = 0;
+  pair({"p10", v, {}, DType::f32, Role::output, 2, "OpB"}, zero_cand);
+  for (int round = 0; round < 2; ++round) {  // the second report starts with the first one's runs held
+    Report r = run_compare(write_dump(d.file("a" + std::to_string(round) + ".tdump"), a),
+                           write_dump(d.file("b" + std::to_string(round) + ".tdump"), b));
+    ASSERT_EQ(r.pairs.size(), a.size());
+    auto j = nlohmann::json::parse(report_to_json(r));
+    for (size_t i = 0; i < r.pairs.size(); ++i) {
+      const PairResult& p = r.pairs[i];
+      const auto& t = j["tensors"][i];
+      const bool c = p.compared;
+      SCOPED_TRACE(p.ref.name());
+      EXPECT_EQ(t["role"], role_name(p.ref.role));
+      EXPECT_EQ(t["role_index"], p.ref.role_index);
+      EXPECT_EQ(t["op_type"], p.ref.op_type());
+      EXPECT_EQ(t["dtype_ref"], dtype_name(p.ref.dtype));
+      EXPECT_EQ(t["dtype_cand"], dtype_name(p.cand.dtype));
+      EXPECT_EQ(t["shape_ref"], nlohmann::json(std::vector<uint64_t>(p.ref.shape().begin(), p.ref.shape().end())));
+      EXPECT_EQ(t["shape_cand"], nlohmann::json(std::vector<uint64_t>(p.cand.shape().begin(), p.cand.shape().end())));
+      EXPECT_EQ(t["axes_ref"], nlohmann::json(p.ref.axes()));
+      EXPECT_EQ(t["status"], status_name(p.status));
+      const bool judged = p.status != PairStatus::incomparable && p.status != PairStatus::skipped;
+      if (judged) EXPECT_EQ(t["criteria"]["source"], p.criteria_source());
+      else EXPECT_EQ(t["criteria"], nullptr);
+      EXPECT_EQ(t["count"], c ? nlohmann::json(p.metrics.count) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["nan_cand"], c ? nlohmann::json(p.metrics.nan_cand()) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["nan_positions_match"], c ? nlohmann::json(p.metrics.nan_positions_match) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["zero_ref"], c ? nlohmann::json(p.metrics.zero_ref) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["zero_cand"], c ? nlohmann::json(p.metrics.zero_cand) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["origin"], p.origin == Origin::none ? nlohmann::json(nullptr) : nlohmann::json(origin_name(p.origin)));
+      EXPECT_EQ(t["basis"], c ? nlohmann::json(p.basis()) : nlohmann::json(nullptr));
+      EXPECT_EQ(t["beyond_rounding"], c ? nlohmann::json(p.beyond_rounding) : nlohmann::json(nullptr));
+    }
+    // Every kind of neighbour is there (else the test would hold nothing).
+    EXPECT_EQ(j["tensors"][1]["nan_cand"], 1);
+    EXPECT_EQ(j["tensors"][2]["dtype_ref"], "f16");
+    EXPECT_EQ(j["tensors"][round == 0 ? 3 : 0]["zero_ref"], 2);
+    EXPECT_EQ(j["tensors"][4]["status"], "incomparable");
+    EXPECT_EQ(j["tensors"][6]["op_type"], "Other");
+    EXPECT_EQ(j["tensors"][8]["op_type"], "OpB");
+    EXPECT_EQ(j["tensors"][9]["role_index"], 2);
+    EXPECT_EQ(j["tensors"][10]["zero_cand"], 1);
+    std::swap(a[0], a[3]), std::swap(b[0], b[3]);
+  }
+}
+
 TEST(ReportMarkdown, EscapesCellsAndLeadsWithVerdict) {
   ScratchDir d;
   auto v = noise(8, 2);
