@@ -361,9 +361,15 @@ def test_sigkill_loses_no_durable_record(java, tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         durable = {}
         # Killed after a random number of durable records, or (odd runs) at a random moment, when
-        # the JVM may be anywhere, mid-write included.
+        # the JVM may be anywhere, mid-write included. That moment is counted from the first
+        # durable record: a fixed delay from the start ran out before a loaded machine's JVM had
+        # created the file (a kill before anything is written tests nothing).
         if run % 2:
-            time.sleep(0.5 + rng.random())
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            i, off = parse_durable(line)
+            durable[i] = off
+            time.sleep(rng.random())
         else:
             target, deadline = rng.randint(1, 60), time.monotonic() + 60
             while len(durable) < target and time.monotonic() < deadline:
