@@ -138,6 +138,7 @@ class RunKey {
 
  private:
   DS_JSON_INLINE void bytes(const void* p, size_t n) {
+    if (n == 0) return;  // (an empty span's or string's data() may be null: no memcpy from it)
     if (n > sizeof buf_ - std::min(n_, sizeof buf_)) return fail();
     std::memcpy(buf_ + n_, p, n);
     n_ += n;
