@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -180,6 +181,7 @@ enum class PairStatus : uint8_t {
   skipped,         // a policy rule said skip
   not_compared,    // after the first divergence with stop_at_first
 };
+inline constexpr size_t kPairStatuses = 6;  // the number of PairStatus values
 // introduced: born here; inherited: carried in from its inputs; amplified: its inputs carried
 // error and this op multiplied it by at least CompareOptions::amplification_threshold
 // (docs/compare.md §5).
@@ -730,6 +732,9 @@ struct DS_API Report {
   bool sets = false;
   std::vector<uint32_t> first_divergence_ranks, first_nonfinite_ranks, affected_ranks;
   const std::vector<uint32_t>& pair_ranks(const PairResult& p) const noexcept;
+  // The number of pairs of each status, indexed by PairStatus, in one walk over the pairs;
+  // count(s) is counts()[s].
+  std::array<size_t, kPairStatuses> counts() const noexcept;
   size_t count(PairStatus s) const noexcept;
 };
 

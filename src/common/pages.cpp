@@ -1,9 +1,12 @@
 #include "common/pages.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "common/thread_pool.hpp"
 
 namespace driftscope::detail {
 
@@ -44,6 +47,15 @@ void populate_for_write(void* p, size_t n) noexcept {
   (void)p;
   (void)n;
 #endif
+}
+
+void populate_for_write(void* p, size_t n, unsigned threads) {
+  constexpr size_t kSlice = size_t{16} << 20;
+  if (n < 2 * kSlice) return;
+  auto* base = static_cast<std::byte*>(p);
+  parallel_for((n + kSlice - 1) / kSlice, [&](size_t i) {
+    populate_for_write(base + i * kSlice, std::min(kSlice, n - i * kSlice));
+  }, threads);
 }
 
 }  // namespace driftscope::detail

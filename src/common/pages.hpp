@@ -21,5 +21,8 @@ void populate_pages(std::span<const std::byte> bytes) noexcept;
 // the thread that fills it; call it from several threads on disjoint slices to spread the
 // kernel's page zeroing. A no-op where unsupported.
 void populate_for_write(void* p, size_t n) noexcept;
+// The same in 16 MiB slices on up to `threads` of the pool's threads (thread_pool.hpp); below
+// two slices, nothing (fewer faults than a thread hand-off costs).
+void populate_for_write(void* p, size_t n, unsigned threads);
 
 }  // namespace driftscope::detail

@@ -339,67 +339,20 @@ void plan_pair(PlannedPair& p, PairResult& res, const Record& ref, size_t ref_in
 }
 }  // namespace
 
-std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape) {
-  std::vector<uint64_t> c(shape.size(), 0);
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return c;
-    c[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  return c;
+Result<std::optional<Filter>> optional_filter(const std::string& expression) {
+  if (expression.empty()) return std::optional<Filter>{};
+  auto f = Filter::parse(expression);
+  if (!f) return std::move(f).error();
+  return std::optional<Filter>(std::move(*f));
 }
-
-std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
-                                     const std::vector<uint64_t>& cand_shape,
-                                     const std::vector<uint32_t>& permutation) {
-  const size_t rank = ref_shape.size();
-  std::vector<uint64_t> cand_stride(rank, 1);
-  for (size_t i = rank; i-- > 1;) cand_stride[i - 1] = cand_stride[i] * cand_shape[i];
-  // Stride, in the candidate, of each reference axis; then walk the reference in row-major order
-  // with an odometer, so each step costs O(1) amortised.
-  std::vector<uint64_t> step(rank);
-  for (size_t i = 0; i < rank; ++i) step[i] = cand_stride[permutation[i]];
-  uint64_t n = 1;
-  for (uint64_t d : ref_shape) n *= d;
-  std::vector<uint64_t> out(n);
-  std::vector<uint64_t> coord(rank, 0);
-  uint64_t off = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    out[i] = off;
-    for (size_t ax = rank; ax-- > 0;) {
-      if (++coord[ax] < ref_shape[ax]) {
-        off += step[ax];
-        break;
-      }
-      off -= step[ax] * (ref_shape[ax] - 1);
-      coord[ax] = 0;
-    }
-  }
-  return out;
-}
-
-namespace {
-// detail::populate_for_write over [p, p + n) in 16 MiB slices on the pool's threads.
-void populate_in_parallel(void* p, size_t n, unsigned threads) {
-  constexpr size_t kSlice = size_t{16} << 20;
-  if (n < 2 * kSlice) return;  // fewer faults than a thread hand-off costs
-  auto* base = static_cast<std::byte*>(p);
-  detail::parallel_for((n + kSlice - 1) / kSlice, [&](size_t i) {
-    detail::populate_for_write(base + i * kSlice, std::min(kSlice, n - i * kSlice));
-  }, threads);
-}
-}  // namespace
 
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options,
                         bool release_pages) {
   auto renamer = Renamer::make(options.names);
   if (!renamer) return std::move(renamer).error();
-  std::optional<Filter> filter;
-  if (!options.filter.empty()) {
-    auto f = Filter::parse(options.filter);
-    if (!f) return std::move(f).error();
-    filter = std::move(*f);
-  }
+  auto parsed = optional_filter(options.filter);
+  if (!parsed) return std::move(parsed).error();
+  const std::optional<Filter>& filter = *parsed;
   auto accepted = [&](const Record& r, const std::string& name) {
     if (!filter) return true;
     if (name == r.info.name) return filter->accepts(r.info, r.info.exec_index);
@@ -572,8 +525,8 @@ Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOpti
     // A million results are some 400 MB of fresh pages; faulted one at a time by the serial
     // construction below they were 11-18% of a million-pair comparison (issue 30 item 4), so
     // the threads map them first, in slices.
-    populate_in_parallel(out.pairs.data(), matched.size() * sizeof(PlannedPair), options.threads);
-    populate_in_parallel(out.results.data(), matched.size() * sizeof(PairResult), options.threads);
+    detail::populate_for_write(out.pairs.data(), matched.size() * sizeof(PlannedPair), options.threads);
+    detail::populate_for_write(out.results.data(), matched.size() * sizeof(PairResult), options.threads);
     out.pairs.assign(matched.size(), PlannedPair{});
     out.results.resize(matched.size());
     std::atomic<bool> mismatch{false};

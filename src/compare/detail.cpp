@@ -2,8 +2,8 @@
 // DetailPass rides on the metrics pass (numerics::ChunkObserver): each of the kernel's tasks feeds
 // its chunks, still in L1, to a task-local accumulator, merged into the pair's under a lock when
 // the task ends. Every merge is exact and order-free (integer counts, maxima, the best kWorst
-// elements of a total order), so the result is the same for any thread count. pair_detail() is
-// the separate pass it replaced, kept as the reference the tests hold DetailPass to.
+// elements of a total order), so the result is the same for any thread count. The tests hold it
+// to a separate element-by-element pass (tests/unit/compare/detail_test.cpp).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -13,6 +13,7 @@
 
 #include "compare/internal.hpp"
 #include "driftscope/decode.hpp"
+#include "numerics/log_bins.hpp"
 #include "numerics/pair_metrics.hpp"
 
 namespace driftscope::compare_detail {
@@ -22,100 +23,11 @@ constexpr uint64_t kChunk = 4096;
 constexpr uint64_t kMinColumns = 64, kMaxColumns = 16384;  // DetailTask::by_columns
 constexpr size_t kBins = PairDetail::kHistBins;
 
-// Lower edges 10^(kHistFirstExp + k/B) of bins 1 .. kHistBins-1.
-const std::array<double, kBins - 1>& hist_edges() {
-  static const auto edges = [] {
-    std::array<double, kBins - 1> e{};
-    for (int k = 1; k < PairDetail::kHistBins; ++k)
-      e[static_cast<size_t>(k - 1)] =
-          std::pow(10.0, PairDetail::kHistFirstExp + double(k) / PairDetail::kHistBinsPerDecade);
-    return e;
-  }();
-  return edges;
-}
-
-// The bin by definition: the number of edges <= d.
-size_t hist_bin_search(double d) {
-  const auto& e = hist_edges();
-  return static_cast<size_t>(std::upper_bound(e.begin(), e.end(), d) - e.begin());
-}
-
-// The same bin without a search: consecutive edges are 10^(1/B) > 2 apart, so a binade
-// [2^x, 2^(x+1)) holds at most one edge, and for d in it the bin is (edges below 2^x) +
-// (d >= that edge). Indexed by the biased exponent field clamped to [lo, hi]: every binade at or
-// below lo lies under the first edge (bin 0, zero and subnormals included), every one at or above
-// hi over the last (the last bin, +inf included: its "edge" is NaN, never reached).
-struct BinTable {
-  static constexpr size_t kMax = 160;
-  uint64_t lo = 0, hi = 0;
-  std::array<uint8_t, kMax> base{};
-  std::array<double, kMax> edge{};
-  BinTable() {
-    const auto& e = hist_edges();
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    // Binade of field f: [2^(f-1023), 2^(f-1022)) for f >= 1 (field 0: zero and subnormals).
-    uint64_t f_lo = 1;
-    while (std::ldexp(1.0, static_cast<int>(f_lo) - 1022) <= e.front()) ++f_lo;
-    lo = f_lo - 1;  // the last binade wholly below the first edge
-    uint64_t f_hi = lo;
-    while (std::ldexp(1.0, static_cast<int>(f_hi) - 1023) <= e.back()) ++f_hi;
-    hi = f_hi;  // the first binade wholly above the last edge
-    for (uint64_t f = lo; f <= hi; ++f) {
-      const double low = std::ldexp(1.0, static_cast<int>(f) - 1023);
-      const double high = std::ldexp(1.0, static_cast<int>(f) - 1022);
-      const size_t below = static_cast<size_t>(std::lower_bound(e.begin(), e.end(), low) - e.begin());
-      base[f - lo] = static_cast<uint8_t>(below);
-      edge[f - lo] = below < e.size() && e[below] < high ? e[below] : nan;
-    }
-    base[0] = 0;
-    edge[0] = nan;
-  }
-  // d >= 0, not NaN.
-  size_t bin(double d) const {
-    const uint64_t f = std::clamp<uint64_t>(std::bit_cast<uint64_t>(d) >> 52, lo, hi) - lo;
-    return base[f] + static_cast<size_t>(d >= edge[f]);
-  }
-};
-
-const BinTable& bin_table() {
-  static const BinTable t;
-  return t;
-}
-
-// The smallest float32 >= t (t >= 0, not NaN; +inf past the largest float32), so that for a d
-// that is a float32 value, d >= t exactly when d >= round_up_f32(t).
-float round_up_f32(double t) {
-  if (t > static_cast<double>(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
-  const float f = static_cast<float>(t);
-  return static_cast<double>(f) < t ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
-}
-
-// Per float32 exponent field e (1..254), binade [2^(e-127), 2^(e-126)): base[e] = the bin of its
-// start (the number of edges <= it), edge[e] = the mantissa bits of the smallest float32 >= the
-// edge inside the binade, 0x800000 (above every mantissa) when no float32 of the binade reaches
-// an edge (numerics::DiffCodes, DetailTask::bin_columns).
-struct BinadeTable {
-  std::array<int32_t, 256> base{};
-  std::array<int32_t, 256> edge{};
-  BinadeTable() {
-    const auto& edges = hist_edges();
-    for (int e = 1; e < 255; ++e) {
-      const double start = std::ldexp(1.0, e - 127), end = std::ldexp(1.0, e - 126);
-      const size_t b = hist_bin_search(start);
-      base[static_cast<size_t>(e)] = static_cast<int32_t>(b);
-      edge[static_cast<size_t>(e)] = 0x800000;
-      if (b < edges.size() && edges[b] < end) {
-        const float up = round_up_f32(edges[b]);
-        if (static_cast<double>(up) < end)
-          edge[static_cast<size_t>(e)] = static_cast<int32_t>(std::bit_cast<uint32_t>(up) & 0x7FFFFF);
-      }
-    }
-  }
-};
-
-const BinadeTable& binade_table() {
-  static const BinadeTable t;
-  return t;
+// The histogram's bins (compare.hpp, PairDetail).
+const numerics::LogBins& bins() {
+  static const numerics::LogBins b(PairDetail::kHistFirstExp, PairDetail::kHistBinsPerDecade,
+                                   PairDetail::kHistBins);
+  return b;
 }
 
 // The exponent field of a float32 value held in a double.
@@ -162,9 +74,6 @@ uint64_t cell_of(uint64_t i, uint64_t count, uint64_t cells) {
 
 }  // namespace
 
-size_t hist_bin_reference(double d) { return hist_bin_search(d); }
-size_t hist_bin_fast(double d) { return bin_table().bin(d); }
-
 struct DetailPass::State {
   std::mutex mu;
   PairDetail d;
@@ -198,8 +107,7 @@ class DetailTask final : public numerics::ChunkTask {
     if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
       // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
       // value, and rows are long enough for the column maxima (diff_cols).
-      const BinadeTable& bt = binade_table();
-      numerics::DiffCodes codes{bt.base.data(), bt.edge.data(), field(c.max_abs), codes_.data()};
+      numerics::DiffCodes codes{bins().binade_base(), bins().binade_edge(), field(c.max_abs), codes_.data()};
       const double low = by_columns(c, &codes);  // the smallest positive d
       f32 = true;
       top = c.max_abs;
@@ -345,32 +253,18 @@ class DetailTask final : public numerics::ChunkTask {
   // per vector: for such d, d >= t is d >= (t rounded up to a float32). A chunk with one d that
   // is not a float32 value counts on float64, so the counts are the same either way.
   void bin_finite(const double* d, size_t m, const numerics::DiffStats& st) {
-    const BinTable& t = bin_table();
-    const size_t lo = t.bin(st.min), hi = t.bin(st.max);
+    const bool zeros = st.min == 0;
     std::array<double, kBins> thresholds;
     std::array<uint64_t, kBins> at_least;
-    const bool zeros = st.min == 0;
-    size_t k = 0;
-    if (zeros) thresholds[k++] = std::numeric_limits<double>::denorm_min();
-    for (size_t b = lo; b < hi; ++b) thresholds[k++] = hist_edges()[b];  // lower edge of b + 1
+    const size_t k = bins().thresholds(zeros, st.min, st.max, thresholds.data());
     if (st.f32) {
       std::array<float, kBins> up;
-      for (size_t j = 0; j < k; ++j) up[j] = round_up_f32(thresholds[j]);
+      for (size_t j = 0; j < k; ++j) up[j] = numerics::round_up_f32(thresholds[j]);
       numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
     } else {
       numerics::count_at_least(d, m, thresholds.data(), k, at_least.data());
     }
-    uint64_t above = m;  // d in bins >= b (zeros left out once counted)
-    size_t j = 0;
-    if (zeros) {
-      exact_ += m - at_least[0];
-      above = at_least[j++];
-    }
-    for (size_t b = lo; b < hi; ++b, ++j) {
-      hist_[b] += above - at_least[j];
-      above = at_least[j];
-    }
-    hist_[hi] += above;
+    exact_ += bins().add_counts(zeros, st.min, st.max, m, at_least.data(), hist_.data());
   }
 
   // The histogram of by_columns's d (float32 values in diff32_, their codes in codes_; low: the
@@ -390,36 +284,27 @@ class DetailTask final : public numerics::ChunkTask {
     std::array<uint64_t, kBins + 1> at_least;
     if (codes.e_first >= 1 && field(low) >= codes.e_first) {
       // Codes below the smallest positive d's are empty: its code's count is every positive d.
-      const auto b0 = static_cast<size_t>(binade_table().base[static_cast<size_t>(codes.e_first)]);
-      const size_t first = 1 + hist_bin_fast(low) - b0, ncodes = 2 + hist_bin_fast(high) - b0;
+      const auto b0 = static_cast<size_t>(bins().binade_base()[codes.e_first]);
+      const size_t first = 1 + bins().bin(low) - b0, ncodes = 2 + bins().bin(high) - b0;
       numerics::count_codes(codes_.data(), m, first, ncodes, at_least.data());
       exact_ += m - at_least[first];
       for (size_t j = first; j < ncodes; ++j)
         hist_[b0 + j - 1] += at_least[j] - (j + 1 < ncodes ? at_least[j + 1] : 0);
       return;
     }
-    // Thresholds: every zero, then the lower edges of bins bin(low) + 1 .. bin(high).
-    const BinTable& t = bin_table();
-    const size_t lo = t.bin(low), hi = t.bin(high);
+    // Every zero, then the lower edges of bins bin(low) + 1 .. bin(high).
+    std::array<double, kBins> thresholds;
     std::array<float, kBins> up;
-    size_t k = 0;
-    up[k++] = std::numeric_limits<float>::denorm_min();
-    for (size_t b = lo; b < hi; ++b) up[k++] = round_up_f32(hist_edges()[b]);
+    const size_t k = bins().thresholds(true, low, high, thresholds.data());
+    for (size_t j = 0; j < k; ++j) up[j] = numerics::round_up_f32(thresholds[j]);
     numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
-    exact_ += m - at_least[0];
-    uint64_t above = at_least[0];
-    size_t j = 1;
-    for (size_t b = lo; b < hi; ++b, ++j) {
-      hist_[b] += above - at_least[j];
-      above = at_least[j];
-    }
-    hist_[hi] += above;
+    exact_ += bins().add_counts(true, low, high, m, at_least.data(), hist_.data());
   }
 
   // A chunk with NaN/Inf somewhere: element by element, and the runs' maxima. Returns the
   // largest d.
   double bin_any(const numerics::ObservedChunk& c, double* d) {
-    const BinTable& t = bin_table();
+    const numerics::LogBins& t = bins();
     for (size_t k = 0; k < c.n; ++k) {
       const double r = c.ref_at(k), x = c.cand_at(k);
       if (std::isfinite(r) && std::isfinite(x)) {
@@ -494,66 +379,7 @@ PairDetail DetailPass::take(std::span<const uint64_t> shape) {
   for (size_t i = 0; i < d.heat.size(); ++i) d.heat[i] = static_cast<float>(s_->heat[i]);
   std::vector<PairDetail::Element> worst = std::move(s_->worst);
   std::sort(worst.begin(), worst.end(), worse);
-  for (auto& e : worst) e.coords = unravel(e.index, shape);
-  d.worst = std::move(worst);
-  return d;
-}
-
-std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
-                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
-                                      std::span<const uint64_t> cand_index) {
-  PairDetail d;
-  const uint64_t n = ref.numel();
-  init_view(d, ref);
-
-  // The element's cell, advanced by counting instead of two divisions per element.
-  auto edge = [](uint64_t g, uint64_t count, uint64_t cells) { return (g * count + cells - 1) / cells; };
-  uint64_t col = 0, row = 0, gc = 0, gr = 0;
-  uint64_t next_col = d.grid_cols ? edge(1, d.cols, d.grid_cols) : 0;
-  uint64_t next_row = d.grid_rows ? edge(1, d.rows, d.grid_rows) : 0;
-  std::array<double, kChunk> a{}, b{};
-  std::vector<PairDetail::Element> worst;
-  worst.reserve(PairDetail::kWorst + 1);
-  for (uint64_t first = 0; first < n; first += kChunk) {
-    const uint64_t m = std::min(kChunk, n - first);
-    if (!decode(ref, ref_payload, first, std::span<double>(a.data(), m))) return std::nullopt;
-    if (cand_index.empty()) {
-      if (!decode(cand, cand_payload, first, std::span<double>(b.data(), m))) return std::nullopt;
-    } else {
-      for (uint64_t k = 0; k < m; ++k)
-        if (!decode(cand, cand_payload, cand_index[first + k], std::span<double>(&b[k], 1)))
-          return std::nullopt;
-    }
-    for (uint64_t k = 0; k < m; ++k) {
-      const double r = a[k], c = b[k];
-      double diff;
-      if (std::isfinite(r) && std::isfinite(c)) {
-        diff = std::fabs(c - r);
-        if (diff == 0) ++d.exact;
-        else ++d.histogram[hist_bin_search(diff)];
-      } else if ((std::isnan(r) && std::isnan(c)) || r == c) {
-        ++d.nonfinite_same;
-        diff = 0;
-      } else {
-        ++d.nonfinite_differ;
-        diff = HUGE_VAL;
-      }
-      const uint64_t i = first + k;
-      float& cell = d.heat[gr * d.grid_cols + gc];
-      // Widening to float may round a tiny d up or down; the cell is for the eye, not for metrics.
-      cell = std::max(cell, static_cast<float>(diff));
-      if (diff > 0) offer(worst, {i, {}, r, c, diff});
-      if (++col == d.cols) {
-        col = gc = 0;
-        next_col = edge(1, d.cols, d.grid_cols);
-        if (++row == next_row) next_row = edge(++gr + 1, d.rows, d.grid_rows);
-      } else if (col == next_col) {
-        next_col = edge(++gc + 1, d.cols, d.grid_cols);
-      }
-    }
-  }
-  std::sort(worst.begin(), worst.end(), worse);
-  for (auto& e : worst) e.coords = unravel(e.index, ref.shape);
+  for (auto& e : worst) e.coords = detail::unravel(e.index, shape);
   d.worst = std::move(worst);
   return d;
 }

@@ -511,7 +511,7 @@ class Engine {
     k.release_pages = own_maps_;
     std::vector<uint64_t> index;
     if (!p.permutation().empty()) {
-      index = permuted_index(ref_rec.info.shape, cand_rec.info.shape, p.permutation());
+      index = detail::permuted_index(ref_rec.info.shape, cand_rec.info.shape, p.permutation());
       k.cand_index = index;
     }
     // --reshape and size-1 differences compare in row-major order: present the candidate with
@@ -719,8 +719,9 @@ class Engine {
 
   void verdict() {
     Report& r = report_;
-    if (r.count(PairStatus::silent_failure)) r.verdict = Verdict::silent_failure;
-    else if (r.count(PairStatus::fail)) r.verdict = Verdict::diverged;
+    const auto by_status = r.counts();
+    if (by_status[static_cast<size_t>(PairStatus::silent_failure)]) r.verdict = Verdict::silent_failure;
+    else if (by_status[static_cast<size_t>(PairStatus::fail)]) r.verdict = Verdict::diverged;
     // Finer-grained candidate steps (op-level against module-level) are listed, not a divergence.
     else if (!o_.allow_unpaired &&
              (!r.only_in_reference.empty() || r.only_in_candidate.size() > r.finer_in_candidate.size()))

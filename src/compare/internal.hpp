@@ -15,8 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/shape_index.hpp"
 #include "config/config_text.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/filter.hpp"
 #include "driftscope/reader.hpp"
 #include "judge/reason_format.hpp"
 #include "numerics/pair_metrics.hpp"
@@ -101,6 +103,8 @@ struct Alignment {
 // decoding the metas touched may be dropped as it goes (common/pages.hpp).
 Result<Alignment> align(const Reader& ref, const Reader& cand, const CompareOptions& options,
                         bool release_pages = false);
+// CompareOptions::filter parsed, nullopt when empty (every record taken).
+Result<std::optional<Filter>> optional_filter(const std::string& expression);
 // The names pairing uses (NameMap: exact pairs first, then the regex rules of each side); the
 // one implementation for single dumps and dump sets.
 class Renamer {
@@ -118,18 +122,12 @@ class Renamer {
   std::unordered_map<std::string, std::string> exact_cand_to_ref_;
   std::unordered_map<std::string, bool> exact_ref_;
 };
-// Candidate flat index for each reference flat index under an axis permutation.
-std::vector<uint64_t> permuted_index(const std::vector<uint64_t>& ref_shape,
-                                     const std::vector<uint64_t>& cand_shape,
-                                     const std::vector<uint32_t>& permutation);
 // `name`: the description's name when the caller already holds it as a SharedString (a pair's
 // candidate of the same name shares the reference's block).
 TensorDesc describe(const Record& r, const detail::SharedString* name = nullptr);
 PlannedSide planned_side(const Record& r, size_t index);
 // (reference, candidate) record indexes of a planned pair.
 using PairRecords = std::pair<uint32_t, uint32_t>;
-// Row-major coordinates of a flat index.
-std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape);
 
 // ---- detail.cpp ---------------------------------------------------------------------------------
 // PairDetail of a pair, gathered during its metrics pass: pass the DetailPass as the
@@ -146,14 +144,6 @@ class DetailPass final : public numerics::ChunkObserver {
  private:
   std::unique_ptr<State> s_;
 };
-// The separate pass DetailPass replaced (one thread, a decode and a binary search per element):
-// the reference the tests hold DetailPass to. nullopt when an element fails to decode.
-std::optional<PairDetail> pair_detail(const TensorInfo& ref, std::span<const std::byte> ref_payload,
-                                      const TensorInfo& cand, std::span<const std::byte> cand_payload,
-                                      std::span<const uint64_t> cand_index);
-// The histogram bin of d >= 0: by binary search over the edges, and by DetailPass's exponent table.
-size_t hist_bin_reference(double d);
-size_t hist_bin_fast(double d);
 
 // ---- origins.cpp: data flow (docs/format.md §3.3.3) and origins (docs/compare.md §5) ---------
 // Reads ds.inputs, ds.kind and ds.source into a fresh description (an attribute absent or empty

@@ -598,7 +598,7 @@ void diagnose_layouts(Report& report, std::span<const PairRecords> records, cons
     }
     std::vector<double> c = std::move(*b);
     if (!p.permutation().empty()) {  // the candidate read through its axis names first
-      auto index = permuted_index(ra.info.shape, rb.info.shape, p.permutation());
+      auto index = detail::permuted_index(ra.info.shape, rb.info.shape, p.permutation());
       std::vector<double> v(n);
       for (uint64_t j = 0; j < n; ++j) v[j] = c[index[j]];
       c = std::move(v);

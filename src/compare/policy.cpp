@@ -162,10 +162,14 @@ std::string_view origin_name(Origin o) noexcept {
   return "unknown";
 }
 
-size_t Report::count(PairStatus s) const noexcept {
-  return static_cast<size_t>(
-      std::count_if(pairs.begin(), pairs.end(), [s](const PairResult& p) { return p.status == s; }));
+std::array<size_t, kPairStatuses> Report::counts() const noexcept {
+  std::array<size_t, kPairStatuses> by_status{};
+  for (const PairResult& p : pairs)
+    if (static_cast<size_t>(p.status) < kPairStatuses) ++by_status[static_cast<size_t>(p.status)];
+  return by_status;
 }
+
+size_t Report::count(PairStatus s) const noexcept { return counts()[static_cast<size_t>(s)]; }
 
 }  // namespace driftscope
 

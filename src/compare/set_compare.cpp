@@ -450,12 +450,9 @@ Result<SetComparison> prepare_sets(const std::string& reference, const std::stri
     return make_error(Errc::unsupported, "--reference64 is not supported with dump sets");
   auto renamer = Renamer::make(options.names);
   if (!renamer) return std::move(renamer).error();
-  std::optional<Filter> filter;
-  if (!options.filter.empty()) {
-    auto f = Filter::parse(options.filter);
-    if (!f) return std::move(f).error();
-    filter = std::move(*f);
-  }
+  auto parsed = optional_filter(options.filter);
+  if (!parsed) return std::move(parsed).error();
+  const std::optional<Filter>& filter = *parsed;
   auto ref_side = load_side(reference, "reference", options, *renamer, true, filter);
   if (!ref_side) return std::move(ref_side).error();
   auto cand_side = load_side(candidate, "candidate", options, *renamer, false, filter);

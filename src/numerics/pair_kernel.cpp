@@ -428,8 +428,8 @@ struct RawSource {
     hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
     hn::Vec<DWU> hr, hc;
     hn::Vec<DW> wr, wc;
-    LoadWide(pr, hr, wr);
-    LoadWide(pc, hc, wc);
+    Load<DW>(pr, hr, wr);
+    Load<DW>(pc, hc, wc);
     if constexpr (sizeof(T) == 4) {
       // Widened from memory operands: no extraction of the upper half from a register.
       r0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr)));
@@ -472,16 +472,6 @@ struct RawSource {
     const auto orc = hn::IfThenElse(hn::Lt(wxc, izero), hn::Sub(kmin, wxc), wxc);
     wbest = hn::Max(wbest, hn::BitCast(DWU(), hn::Sub(hn::Max(orr, orc), hn::Min(orr, orc))));
   }
-  static HWY_INLINE void LoadWide(const T* p, hn::Vec<DWU>& high, hn::Vec<DW>& f) {
-    if constexpr (sizeof(T) == 4) {
-      high = hn::LoadU(DWU(), p);
-      f = Fmt::ToF32(high);
-    } else {
-      const auto raw = hn::LoadU(hn::Rebind<T, DW>(), p);
-      high = hn::ShiftLeft<kShift>(hn::PromoteTo(DWU(), raw));
-      f = Fmt::ToF32(high, raw);
-    }
-  }
 #endif
   // load2's accumulators into the kN-lane ones (order-free: maxima, minima).
   HWY_INLINE void fold_wide() {
@@ -521,14 +511,17 @@ struct RawSource {
     xr = hn::BitCast(DI(), hr);
     xc = hn::BitCast(DI(), hc);
   }
-  // The `high` bits and the float32 values of kN elements at p.
-  static HWY_INLINE void Load(const T* p, hn::Vec<DU>& high, hn::Vec<DF>& f) {
+  // The `high` bits and the float32 values of the elements at p, one per lane of DX: DF (kN
+  // lanes, load) or DW (2 kN, load2).
+  template <class DX = DF>
+  static HWY_INLINE void Load(const T* p, hn::Vec<hn::RebindToUnsigned<DX>>& high, hn::Vec<DX>& f) {
+    using DXU = hn::RebindToUnsigned<DX>;
     if constexpr (sizeof(T) == 4) {
-      high = hn::LoadU(DU(), p);
+      high = hn::LoadU(DXU(), p);
       f = Fmt::ToF32(high);
     } else {
-      const auto raw = hn::LoadU(hn::Rebind<T, D>(), p);
-      high = hn::ShiftLeft<kShift>(hn::PromoteTo(DU(), raw));
+      const auto raw = hn::LoadU(hn::Rebind<T, DX>(), p);
+      high = hn::ShiftLeft<kShift>(hn::PromoteTo(DXU(), raw));
       f = Fmt::ToF32(high, raw);
     }
   }

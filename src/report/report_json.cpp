@@ -12,6 +12,7 @@
 #include <system_error>
 #include <thread>
 
+#include "common/shape_index.hpp"
 #include "common/thread_pool.hpp"
 #include "compare/internal.hpp"
 #include "driftscope/report.hpp"
@@ -136,17 +137,7 @@ struct PairText {
   RunText runs[7];
 };
 
-// PairResult::coords_of(flat) written into c[0, shape.size()): the same digits, the same zeros
-// left in the leading axes when an axis is 0.
 constexpr size_t kJsonCoordsInline = 16;
-void json_unravel(uint64_t flat, std::span<const uint64_t> shape, uint64_t* c) {
-  std::fill(c, c + shape.size(), uint64_t{0});
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return;
-    c[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-}
 
 // `ranks`: the pair's ranks (Report::pair_ranks) when the report compares dump sets.
 void write_pair(JsonWriter& w, PairText& memo, const PairResult& p, size_t i,
@@ -178,7 +169,7 @@ void write_pair(JsonWriter& w, PairText& memo, const PairResult& p, size_t i,
     const std::span<const uint64_t> shape = p.ref.shape();
     if (shape.size() > kJsonCoordsInline) return w.array_of(p.coords_of(flat_index));
     uint64_t at[kJsonCoordsInline];
-    json_unravel(static_cast<uint64_t>(flat_index), shape, at);
+    detail::unravel(static_cast<uint64_t>(flat_index), shape, at);
     w.array_of(std::span<const uint64_t>(at, shape.size()));
   };
   w.begin_object();
@@ -610,11 +601,9 @@ Result<void> report_to_json(const Report& r, int indent,
                                                                      : dump_json(r.reference64)));
   ordered_json counts;
   counts["pairs"] = r.pairs.size();
-  // One pass for every status, not Report::count() per status: six walks over a million pairs
+  // One walk for every status, not Report::count() per status: six walks over a million pairs
   // were 2% of writing their report.
-  std::array<size_t, 6> by_status{};
-  for (const PairResult& p : r.pairs)
-    if (static_cast<size_t>(p.status) < by_status.size()) ++by_status[static_cast<size_t>(p.status)];
+  const auto by_status = r.counts();
   for (PairStatus s : {PairStatus::pass, PairStatus::fail, PairStatus::silent_failure,
                        PairStatus::incomparable, PairStatus::skipped, PairStatus::not_compared})
     counts[std::string(status_name(s))] = by_status[static_cast<size_t>(s)];

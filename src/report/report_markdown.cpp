@@ -101,11 +101,12 @@ std::string report_to_markdown(const Report& r) {
     if (!a.empty() || !b.empty()) out += fmt::format("| {} | {} | {} |\n", k, text(a), text(b));
   }
   if (!r.reference64.path.empty()) out += fmt::format("| reference64 | {} | |\n", cell_code(r.reference64.path));
+  const auto by_status = r.counts();
   out += fmt::format("\n{} pairs: {} pass, {} fail, {} silent failure, {} incomparable, {} skipped, {} not "
                      "compared; {} only in reference, {} only in candidate.\n",
-                     r.pairs.size(), r.count(PairStatus::pass), r.count(PairStatus::fail),
-                     r.count(PairStatus::silent_failure), r.count(PairStatus::incomparable),
-                     r.count(PairStatus::skipped), r.count(PairStatus::not_compared),
+                     r.pairs.size(), by_status[static_cast<size_t>(PairStatus::pass)], by_status[static_cast<size_t>(PairStatus::fail)],
+                     by_status[static_cast<size_t>(PairStatus::silent_failure)], by_status[static_cast<size_t>(PairStatus::incomparable)],
+                     by_status[static_cast<size_t>(PairStatus::skipped)], by_status[static_cast<size_t>(PairStatus::not_compared)],
                      r.only_in_reference.size(), r.only_in_candidate.size());
 
   auto detail = [&](std::string_view title, size_t i) {

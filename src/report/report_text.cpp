@@ -206,15 +206,16 @@ std::string report_to_text(const Report& r, const TextOptions& o) {
   size_t compared = 0;
   for (const auto& p : r.pairs) compared += p.compared;
   // Zero counts other than pass/fail are left out: the line stays readable on a terminal.
+  const auto by_status = r.counts();
   std::string counts = fmt::format("{} paired, {} compared: {} pass, {} fail", r.pairs.size(), compared,
-                                   r.count(PairStatus::pass), r.count(PairStatus::fail));
+                                   by_status[static_cast<size_t>(PairStatus::pass)], by_status[static_cast<size_t>(PairStatus::fail)]);
   auto more = [&](size_t n, std::string_view what) {
     if (n) counts += fmt::format(", {} {}", n, what);
   };
-  more(r.count(PairStatus::silent_failure), "silent failure");
-  more(r.count(PairStatus::incomparable), "incomparable");
-  more(r.count(PairStatus::skipped), "skipped");
-  more(r.count(PairStatus::not_compared), "not compared");
+  more(by_status[static_cast<size_t>(PairStatus::silent_failure)], "silent failure");
+  more(by_status[static_cast<size_t>(PairStatus::incomparable)], "incomparable");
+  more(by_status[static_cast<size_t>(PairStatus::skipped)], "skipped");
+  more(by_status[static_cast<size_t>(PairStatus::not_compared)], "not compared");
   more(r.only_in_reference.size(), "only in reference");
   more(r.only_in_candidate.size(), "only in candidate");
   out += fmt::format("{:<10} {}\n", "pairs", counts);

@@ -18,7 +18,7 @@ std::vector<double> normalised(std::vector<double> v, const std::vector<uint64_t
   const uint64_t stride = axis == 2 ? 1 : axis == 1 ? s[2] : s[1] * s[2];
   const uint64_t len = s[axis];
   for (uint64_t start = 0; start < v.size(); ++start) {
-    auto c = driftscope::compare_detail::unravel(start, s);
+    auto c = driftscope::detail::unravel(start, s);
     if (c[axis] != 0) continue;
     double m = 0, q = 0;
     for (uint64_t k = 0; k < len; ++k) m += v[start + k * stride];

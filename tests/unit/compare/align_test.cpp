@@ -124,14 +124,6 @@ TEST(Align, PermutedAxesNchwVsNhwc) {
   ASSERT_EQ(r2.incomparable.size(), 1u);
 }
 
-TEST(Align, PermutationIndex) {
-  // [2,3] transposed to [3,2]: reference element (i,j) is candidate element (j,i).
-  auto idx = compare_detail::permuted_index({2, 3}, {3, 2}, {1, 0});
-  EXPECT_EQ(idx, (std::vector<uint64_t>{0, 2, 4, 1, 3, 5}));
-  EXPECT_EQ(compare_detail::permuted_index({}, {}, {}), (std::vector<uint64_t>{0}));
-  EXPECT_TRUE(compare_detail::permuted_index({0, 3}, {3, 0}, {1, 0}).empty());
-}
-
 TEST(Align, AxisSizeMismatchIsIncomparable) {
   ScratchDir d;
   Entry a{"t", noise(6, 1), {2, 3}};

@@ -19,7 +19,7 @@ std::vector<double> transpose(const std::vector<double>& in, const std::vector<u
   for (uint32_t a : perm) pshape.push_back(shape[a]);
   std::vector<double> out(in.size());
   for (uint64_t i = 0; i < in.size(); ++i) {
-    auto c = driftscope::compare_detail::unravel(i, shape);
+    auto c = driftscope::detail::unravel(i, shape);
     uint64_t j = 0;
     for (size_t k = 0; k < perm.size(); ++k) j = j * pshape[k] + c[perm[k]];
     out[j] = in[i];
