@@ -159,7 +159,7 @@ DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_
 // zero, or a d below binade e_first: the caller checks the smallest d), else 1 + base[e] -
 // base[e_first] + ((bits of d & 0x7FFFFF) >= edge[e]). base[e]: the bin where binade e starts;
 // edge[e]: the mantissa bits of the edge inside the binade rounded up to a float32, 0x800000
-// when none (compare/detail.cpp, BinadeTable).
+// when none (numerics/log_bins.hpp, LogBins::binade_base and binade_edge).
 struct DiffCodes {
   const int32_t* base;  // 256 entries each
   const int32_t* edge;
