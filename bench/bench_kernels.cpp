@@ -157,12 +157,26 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
       bbf[i] = driftscope::double_to_bf16(b[i]);
     }
   });
+  // A float16 (bfloat16) run against another of the same precision: the candidate 0 to 3 ULPs
+  // from the reference, either way (ULP-sized differences, where the test for a new max_rel_diff
+  // is bounded by the ULP distance: docs/metrics.md §8).
+  std::vector<uint16_t> b16u(n), bbfu(n);
+  driftscope::detail::parallel_for(64, [&](size_t part) {
+    std::mt19937 rng(static_cast<unsigned>(part + 64));
+    std::uniform_int_distribution<int> steps(-3, 3);
+    for (size_t i = part * n / 64; i < (part + 1) * n / 64; ++i) {
+      // In bits, away from ±0 (where a step would change the sign or make a NaN).
+      const int s16 = steps(rng), sbf = steps(rng);
+      b16u[i] = (a16[i] & 0x7FFF) > 3 ? static_cast<uint16_t>(a16[i] + s16) : a16[i];
+      bbfu[i] = (abf[i] & 0x7FFF) > 3 ? static_cast<uint16_t>(abf[i] + sbf) : abf[i];
+    }
+  });
   const unsigned all = threads ? threads : driftscope::detail::hardware_threads();
   std::printf("driftscope kernel benchmark: %zu Mi elements per side, best of %d, median of %d "
               "side-by-side rounds\n", n >> 20, repeat, rounds);
   std::printf("  compare_pair against the plain read (bench/plain_read.c) of the same bytes on the "
               "same threads\n");
-  std::printf("  %-5s %7s %10s %13s %7s %10s  %s\n", "dtype", "threads", "read GB/s", "compare GB/s",
+  std::printf("  %-7s %5s %10s %13s %7s %10s  %s\n", "dtype", "threads", "read GB/s", "compare GB/s",
               "ratio", "CPU ratio", "target (ratio)");
   struct Row {
     const char* name;
@@ -174,7 +188,9 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
   };
   const Row rows[] = {{"f32", driftscope::DType::f32, a.data(), b.data(), 4, ">= 70%"},
                       {"f16", driftscope::DType::f16, a16.data(), b16.data(), 2, ">= 60%"},
-                      {"bf16", driftscope::DType::bf16, abf.data(), bbf.data(), 2, ">= 60%"}};
+                      {"bf16", driftscope::DType::bf16, abf.data(), bbf.data(), 2, ">= 60%"},
+                      {"f16 ulp", driftscope::DType::f16, a16.data(), b16u.data(), 2, "(ULP-sized differences)"},
+                      {"bf16ulp", driftscope::DType::bf16, abf.data(), bbfu.data(), 2, "(ULP-sized differences)"}};
   for (const Row& row : rows) {
     if (!only.empty() && only != row.name) continue;
     driftscope::TensorInfo info;
@@ -187,7 +203,7 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
     const double bytes = 2.0 * static_cast<double>(n * row.size);
     for (unsigned t : all > 1 ? std::vector<unsigned>{all, 1} : std::vector<unsigned>{1}) {
       const SideBySide m = side_by_side(pairs, {pa, pb}, bytes, t, repeat, rounds);
-      std::printf("  %-5s %7u %10.2f %13.2f %6.1f%% %9.1f%%  %s\n", row.name, t, m.read_gbs,
+      std::printf("  %-7s %5u %10.2f %13.2f %6.1f%% %9.1f%%  %s\n", row.name, t, m.read_gbs,
                   m.cmp_gbs, 100 * m.ratio, 100 * m.cpu_ratio, t == all ? row.target : "");
     }
   }

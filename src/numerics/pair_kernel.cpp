@@ -206,11 +206,13 @@ struct State {
   }
   // uthr from q, the smallest lane of max_rel, for finite r, c of one sign with r normal (below)
   // and ULP distance U in `high` units (the float32 bit pattern for f32 and bf16; float16 bits
-  // << 16, finer units than float32's at the same value, so what holds for float32 units holds).
+  // << 16). K = Src::kUlpDoubling units span a binade, so one unit is at most 1/K of any normal
+  // value at or above it (K = 2^23 in float32 and bfloat16; 2^26 in float16, whose ULP 2^-10 of
+  // the binade is 2^16 units).
   // A new maximum needs fl(|d| / den) > q, hence |d| / den > q, with den = max(|r|, eps) >= |r|.
-  // - q < 1: with x = U·2^-23 < 1, each ULP step is at most 2^-23·max(|r|, |c|) <=
-  //   2^-23·(|r| + |d|), so |d| <= x·|r| / (1 - x) and fl(|d|) / den <= that·(1 + 2^-53): U <=
-  //   2^23·q / (1 + q), less a margin for this computation's roundings, cannot raise it (< 2^22).
+  // - q < 1: with x = U/K < 1, each unit step is at most max(|r|, |c|)/K <= (|r| + |d|)/K, so
+  //   |d| <= x·|r| / (1 - x) and fl(|d|) / den <= that·(1 + 2^-53): U <= K·q / (1 + q), less a
+  //   margin for this computation's roundings, cannot raise it (U < K/2).
   // - q >= (2^k - 1)·(1 + 2^-50), 1 <= k <= Src::kMaxDoublings: U <= k·Src::kUlpDoubling (the
   //   distance from r to 2^k·r) means |c| <= 2^k·|r| (2^k·r beyond the format's range: any
   //   finite c), so |d| <= (2^k - 1)·|r| and fl(|d|) <= (2^k - 1)·|r|·(1 + 2^-53) <= q·den.
@@ -226,7 +228,7 @@ struct State {
       while (k > 0 && (std::ldexp(1.0, k) - 1) * (1 + 0x1p-50) > q) --k;
       u = static_cast<double>(k) * Src::kUlpDoubling;
     } else if (q > 0) {
-      u = std::floor(0x1p23 * (q / (1 + q)) * (1 - 0x1p-40));
+      u = std::floor(Src::kUlpDoubling * (q / (1 + q)) * (1 - 0x1p-40));
     }
     uthr = hn::Set(DWI(), static_cast<int32_t>(u));
   }

@@ -302,6 +302,48 @@ TEST(PairRawFused, RarePairsInFiniteStretches) {
   }
 }
 
+// The ULP bound that skips the float64 test for a new max_rel (pair_kernel.cpp, update_uthr), at
+// its edge in each format's own units: every background pair is 10 ULPs above r = ±1 (each lane's
+// maximum q = 10 ULPs of 1 relative), and one pair at the bottom of a binade is 11 ULPs off, the
+// smallest distance whose relative difference beats q. Its ULP distance lies within a factor
+// (1 + q) of the threshold, so a threshold even twice too large (in float16, half a float32
+// unit's worth of its finer units short of the truth) skips it and misses the chunk's maximum.
+TEST(PairRawFused, MaxRelUlpBoundAtItsEdge) {
+  const size_t n = 4096 - 5;
+  for (const Format& f : kFormats) {
+    for (double base : {1.0, -1.0, 0.25}) {
+      for (size_t at : {size_t{0}, size_t{9}, size_t{16}, size_t{2047}, size_t{4079}, size_t{4087}, size_t{4090}}) {
+        std::vector<uint32_t> r(n), c(n);
+        for (size_t i = 0; i < n; ++i) {
+          r[i] = encode(f, i % 2 ? 1.0 : -1.0);
+          c[i] = r[i] + 10;  // away from zero on either sign: |c| > |r|
+        }
+        r[at] = encode(f, base * 2);  // 2, -2, 0.5: powers of two, the bottom of their binades
+        c[at] = r[at] + 11;
+        const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
+        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
+        std::fill(std::begin(rb), std::end(rb), 0.0);
+        std::fill(std::begin(cb), std::end(cb), 0.0);
+        for (size_t i = 0; i < n; ++i) {
+          rb[i] = decode(f, r[i]);
+          cb[i] = decode(f, c[i]);
+        }
+        const kernel::Params params{1e-6, 1e-4, 1e-300, false, 0};
+        ChunkPartial ref;
+        kernel::chunk_scalar(rb, cb, n, params, &ref);
+        ASSERT_EQ(bits(ref.max_rel), bits(std::abs(rb[at] - cb[at]) / std::abs(rb[at]))) << f.name;
+        for (const auto& t : kernel::targets()) {
+          SCOPED_TRACE(t + " " + f.name + " base " + std::to_string(base) + " at " + std::to_string(at));
+          ChunkPartial got;
+          kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
+          EXPECT_EQ(bits(got.max_rel), bits(ref.max_rel));
+        }
+      }
+    }
+  }
+}
+
 // The position of the largest |r - c| is looked up once per task, in the last chunk that raised
 // the maximum (compare_pair, absorb_chunk's defer_locate): it is the first element attaining it,
 // a tie in a later chunk or later in the same chunk loses, and it matches the decoding path.
