@@ -18,81 +18,38 @@ namespace driftscope::numerics {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void F16ToF64(const std::byte* src, size_t n, double* dst) {
-  // One double vector per step; the u16 and f32 stages use the same lane count (a fraction of a
-  // register), which keeps the code target-independent. The loop is bound by the 8-byte stores.
-  const hn::ScalableTag<double> d64;
-  const hn::Rebind<uint16_t, decltype(d64)> du16;
-  const hn::Rebind<uint32_t, decltype(d64)> du32;
-  const size_t N = hn::Lanes(d64);
+// float16 (kF16) or bfloat16 bits widened to To (float or double). One To vector per step; the
+// u16 and f32 stages use the same lane count (a fraction of a register), which keeps the code
+// target-independent. To double, the loop is bound by the 8-byte stores. bfloat16 is the upper
+// half of a binary32: widening is a 16-bit shift, exact for every pattern.
+template <bool kF16, class To>
+HWY_INLINE void Widen16(const std::byte* src, size_t n, To* dst) {
+  const hn::ScalableTag<To> dto;
+  const hn::Rebind<uint16_t, decltype(dto)> du16;
+  const hn::Rebind<uint32_t, decltype(dto)> du32;
+  const hn::Rebind<float, decltype(dto)> df32;
+  const size_t N = hn::Lanes(dto);
   const auto* s = reinterpret_cast<const uint16_t*>(src);
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto h = hn::PromoteTo(du32, hn::LoadU(du16, s + i));
-    hn::StoreU(hn::PromoteTo(d64, HalfBitsToFloat(du32, h)), d64, dst + i);
+    hn::Vec<decltype(df32)> f;
+    if constexpr (kF16) f = HalfBitsToFloat(du32, h);
+    else f = hn::BitCast(df32, hn::ShiftLeft<16>(h));
+    if constexpr (sizeof(To) == 8) hn::StoreU(hn::PromoteTo(dto, f), dto, dst + i);
+    else hn::StoreU(f, dto, dst + i);
   }
   for (; i < n; ++i) {
     uint16_t b;
     std::memcpy(&b, src + 2 * i, 2);
-    dst[i] = f16_to_double(b);
+    dst[i] = static_cast<To>(kF16 ? f16_to_double(b) : bf16_to_double(b));
   }
 }
 
-void F16ToF32(const std::byte* src, size_t n, float* dst) {
-  const hn::ScalableTag<float> df32;
-  const hn::Rebind<uint16_t, decltype(df32)> du16;
-  const hn::Rebind<uint32_t, decltype(df32)> du32;
-  const size_t N = hn::Lanes(df32);
-  const auto* s = reinterpret_cast<const uint16_t*>(src);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, s + i));
-    hn::StoreU(HalfBitsToFloat(du32, h), df32, dst + i);
-  }
-  for (; i < n; ++i) {
-    uint16_t b;
-    std::memcpy(&b, src + 2 * i, 2);
-    dst[i] = static_cast<float>(f16_to_double(b));
-  }
-}
-
-// bfloat16 is the upper half of a binary32: widening is a 16-bit shift, exact for every pattern.
-void BF16ToF64(const std::byte* src, size_t n, double* dst) {
-  const hn::ScalableTag<double> d64;
-  const hn::Rebind<uint16_t, decltype(d64)> du16;
-  const hn::Rebind<uint32_t, decltype(d64)> du32;
-  const hn::Rebind<float, decltype(d64)> df32;
-  const size_t N = hn::Lanes(d64);
-  const auto* s = reinterpret_cast<const uint16_t*>(src);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto f = hn::BitCast(df32, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, s + i))));
-    hn::StoreU(hn::PromoteTo(d64, f), d64, dst + i);
-  }
-  for (; i < n; ++i) {
-    uint16_t b;
-    std::memcpy(&b, src + 2 * i, 2);
-    dst[i] = bf16_to_double(b);
-  }
-}
-
-void BF16ToF32(const std::byte* src, size_t n, float* dst) {
-  const hn::ScalableTag<float> df32;
-  const hn::Rebind<uint16_t, decltype(df32)> du16;
-  const hn::Rebind<uint32_t, decltype(df32)> du32;
-  const size_t N = hn::Lanes(df32);
-  const auto* s = reinterpret_cast<const uint16_t*>(src);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, s + i)));
-    hn::StoreU(hn::BitCast(df32, u), df32, dst + i);
-  }
-  for (; i < n; ++i) {
-    uint16_t b;
-    std::memcpy(&b, src + 2 * i, 2);
-    dst[i] = static_cast<float>(bf16_to_double(b));
-  }
-}
+void F16ToF64(const std::byte* src, size_t n, double* dst) { Widen16<true>(src, n, dst); }
+void F16ToF32(const std::byte* src, size_t n, float* dst) { Widen16<true>(src, n, dst); }
+void BF16ToF64(const std::byte* src, size_t n, double* dst) { Widen16<false>(src, n, dst); }
+void BF16ToF32(const std::byte* src, size_t n, float* dst) { Widen16<false>(src, n, dst); }
 
 void F32ToF64(const std::byte* src, size_t n, double* dst) {
   const hn::ScalableTag<double> d64;
