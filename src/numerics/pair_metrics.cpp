@@ -13,7 +13,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include "driftscope/decode.hpp"
 #include "numerics/decode_plan.hpp"
 #include "numerics/pair_kernel.hpp"
+#include "numerics/release_front.hpp"
 
 namespace driftscope::numerics {
 namespace {
@@ -44,32 +44,6 @@ constexpr size_t kPopulateBytes = size_t{256} << 10;
 constexpr size_t kReleaseBytes = size_t{8} << 20;
 // Bounds the per-row state of top-k agreement (two heaps of k entries per task in flight).
 constexpr uint32_t kMaxTopK = 65536;
-
-// The tasks of one pair finish in any order; their pages are given back (common/pages.hpp,
-// release_pages) once the tasks finished from the first on form a run of at least `batch` tasks
-// past the last run given back, or reach the last task. Releasing each task's share as it
-// finished (1 MiB a side for float32) cost a TLB shootdown on the other threads per call: a
-// quarter of a cached 512 MiB comparison's time on 2 threads. The pages kept resident meanwhile
-// are at most `batch` tasks' plus those of the tasks in flight.
-class ReleaseFront {
- public:
-  ReleaseFront(size_t tasks, size_t batch) : done_(tasks, 0), batch_(std::max<size_t>(batch, 1)) {}
-  // Marks task t finished; returns the tasks [first, last) to release now (empty when none).
-  std::pair<size_t, size_t> finish(size_t t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_[t] = 1;
-    while (front_ < done_.size() && done_[front_]) ++front_;
-    if (front_ - given_ < batch_ && !(front_ == done_.size() && front_ > given_)) return {0, 0};
-    const std::pair<size_t, size_t> run{given_, front_};
-    given_ = front_;
-    return run;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<uint8_t> done_;
-  size_t batch_, front_ = 0, given_ = 0;
-};
 
 // Squares of magnitudes outside [2^-400, 2^400] leave the comfortable float64 range (a sum of
 // 2^48 squares of 2^400 is still finite; a square of 2^-400 is still normal). Chunks holding
