@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,6 +103,21 @@ std::vector<std::byte> to_bytes(const Format& f, const std::vector<uint32_t>& v,
   return out;
 }
 
+// The float64 buffers the float64 kernels read: the values decoded, zero past them (a chunk's
+// last group of lanes is read whole).
+struct Decoded {
+  alignas(64) double r[kernel::kChunk + kernel::kLanes] = {};
+  alignas(64) double c[kernel::kChunk + kernel::kLanes] = {};
+};
+std::unique_ptr<Decoded> decoded(const Format& f, const std::vector<uint32_t>& r, const std::vector<uint32_t>& c) {
+  auto d = std::make_unique<Decoded>();
+  for (size_t i = 0; i < r.size(); ++i) {
+    d->r[i] = decode(f, r[i]);
+    d->c[i] = decode(f, c[i]);
+  }
+  return d;
+}
+
 // Independent ULP distance (docs/metrics.md §5), one element at a time in 64-bit integers.
 uint64_t ulp_direct(const Format& f, const std::vector<uint32_t>& r, const std::vector<uint32_t>& c) {
   const auto ord = [&](uint32_t b) {
@@ -127,15 +143,9 @@ TEST(PairRawFused, EveryTargetMatchesTheFloat64KernelPerChunk) {
         fill_bits(f, adversarial, n, 77 + n, r, c);
         // Payloads at an odd byte offset and ending exactly at n: the kernel reads in place.
         const auto rs = to_bytes(f, r, 1), cs = to_bytes(f, c, 3);
-        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
-        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
-        const size_t padded = (n + kernel::kLanes - 1) / kernel::kLanes * kernel::kLanes;
-        std::fill(rb, rb + padded, 0.0);
-        std::fill(cb, cb + padded, 0.0);
-        for (size_t i = 0; i < n; ++i) {
-          rb[i] = decode(f, r[i]);
-          cb[i] = decode(f, c[i]);
-        }
+        const auto dec = decoded(f, r, c);
+        const double* rb = dec->r;
+        const double* cb = dec->c;
         const uint64_t want_ulp = ulp_direct(f, r, c);
         for (const auto& t : kernel::targets()) {
           SCOPED_TRACE(t + " " + f.name + " n=" + std::to_string(n) + (adversarial ? " adversarial" : ""));
@@ -259,14 +269,9 @@ TEST(PairRawFused, RarePairsInFiniteStretches) {
         r[at] = encode(f, k.r);
         c[at] = encode(f, k.c);
         const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
-        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
-        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
-        std::fill(std::begin(rb), std::end(rb), 0.0);
-        std::fill(std::begin(cb), std::end(cb), 0.0);
-        for (size_t i = 0; i < n; ++i) {
-          rb[i] = decode(f, r[i]);
-          cb[i] = decode(f, c[i]);
-        }
+        const auto dec = decoded(f, r, c);
+        const double* rb = dec->r;
+        const double* cb = dec->c;
         ChunkPartial ref;
         kernel::chunk_scalar(rb, cb, n, params, &ref);
         // The case decides the chunk's maximum relative difference (and so is not masked by it).
@@ -321,14 +326,9 @@ TEST(PairRawFused, MaxRelUlpBoundAtItsEdge) {
         r[at] = encode(f, base * 2);  // 2, -2, 0.5: powers of two, the bottom of their binades
         c[at] = r[at] + 11;
         const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
-        alignas(64) static double rb[kernel::kChunk + kernel::kLanes];
-        alignas(64) static double cb[kernel::kChunk + kernel::kLanes];
-        std::fill(std::begin(rb), std::end(rb), 0.0);
-        std::fill(std::begin(cb), std::end(cb), 0.0);
-        for (size_t i = 0; i < n; ++i) {
-          rb[i] = decode(f, r[i]);
-          cb[i] = decode(f, c[i]);
-        }
+        const auto dec = decoded(f, r, c);
+        const double* rb = dec->r;
+        const double* cb = dec->c;
         const kernel::Params params{1e-6, 1e-4, 1e-300, false, 0};
         ChunkPartial ref;
         kernel::chunk_scalar(rb, cb, n, params, &ref);
