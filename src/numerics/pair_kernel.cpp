@@ -61,6 +61,8 @@ using DW = hn::Repartition<float, D>;
 #endif
 using DWU = hn::RebindToUnsigned<DW>;
 using DWI = hn::RebindToSigned<DW>;
+// The raw bits of 2 kN float16/bfloat16 values, as signed lanes (load2).
+using DWH = hn::Rebind<int16_t, DW>;
 
 // The seven running sums of one vector position j of the group. They are seven independent
 // dependency chains: an FP add has 4 cycles of latency and two can start per cycle, so about
@@ -80,8 +82,10 @@ struct State {
   int64_t first = -1;
   bool nan_equal = false;
   bool tiny_possible = true;
-  // step_finite2: a lane of ULP distance (in `high` units) at most uthr cannot raise max_rel.
+  // step_finite2: a lane of ULP distance (in `high` units) at most uthr cannot raise max_rel;
+  // uthr16 is the same bound in units of the 16-bit formats' own bits (floor(uthr / 2^16)).
   hn::Vec<DWI> uthr;
+  hn::Vec<DWH> uthr16;
 
   // One vector: elements [i, i + kN) of the chunk, loaded by `src`.
   template <bool kTail, class Src>
@@ -127,11 +131,12 @@ struct State {
   // every virtual lane (kG == 1: AVX-512). The sums take the two vectors in element order, as two
   // step_finite calls would. The order-free rest is done once for both, on 2 kN float32/int32
   // lanes where it is exact, and what is rare is only tested for:
-  // - r·c of a finite float32 pair is exact in float64 (48 significant bits, no overflow, no
-  //   underflow), so r·c > Src::kTinyProduct in every lane says that no value is ±0 and both
-  //   sides of each lane have one sign: no zero to count, and the ULP distance is |bits(r) -
-  //   bits(c)| (RawSource::ulp_wide). Otherwise the vector takes the general forms
-  //   (zeros_and_ulp_wide).
+  // - r·c > Src::kTinyProduct in every lane, tested on the float32 product of the 2 kN lanes,
+  //   says that no value is ±0 and both sides of each lane have one sign: no zero to count,
+  //   and the ULP distance is |bits(r) - bits(c)| (RawSource::ulp_wide_over). Otherwise the
+  //   vector takes the general forms (zeros_and_ulp_wide). The bound is a normal float32 and
+  //   rounding is monotonic, so fl(r·c) > bound implies r·c > bound (an overflow to +Inf
+  //   included); the float16 product is exact in float32 (22 significant bits, 2^-48 to 2^32).
   // - A lane can raise max_rel only if its ULP distance exceeds uthr (update_uthr: the relative
   //   difference of a pair of one sign is bounded by its ULP distance); only then does the
   //   float64 test of accumulate run (max_rel_test2), on both vectors.
@@ -141,15 +146,15 @@ struct State {
     const D d;
     V r0, c0, r1, c1;
     src.load2(i, r0, c0, r1, c1);
-    V ad0, rc0, ad1, rc1;
-    sums_fast(r0, c0, s, ad0, rc0);
+    V ad0, ad1;
+    sums_fast(r0, c0, s, ad0);
     const M mis0 = over_tolerance(ad0, r0);
-    sums_fast(r1, c1, s, ad1, rc1);
+    sums_fast(r1, c1, s, ad1);
     const M mis1 = over_tolerance(ad1, r1);
-    const V tiny_rc = hn::Set(d, Src::kTinyProduct);
-    if (HWY_LIKELY(hn::AllFalse(d, hn::Or(hn::Le(rc0, tiny_rc), hn::Le(rc1, tiny_rc))))) {
-      const auto u = src.ulp_wide();
-      if (!hn::AllFalse(DWI(), hn::Gt(u, uthr))) max_rel_test2<Src>(ad0, r0, ad1, r1);
+    const DW dw;
+    const auto rc = hn::Mul(src.wfr, src.wfc);
+    if (HWY_LIKELY(hn::AllTrue(dw, hn::Gt(rc, hn::Set(dw, Src::kTinyProduct))))) {
+      if (src.ulp_wide_over(uthr, uthr16)) max_rel_test2<Src>(ad0, r0, ad1, r1);
     } else {
       src.zeros_and_ulp_wide();
       max_rel_test2<Src>(ad0, r0, ad1, r1);
@@ -166,18 +171,21 @@ struct State {
     }
   }
 
-  // The sums of one all-finite vector and its max |d|; ad = |d|, rc = r·c.
-  HWY_INLINE void sums_fast(V r, V c, Sums& s, V& ad, V& rc) {
+  // The sums of one all-finite vector and its max |d|; ad = |d|.
+  HWY_INLINE void sums_fast(V r, V c, Sums& s, V& ad) {
     const V diff = hn::Sub(r, c);
     ad = hn::Abs(diff);
-    rc = hn::Mul(r, c);
     s.abs = hn::Add(s.abs, ad);
     s.sqd = hn::Add(s.sqd, hn::Mul(diff, diff));
     s.r = hn::Add(s.r, r);
     s.c = hn::Add(s.c, c);
-    s.rr = hn::Add(s.rr, hn::Mul(r, r));
-    s.cc = hn::Add(s.cc, hn::Mul(c, c));
-    s.rc = hn::Add(s.rc, rc);
+    // r², c² and r·c of float32, float16 or bfloat16 values are exact in float64 (at most 48
+    // significant bits, no overflow or underflow), so a fused multiply-add rounds once, as the
+    // addition of the exact product does: the same bits, one operation instead of two. (d² is
+    // not exact, and keeps its multiplication and addition.)
+    s.rr = hn::MulAdd(r, r, s.rr);
+    s.cc = hn::MulAdd(c, c, s.cc);
+    s.rc = hn::MulAdd(r, c, s.rc);
     max_abs = hn::Max(max_abs, ad);
   }
   HWY_INLINE M over_tolerance(V ad, V r) const {
@@ -231,6 +239,8 @@ struct State {
       u = std::floor(Src::kUlpDoubling * (q / (1 + q)) * (1 - 0x1p-40));
     }
     uthr = hn::Set(DWI(), static_cast<int32_t>(u));
+    // U16 · 2^16 > u  <=>  U16 > floor(u / 2^16) for integer U16 >= 0 (u < 2^29 in either format).
+    uthr16 = hn::Set(DWH(), static_cast<int16_t>(static_cast<int32_t>(u) >> 16));
   }
 
   // kMasked: only lanes in `fin` are finite pairs; the others contribute +0 to every sum (which
@@ -246,9 +256,15 @@ struct State {
     s.sqd = hn::Add(s.sqd, hn::Mul(diff, diff));
     s.r = hn::Add(s.r, rz);
     s.c = hn::Add(s.c, cz);
-    s.rr = hn::Add(s.rr, hn::Mul(rz, rz));
-    s.cc = hn::Add(s.cc, hn::Mul(cz, cz));
-    s.rc = hn::Add(s.rc, hn::Mul(rz, cz));
+    if constexpr (Src::kNarrowExtremes) {  // float32/16/bfloat16 values: exact products (sums_fast)
+      s.rr = hn::MulAdd(rz, rz, s.rr);
+      s.cc = hn::MulAdd(cz, cz, s.cc);
+      s.rc = hn::MulAdd(rz, cz, s.rc);
+    } else {  // decoded float64 values, whose products round
+      s.rr = hn::Add(s.rr, hn::Mul(rz, rz));
+      s.cc = hn::Add(s.cc, hn::Mul(cz, cz));
+      s.rc = hn::Add(s.rc, hn::Mul(rz, cz));
+    }
     max_abs = hn::Max(max_abs, ad);
     const V ar = hn::Abs(rz);
     const V den = hn::Max(ar, eps);
@@ -332,7 +348,7 @@ using DH = hn::Rebind<uint16_t, D>;
 struct F32Format {
   using T = uint32_t;
   static constexpr uint32_t kExpHigh = 0x7F800000u;  // exponent field, as placed in `high`
-  static constexpr double kTinyProduct = 0x1p-200;  // RawSource::kTinyProduct
+  static constexpr float kTinyProduct = 0x1p-126f;  // RawSource::kTinyProduct
   static constexpr double kUlpDoubling = 0x1p23;    // `high` units from x to 2x
   static constexpr int kMaxDoublings = 48;
   template <class VU>
@@ -348,7 +364,7 @@ struct F32Format {
 struct BF16Format {  // bfloat16 is the upper half of a binary32
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7F80u << 16;
-  static constexpr double kTinyProduct = 0x1p-200;
+  static constexpr float kTinyProduct = 0x1p-126f;
   static constexpr double kUlpDoubling = 0x1p23;
   static constexpr int kMaxDoublings = 48;
   template <class VU, class VH>
@@ -360,7 +376,7 @@ struct BF16Format {  // bfloat16 is the upper half of a binary32
 struct F16Format {
   using T = uint16_t;
   static constexpr uint32_t kExpHigh = 0x7C00u << 16;
-  static constexpr double kTinyProduct = 0x1p-27;
+  static constexpr float kTinyProduct = 0x1p-27f;
   static constexpr double kUlpDoubling = 0x1p26;
   static constexpr int kMaxDoublings = 1;
   static double Scalar(uint16_t bits) { return f16_to_double(bits); }
@@ -408,12 +424,15 @@ struct RawSource {
   hn::Vec<DWU> wbest{};
   hn::Vec<DW> wmin_r{}, wmax_r{}, wmin_c{}, wmax_c{};
   hn::Vec<DW> wfr{}, wfc{};   // the float32 values of the last load2
-  hn::Vec<DWI> wxr{}, wxc{};  // their `high` bits, as signed lanes
+  hn::Vec<DWI> wxr{}, wxc{};  // their `high` bits, as signed lanes (float32)
+  hn::Vec<DWH> wrr{}, wrc{};  // their own bits, as signed lanes (float16, bfloat16)
+  hn::Vec<DWH> wbest16{};     // running max of the ULP distance from ulp_wide_over (16-bit)
   // Below this, r·c of a pair of one sign may have a subnormal r (State::update_uthr): a ULP
   // distance up to uthr (at most 48·2^23 `high` units in float32 and bfloat16, 2^26 = 2^10
   // float16 ULPs in float16) from a subnormal r leaves |c| < 2^-78 in float32 and bfloat16
-  // (|r·c| < 2^-204) and |c| < 2^-13 in float16 (subnormal below 2^-14: |r·c| < 2^-27).
-  static constexpr double kTinyProduct = Fmt::kTinyProduct;
+  // (|r·c| < 2^-204, well below this 2^-126, the smallest normal float32 a float32 product
+  // can be tested against) and |c| < 2^-13 in float16 (subnormal below 2^-14: |r·c| < 2^-27).
+  static constexpr float kTinyProduct = Fmt::kTinyProduct;
   static constexpr double kUlpDoubling = Fmt::kUlpDoubling;
   static constexpr int kMaxDoublings = Fmt::kMaxDoublings;
 
@@ -428,17 +447,28 @@ struct RawSource {
     const T* pc = cand + i;
     hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pr) + kPrefetchBytes));
     hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
-    hn::Vec<DWU> hr, hc;
     hn::Vec<DW> wr, wc;
-    Load<DW>(pr, hr, wr);
-    Load<DW>(pc, hc, wc);
     if constexpr (sizeof(T) == 4) {
+      hn::Vec<DWU> hr, hc;
+      Load<DW>(pr, hr, wr);
+      Load<DW>(pc, hc, wc);
+      wxr = hn::BitCast(dwi, hr);
+      wxc = hn::BitCast(dwi, hc);
       // Widened from memory operands: no extraction of the upper half from a register.
       r0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr)));
       r1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr + kN)));
       c0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc)));
       c1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc + kN)));
     } else {
+      // The ULP distance is taken on the 16-bit bits themselves (ulp_wide_over): float16 needs
+      // no `high` at all on the fast path (vcvtph2ps reads the raw bits), and the distance
+      // works on 16-bit lanes, half the width of 32-bit ones.
+      const auto raw_r = hn::LoadU(hn::RebindToUnsigned<DWH>(), pr);
+      const auto raw_c = hn::LoadU(hn::RebindToUnsigned<DWH>(), pc);
+      wr = Fmt::ToF32(High(raw_r), raw_r);
+      wc = Fmt::ToF32(High(raw_c), raw_c);
+      wrr = hn::BitCast(DWH(), raw_r);
+      wrc = hn::BitCast(DWH(), raw_c);
       r0 = hn::PromoteTo(D(), hn::LowerHalf(DF(), wr));
       r1 = hn::PromoteTo(D(), hn::UpperHalf(DF(), wr));
       c0 = hn::PromoteTo(D(), hn::LowerHalf(DF(), wc));
@@ -450,20 +480,35 @@ struct RawSource {
     wmax_c = hn::Max(wmax_c, wc);
     wfr = wr;
     wfc = wc;
-    wxr = hn::BitCast(dwi, hr);
-    wxc = hn::BitCast(dwi, hc);
+  }
+  // A 16-bit format's bits moved to the top of 32-bit lanes.
+  static HWY_INLINE hn::Vec<DWU> High(hn::Vec<hn::RebindToUnsigned<DWH>> raw) {
+    return hn::ShiftLeft<16>(hn::PromoteTo(DWU(), raw));
   }
   // The last load2's ULP distances when no lane holds a zero and each lane has one sign on both
-  // sides (State::step_finite2 knows): |bits(r) - bits(c)|, below 2^31.
-  HWY_INLINE hn::Vec<DWI> ulp_wide() {
-    const auto u = hn::Abs(hn::Sub(wxr, wxc));
-    wbest = hn::Max(wbest, hn::BitCast(DWU(), u));
-    return u;
+  // sides (State::step_finite2 knows): |bits(r) - bits(c)|, below 2^31 (float32) or 2^15 (the
+  // 16-bit formats, whose finite magnitudes are below 0x7F80); whether one exceeds uthr (in
+  // `high` units) or, equivalently, uthr16 (in the 16-bit formats' own units).
+  HWY_INLINE bool ulp_wide_over(hn::Vec<DWI> uthr, hn::Vec<DWH> uthr16) {
+    if constexpr (sizeof(T) == 4) {
+      const auto u = hn::Abs(hn::Sub(wxr, wxc));
+      wbest = hn::Max(wbest, hn::BitCast(DWU(), u));
+      return !hn::AllFalse(DWI(), hn::Gt(u, uthr));
+    } else {
+      (void)uthr;
+      const auto u = hn::Abs(hn::Sub(wrr, wrc));
+      wbest16 = hn::Max(wbest16, u);
+      return !hn::AllFalse(DWH(), hn::Gt(u, uthr16));
+    }
   }
   // The last load2's zero counts and ULP distances in the general form of ulp().
   HWY_INLINE void zeros_and_ulp_wide() {
     const DW dw;
     const DWI dwi;
+    if constexpr (sizeof(T) == 2) {
+      wxr = hn::BitCast(dwi, High(hn::BitCast(hn::RebindToUnsigned<DWH>(), wrr)));
+      wxc = hn::BitCast(dwi, High(hn::BitCast(hn::RebindToUnsigned<DWH>(), wrc)));
+    }
     const auto zr = hn::Eq(wfr, hn::Zero(dw));
     const auto zc = hn::Eq(wfc, hn::Zero(dw));
     zero_r += hn::CountTrue(dw, zr);
@@ -485,6 +530,9 @@ struct RawSource {
       max_r = hn::Max(max_r, hn::Max(hn::LowerHalf(df, wmax_r), hn::UpperHalf(df, wmax_r)));
       min_c = hn::Min(min_c, hn::Min(hn::LowerHalf(df, wmin_c), hn::UpperHalf(df, wmin_c)));
       max_c = hn::Max(max_c, hn::Max(hn::LowerHalf(df, wmax_c), hn::UpperHalf(df, wmax_c)));
+      if constexpr (sizeof(T) == 2) {
+        wbest = hn::Max(wbest, High(hn::BitCast(hn::RebindToUnsigned<DWH>(), wbest16)));
+      }
       best = hn::Max(best, hn::Max(hn::LowerHalf(du, wbest), hn::UpperHalf(du, wbest)));
     }
 #endif
@@ -704,6 +752,7 @@ HWY_INLINE void RawKernel(const std::byte* ref_bytes, const std::byte* cand_byte
                      pinf,       hn::Neg(pinf)};
   src.n = n;
   src.wbest = hn::Zero(DWU());
+  src.wbest16 = hn::Zero(DWH());
   src.wmin_r = src.wmin_c = hn::Set(DW(), std::numeric_limits<float>::infinity());
   src.wmax_r = src.wmax_c = hn::Set(DW(), -std::numeric_limits<float>::infinity());
   RunChunk(src, n, p, out);

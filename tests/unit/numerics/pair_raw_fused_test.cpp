@@ -308,36 +308,51 @@ TEST(PairRawFused, RarePairsInFiniteStretches) {
 }
 
 // The ULP bound that skips the float64 test for a new max_rel (pair_kernel.cpp, update_uthr), at
-// its edge in each format's own units: every background pair is 10 ULPs above r = ±1 (each lane's
-// maximum q = 10 ULPs of 1 relative), and one pair at the bottom of a binade is 11 ULPs off, the
-// smallest distance whose relative difference beats q. Its ULP distance lies within a factor
-// (1 + q) of the threshold, so a threshold even twice too large (in float16, half a float32
-// unit's worth of its finer units short of the truth) skips it and misses the chunk's maximum.
+// its edge in each format's own units. Every background pair is 10 ULPs above r = ±bg, each
+// lane's maximum q = 10 ULPs of bg relative, and one pair at the bottom of a binade is `off` ULPs
+// off, the smallest distance whose relative difference beats q:
+// - bg = 1, off = 11: its ULP distance lies within a factor (1 + q) of the threshold, so a
+//   threshold even twice too large (in float16, half a float32 unit's worth of its finer units
+//   short of the truth) skips it and misses the chunk's maximum;
+// - bg = 1.5, off = 7: q is 6.67 ULPs of the bottom of a binade and the threshold floor(6.67 /
+//   (1 + q)) = 6, so the pair is one unit above it: a threshold one unit too large (in the
+//   16-bit formats, one of their own units, as ulp_wide_over counts them) skips it. Only the
+//   first 16 pairs set the maxima here and every later one but this is equal (c = r), so no
+//   lane beside it sends its vectors to the float64 test.
 TEST(PairRawFused, MaxRelUlpBoundAtItsEdge) {
   const size_t n = 4096 - 5;
+  struct Edge {
+    double bg;
+    uint32_t off;
+  };
   for (const Format& f : kFormats) {
-    for (double base : {1.0, -1.0, 0.25}) {
-      for (size_t at : {size_t{0}, size_t{9}, size_t{16}, size_t{2047}, size_t{4079}, size_t{4087}, size_t{4090}}) {
-        std::vector<uint32_t> r(n), c(n);
-        for (size_t i = 0; i < n; ++i) {
-          r[i] = encode(f, i % 2 ? 1.0 : -1.0);
-          c[i] = r[i] + 10;  // away from zero on either sign: |c| > |r|
-        }
-        r[at] = encode(f, base * 2);  // 2, -2, 0.5: powers of two, the bottom of their binades
-        c[at] = r[at] + 11;
-        const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
-        const auto dec = decoded(f, r, c);
-        const double* rb = dec->r;
-        const double* cb = dec->c;
-        const kernel::Params params{1e-6, 1e-4, 1e-300, false, 0};
-        ChunkPartial ref;
-        kernel::chunk_scalar(rb, cb, n, params, &ref);
-        ASSERT_EQ(bits(ref.max_rel), bits(std::abs(rb[at] - cb[at]) / std::abs(rb[at]))) << f.name;
-        for (const auto& t : kernel::targets()) {
-          SCOPED_TRACE(t + " " + f.name + " base " + std::to_string(base) + " at " + std::to_string(at));
-          ChunkPartial got;
-          kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
-          EXPECT_EQ(bits(got.max_rel), bits(ref.max_rel));
+    for (const Edge e : {Edge{1.0, 11}, Edge{1.5, 7}}) {
+      const bool tight = e.bg != 1.0;
+      for (double base : {1.0, -1.0, 0.25}) {
+        for (size_t at : {size_t{0}, size_t{9}, size_t{16}, size_t{2047}, size_t{4079}, size_t{4087}, size_t{4090}}) {
+          if (tight && at < 16) continue;
+          std::vector<uint32_t> r(n), c(n);
+          for (size_t i = 0; i < n; ++i) {
+            r[i] = encode(f, i % 2 ? e.bg : -e.bg);
+            c[i] = r[i] + (tight && i >= 16 ? 0 : 10);  // away from zero on either sign: |c| > |r|
+          }
+          r[at] = encode(f, base * 2);  // 2, -2, 0.5: powers of two, the bottom of their binades
+          c[at] = r[at] + e.off;
+          const auto rs = to_bytes(f, r, 0), cs = to_bytes(f, c, 0);
+          const auto dec = decoded(f, r, c);
+          const double* rb = dec->r;
+          const double* cb = dec->c;
+          const kernel::Params params{1e-6, 1e-4, 1e-300, false, 0};
+          ChunkPartial ref;
+          kernel::chunk_scalar(rb, cb, n, params, &ref);
+          ASSERT_EQ(bits(ref.max_rel), bits(std::abs(rb[at] - cb[at]) / std::abs(rb[at]))) << f.name;
+          for (const auto& t : kernel::targets()) {
+            SCOPED_TRACE(t + " " + f.name + " bg " + std::to_string(e.bg) + " base " + std::to_string(base) +
+                         " at " + std::to_string(at));
+            ChunkPartial got;
+            kernel::by_name_raw(t, f.f)(rs.data(), cs.data(), n, params, &got);
+            EXPECT_EQ(bits(got.max_rel), bits(ref.max_rel));
+          }
         }
       }
     }
