@@ -4,15 +4,17 @@
 //   ds_bench_compare_throughput [--mb N] [--tensor-mb M] [--threads T] [--repeat R] [--dir D] [BIN...]
 //   ds_bench_compare_throughput --startup BIN [--repeat R] [--dir D]
 //
-// Writes two dumps of N MiB of f32 each (default 512) in tensors of M MiB (default 16), the
-// candidate slightly off but passing (the common case: no failure diagnosis runs), and reads them once so that both live in the page cache. Then, best of
+// Writes three dumps of N MiB of f32 each (default 512) in tensors of M MiB (default 16): the
+// reference, a candidate slightly off but passing (the common case: no failure diagnosis runs)
+// and a noisy one (Side), and reads them once so that all live in the page cache. Then, best of
 // R runs (default 3) each:
 //   read:    mmap both files, every 8-byte word loaded once on T threads (1 MiB blocks), unmap;
 //   compare: driftscope::compare_files on T threads (open, lazy CRCs, metrics, verdict).
 //   details: the same with CompareOptions::details (what `compare --html` measures: histogram,
 //            heatmap, worst elements), timed alternately with compare so that both see the same
 //            load; printed as the ratio details / compare (issue 30 item 2: <= 1.3), on T threads
-//            and, when T > 1, on 1 thread as well.
+//            and, when T > 1, on 1 thread as well; for the scaled candidate and for a third dump,
+//            a noisy one (ref + U(±1e-3): a few d per chunk that no float32 holds).
 //   BIN:     each `BIN compare A B -q -j T` given (an old and a new build: a change side by side),
 //            timed as a child process.
 // Both start from a fresh map, so both pay the same page-table faults. The dumps are deleted.
@@ -77,17 +79,26 @@ Best best_of(int repeat, F&& f) {
   return b;
 }
 
-bool write_dump(const std::string& path, size_t total_mib, size_t tensor_mib, bool candidate) {
+// The reference, or a candidate: kScaled, ref·(1 + 10^-6) (within the default f32 criteria,
+// every d a float32 value); kNoisy, ref + U(±10^-3), absolute noise as a lower-precision backend
+// gives it, so that the few references much smaller than their noise have a d no float32 holds.
+enum class Side { kRef, kScaled, kNoisy };
+bool write_dump(const std::string& path, size_t total_mib, size_t tensor_mib, Side side) {
   auto w = Writer::create(path);
   if (!w) return false;
   const size_t n = tensor_mib * (size_t{1} << 20) / sizeof(float);
   std::vector<float> v(n);
-  uint64_t x = 0x9e3779b97f4a7c15ull;
+  uint64_t x = 0x9e3779b97f4a7c15ull, y = 0x2545f4914f6cdd1dull;
   for (size_t t = 0; t * tensor_mib < total_mib; ++t) {
     for (size_t i = 0; i < n; ++i) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64: cheap, deterministic
       const float ref = static_cast<float>(static_cast<int64_t>(x >> 11) % 20001 - 10000) * 1e-4f;
-      v[i] = candidate ? ref * (1.0f + 1e-6f) : ref;  // within the default f32 criteria
+      if (side == Side::kNoisy) {
+        y ^= y << 13, y ^= y >> 7, y ^= y << 17;
+        v[i] = ref + static_cast<float>(static_cast<int64_t>(y >> 11) % 2001 - 1000) * 1e-6f;
+      } else {
+        v[i] = side == Side::kScaled ? ref * (1.0f + 1e-6f) : ref;
+      }
     }
     TensorInfo info;
     info.name = "layers." + std::to_string(t) + ".out";
@@ -233,44 +244,53 @@ int main(int argc, char** argv) {
   const unsigned all = threads ? threads : detail::hardware_threads();
   const std::string a = (dir / ("ds-bench-tp-a-" + std::to_string(::getpid()) + ".tdump")).string();
   const std::string b = (dir / ("ds-bench-tp-b-" + std::to_string(::getpid()) + ".tdump")).string();
-  if (!write_dump(a, mib, tensor_mib, false) || !write_dump(b, mib, tensor_mib, true)) {
+  const std::string nz = (dir / ("ds-bench-tp-n-" + std::to_string(::getpid()) + ".tdump")).string();
+  if (!write_dump(a, mib, tensor_mib, Side::kRef) || !write_dump(b, mib, tensor_mib, Side::kScaled) ||
+      !write_dump(nz, mib, tensor_mib, Side::kNoisy)) {
     std::fprintf(stderr, "ds_bench_compare_throughput: cannot write the dumps in %s\n", dir.c_str());
     return 2;
   }
   const double bytes = static_cast<double>(fs::file_size(a) + fs::file_size(b));
-  mmap_read({a, b}, all);  // into the page cache
+  mmap_read({a, b, nz}, all);  // into the page cache
   CompareOptions o;
   o.threads = all;
   Verdict verdict = Verdict::pass;
   const Best t_read = best_of(repeat, [&] { mmap_read({a, b}, all); });
-  auto run_compare = [&](const CompareOptions& opts) {
-    auto r = compare_files(a, b, opts);
+  auto run_compare = [&](const CompareOptions& opts, const std::string& cand) {
+    auto r = compare_files(a, cand, opts);
     if (!r) {
       std::fprintf(stderr, "compare: %s\n", r.error().to_string().c_str());
       std::exit(2);
     }
     verdict = r->verdict;
   };
-  const Best t_cmp = best_of(repeat, [&] { run_compare(o); });
+  const Best t_cmp = best_of(repeat, [&] { run_compare(o, b); });
+  const Verdict scaled_verdict = verdict;
   // Plain and details alternate run by run, on `all` threads and on 1, so a burst of someone
   // else's load hits both sides of each ratio alike.
+  // Both candidates: the scaled one, whose every d is a float32 value (the kernel's ULP distance
+  // proves it, and the details run on float32 lanes), and the noisy one, whose chunks nearly all
+  // hold a few d that are not.
   struct DetailRow {
+    const char* candidate;
     unsigned threads;
     Best plain, details;
   };
   std::vector<DetailRow> detail_rows;
-  for (unsigned t : all > 1 ? std::vector<unsigned>{all, 1} : std::vector<unsigned>{all}) {
-    CompareOptions plain = o, details = o;
-    plain.threads = details.threads = t;
-    details.details = true;
-    DetailRow row{t, {}, {}};
-    for (int i = 0; i < repeat; ++i) {
-      const Best p = best_of(1, [&] { run_compare(plain); });
-      const Best d = best_of(1, [&] { run_compare(details); });
-      row.plain = {std::min(row.plain.wall, p.wall), std::min(row.plain.cpu, p.cpu)};
-      row.details = {std::min(row.details.wall, d.wall), std::min(row.details.cpu, d.cpu)};
+  for (const auto& [cand, label] : {std::pair{b, "r(1+1e-6)"}, std::pair{nz, "r+U(1e-3)"}}) {
+    for (unsigned t : all > 1 ? std::vector<unsigned>{all, 1} : std::vector<unsigned>{all}) {
+      CompareOptions plain = o, details = o;
+      plain.threads = details.threads = t;
+      details.details = true;
+      DetailRow row{label, t, {}, {}};
+      for (int i = 0; i < repeat; ++i) {
+        const Best p = best_of(1, [&] { run_compare(plain, cand); });
+        const Best d = best_of(1, [&] { run_compare(details, cand); });
+        row.plain = {std::min(row.plain.wall, p.wall), std::min(row.plain.cpu, p.cpu)};
+        row.details = {std::min(row.details.wall, d.wall), std::min(row.details.cpu, d.cpu)};
+      }
+      detail_rows.push_back(row);
     }
-    detail_rows.push_back(row);
   }
   std::vector<Best> t_bins;
   for (const auto& bin : bins) {
@@ -284,6 +304,8 @@ int main(int argc, char** argv) {
   }
   fs::remove(a);
   fs::remove(b);
+  fs::remove(nz);
+  fs::remove(nz);
   std::printf("compare of cached f32 dumps, %zu MiB per side in %zu MiB tensors, %u threads, best of %d\n",
               mib, tensor_mib, all, repeat);
   auto line = [&](const char* what, const Best& t, const std::string& note) {
@@ -291,11 +313,11 @@ int main(int argc, char** argv) {
                 bytes / t.wall / 1e9, 100 * t_read.wall / t.wall, t.cpu, 100 * t_read.cpu / t.cpu, note.c_str());
   };
   std::printf("  %-16s %7.2f GB/s; CPU %6.3f s\n", "plain mmap read", bytes / t_read.wall / 1e9, t_read.cpu);
-  line("compare_files", t_cmp, "(target >= 35%; verdict " + std::string(verdict_name(verdict)) + ")");
+  line("compare_files", t_cmp, "(target >= 35%; verdict " + std::string(verdict_name(scaled_verdict)) + ")");
   for (const DetailRow& r : detail_rows)
-    std::printf("  --html details, %u thread%s: %.3f s wall vs %.3f s plain = %.2fx; CPU %.3f s vs %.3f s = %.2fx"
-                " (target <= 1.3x)\n",
-                r.threads, r.threads == 1 ? " " : "s", r.details.wall, r.plain.wall,
+    std::printf("  --html details, cand %s, %u thread%s: %.3f s wall vs %.3f s plain = %.2fx; CPU %.3f s vs %.3f s"
+                " = %.2fx (target <= 1.3x)\n",
+                r.candidate, r.threads, r.threads == 1 ? " " : "s", r.details.wall, r.plain.wall,
                 r.details.wall / r.plain.wall, r.details.cpu, r.plain.cpu, r.details.cpu / r.plain.cpu);
   for (size_t i = 0; i < bins.size(); ++i) {
     if (t_bins[i].wall < 0) std::printf("  BIN#%zu compare failed (%s)\n", i, bins[i].c_str());

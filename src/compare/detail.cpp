@@ -102,27 +102,48 @@ class DetailTask final : public numerics::ChunkTask {
     const size_t m = c.n;
     double* d = diff_.data();
     double top;
-    bool f32 = false;  // d is in diff32_ only
+    bool f32 = false;  // d is in diff32_ only (but for the mended ones: mend_inexact)
     size_t runs = 0;
-    if (c.nonfinite == 0 && !colmax_.empty() && numerics::d32_exact(c)) {
-      // The common case of a raw float chunk: the kernel's ULP distance proves every d a float32
-      // value, and rows are long enough for the column maxima (diff_cols).
+    inexact_.count = 0;
+    if (c.nonfinite == 0 && !colmax_.empty() && c.format != numerics::ChunkFormat::f64) {
+      // A raw float chunk with rows long enough for the column maxima (diff_cols): every d a
+      // float32 value (the ULP distance proves it), or all but a few that mend_inexact mends.
+      const bool proven = numerics::d32_exact(c);
       numerics::DiffCodes codes{bins().binade_base(), bins().binade_edge(), field(c.max_abs), codes_.data()};
-      const double low = by_columns(c, &codes);  // the smallest positive d
+      double low = by_columns(c, &codes, proven ? nullptr : &inexact_);  // the smallest positive d
       f32 = true;
       top = c.max_abs;
-      bin_columns(m, low, top, codes);
+      if (inexact_.count == 0 || mend_inexact(c, low, &codes)) {
+        bin_columns(m, low, top, codes);
+      } else {  // too many to mend: the histogram on float64 (the heat is right: mend_inexact)
+        inexact_.count = 0;
+        const uint32_t whole = static_cast<uint32_t>(m);
+        double unused;
+        const numerics::DiffStats st = numerics::diff_runs(c, d, nullptr, &whole, 1, &unused);
+        bin_finite(d, m, st);
+        f32 = false;
+      }
     } else if (runs = plan_runs(m); c.nonfinite == 0) {
       // One pass over the chunk's values: d, its extremes and the heat runs' maxima. A raw float
       // chunk stores d as float32 only, which holds it exactly nearly always (the difference of
-      // two close floats is exact); when it does not, the pass is redone storing float64.
-      // Decoded float64 values seldom give float32 d, so they store float64 at once.
+      // two close floats is exact). The few that it does not (a reference far smaller than its
+      // difference: near zero, under absolute noise) are mended one by one (mend_inexact); a
+      // chunk with more than InexactDiffs::kCap is redone storing float64. Decoded float64
+      // values seldom give float32 d, so they store float64 at once.
       numerics::DiffStats st{};
       if (c.format != numerics::ChunkFormat::f64) {
-        st = numerics::diff_runs(c, nullptr, diff32_.data(), ends_.data(), runs, maxes_.data());
+        inexact_.base = 0;
+        st = numerics::diff_runs(c, nullptr, diff32_.data(), ends_.data(), runs, maxes_.data(), &inexact_);
+        if (!st.f32 && mend_inexact(c, st.min, nullptr)) {
+          st.max = std::max(st.max, mended_max_);
+          st.f32 = true;
+        }
         f32 = st.f32;
       }
-      if (!f32) st = numerics::diff_runs(c, d, nullptr, ends_.data(), runs, maxes_.data());
+      if (!f32) {
+        inexact_.count = 0;
+        st = numerics::diff_runs(c, d, nullptr, ends_.data(), runs, maxes_.data());
+      }
       bin_finite(d, m, st);
       top = st.max;
     } else {
@@ -136,8 +157,10 @@ class DetailTask final : public numerics::ChunkTask {
     // best kept element has nothing to offer, nor has an element of it that does not.
     if (top > 0 && (worst_.size() < PairDetail::kWorst || top > worst_.front().abs_diff)) {
       const float* d32 = diff32_.data();
+      size_t q = 0;  // the next mended position
       for (size_t k = 0; k < m; ++k) {
-        const double x = f32 ? static_cast<double>(d32[k]) : d[k];
+        double x = f32 ? static_cast<double>(d32[k]) : d[k];
+        if (q < inexact_.count && inexact_.at[q] == k) x = exact_d_[q++];
         if (x > 0 && (worst_.size() < PairDetail::kWorst || x > worst_.front().abs_diff))
           offer(worst_, {c.first + k, {}, c.ref_at(k), c.cand_at(k), x});
       }
@@ -171,7 +194,7 @@ class DetailTask final : public numerics::ChunkTask {
   // each (the column maxima are folded into the heat cells when the next such row starts); then
   // the view's place moves on as plan_runs would have moved it. Returns the smallest positive d;
   // `codes` (numerics::DiffCodes) gets each d's histogram code in codes_.
-  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes) {
+  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes, numerics::InexactDiffs* inexact) {
     const size_t m = c.n;
     const size_t size = c.format == numerics::ChunkFormat::f32 ? 4 : 2;
     double lo = HUGE_VAL;
@@ -201,11 +224,53 @@ class DetailTask final : public numerics::ChunkTask {
       part.ref = static_cast<const std::byte*>(c.ref) + size * start;
       part.cand = static_cast<const std::byte*>(c.cand) + size * start;
       codes->out = codes_.data() + start;
+      if (inexact != nullptr) inexact->base = start;
       lo = std::min(lo, numerics::diff_cols(part, diff32_.data() + start, ends_.data(),
-                                            seg_cols_.data(), segs, colmax_.data(), codes));
+                                            seg_cols_.data(), segs, colmax_.data(), codes, inexact));
     }
     seek(c.first + m);
     return lo;
+  }
+
+  // The few float32 d of a raw chunk that diff_runs or diff_cols flagged as perhaps not d: each d
+  // is taken on float64 (as the float64 pass takes it) into exact_d_, for the worst elements and
+  // the counts (mend_counts), and with `codes` its histogram code becomes its bin's. The float32
+  // copy (one rounding of the exact difference) is what rounding to float64 first gives, as the
+  // heat cells need: float64 rounds a difference of two float32 values only when one is below
+  // 2^-28 of the other, so it lies that close to a float32, far from any midpoint (checked; a
+  // code below the table also fails). `low` only widens; mended_max_ is the largest mended d.
+  // Returns false when not mended (too many, or a check failed): the caller counts on float64.
+  bool mend_inexact(const numerics::ObservedChunk& c, double& low, numerics::DiffCodes* codes) {
+    if (inexact_.count > numerics::InexactDiffs::kCap) return false;
+    const bool with_codes = codes != nullptr && codes->e_first >= 1;
+    const size_t b0 = with_codes ? static_cast<size_t>(bins().binade_base()[codes->e_first]) : 0;
+    mended_max_ = 0;
+    for (size_t q = 0; q < inexact_.count; ++q) {
+      const uint32_t k = inexact_.at[q];
+      const double x = std::fabs(c.cand_at(k) - c.ref_at(k));
+      const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
+                            ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
+      if (x32 != diff32_[k]) return false;
+      exact_d_[q] = x;
+      low = std::min(low, x);
+      mended_max_ = std::max(mended_max_, x);
+      if (with_codes) {
+        const size_t b = bins().bin(x);
+        if (b < b0) return false;  // below the codes' table
+        codes_[k] = static_cast<uint8_t>(1 + b - b0);
+      }
+    }
+    return true;
+  }
+
+  // The counts of a chunk's d32 against thresholds t (as float32: up), at_least[j] for j < k, made
+  // those of d where mend_inexact took d on float64.
+  void mend_counts(const double* t, const float* up, size_t k, uint64_t* at_least) const {
+    for (size_t q = 0; q < inexact_.count; ++q) {
+      const double x = exact_d_[q];
+      const float x32 = diff32_[inexact_.at[q]];
+      for (size_t j = 0; j < k; ++j) at_least[j] = at_least[j] + (x >= t[j]) - (x32 >= up[j]);
+    }
   }
 
   // Folds the column maxima of heat row colmax_row_ into its cells and clears them.
@@ -261,6 +326,7 @@ class DetailTask final : public numerics::ChunkTask {
       std::array<float, kBins> up;
       for (size_t j = 0; j < k; ++j) up[j] = numerics::round_up_f32(thresholds[j]);
       numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
+      mend_counts(thresholds.data(), up.data(), k, at_least.data());
     } else {
       numerics::count_at_least(d, m, thresholds.data(), k, at_least.data());
     }
@@ -298,6 +364,7 @@ class DetailTask final : public numerics::ChunkTask {
     const size_t k = bins().thresholds(true, low, high, thresholds.data());
     for (size_t j = 0; j < k; ++j) up[j] = numerics::round_up_f32(thresholds[j]);
     numerics::count_at_least_f32(diff32_.data(), m, up.data(), k, at_least.data());
+    mend_counts(thresholds.data(), up.data(), k, at_least.data());
     exact_ += bins().add_counts(true, low, high, m, at_least.data(), hist_.data());
   }
 
@@ -343,6 +410,9 @@ class DetailTask final : public numerics::ChunkTask {
   std::vector<PairDetail::Element> worst_;
   std::array<double, kChunk> diff_;
   std::array<float, kChunk> diff32_;  // diff_ rounded to float32 (numerics::diff_runs)
+  numerics::InexactDiffs inexact_;    // where diff32_ was mended (mend_inexact)
+  std::array<double, numerics::InexactDiffs::kCap> exact_d_;  // the d there
+  double mended_max_ = 0;                                     // the largest of them
   std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
   // by_columns: the column maxima of heat row colmax_row_ (empty when the view's rows are too
   // short or too long for them), and each row piece's first column.

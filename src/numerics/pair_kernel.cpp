@@ -972,15 +972,38 @@ HWY_INLINE hn::Vec<DW> LoadWide(DW dw, const typename Fmt::T* HWY_RESTRICT p) {
 // exact for finite operands in round-to-nearest without overflow: this file never contracts
 // them into FMAs; an overflow gives an error of NaN, which counts as inexact). An exact float32
 // difference is the float64 one, so d32, the extremes and the runs' maxima are then those of
-// DiffRuns; a chunk with an inexact one is redone by the caller on float64. The flag may miss a
-// d that float64 rounds to a float32 value while float32 does not reach it exactly (the exact
-// difference wider than 53 bits): that chunk merely counts on float64.
+// DiffRuns; the positions of the inexact ones go to `rec` (numerics::InexactDiffs), for the
+// caller to mend or to redo the chunk on float64. The flag may miss a d that float64 rounds to a
+// float32 value while float32 does not reach it exactly (the exact difference wider than 53
+// bits): such a position is merely mended to the value it already has.
+HWY_INLINE void NoteInexact(numerics::InexactDiffs* rec, size_t i) {
+  if (rec->count < numerics::InexactDiffs::kCap) rec->at[rec->count] = static_cast<uint32_t>(rec->base + i);
+  ++rec->count;
+}
+// The lanes of `bad` as positions i, i + 1, ... (a rare vector: a few per chunk at most).
+template <class DW, class MW>
+HWY_INLINE void NoteInexactLanes(DW dw, MW bad, numerics::InexactDiffs* rec, size_t i) {
+  uint8_t bits[(hn::MaxLanes(dw) + 7) / 8];
+  hn::StoreMaskBits(dw, bad, bits);
+  for (size_t l = 0; l < hn::Lanes(dw); ++l)
+    if (bits[l / 8] >> (l % 8) & 1) NoteInexact(rec, i + l);
+}
+// Lanes where a - b, rounded, is not the exact difference: TwoSum's error (six additions, exact
+// for finite operands in round-to-nearest; never contracted into FMAs in this file), and not Ne:
+// Highway's is an ordered compare, false for the NaN error of an overflow, which is inexact.
+template <class DW, class VW>
+HWY_INLINE auto InexactSub(DW dw, VW a, VW b, VW s) {
+  const auto a1 = hn::Add(s, b);
+  const auto b1 = hn::Sub(s, a1);
+  const auto err = hn::Sub(hn::Sub(a, a1), hn::Add(b, b1));  // (a - a1) + (-b - b1)
+  return hn::Not(hn::Eq(err, hn::Zero(dw)));
+}
 template <class Fmt>
 HWY_INLINE numerics::DiffStats DiffRunsNarrow(const typename Fmt::T* HWY_RESTRICT r,
                                               const typename Fmt::T* HWY_RESTRICT c,
                                               float* HWY_RESTRICT d32,
                                               const uint32_t* HWY_RESTRICT ends, size_t runs,
-                                              double* HWY_RESTRICT out) {
+                                              double* HWY_RESTRICT out, numerics::InexactDiffs* rec) {
   const hn::ScalableTag<float> dw;
   const size_t lanes = hn::Lanes(dw);
   constexpr float inf = std::numeric_limits<float>::infinity();
@@ -999,11 +1022,11 @@ HWY_INLINE numerics::DiffStats DiffRunsNarrow(const typename Fmt::T* HWY_RESTRIC
         const auto a = LoadWide<Fmt>(dw, c + i);
         const auto b = LoadWide<Fmt>(dw, r + i);
         const auto s = hn::Sub(a, b);
-        const auto a1 = hn::Add(s, b);
-        const auto b1 = hn::Sub(s, a1);
-        const auto err = hn::Sub(hn::Sub(a, a1), hn::Add(b, b1));  // (a - a1) + (-b - b1)
-        // Not Ne: Highway's is an ordered compare, false for the NaN error of an overflow.
-        inexact = hn::Or(inexact, hn::Not(hn::Eq(err, zero)));
+        const auto bad = InexactSub(dw, a, b, s);
+        if (HWY_UNLIKELY(!hn::AllFalse(dw, bad))) {  // a few per chunk at most, in real data
+          inexact = hn::Or(inexact, bad);
+          if (rec != nullptr) NoteInexactLanes(dw, bad, rec, i);
+        }
         const auto x = hn::Abs(s);
         hn::StoreU(x, dw, d32 + i);
         lo = hn::Min(lo, x);
@@ -1013,7 +1036,12 @@ HWY_INLINE numerics::DiffStats DiffRunsNarrow(const typename Fmt::T* HWY_RESTRIC
     }
     for (; i < end; ++i) {
       const double x = std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i]));
-      const float x32 = NarrowDiff(x, inexact_s);
+      bool lost = false;
+      const float x32 = NarrowDiff(x, lost);
+      if (lost) {
+        inexact_s = true;
+        if (rec != nullptr) NoteInexact(rec, i);
+      }
       d32[i] = x32;
       lo_s = x32 < lo_s ? x32 : lo_s;
       m = x32 > m ? x32 : m;
@@ -1037,48 +1065,56 @@ HWY_INLINE numerics::DiffStats DiffRunsTo(const Src& src, double* HWY_RESTRICT d
 
 numerics::DiffStats DiffRunsF64(const void* ref, const void* cand, double* HWY_RESTRICT d,
                                 float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
-                                size_t runs, double* HWY_RESTRICT out) {
+                                size_t runs, double* HWY_RESTRICT out,
+                                numerics::InexactDiffs* rec) {
+  (void)rec;  // decoded float64 values seldom give float32 d: the caller stores float64 at once
   return DiffRunsTo(F64Pair{static_cast<const double*>(ref), static_cast<const double*>(cand)}, d,
                     d32, ends, runs, out);
 }
 template <class Fmt>
 numerics::DiffStats DiffRunsRaw(const void* ref, const void* cand, double* HWY_RESTRICT d,
                                 float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
-                                size_t runs, double* HWY_RESTRICT out) {
+                                size_t runs, double* HWY_RESTRICT out,
+                                numerics::InexactDiffs* rec) {
   using T = typename Fmt::T;
   if (d == nullptr)
     return DiffRunsNarrow<Fmt>(static_cast<const T*>(ref), static_cast<const T*>(cand), d32, ends,
-                               runs, out);
+                               runs, out, rec);
   return DiffRunsTo(RawPair<Fmt>{static_cast<const T*>(ref), static_cast<const T*>(cand)}, d, d32,
                     ends, runs, out);
 }
 numerics::DiffStats DiffRunsF32(const void* ref, const void* cand, double* HWY_RESTRICT d,
                                 float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
-                                size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<F32Format>(ref, cand, d, d32, ends, runs, out);
+                                size_t runs, double* HWY_RESTRICT out,
+                                numerics::InexactDiffs* rec) {
+  return DiffRunsRaw<F32Format>(ref, cand, d, d32, ends, runs, out, rec);
 }
 numerics::DiffStats DiffRunsF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
                                 float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
-                                size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<F16Format>(ref, cand, d, d32, ends, runs, out);
+                                size_t runs, double* HWY_RESTRICT out,
+                                numerics::InexactDiffs* rec) {
+  return DiffRunsRaw<F16Format>(ref, cand, d, d32, ends, runs, out, rec);
 }
 numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_RESTRICT d,
                                  float* HWY_RESTRICT d32, const uint32_t* HWY_RESTRICT ends,
-                                 size_t runs, double* HWY_RESTRICT out) {
-  return DiffRunsRaw<BF16Format>(ref, cand, d, d32, ends, runs, out);
+                                 size_t runs, double* HWY_RESTRICT out,
+                                numerics::InexactDiffs* rec) {
+  return DiffRunsRaw<BF16Format>(ref, cand, d, d32, ends, runs, out, rec);
 }
 
 // DiffCols (numerics::diff_cols): a raw float chunk whose every d is a float32 value, so |c - r|
-// on float32 lanes is d exactly, with no rounding-error test. Each segment is a piece of one row
+// on float32 lanes is d exactly, with no rounding-error test; or (kCheck) any chunk, with
+// TwoSum's test noting where it may not be (InexactSub, as DiffRunsNarrow). Each segment is a piece of one row
 // of the view: its d go into the running column maxima of the heat grid's current row of cells
 // (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest
 // positive d (+inf when none): the smallest of bits(d) - 1 as unsigned integers, where a zero
 // wraps to the largest.
-template <class Fmt, bool kCodes>
+template <class Fmt, bool kCodes, bool kCheck>
 HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
                               const typename Fmt::T* HWY_RESTRICT c, float* HWY_RESTRICT d32,
                               const uint32_t* HWY_RESTRICT ends, const uint32_t* HWY_RESTRICT cols,
-                              size_t segs, float* HWY_RESTRICT colmax, numerics::DiffCodes* codes) {
+                              size_t segs, float* HWY_RESTRICT colmax, numerics::DiffCodes* codes,
+                              numerics::InexactDiffs* rec) {
   const hn::ScalableTag<float> dw;
   const hn::RebindToUnsigned<decltype(dw)> du;
   const hn::RebindToSigned<decltype(dw)> di;
@@ -1111,7 +1147,13 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
     const size_t begin = i, end = ends[s];
     float* HWY_RESTRICT cm = colmax + cols[s];  // cm[i - begin]: the column of element i
     for (; i + lanes <= end; i += lanes) {
-      const auto x = hn::Abs(hn::Sub(LoadWide<Fmt>(dw, c + i), LoadWide<Fmt>(dw, r + i)));
+      const auto vc = LoadWide<Fmt>(dw, c + i), vr = LoadWide<Fmt>(dw, r + i);
+      const auto diff = hn::Sub(vc, vr);
+      if constexpr (kCheck) {
+        const auto bad = InexactSub(dw, vc, vr, diff);
+        if (HWY_UNLIKELY(!hn::AllFalse(dw, bad))) NoteInexactLanes(dw, bad, rec, i);
+      }
+      const auto x = hn::Abs(diff);
       hn::StoreU(x, dw, d32 + i);
       lo = hn::Min(lo, hn::Sub(hn::BitCast(du, x), one));
       float* p = cm + (i - begin);
@@ -1134,7 +1176,11 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
       }
     }
     for (; i < end; ++i) {
-      const auto x = static_cast<float>(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])));
+      bool lost = false;
+      const float x = NarrowDiff(std::abs(Fmt::Scalar(c[i]) - Fmt::Scalar(r[i])), lost);
+      if constexpr (kCheck) {
+        if (lost) NoteInexact(rec, i);
+      }
       d32[i] = x;
       uint32_t b;
       std::memcpy(&b, &x, sizeof b);
@@ -1157,32 +1203,40 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
   std::memcpy(&x, &b, sizeof x);
   return x;
 }
+template <class Fmt, bool kCodes>
+HWY_INLINE float DiffColsChecked(const void* r, const void* c, float* d32, const uint32_t* ends,
+                                 const uint32_t* cols, size_t segs, float* colmax,
+                                 numerics::DiffCodes* codes, numerics::InexactDiffs* rec) {
+  using T = typename Fmt::T;
+  if (rec != nullptr)
+    return DiffColsImpl<Fmt, kCodes, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols,
+                                           segs, colmax, codes, rec);
+  return DiffColsImpl<Fmt, kCodes, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols,
+                                          segs, colmax, codes, rec);
+}
 template <class Fmt>
 HWY_INLINE float DiffColsTo(const void* r, const void* c, float* d32, const uint32_t* ends,
-                            const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
-  using T = typename Fmt::T;
+                            const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes,
+                            numerics::InexactDiffs* rec) {
   // The one-lane target has no table of several entries: no codes (e_first -1).
   if (codes != nullptr && (hn::Lanes(hn::ScalableTag<float>()) < 4 || codes->e_hi < 1)) {
     codes->e_first = -1;
     codes = nullptr;
   }
-  if (codes != nullptr)
-    return DiffColsImpl<Fmt, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
-                                   colmax, codes);
-  return DiffColsImpl<Fmt, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols, segs,
-                                  colmax, codes);
+  if (codes != nullptr) return DiffColsChecked<Fmt, true>(r, c, d32, ends, cols, segs, colmax, codes, rec);
+  return DiffColsChecked<Fmt, false>(r, c, d32, ends, cols, segs, colmax, codes, rec);
 }
-float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends,
-                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
-  return DiffColsTo<F32Format>(r, c, d32, ends, cols, segs, colmax, codes);
+float DiffColsF32(const void* r, const void* c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                  size_t segs, float* colmax, numerics::DiffCodes* codes, numerics::InexactDiffs* rec) {
+  return DiffColsTo<F32Format>(r, c, d32, ends, cols, segs, colmax, codes, rec);
 }
-float DiffColsF16(const void* r, const void* c, float* d32, const uint32_t* ends,
-                  const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
-  return DiffColsTo<F16Format>(r, c, d32, ends, cols, segs, colmax, codes);
+float DiffColsF16(const void* r, const void* c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                  size_t segs, float* colmax, numerics::DiffCodes* codes, numerics::InexactDiffs* rec) {
+  return DiffColsTo<F16Format>(r, c, d32, ends, cols, segs, colmax, codes, rec);
 }
-float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* ends,
-                   const uint32_t* cols, size_t segs, float* colmax, numerics::DiffCodes* codes) {
-  return DiffColsTo<BF16Format>(r, c, d32, ends, cols, segs, colmax, codes);
+float DiffColsBF16(const void* r, const void* c, float* d32, const uint32_t* ends, const uint32_t* cols,
+                   size_t segs, float* colmax, numerics::DiffCodes* codes, numerics::InexactDiffs* rec) {
+  return DiffColsTo<BF16Format>(r, c, d32, ends, cols, segs, colmax, codes, rec);
 }
 
 // Byte codes (numerics::DiffCodes, count_codes): a code < 128 per element in one byte, so
@@ -1658,8 +1712,9 @@ double ObservedChunk::value(ChunkFormat f, const void* p, size_t i) {
 }
 
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
-                    double* out) {
-  return kernel::diff_runs_entry(c.format)(c.ref, c.cand, d, d32, ends, runs, out);
+                    double* out, InexactDiffs* inexact) {
+  if (inexact != nullptr) inexact->count = 0;
+  return kernel::diff_runs_entry(c.format)(c.ref, c.cand, d, d32, ends, runs, out, inexact);
 }
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out) {
   kernel::count_at_least_entry()(d, n, thresholds, k, out);
@@ -1668,8 +1723,8 @@ void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_
   kernel::count_at_least_f32_entry()(d, n, thresholds, k, out);
 }
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
-                 size_t segs, float* colmax, DiffCodes* codes) {
-  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax, codes);
+                 size_t segs, float* colmax, DiffCodes* codes, InexactDiffs* inexact) {
+  return kernel::diff_cols_entry(c.format)(c.ref, c.cand, d32, ends, cols, segs, colmax, codes, inexact);
 }
 void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out) {
   kernel::count_codes_entry()(codes, n, first, ncodes, out);

@@ -145,10 +145,25 @@ struct DiffStats {
   double min, max;
   bool f32;  // every d is a float32 value
 };
+// With `inexact` (d null, a raw float format): the positions i, ascending, whose d32[i] may not be
+// d[i] (the float32 subtraction was inexact; d32[i] is then d rounded to float32, the one rounding
+// giving what rounding to float64 first would), for a caller that mends those few instead of
+// redoing the chunk on float64; count is how many there are (only the first kCap positions are
+// kept, each plus `base`). The flag above is false when count > 0. Elsewhere the d32 are exactly
+// the d, and min, max and out are those of the d32.
+struct InexactDiffs {
+  static constexpr size_t kCap = 64;
+  size_t count = 0;
+  size_t base = 0;  // added to each position noted (diff_cols of a piece of a chunk)
+  uint32_t at[kCap];
+};
 DiffStats diff_runs(const ObservedChunk& c, double* d, float* d32, const uint32_t* ends, size_t runs,
-                    double* out);
+                    double* out, InexactDiffs* inexact = nullptr);
 // diff_cols: a raw float chunk (format f32, f16 or bf16) without NaN/Inf whose every d is a
-// float32 value (d32_exact below says when the kernel's ULP distance proves it): d32[i] = d[i],
+// float32 value (d32_exact below says when the kernel's ULP distance proves it), or, with
+// `inexact`, any such chunk, whose positions where d is perhaps not a float32 value it notes as
+// diff_runs does (the caller mends their codes; d32 and colmax hold d rounded to float32 there,
+// which is what the heat grid keeps): d32[i] = d[i],
 // and for each segment j, elements [ends[j-1], ends[j]) (ends[-1] = 0, the last = c.n), a piece of
 // one row of the view, colmax[cols[j] + i - ends[j-1]] = max(itself, d[i]) (the heat grid's
 // column maxima); returns the smallest positive d (+inf when none). Exact operations only.
@@ -168,7 +183,7 @@ struct DiffCodes {
   int32_t e_first = -1;
 };
 double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const uint32_t* cols,
-                 size_t segs, float* colmax, DiffCodes* codes = nullptr);
+                 size_t segs, float* colmax, DiffCodes* codes = nullptr, InexactDiffs* inexact = nullptr);
 // out[j] = the number of codes[i] >= j for first <= j < ncodes (first >= 1; codes < 128).
 void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out);
 // Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max

@@ -103,6 +103,7 @@ struct DetailCase {
 };
 
 void check_case(const DetailCase& tc);
+void check_inexact_case(const std::vector<uint64_t>& shape, bool tiny);
 
 TEST(DetailPassFused, EqualsTheSeparatePassForAnyThreadCount) {
   const std::vector<DetailCase> cases = {
@@ -202,6 +203,97 @@ void check_case(const DetailCase& tc) {
       ASSERT_TRUE(m.ok()) << m.error().to_string();
       expect_same_detail(pass.take(ri.shape), *expected);
     }
+  }
+}
+
+// A raw float32 chunk whose float32 subtraction is inexact at a few positions (a reference far
+// below its difference: near zero, under absolute noise) is counted on float32 lanes with those
+// few mended (DetailTask::mend_inexact); with more than InexactDiffs::kCap it is redone on
+// float64. Each must give the definition's detail, where the mended d decides:
+// - chunk 1: the largest d, inexact, lies on an edge's far side that float32 does not reach
+//   (f_lo < e <= d, rounded to f_lo): only the float64 d puts it in e's bin, and only a chunk
+//   maximum widened to it counts that bin at all;
+// - chunk 2: the smallest d, inexact, lies just below the edge 10, which it rounds up to: only a
+//   chunk minimum widened to it counts the bin below 10;
+// - chunk 3: every 8th d inexact, far more than kCap;
+// - chunk 4: none (the plain float32 path), and ordinary noise elsewhere.
+// Both ways a chunk is taken: 1-D and long (DetailTask's runs, diff_runs) and in rows of 5123
+// (by_columns: diff_cols, the histogram by codes); and chunk 1 at two scales: its d near 1, and
+// near 1e-10, where the codes' table starts in bin 0 (d < 1e-12).
+TEST(DetailPassFused, InexactFloat32DifferencesAreMendedOrRedone) {
+  for (const std::vector<uint64_t>& shape : {std::vector<uint64_t>{20492}, std::vector<uint64_t>{4, 5123}}) {
+    for (const bool tiny : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (shape.size() == 1 ? "1-D" : "rows of 5123") << (tiny ? ", tiny" : ""));
+      check_inexact_case(shape, tiny);
+    }
+  }
+}
+
+void check_inexact_case(const std::vector<uint64_t>& shape, bool tiny) {
+  const numerics::LogBins bins(PairDetail::kHistFirstExp, PairDetail::kHistBinsPerDecade, PairDetail::kHistBins);
+  // An edge above a float32 f_lo and below the midpoint of f_lo and the next float32.
+  double e = 0;
+  float f_lo = 0;
+  for (double x : bins.edges()) {
+    const auto f = static_cast<float>(x);
+    const float lo = static_cast<double>(f) <= x ? f : std::nextafter(f, 0.0f);
+    const float hi = std::nextafter(lo, HUGE_VALF);
+    const bool in_range = tiny ? x > 1e-12 && x < 1e-8 : x > 1e-2 && x < 1e3;
+    if (in_range && static_cast<double>(lo) < x && x < (double{lo} + double{hi}) / 2) {
+      e = x;  // the largest such edge
+      f_lo = lo;
+    }
+  }
+  ASSERT_GT(e, 0) << "no edge of the histogram lies just above a float32";
+  const float delta = numerics::round_up_f32(e - f_lo);  // f_lo + delta: at e or just above
+  const double d1 = double{f_lo} + double{delta};
+  ASSERT_GE(d1, e);
+  ASSERT_EQ(static_cast<float>(d1), f_lo);  // rounds below the edge
+
+  const size_t chunk = 4096, n = 5 * chunk + 12;
+  std::vector<double> ref(n), cand(n);
+  const std::vector<double> wiggle = noise(n, 5);
+  for (size_t i = 0; i < n; ++i) {
+    ref[i] = static_cast<float>(1.0 + std::fabs(wiggle[i]));            // in [1, ~4)
+    cand[i] = static_cast<float>(ref[i] * (1.0 + 0x1p-20 * wiggle[i]));  // exact differences
+    if (tiny && i >= chunk && i < 2 * chunk) {  // d in [2^-36, 2^-32]: in the codes' table
+      ref[i] = static_cast<float>(0x1p-24 * ref[i]);
+      cand[i] = static_cast<float>(ref[i] * (1.0 + 0x1p-12 * (1.0 + std::fabs(wiggle[i]))));
+    }
+  }
+  ASSERT_GT(d1, 0x1p-32);  // chunk 1's largest d
+  const size_t p1 = chunk + 1000;
+  ref[p1] = -static_cast<double>(delta);
+  cand[p1] = f_lo;
+  for (size_t i = 2 * chunk; i < 3 * chunk; ++i) {  // chunk 2: d = 32, exact (r: 16 fraction bits)
+    ref[i] = std::ldexp(std::floor(std::ldexp(1.0 + std::fabs(wiggle[i]), 16)), -16);
+    cand[i] = ref[i] + 32.0;
+  }
+  const size_t p2 = 2 * chunk + 2047;
+  ref[p2] = 0x1p-30;
+  cand[p2] = 10.0;  // d = 10 - 2^-30, rounded to float32: 10
+  ASSERT_EQ(static_cast<float>(cand[p2] - ref[p2]), 10.0f);
+  for (size_t i = 3 * chunk; i < 4 * chunk; i += 8) ref[i] = 0x1p-40 * (1.0 + static_cast<double>(i % 64));
+  for (size_t i = 0; i < n; ++i) cand[i] = static_cast<float>(cand[i]);
+
+  TensorInfo ri;
+  ri.name = "t";
+  ri.dtype = DType::f32;
+  ri.shape = shape;
+  const auto rb = encode(ref, DType::f32), cb = encode(cand, DType::f32);
+  const auto expected = detail_by_definition(ri, rb, ri, cb, {});
+  ASSERT_TRUE(expected.has_value());
+  ASSERT_GT(expected->histogram[bins.bin_search(d1)], 0u);
+  ASSERT_GT(expected->histogram[bins.bin_search(10.0) - 1], 0u);
+  for (unsigned threads : {1u, 2u}) {
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    DetailPass pass(ri);
+    numerics::PairOptions o;
+    o.threads = threads;
+    o.observer = &pass;
+    auto m = numerics::compare_pair(ri, rb, ri, cb, o);
+    ASSERT_TRUE(m.ok()) << m.error().to_string();
+    expect_same_detail(pass.take(ri.shape), *expected);
   }
 }
 
