@@ -113,7 +113,7 @@ class DetailTask final : public numerics::ChunkTask {
       double low = by_columns(c, &codes, proven ? nullptr : &inexact_);  // the smallest positive d
       f32 = true;
       top = c.max_abs;
-      if (inexact_.count == 0 || mend_inexact(c, low, &codes)) {
+      if (inexact_.count == 0 || mend_inexact(c, low, top, &codes)) {
         bin_columns(m, low, top, codes);
       } else {  // too many to mend: the histogram on float64 (the heat is right: mend_inexact)
         inexact_.count = 0;
@@ -134,11 +134,7 @@ class DetailTask final : public numerics::ChunkTask {
       if (c.format != numerics::ChunkFormat::f64) {
         inexact_.base = 0;
         st = numerics::diff_runs(c, nullptr, diff32_.data(), ends_.data(), runs, maxes_.data(), &inexact_);
-        if (!st.f32 && mend_inexact(c, st.min, nullptr)) {
-          st.max = std::max(st.max, mended_max_);
-          st.f32 = true;
-        }
-        f32 = st.f32;
+        f32 = st.f32 = st.f32 || mend_inexact(c, st.min, st.max, nullptr);
       }
       if (!f32) {
         inexact_.count = 0;
@@ -153,12 +149,19 @@ class DetailTask final : public numerics::ChunkTask {
       double& cell = heat_[cells_[j]];
       cell = std::max(cell, maxes_[j]);
     }
-    // Later elements lose ties to earlier ones, so a chunk whose largest d does not beat the
-    // best kept element has nothing to offer, nor has an element of it that does not.
+    // Later elements lose ties, so only a d above the bar (the 8th worst kept, or 0) is offered:
+    // next_at_least finds the next (d > bar is d >= the next value above bar), or a mended one.
     if (top > 0 && (worst_.size() < PairDetail::kWorst || top > worst_.front().abs_diff)) {
       const float* d32 = diff32_.data();
       size_t q = 0;  // the next mended position
       for (size_t k = 0; k < m; ++k) {
+        const double bar = worst_.size() < PairDetail::kWorst ? 0.0 : worst_.front().abs_diff;
+        const float up = numerics::round_up_f32(bar);
+        const float bar32 = up == bar ? std::nextafter(up, HUGE_VALF) : up;  // the next float above
+        const size_t mended = q < inexact_.count ? inexact_.at[q] : m;
+        k = f32 ? std::min(mended, numerics::next_at_least(d32, k, m, bar32))
+                : numerics::next_at_least(d, k, m, std::nextafter(bar, HUGE_VAL));
+        if (k >= m) break;
         double x = f32 ? static_cast<double>(d32[k]) : d[k];
         if (q < inexact_.count && inexact_.at[q] == k) x = exact_d_[q++];
         if (x > 0 && (worst_.size() < PairDetail::kWorst || x > worst_.front().abs_diff))
@@ -194,7 +197,8 @@ class DetailTask final : public numerics::ChunkTask {
   // each (the column maxima are folded into the heat cells when the next such row starts); then
   // the view's place moves on as plan_runs would have moved it. Returns the smallest positive d;
   // `codes` (numerics::DiffCodes) gets each d's histogram code in codes_.
-  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes, numerics::InexactDiffs* inexact) {
+  double by_columns(const numerics::ObservedChunk& c, numerics::DiffCodes* codes,
+                    numerics::InexactDiffs* inexact) {
     const size_t m = c.n;
     const size_t size = c.format == numerics::ChunkFormat::f32 ? 4 : 2;
     double lo = HUGE_VAL;
@@ -233,18 +237,16 @@ class DetailTask final : public numerics::ChunkTask {
   }
 
   // The few float32 d of a raw chunk that diff_runs or diff_cols flagged as perhaps not d: each d
-  // is taken on float64 (as the float64 pass takes it) into exact_d_, for the worst elements and
-  // the counts (mend_counts), and with `codes` its histogram code becomes its bin's. The float32
-  // copy (one rounding of the exact difference) is what rounding to float64 first gives, as the
-  // heat cells need: float64 rounds a difference of two float32 values only when one is below
-  // 2^-28 of the other, so it lies that close to a float32, far from any midpoint (checked; a
-  // code below the table also fails). `low` only widens; mended_max_ is the largest mended d.
-  // Returns false when not mended (too many, or a check failed): the caller counts on float64.
-  bool mend_inexact(const numerics::ObservedChunk& c, double& low, numerics::DiffCodes* codes) {
+  // on float64 (as the float64 pass takes it) into exact_d_, for the worst elements and the
+  // counts (mend_counts); with `codes` its code becomes its bin's. The float32 copy, one rounding
+  // of the exact difference, is what the heat cells need: float64 rounds a difference of two
+  // float32 values only when one is below 2^-28 of the other, far from any float32 midpoint
+  // (checked). `low` and `high` only widen. False when not mended
+  // (too many, a check failed, a code below the table): the caller counts on float64.
+  bool mend_inexact(const numerics::ObservedChunk& c, double& low, double& high, numerics::DiffCodes* codes) {
     if (inexact_.count > numerics::InexactDiffs::kCap) return false;
     const bool with_codes = codes != nullptr && codes->e_first >= 1;
     const size_t b0 = with_codes ? static_cast<size_t>(bins().binade_base()[codes->e_first]) : 0;
-    mended_max_ = 0;
     for (size_t q = 0; q < inexact_.count; ++q) {
       const uint32_t k = inexact_.at[q];
       const double x = std::fabs(c.cand_at(k) - c.ref_at(k));
@@ -253,7 +255,7 @@ class DetailTask final : public numerics::ChunkTask {
       if (x32 != diff32_[k]) return false;
       exact_d_[q] = x;
       low = std::min(low, x);
-      mended_max_ = std::max(mended_max_, x);
+      high = std::max(high, x);
       if (with_codes) {
         const size_t b = bins().bin(x);
         if (b < b0) return false;  // below the codes' table
@@ -313,10 +315,8 @@ class DetailTask final : public numerics::ChunkTask {
   // [bin(min), bin(max)], and the number in bins >= b is the number of d >= the lower edge of b:
   // a few vector compares per element instead of a bin lookup and a counter increment each.
   // Zeros (exact) are the d below the smallest positive double, counted only when min is 0.
-  // When every d of the chunk is a float32 value (raw float inputs nearly always are: the
-  // difference of two close floats is exact), the compares run on float32 lanes, twice as many
-  // per vector: for such d, d >= t is d >= (t rounded up to a float32). A chunk with one d that
-  // is not a float32 value counts on float64, so the counts are the same either way.
+  // With every d a float32 value (but the mended, mend_counts) the compares run on float32 lanes,
+  // twice as many per vector: for such d, d >= t is d >= (t rounded up to a float32).
   void bin_finite(const double* d, size_t m, const numerics::DiffStats& st) {
     const bool zeros = st.min == 0;
     std::array<double, kBins> thresholds;
@@ -412,7 +412,6 @@ class DetailTask final : public numerics::ChunkTask {
   std::array<float, kChunk> diff32_;  // diff_ rounded to float32 (numerics::diff_runs)
   numerics::InexactDiffs inexact_;    // where diff32_ was mended (mend_inexact)
   std::array<double, numerics::InexactDiffs::kCap> exact_d_;  // the d there
-  double mended_max_ = 0;                                     // the largest of them
   std::array<uint32_t, kChunk> ends_, cells_;  // a chunk's runs: end in the chunk, heat cell
   // by_columns: the column maxima of heat row colmax_row_ (empty when the view's rows are too
   // short or too long for them), and each row piece's first column.

@@ -1103,8 +1103,8 @@ numerics::DiffStats DiffRunsBF16(const void* ref, const void* cand, double* HWY_
 }
 
 // DiffCols (numerics::diff_cols): a raw float chunk whose every d is a float32 value, so |c - r|
-// on float32 lanes is d exactly, with no rounding-error test; or (kCheck) any chunk, with
-// TwoSum's test noting where it may not be (InexactSub, as DiffRunsNarrow). Each segment is a piece of one row
+// on float32 lanes is d exactly, with no rounding-error test; or (kCheck) any chunk, with TwoSum's
+// test noting where it may not be (InexactSub, as DiffRunsNarrow). Each segment is a piece of one row
 // of the view: its d go into the running column maxima of the heat grid's current row of cells
 // (an elementwise max, no horizontal reduction per heat cell) and into d32; returns the smallest
 // positive d (+inf when none): the smallest of bits(d) - 1 as unsigned integers, where a zero
@@ -1209,10 +1209,10 @@ HWY_INLINE float DiffColsChecked(const void* r, const void* c, float* d32, const
                                  numerics::DiffCodes* codes, numerics::InexactDiffs* rec) {
   using T = typename Fmt::T;
   if (rec != nullptr)
-    return DiffColsImpl<Fmt, kCodes, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols,
-                                           segs, colmax, codes, rec);
-  return DiffColsImpl<Fmt, kCodes, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends, cols,
-                                          segs, colmax, codes, rec);
+    return DiffColsImpl<Fmt, kCodes, true>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends,
+                                           cols, segs, colmax, codes, rec);
+  return DiffColsImpl<Fmt, kCodes, false>(static_cast<const T*>(r), static_cast<const T*>(c), d32, ends,
+                                          cols, segs, colmax, codes, rec);
 }
 template <class Fmt>
 HWY_INLINE float DiffColsTo(const void* r, const void* c, float* d32, const uint32_t* ends,

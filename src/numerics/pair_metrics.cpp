@@ -784,4 +784,24 @@ std::vector<std::string> available_targets() { return kernel::targets(); }
 
 bool force_target(const std::string& name) { return kernel::force(name); }
 
+namespace {
+// A block's test is one OR over its compares, which the compiler vectorises; only the block
+// with a hit is walked element by element.
+template <class T>
+size_t next_at_least_in(const T* d, size_t i, size_t n, T t) {
+  constexpr size_t kBlock = 32;
+  for (; i + kBlock <= n; i += kBlock) {
+    bool any = false;
+    for (size_t j = 0; j < kBlock; ++j) any |= d[i + j] >= t;
+    if (any) break;
+  }
+  for (; i < n; ++i)
+    if (d[i] >= t) return i;
+  return n;
+}
+}  // namespace
+
+size_t next_at_least(const float* d, size_t from, size_t n, float t) { return next_at_least_in(d, from, n, t); }
+size_t next_at_least(const double* d, size_t from, size_t n, double t) { return next_at_least_in(d, from, n, t); }
+
 }  // namespace driftscope::numerics

@@ -203,6 +203,9 @@ inline bool d32_exact(const ObservedChunk& c) {
 }
 void count_at_least(const double* d, size_t n, const double* thresholds, size_t k, uint64_t* out);
 void count_at_least_f32(const float* d, size_t n, const float* thresholds, size_t k, uint64_t* out);
+// The first i in [from, n) with d[i] >= t, n when none (d not NaN): blocks of 32 tested at once.
+size_t next_at_least(const float* d, size_t from, size_t n, float t);
+size_t next_at_least(const double* d, size_t from, size_t n, double t);
 
 // Computes every metric of a pair. The tensors may have different dtypes and encodings; both are
 // decoded (and dequantized) to float64. Element counts must match (after cand_index mapping).

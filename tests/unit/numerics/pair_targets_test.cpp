@@ -402,6 +402,83 @@ TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
   }
 }
 
+// Whether b - a is a float32 value, by integers: two float32 values of one significand's overlap
+// at most (exponents within 24) subtract exactly in int64 at the scale of their lowest bit; farther
+// apart, the difference spans more than 24 bits (neither being zero). Independent of TwoSum.
+bool float_difference_exact(float a, float b) {
+  if (a == 0 || b == 0 || a == b) return true;
+  int ea = 0, eb = 0;
+  std::frexp(a, &ea);
+  std::frexp(b, &eb);
+  if (std::abs(ea - eb) > 24) return false;
+  const int low = std::min(ea, eb) - 24;  // both are multiples of 2^low, below 2^(low + 49)
+  const auto A = static_cast<int64_t>(std::ldexp(static_cast<double>(a), -low));
+  const auto B = static_cast<int64_t>(std::ldexp(static_cast<double>(b), -low));
+  uint64_t d = static_cast<uint64_t>(A > B ? A - B : B - A);
+  while ((d & 1) == 0) d >>= 1;
+  return d < (uint64_t{1} << 24) && std::ldexp(static_cast<double>(A - B), low) <= std::numeric_limits<float>::max();
+}
+
+// diff_runs and diff_cols note the positions whose float32 difference is inexact
+// (numerics::InexactDiffs): the same positions as an integer test of each pair, at every lane and
+// in the scalar tails, past the cap of 64 (count goes on, positions stop); diff_runs's flag is
+// false exactly when some are noted.
+TEST_P(KernelTargets, InexactDifferencesAreNotedWhereTheyAre) {
+  for (const ChunkFormat f : {ChunkFormat::f32, ChunkFormat::f16, ChunkFormat::bf16}) {
+    const size_t size = f == ChunkFormat::f32 ? 4 : 2;
+    for (const size_t n : {size_t{13}, size_t{100}, size_t{4096}, size_t{4095}}) {
+      for (const size_t every : {size_t{7}, size_t{41}, size_t{997}}) {
+        std::mt19937_64 rng(n * 31 + every);
+        std::normal_distribution<double> g(0.0, 1.0);
+        std::vector<std::byte> rb(n * size), cb(n * size);
+        const auto put = [&](std::vector<std::byte>& out, size_t i, double v) {
+          if (f == ChunkFormat::f32) {
+            const float x = static_cast<float>(v);
+            std::memcpy(out.data() + 4 * i, &x, 4);
+          } else {
+            const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
+            std::memcpy(out.data() + 2 * i, &x, 2);
+          }
+        };
+        for (size_t i = 0; i < n; ++i) {
+          const double c = 64 * g(rng);  // float16 values below 1 all subtract exactly
+          // Now and then a reference far below its candidate (near zero, under absolute noise).
+          const double r = i % every == every / 2 ? c * std::ldexp(1.0, -12 - int(i % 9)) : c * (1 + 1e-3 * g(rng));
+          put(rb, i, r);
+          put(cb, i, c);
+        }
+        ObservedChunk ch;
+        ch.n = n;
+        ch.format = f;
+        ch.ref = rb.data();
+        ch.cand = cb.data();
+        std::vector<uint32_t> want;
+        for (size_t i = 0; i < n; ++i)
+          if (!float_difference_exact(static_cast<float>(ch.cand_at(i)), static_cast<float>(ch.ref_at(i))))
+            want.push_back(static_cast<uint32_t>(i));
+        if (n > 2 * every) ASSERT_FALSE(want.empty());
+        const auto check = [&](const InexactDiffs& got, const char* what) {
+          SCOPED_TRACE(::testing::Message() << GetParam() << " " << what << " format " << int(f) << " n=" << n);
+          ASSERT_EQ(got.count, want.size());
+          for (size_t q = 0; q < std::min(got.count, InexactDiffs::kCap); ++q) EXPECT_EQ(got.at[q], want[q]) << q;
+        };
+        std::vector<float> d32(n);
+        const uint32_t ends[2] = {static_cast<uint32_t>(n / 3), static_cast<uint32_t>(n)};
+        double maxima[2];
+        InexactDiffs runs;
+        const DiffStats st = diff_runs(ch, nullptr, d32.data(), ends, 2, maxima, &runs);
+        EXPECT_EQ(st.f32, want.empty());
+        check(runs, "diff_runs");
+        const uint32_t cols[2] = {0, 0};
+        std::vector<float> colmax(n, 0.0f);
+        InexactDiffs by_cols;
+        diff_cols(ch, d32.data(), ends, cols, 2, colmax.data(), nullptr, &by_cols);
+        check(by_cols, "diff_cols");
+      }
+    }
+  }
+}
+
 // diff_cols's histogram codes against their definition (pair_metrics.hpp, DiffCodes), element by
 // element: zeros, d in every binade of the table and below it, mantissas at and just below each
 // binade's edge, binades without an edge; row pieces and tails as above; the table's first
@@ -574,6 +651,25 @@ TEST(DiffExactness, UlpBoundProvesFloat32Differences) {
 std::string target_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 INSTANTIATE_TEST_SUITE_P(EveryTarget, KernelTargets, ::testing::ValuesIn(kernel::targets()), target_name);
+
+// next_at_least (the worst elements' scan in compare/detail.cpp) against a plain loop: every
+// start and bound on arrays with hits in and between its blocks of 32, ties at the bound, none.
+TEST(NextAtLeast, IsTheFirstAtOrAboveTheBound) {
+  std::mt19937_64 rng(3);
+  for (const size_t n : {size_t{0}, size_t{5}, size_t{32}, size_t{100}, size_t{257}}) {
+    std::vector<double> d(n);
+    for (auto& x : d) x = static_cast<double>(rng() % 64);
+    std::vector<float> f(d.begin(), d.end());
+    for (size_t from = 0; from <= n; from += 3) {
+      for (const double t : {0.0, 1.0, 40.0, 63.0, 64.0}) {
+        size_t want = from;
+        while (want < n && d[want] < t) ++want;
+        EXPECT_EQ(next_at_least(d.data(), from, n, t), want) << n << " " << from << " " << t;
+        EXPECT_EQ(next_at_least(f.data(), from, n, static_cast<float>(t)), want) << n << " " << from << " " << t;
+      }
+    }
+  }
+}
 
 TEST(KernelTargetList, IsEveryTargetCompiledAndSupported) {
   const auto names = kernel::targets();
