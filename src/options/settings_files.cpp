@@ -23,6 +23,10 @@ namespace {
 
 constexpr size_t kMaxRegexLength = limits::kMaxNameLength;
 constexpr size_t kMaxRegexNesting = 32;
+// libstdc++ reads a back-reference (\N) or a repeat count ({N,M}) into a long without an overflow
+// test (undefined behaviour past 18 digits, found by fuzz_name_map_parse); no name needs more
+// than 9, and its own limit on NFA states bounds what a smaller count can build.
+constexpr size_t kMaxRegexNumber = 9;
 
 Error policy_error(std::string_view origin, std::string msg) {
   return make_error(Errc::bad_policy, fmt::format("{}: {}", origin, msg));
@@ -198,9 +202,20 @@ Result<RenameRule> RenameRule::parse(std::string_view text) {
                       fmt::format("rename rule regex is {} bytes, allowed 1 .. {}", r.pattern.size(),
                                   kMaxRegexLength));
   size_t depth = 0;
-  bool in_class = false;
+  bool in_class = false, in_braces = false;
   for (size_t i = 0; i < r.pattern.size(); ++i) {
     char c = r.pattern[i];
+    // The digits that std::regex reads as one number: after '\\', '{' or a ',' inside braces.
+    if (c == '\\' || (!in_class && (c == '{' || (in_braces && c == ',')))) {
+      size_t j = i + 1;
+      while (j < r.pattern.size() && r.pattern[j] >= '0' && r.pattern[j] <= '9') ++j;
+      if (j - i - 1 > kMaxRegexNumber)
+        return make_error(Errc::invalid_argument,
+                          fmt::format("rename rule regex has a number of more than {} digits (at byte {})",
+                                      kMaxRegexNumber, i + 1));
+    }
+    if (!in_class && c == '{') in_braces = true;
+    if (!in_class && c == '}') in_braces = false;
     if (c == '\\') {
       ++i;
     } else if (in_class) {

@@ -422,6 +422,18 @@ TEST(RenameRules, DeepOrHugePatternsAreRefused) {
   EXPECT_EQ(huge.error().message, "rename rule regex is 5000 bytes, allowed 1 .. 4096");
   EXPECT_TRUE(RenameRule::parse(std::string(32, '(') + "a" + std::string(32, ')') + "=>x").ok());
   EXPECT_TRUE(RenameRule::parse("[(]+(a)=>x").ok());  // a '(' inside a class is no group
+  // libstdc++ reads \N and {N,M} into a long without an overflow test (fuzz_name_map_parse's
+  // crash-backref-overflow): numbers of more than 9 digits are refused before compiling.
+  for (const std::string pattern : {"edel\\8" + std::string(50, '3'), "a{" + std::string(20, '9') + "}",
+                                    "a{1," + std::string(20, '9') + "}", "\\0" + std::string(30, '7'),
+                                    "[\\1" + std::string(30, '2') + "]"}) {
+    auto big = RenameRule::parse(pattern + "=>x");
+    ASSERT_FALSE(big.ok()) << pattern;
+    EXPECT_EQ(big.error().code, driftscope::Errc::invalid_argument);
+    EXPECT_NE(big.error().message.find("a number of more than 9 digits"), std::string::npos) << big.error().message;
+  }
+  EXPECT_TRUE(RenameRule::parse("layer(\\d+)\\.w{1,3}=>l\\1").ok());
+  EXPECT_TRUE(RenameRule::parse("x12345678901234=>y").ok());  // a long literal number is no count
   auto map = driftscope::NameMap::parse("a = ['" + std::string(n, '(') + "=>x']\n", "m.toml");
   ASSERT_FALSE(map.ok());
   EXPECT_EQ(map.error().message, "m.toml: rename rule regex is 100000 bytes, allowed 1 .. 4096");
