@@ -31,16 +31,26 @@ namespace {
 class FileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Death tests re-execute the binary: each runs in a fresh process without our handler.
+    // Death tests re-execute the binary: each runs in a fresh process without our handler. Such a
+    // child runs the test again up to its death, never reaching TearDown, so its folder is named
+    // after its parent's and the parent's TearDown removes it too.
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    dir_ = fs::temp_directory_path() /
-           ("ds-file-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const bool child = !GTEST_FLAG_GET(internal_run_death_test).empty();
+    prefix_ = "ds-file-" + std::to_string(child ? ::getppid() : ::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = fs::temp_directory_path() / (child ? prefix_ + "-" + std::to_string(::getpid()) : prefix_);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == prefix_ || name.rfind(prefix_ + "-", 0) == 0) fs::remove_all(e.path(), ec);
+    }
+  }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string prefix_;
   fs::path dir_;
 };
 
