@@ -100,6 +100,17 @@ uint64_t max_ulp_reference(const std::byte* a, const std::byte* b, size_t n, uns
   return best;
 }
 
+// Element i of a raw f32/f16/bf16 payload: v rounded to the format.
+void put_value(std::vector<std::byte>& out, ChunkFormat f, size_t i, double v) {
+  if (f == ChunkFormat::f32) {
+    const float x = static_cast<float>(v);
+    std::memcpy(out.data() + 4 * i, &x, 4);
+  } else {
+    const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
+    std::memcpy(out.data() + 2 * i, &x, 2);
+  }
+}
+
 class KernelTargets : public ::testing::TestWithParam<std::string> {
  protected:
   // As hwy::TestWithParamTarget: the target is what Highway's dispatch will choose.
@@ -355,17 +366,8 @@ TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
         std::vector<std::byte> rb(n * size), cb(n * size);
         for (size_t i = 0; i < n; ++i) {
           const double r = g(rng), c = i % 5 == 0 ? r : r * (1.0 + std::ldexp(g(rng), -9 - int(i % 12)));
-          const auto put = [&](std::vector<std::byte>& out, double v) {
-            if (f == ChunkFormat::f32) {
-              const float x = static_cast<float>(v);
-              std::memcpy(out.data() + 4 * i, &x, 4);
-            } else {
-              const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
-              std::memcpy(out.data() + 2 * i, &x, 2);
-            }
-          };
-          put(rb, r);
-          put(cb, c);
+          put_value(rb, f, i, r);
+          put_value(cb, f, i, c);
         }
         ObservedChunk ch;
         ch.n = n;
@@ -431,21 +433,12 @@ TEST_P(KernelTargets, InexactDifferencesAreNotedWhereTheyAre) {
         std::mt19937_64 rng(n * 31 + every);
         std::normal_distribution<double> g(0.0, 1.0);
         std::vector<std::byte> rb(n * size), cb(n * size);
-        const auto put = [&](std::vector<std::byte>& out, size_t i, double v) {
-          if (f == ChunkFormat::f32) {
-            const float x = static_cast<float>(v);
-            std::memcpy(out.data() + 4 * i, &x, 4);
-          } else {
-            const uint16_t x = f == ChunkFormat::f16 ? double_to_f16(v) : double_to_bf16(v);
-            std::memcpy(out.data() + 2 * i, &x, 2);
-          }
-        };
         for (size_t i = 0; i < n; ++i) {
           const double c = 64 * g(rng);  // float16 values below 1 all subtract exactly
           // Now and then a reference far below its candidate (near zero, under absolute noise).
           const double r = i % every == every / 2 ? c * std::ldexp(1.0, -12 - int(i % 9)) : c * (1 + 1e-3 * g(rng));
-          put(rb, i, r);
-          put(cb, i, c);
+          put_value(rb, f, i, r);
+          put_value(cb, f, i, c);
         }
         ObservedChunk ch;
         ch.n = n;
