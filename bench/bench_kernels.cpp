@@ -4,7 +4,7 @@
 //   ds_bench_kernels [--mb N] [--repeat R] [--rounds K] [--threads T]
 //       synthetic pairs of N/4 Mi elements per side (default N = 256) in f32, f16 and bf16:
 //       compare_pair against the plain read of the same bytes at all threads and at 1 thread
-//       (median of K side-by-side rounds, default 5), and every SIMD target on f32;
+//       (median of K side-by-side rounds, default 5), and every SIMD target on f32, f16, bf16;
 //       --dtype: that row only
 //   ds_bench_kernels --pairs REF.tdump CAND.tdump [--repeat R] [--threads T] [--json]
 //       every same-named tensor pair of two dumps (used by bench/compare_vs_numpy.py)
@@ -208,19 +208,26 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
     }
   }
   if (!only.empty()) return 0;
-  // Per SIMD target, on f32 (1 thread, input bytes per second).
-  driftscope::TensorInfo info;
-  info.name = "x";
-  info.dtype = driftscope::DType::f32;
-  info.shape = {n};
-  const std::span<const std::byte> pa(reinterpret_cast<const std::byte*>(a.data()), n * 4);
-  const std::span<const std::byte> pb(reinterpret_cast<const std::byte*>(b.data()), n * 4);
-  const std::vector<Pair> pairs = {{&info, pa, &info, pb}};
-  const double bytes = 2.0 * static_cast<double>(n) * 4;
-  std::printf("  per SIMD target, f32, 1 thread (input bytes per second):\n");
+  // Per SIMD target (1 thread, input bytes per second): machines without AVX-512 run AVX2.
+  std::printf("  per SIMD target, 1 thread (input bytes per second):\n");
+  std::printf("    %-10s", "");
+  for (size_t k = 0; k < 3; ++k) std::printf(" %10s", rows[k].name);
+  std::printf("\n");
   for (const auto& t : driftscope::numerics::available_targets()) {
     driftscope::numerics::force_target(t);
-    std::printf("    %-10s %7.2f GB/s\n", t.c_str(), bytes / compare_seconds(pairs, 1, repeat) / 1e9);
+    std::printf("    %-10s", t.c_str());
+    for (size_t k = 0; k < 3; ++k) {  // f32, f16, bf16
+      driftscope::TensorInfo info;
+      info.name = "x";
+      info.dtype = rows[k].dtype;
+      info.shape = {n};
+      const std::span<const std::byte> pa(static_cast<const std::byte*>(rows[k].pa), n * rows[k].size);
+      const std::span<const std::byte> pb(static_cast<const std::byte*>(rows[k].pb), n * rows[k].size);
+      const std::vector<Pair> pairs = {{&info, pa, &info, pb}};
+      const double bytes = 2.0 * static_cast<double>(n * rows[k].size);
+      std::printf(" %5.2f GB/s", bytes / compare_seconds(pairs, 1, repeat) / 1e9);
+    }
+    std::printf("\n");
   }
   driftscope::numerics::force_target("");
   return 0;

@@ -51,9 +51,11 @@ using M = hn::Mask<D>;
 inline constexpr size_t kN = hn::MaxLanes(D());
 // Vectors per group of kLanes elements (AVX-512: 1, AVX2: 2, SSE4/NEON: 4).
 inline constexpr size_t kG = kLanes / kN;
+// Whether the all-finite stretches of raw chunks go two vectors at a time (step_finite2).
+inline constexpr bool kPaired = HWY_TARGET != HWY_SCALAR;
 static_assert(kLanes % kN == 0, "a vector must hold a whole number of virtual lanes");
-// float32 lanes of two vectors D (RawSource::load2, used on the kG == 1 targets only; the scalar
-// target has no two-lane vectors).
+// float32 lanes of two vectors D (RawSource::load2, used on every target but the scalar one, which
+// has no two-lane vectors).
 #if HWY_TARGET == HWY_SCALAR
 using DW = hn::Rebind<float, D>;
 #else
@@ -127,10 +129,12 @@ struct State {
     accumulate<false>(src, r, c, hn::FirstN(d, kN), hn::FirstN(d, 0), i, s);
   }
 
-  // Two vectors, elements [i, i + 2 kN), of a stretch presumed all finite, when one vector holds
-  // every virtual lane (kG == 1: AVX-512). The sums take the two vectors in element order, as two
-  // step_finite calls would. The order-free rest is done once for both, on 2 kN float32/int32
-  // lanes where it is exact, and what is rare is only tested for:
+  // Two vectors of a stretch presumed all finite: elements [i, i + kN) and [i + kLanes, i +
+  // kLanes + kN), the same vector position j of two consecutive groups (one vector holds every
+  // virtual lane on AVX-512, kG == 1, so there the two are adjacent). The sums take the two
+  // vectors in the order of their sweep, as two step_finite calls would. The order-free rest is
+  // done once for both, on 2 kN float32/int32 lanes where it is exact (on AVX2 one 256-bit
+  // operation instead of two 128-bit ones), and what is rare is only tested for:
   // - r·c > Src::kTinyProduct in every lane, tested on the float32 product of the 2 kN lanes,
   //   says that no value is ±0 and both sides of each lane have one sign: no zero to count,
   //   and the ULP distance is |bits(r) - bits(c)| (RawSource::ulp_wide_over). Otherwise the
@@ -165,7 +169,7 @@ struct State {
       if (!hn::AllFalse(d, mis0)) {
         at = static_cast<int64_t>(i) + hn::FindFirstTrue(d, mis0);
       } else if (!hn::AllFalse(d, mis1)) {
-        at = static_cast<int64_t>(i + kN) + hn::FindFirstTrue(d, mis1);
+        at = static_cast<int64_t>(i + kLanes) + hn::FindFirstTrue(d, mis1);
       }
       if (at >= 0 && (first < 0 || at < first)) first = at;
     }
@@ -420,7 +424,7 @@ struct RawSource {
   uint64_t zero_r = 0, zero_c = 0;         // finite pairs only
   size_t n = 0;                            // values in the chunk
   size_t valid = kN;                       // lanes of the last load that hold values
-  // load2's accumulators, on 2 kN lanes (kG == 1 only; folded into the above by fold_wide).
+  // load2's accumulators, on 2 kN lanes (kPaired only; folded into the above by fold_wide).
   hn::Vec<DWU> wbest{};
   hn::Vec<DW> wmin_r{}, wmax_r{}, wmin_c{}, wmax_c{};
   hn::Vec<DW> wfr{}, wfc{};   // the float32 values of the last load2
@@ -436,10 +440,11 @@ struct RawSource {
   static constexpr double kUlpDoubling = Fmt::kUlpDoubling;
   static constexpr int kMaxDoublings = Fmt::kMaxDoublings;
 
-  // Elements [i, i + 2 kN), all finite pairs (RunChunk checks that afterwards), widened into two
-  // float64 vectors each side; the extremes are taken here from the same loads on 2 kN lanes at
-  // once (on AVX-512 one 512-bit operation instead of two 256-bit ones), the ULP distance and
-  // zero counts by ulp_wide or zeros_and_ulp_wide; one prefetch per 64 bytes of float32, not two.
+  // Elements [i, i + kN) and [i + kLanes, i + kLanes + kN) (step_finite2), all finite pairs
+  // (RunChunk checks that afterwards), widened into two float64 vectors each side; the extremes
+  // are taken here from the same loads on 2 kN lanes at once (on AVX-512 one 512-bit operation
+  // instead of two 256-bit ones), the ULP distance and zero counts by ulp_wide_over or
+  // zeros_and_ulp_wide; one prefetch per 64 bytes of float32, not two.
 #if HWY_TARGET != HWY_SCALAR
   HWY_INLINE void load2(size_t i, V& r0, V& c0, V& r1, V& c1) {
     const DWI dwi;
@@ -449,22 +454,22 @@ struct RawSource {
     hwy::Prefetch(reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(pc) + kPrefetchBytes));
     hn::Vec<DW> wr, wc;
     if constexpr (sizeof(T) == 4) {
-      hn::Vec<DWU> hr, hc;
-      Load<DW>(pr, hr, wr);
-      Load<DW>(pc, hc, wc);
+      const hn::Vec<DWU> hr = LoadTwo<DWU>(pr), hc = LoadTwo<DWU>(pc);
+      wr = Fmt::ToF32(hr);
+      wc = Fmt::ToF32(hc);
       wxr = hn::BitCast(dwi, hr);
       wxc = hn::BitCast(dwi, hc);
       // Widened from memory operands: no extraction of the upper half from a register.
       r0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr)));
-      r1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr + kN)));
+      r1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pr + kLanes)));
       c0 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc)));
-      c1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc + kN)));
+      c1 = hn::PromoteTo(D(), hn::LoadU(DF(), reinterpret_cast<const float*>(pc + kLanes)));
     } else {
       // The ULP distance is taken on the 16-bit bits themselves (ulp_wide_over): float16 needs
       // no `high` at all on the fast path (vcvtph2ps reads the raw bits), and the distance
       // works on 16-bit lanes, half the width of 32-bit ones.
-      const auto raw_r = hn::LoadU(hn::RebindToUnsigned<DWH>(), pr);
-      const auto raw_c = hn::LoadU(hn::RebindToUnsigned<DWH>(), pc);
+      const auto raw_r = LoadTwo<hn::RebindToUnsigned<DWH>>(pr);
+      const auto raw_c = LoadTwo<hn::RebindToUnsigned<DWH>>(pc);
       wr = Fmt::ToF32(High(raw_r), raw_r);
       wc = Fmt::ToF32(High(raw_c), raw_c);
       wrr = hn::BitCast(DWH(), raw_r);
@@ -480,6 +485,17 @@ struct RawSource {
     wmax_c = hn::Max(wmax_c, wc);
     wfr = wr;
     wfc = wc;
+  }
+  // The kN elements at p and the kN at p + kLanes, as one vector of 2 kN lanes (one load where
+  // they are adjacent, kG == 1).
+  template <class DX>
+  static HWY_INLINE hn::Vec<DX> LoadTwo(const T* p) {
+    if constexpr (kG == 1) {
+      return hn::LoadU(DX(), p);
+    } else {
+      const hn::Half<DX> dh;
+      return hn::Combine(DX(), hn::LoadU(dh, p + kLanes), hn::LoadU(dh, p));
+    }
   }
   // A 16-bit format's bits moved to the top of 32-bit lanes.
   static HWY_INLINE hn::Vec<DWU> High(hn::Vec<hn::RebindToUnsigned<DWH>> raw) {
@@ -523,7 +539,7 @@ struct RawSource {
   // load2's accumulators into the kN-lane ones (order-free: maxima, minima).
   HWY_INLINE void fold_wide() {
 #if HWY_TARGET != HWY_SCALAR
-    if constexpr (kG == 1) {
+    if constexpr (kPaired) {
       const DF df;
       const DU du;
       min_r = hn::Min(min_r, hn::Min(hn::LowerHalf(df, wmin_r), hn::UpperHalf(df, wmin_r)));
@@ -656,7 +672,7 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
   s.max_rel = hn::Set(d, p.max_rel_floor);
   s.max_rel_slack = hn::Mul(s.max_rel, s.slack);
   s.tiny_possible = !hn::AllFalse(d, hn::Lt(hn::Mul(s.max_rel_slack, s.eps), s.tiny));
-  if constexpr (kG == 1 && Src::kNarrowExtremes) s.template update_uthr<Src>();
+  if constexpr (kPaired && Src::kNarrowExtremes) s.template update_uthr<Src>();
   s.min_ref = s.pinf;
   s.min_cand = s.pinf;
   s.max_ref = s.ninf;
@@ -680,8 +696,8 @@ HWY_INLINE void RunChunk(Src& src, size_t n, const Params& p, ChunkPartial* out)
     const State saved = s;
     const Src saved_src = src;
     size_t g0 = 0;
-    if constexpr (kG == 1 && Src::kNarrowExtremes) {
-      for (; g0 + 2 <= full; g0 += 2) s.step_finite2(src, g0 * kLanes, sums);
+    if constexpr (kPaired && Src::kNarrowExtremes) {
+      for (; g0 + 2 <= full; g0 += 2) s.step_finite2(src, g0 * kLanes + j * kN, sums);
     }
     for (size_t g = g0; g < full; ++g) s.step_finite(src, g * kLanes + j * kN, sums);
     if (!hn::AllTrue(d, hn::And(hn::IsFinite(sums.r), hn::IsFinite(sums.c)))) {
