@@ -10,6 +10,7 @@
 #include "driftscope/decode.hpp"
 #include "numerics/decode_plan.hpp"
 #include "numerics/decode_simd.hpp"
+#include "numerics/unsigned_zero.hpp"
 #include "numerics/decode_stats.hpp"
 #include "numerics/sketch.hpp"
 
@@ -136,12 +137,12 @@ TensorStats StatsAccumulator::finish() const noexcept {
   s.zero_count = zero_;
   s.l2_norm = 0;
   if (finite_ == 0) return s;  // min/max/mean/std stay NaN: there is no finite value
-  s.min = min_;
-  s.max = max_;
+  s.min = unsigned_zero(min_);  // numerics/unsigned_zero.hpp: the same bytes on every target
+  s.max = unsigned_zero(max_);
   s.l2_norm = std::ldexp(std::sqrt(ss_), ss_exp_);
   if (min_ == max_) {
     // A constant tensor: report it exactly (std 0), which the silent-failure checks rely on.
-    s.mean = min_;
+    s.mean = s.min;
     s.std = 0;
     return s;
   }

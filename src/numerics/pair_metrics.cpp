@@ -29,6 +29,7 @@
 #include "numerics/decode_plan.hpp"
 #include "numerics/pair_kernel.hpp"
 #include "numerics/release_front.hpp"
+#include "numerics/unsigned_zero.hpp"
 
 namespace driftscope::numerics {
 namespace {
@@ -561,9 +562,6 @@ void run_task(const Job& job, uint64_t begin, uint64_t end, Acc& acc,
 Error bad_option(std::string_view what, double v, std::string_view rule) {
   return make_error(Errc::invalid_argument, fmt::format("{} is {}; it must be {}", what, v, rule));
 }
-
-// -0 and +0 are both zero; report zero without a sign so every target gives the same bits.
-double unsigned_zero(double v) { return v == 0 ? 0.0 : v; }
 
 }  // namespace
 

@@ -209,6 +209,33 @@ TEST(Stats, BitIdenticalOnEverySimdTarget) {
   EXPECT_GE(targets, 1);
 }
 
+// min(-0, +0) is whichever operand a comparison keeps, and targets compare lanes in different
+// orders: a zero extreme is reported as +0 on every target (numerics/unsigned_zero.hpp), so the
+// same values give the same bytes (docs/format.md §3.6). Found by tests/python/test_simd_targets.py:
+// `driftscope ls` printed -0 under SSE4 and 0 under AVX-512 for the same float16 tensor.
+TEST(Stats, ZeroExtremesAreUnsignedOnEveryTarget) {
+  std::mt19937_64 rng(5);
+  for (size_t n : {size_t{1}, size_t{16}, size_t{64}, size_t{1000}, size_t{4096}, size_t{70001}}) {
+    std::vector<double> mixed(n), negative(n, -0.0), relu(n);
+    for (size_t i = 0; i < n; ++i) {
+      mixed[i] = rng() % 2 ? -0.0 : 0.0;
+      relu[i] = rng() % 3 == 0 ? 0.25 * static_cast<double>(rng() % 8) : (rng() % 2 ? -0.0 : 0.0);
+    }
+    relu[0] = -0.0;  // a zero minimum whatever the rest
+    test::for_each_target([&] {
+      SCOPED_TRACE(n);
+      for (const auto* v : {&mixed, &negative}) {
+        const auto s = stats_of(*v);
+        EXPECT_EQ(test::bits_of(s.min), 0u);
+        EXPECT_EQ(test::bits_of(s.max), 0u);
+        EXPECT_EQ(test::bits_of(s.mean), 0u);
+        EXPECT_EQ(s.zero_count, n);
+      }
+      EXPECT_EQ(test::bits_of(stats_of(relu).min), 0u);
+    });
+  }
+}
+
 TEST(Stats, NarrowAndQuantisedDtypesUseDecodedValues) {
   std::vector<uint16_t> h;
   std::vector<double> ref;
