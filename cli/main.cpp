@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "driftscope/simd.hpp"
 
 namespace {
 // A dump set keeps each rank's file open while it is read (MappedFile::check_unchanged), and a
@@ -31,6 +32,10 @@ std::vector<CommandSpec>& command_registry() {
 int main(int argc, char** argv) {
   using namespace driftscope::cli;
   raise_descriptor_limit();
+  if (auto simd = driftscope::use_simd_target_from_env(); !simd) {
+    std::fprintf(stderr, "driftscope: error: %s\n", simd.error().message.c_str());
+    return kExitTrouble;
+  }
   CLI::App app{
       "driftscope: record the intermediate tensors of two runs of a model and find the first\n"
       "tensor where they part ways.\n\n"
@@ -46,7 +51,13 @@ Examples:
   driftscope import saved.npz saved.tdump        compare tensors saved with numpy too
 
 `driftscope SUBCOMMAND --help` explains each subcommand; docs/cli.md is the reference.)HELP");
-  app.set_version_flag("--version", std::string("driftscope ") + DRIFTSCOPE_VERSION);
+  // As ripgrep's --version, the SIMD code in use: what a bug report about speed needs to say.
+  app.set_version_flag("--version", [] {
+    std::string all;
+    for (const auto& t : driftscope::simd_targets()) all += " " + t;
+    return std::string("driftscope ") + DRIFTSCOPE_VERSION + "\nsimd: " + driftscope::simd_target() +
+           " (this CPU runs:" + all + "; DRIFTSCOPE_SIMD=NAME picks one)";
+  });
   app.require_subcommand(1);
   app.fallthrough(false);
 

@@ -132,7 +132,9 @@ def _dispatch(args: List[str]) -> int:
         return 0 if args else 2
     if args[0] == "--version":
         from . import __version__
-        print(f"driftscope {__version__} (python)")
+        from . import _core
+        print(f"driftscope {__version__} (python)\nsimd: {_core.simd_target()} (this CPU runs: "
+              f"{' '.join(_core.simd_targets())}; DRIFTSCOPE_SIMD=NAME picks one)")
         return 0
     if args[0] == "record":
         return record_main(args[1:])

@@ -1,6 +1,7 @@
 // driftscope._core: module definition, error translation, filters and dtype helpers.
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "driftscope/error.hpp"
 #include "driftscope/file.hpp"
 #include "driftscope/filter.hpp"
+#include "driftscope/simd.hpp"
 #include "driftscope/summary.hpp"
 #include "driftscope/text.hpp"
 
@@ -184,6 +186,11 @@ NB_MODULE(_core, m) {
   namespace nb = nanobind;
   m.doc() = "driftscope native core (private): use the driftscope package instead.";
   m.attr("__version__") = DRIFTSCOPE_VERSION;
+  // DRIFTSCOPE_SIMD, as the driftscope command reads it (docs/cli.md "Environment"): a value this
+  // CPU cannot run stops the import, as numpy's NPY_DISABLE_CPU_FEATURES does.
+  if (auto simd = use_simd_target_from_env(); !simd) throw std::invalid_argument(simd.error().message);
+  m.def("simd_target", &simd_target, "The SIMD target the kernels run (include/driftscope/simd.hpp).");
+  m.def("simd_targets", &simd_targets, "The SIMD targets this build runs on this CPU, best first.");
   m.attr("DEFAULT_PROJECTION_DIM") = kDefaultProjectionDim;
   m.attr("DEFAULT_PROJECTION_SEED") = kDefaultProjectionSeed;
 

@@ -1571,6 +1571,17 @@ size_t table_index(int64_t targets) {
   return chosen.GetIndex();
 }
 
+// hwy::SupportedTargets() without its side effect. In Highway 1.0.3 it re-initialises the global
+// ChosenTarget from the CPU's own targets, before DisableTargets' mask, as a step of the first
+// HWY_DYNAMIC_DISPATCH, which then sets it again from the masked result; any other caller would
+// leave every later dispatch on the CPU's best target, undoing cap() (DRIFTSCOPE_SIMD). The choice
+// is set here as that dispatch sets it.
+int64_t supported_targets() {
+  const int64_t targets = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(targets);
+  return targets;
+}
+
 // The index in use: the forced target's, else the one HWY_DYNAMIC_DISPATCH would take (which
 // honours hwy::SetSupportedTargetsForTest and hwy::DisableTargets).
 size_t current_index() {
@@ -1581,7 +1592,7 @@ size_t current_index() {
   if (f == kForcedScalar) return table_index(HWY_SCALAR);
   if constexpr (kOneEntryTables) return 0;
   hwy::ChosenTarget& chosen = hwy::GetChosenTarget();
-  if (!chosen.IsInitialized()) chosen.Update(hwy::SupportedTargets());
+  if (!chosen.IsInitialized()) supported_targets();
   return chosen.GetIndex();
 }
 
@@ -1590,7 +1601,7 @@ size_t current_index() {
 std::vector<int64_t> compiled_supported() {
   std::vector<int64_t> out;
   std::vector<size_t> seen;
-  for (int64_t left = HWY_TARGETS & hwy::SupportedTargets(); left != 0; left &= left - 1) {
+  for (int64_t left = HWY_TARGETS & supported_targets(); left != 0; left &= left - 1) {
     const int64_t t = left & -left;
     const size_t index = table_index(t);
     if (std::find(seen.begin(), seen.end(), index) != seen.end()) continue;
@@ -1700,6 +1711,32 @@ ChunkFn selected() {
 ChunkRawFn selected_raw(RawFormat f) {
   if (g_forced.load(std::memory_order_acquire) == kForcedScalar) return raw_reference(f);
   return raw_entry(current_index(), f);
+}
+
+bool cap(const std::string& name) {
+  hwy::DisableTargets(0);  // a second cap may choose a better target than the first
+  const int64_t t = find(name);
+  if (t == 0) {
+    supported_targets();
+    return false;
+  }
+  if (t == kForcedScalar) {
+    hwy::DisableTargets(~static_cast<int64_t>(HWY_SCALAR | HWY_EMU128));
+  } else {
+    hwy::DisableTargets(t - 1);  // every better target: a lower bit (hwy/targets.h)
+  }
+  supported_targets();
+  g_forced.store(t == kForcedScalar ? kForcedScalar : 0, std::memory_order_release);
+  return true;
+}
+
+std::string current() {
+  if (g_forced.load(std::memory_order_acquire) == kForcedScalar) return "scalar";
+  const size_t index = current_index();
+  for (int64_t t : compiled_supported()) {
+    if (table_index(t) == index) return hwy::TargetName(t);
+  }
+  return "scalar";
 }
 
 bool force(const std::string& name) {

@@ -103,5 +103,12 @@ ChunkRawFn by_name_raw(const std::string& name, RawFormat f);
 // max_ulp_bits, the detail helpers; tests and benchmarks); "" restores automatic choice. Under
 // "scalar" the helpers without a reference of their own run Highway's fallback target.
 bool force(const std::string& name);
+// Switches off every Highway target better than `name` for the whole process (hwy::DisableTargets:
+// every Highway module follows), or all but the fallback for "scalar", which the kernels here
+// then take from their scalar reference; false (and the CPU's best) when `name` is not one of
+// the CPU's targets().
+bool cap(const std::string& name);
+// The target the kernels here run now: a name from targets().
+std::string current();
 
 }  // namespace driftscope::numerics::kernel

@@ -203,7 +203,7 @@ def bindir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def version() -> str:
-    return subprocess.run([str(BIN), "--version"], capture_output=True, text=True).stdout.split()[-1]
+    return subprocess.run([str(BIN), "--version"], capture_output=True, text=True).stdout.splitlines()[0].split()[-1]
 
 
 def scratch(fixtures: Path, tmp_path: Path) -> Path:
