@@ -43,6 +43,7 @@
 #include "child_run.hpp"
 #include "common/thread_pool.hpp"
 #include "driftscope/compare.hpp"
+#include "driftscope/simd.hpp"
 #include "driftscope/writer.hpp"
 #include "plain_read.h"
 
@@ -211,6 +212,12 @@ int run_startup(const std::string& bin, int repeat, const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // DRIFTSCOPE_SIMD, as the driftscope command reads it: `DRIFTSCOPE_SIMD=AVX2 make bench`
+  // measures what a CPU without AVX-512 runs.
+  if (auto simd = driftscope::use_simd_target_from_env(); !simd) {
+    std::fprintf(stderr, "%s\n", simd.error().message.c_str());
+    return 2;
+  }
   size_t mib = 512, tensor_mib = 16;
   int repeat = 3;
   unsigned threads = 0;
@@ -306,8 +313,8 @@ int main(int argc, char** argv) {
   fs::remove(b);
   fs::remove(nz);
   fs::remove(nz);
-  std::printf("compare of cached f32 dumps, %zu MiB per side in %zu MiB tensors, %u threads, best of %d\n",
-              mib, tensor_mib, all, repeat);
+  std::printf("compare of cached f32 dumps, %zu MiB per side in %zu MiB tensors, %u threads, best of %d, "
+              "SIMD %s\n", mib, tensor_mib, all, repeat, driftscope::simd_target().c_str());
   auto line = [&](const char* what, const Best& t, const std::string& note) {
     std::printf("  %-16s %7.2f GB/s = %5.1f%% of the read; CPU %6.3f s = %5.1f%% of the read's  %s\n", what,
                 bytes / t.wall / 1e9, 100 * t_read.wall / t.wall, t.cpu, 100 * t_read.cpu / t.cpu, note.c_str());

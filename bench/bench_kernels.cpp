@@ -27,6 +27,7 @@
 #include "common/thread_pool.hpp"
 #include "driftscope/decode.hpp"
 #include "driftscope/reader.hpp"
+#include "driftscope/simd.hpp"
 #include "numerics/pair_metrics.hpp"
 #include "plain_read.h"
 
@@ -173,7 +174,8 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
   });
   const unsigned all = threads ? threads : driftscope::detail::hardware_threads();
   std::printf("driftscope kernel benchmark: %zu Mi elements per side, best of %d, median of %d "
-              "side-by-side rounds\n", n >> 20, repeat, rounds);
+              "side-by-side rounds, SIMD %s\n", n >> 20, repeat, rounds,
+              driftscope::simd_target().c_str());
   std::printf("  compare_pair against the plain read (bench/plain_read.c) of the same bytes on the "
               "same threads\n");
   std::printf("  %-7s %5s %10s %13s %7s %10s  %s\n", "dtype", "threads", "read GB/s", "compare GB/s",
@@ -274,6 +276,12 @@ int run_pairs(const std::string& a, const std::string& b, int repeat, unsigned t
 }  // namespace
 
 int main(int argc, char** argv) {
+  // DRIFTSCOPE_SIMD, as the driftscope command reads it: `DRIFTSCOPE_SIMD=AVX2 make bench`
+  // measures what a CPU without AVX-512 runs.
+  if (auto simd = driftscope::use_simd_target_from_env(); !simd) {
+    std::fprintf(stderr, "%s\n", simd.error().message.c_str());
+    return 2;
+  }
   size_t mib = 256;
   int repeat = 5, rounds = 5;
   std::string only;

@@ -1138,24 +1138,33 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
   const auto one = hn::Set(du, 1u);
   auto lo = hn::Set(du, ~0u);
   uint32_t lo_s = ~0u;
-  // kCodes: numerics::DiffCodes, the table of exponents [e_first, e_hi] in one vector.
-  HWY_ALIGN int32_t tb[hn::MaxLanes(di)] = {}, te[hn::MaxLanes(di)] = {};
+  // kCodes: numerics::DiffCodes, the table of exponents [e_first, e_hi]: one vector of entries,
+  // or two on 8-lane targets (AVX2), so that their table spans as many binades (15) as AVX-512's
+  // (a chunk whose d span more binades than the table is counted against the bin edges instead,
+  // several times the cost: detail.cpp, bin_columns).
+  constexpr size_t kLanesMax = hn::MaxLanes(di);
+  constexpr size_t kEntries = kLanesMax == 8 ? 16 : kLanesMax;
+  HWY_ALIGN int32_t tb[kEntries] = {}, te[kEntries] = {};
   int32_t e_first = 0;
   if constexpr (kCodes) {
-    e_first = HWY_MAX(codes->e_hi - static_cast<int32_t>(lanes) + 2, 1);
+    const size_t entries = kEntries == kLanesMax ? lanes : kEntries;
+    e_first = HWY_MAX(codes->e_hi - static_cast<int32_t>(entries) + 2, 1);
     codes->e_first = e_first;
     tb[0] = 1;
     te[0] = 0x800000;
-    for (size_t k = 1; k < lanes; ++k) {
+    for (size_t k = 1; k < entries; ++k) {
       const size_t e = static_cast<size_t>(e_first) + k - 1;
       tb[k] = 2 + codes->base[e] - codes->base[static_cast<size_t>(e_first)];
       te[k] = codes->edge[e];
     }
   }
   const auto vb = hn::Load(di, tb), ve = hn::Load(di, te);
+  // The second half of a two-vector table (only read where kEntries == 2 kLanesMax).
+  const auto vb1 = hn::Load(di, tb + kEntries - kLanesMax), ve1 = hn::Load(di, te + kEntries - kLanesMax);
   const auto off = hn::Set(di, 1 - e_first), izero = hn::Zero(di), ione = hn::Set(di, 1);
   const auto mant = hn::Set(di, 0x7FFFFF);
-  (void)vb, (void)ve, (void)off, (void)izero, (void)ione, (void)mant;
+  const auto low_mask = hn::Set(di, static_cast<int32_t>(kLanesMax - 1));
+  (void)vb, (void)ve, (void)vb1, (void)ve1, (void)off, (void)izero, (void)ione, (void)mant, (void)low_mask;
   // A local pointer: codes->out was read again after every store (which might alias it).
   uint8_t* HWY_RESTRICT out8 = kCodes ? codes->out : nullptr;
   size_t i = 0;
@@ -1177,14 +1186,31 @@ HWY_INLINE float DiffColsImpl(const typename Fmt::T* HWY_RESTRICT r,
       if constexpr (kCodes) {
         const auto xi = hn::BitCast(di, x);
         const auto idx = hn::Max(hn::Add(hn::BitCast(di, hn::ShiftRight<23>(hn::BitCast(du, x))), off), izero);
-        const auto ix = hn::IndicesFromVec(di, idx);
-        const auto b = hn::TableLookupLanes(vb, ix);
-        const auto code = hn::IfThenElse(hn::Lt(hn::And(xi, mant), hn::TableLookupLanes(ve, ix)), hn::Sub(b, ione), b);
+        hn::Vec<decltype(di)> b, edge;
+        if constexpr (kEntries == kLanesMax) {
+          const auto ix = hn::IndicesFromVec(di, idx);
+          b = hn::TableLookupLanes(vb, ix);
+          edge = hn::TableLookupLanes(ve, ix);
+        } else {  // idx < 2 kLanesMax: its low bits pick the lane, the next one the vector
+          const auto ix = hn::IndicesFromVec(di, hn::And(idx, low_mask));
+          const auto upper = hn::Gt(idx, low_mask);
+          b = hn::IfThenElse(upper, hn::TableLookupLanes(vb1, ix), hn::TableLookupLanes(vb, ix));
+          edge = hn::IfThenElse(upper, hn::TableLookupLanes(ve1, ix), hn::TableLookupLanes(ve, ix));
+        }
+        const auto code = hn::IfThenElse(hn::Lt(hn::And(xi, mant), edge), hn::Sub(b, ione), b);
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
         // Codes are below 128, so each lane's low byte is its code: one vpmovdb instead of
         // Highway 1.0's DemoteTo (two packs, a mask and a permute, the loop's costliest part in
         // perf annotate).
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out8 + i), _mm512_cvtepi32_epi8(code.raw));
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+        // The same low bytes on AVX2: vpshufb gathers each 128-bit half's four into its first
+        // dword, vpermd puts the two dwords side by side (DemoteTo took five operations).
+        const __m256i low_bytes = _mm256_shuffle_epi8(
+            code.raw, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                       0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+        const __m256i packed = _mm256_permutevar8x32_epi32(low_bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(out8 + i), _mm256_castsi256_si128(packed));
 #else
         const hn::Rebind<uint8_t, decltype(di)> d8;
         hn::StoreU(hn::DemoteTo(d8, code), d8, out8 + i);
