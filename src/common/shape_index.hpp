@@ -13,6 +13,29 @@ namespace driftscope::detail {
 void unravel(uint64_t flat, std::span<const uint64_t> shape, uint64_t* out) noexcept;
 std::vector<uint64_t> unravel(uint64_t flat, std::span<const uint64_t> shape);
 
+// Walks `shape` in row-major order, calling f(i, offset) for element i with offset =
+// Σ_k coord_k · stride[k], whatever the strides (a transposed view, Fortran order): an odometer,
+// O(1) amortised per element. Nothing is called when an axis is 0.
+template <class F>
+void for_each_strided(std::span<const uint64_t> shape, std::span<const uint64_t> stride, F&& f) {
+  const size_t rank = shape.size();
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  std::vector<uint64_t> coord(rank, 0);
+  uint64_t off = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    f(i, off);
+    for (size_t ax = rank; ax-- > 0;) {
+      if (++coord[ax] < shape[ax]) {
+        off += stride[ax];
+        break;
+      }
+      off -= stride[ax] * (shape[ax] - 1);
+      coord[ax] = 0;
+    }
+  }
+}
+
 // For each flat index of the reference (row-major in ref_shape), the flat index of the same
 // element in the candidate (row-major in cand_shape), where reference axis i is candidate axis
 // permutation[i] (cand_shape[permutation[i]] == ref_shape[i]).

@@ -11,6 +11,7 @@
 
 #include "driftscope/limits.hpp"
 #include "common/bytes.hpp"
+#include "common/shape_index.hpp"
 #include "interop/quote.hpp"
 
 namespace driftscope::interop {
@@ -137,30 +138,19 @@ Result<DescrInfo> parse_descr(const std::string& descr, std::string_view what) {
   }
 }
 
-// Rewrites Fortran-order elements into C order. Element (i0..in-1) sits at
-// sum(i_k * prod(dims[0..k))) in Fortran order.
+// Rewrites Fortran-order elements into C order: C-order element (i0..in-1) sits at
+// Σ i_k · Π dims[0..k) in Fortran order.
 void fortran_to_c(std::span<const std::byte> src, std::span<std::byte> dst,
                   const std::vector<uint64_t>& shape, size_t item) {
-  size_t rank = shape.size();
-  std::vector<uint64_t> fstride(rank), idx(rank, 0);
+  std::vector<uint64_t> fstride(shape.size());
   uint64_t s = 1;
-  for (size_t k = 0; k < rank; ++k) {
+  for (size_t k = 0; k < shape.size(); ++k) {
     fstride[k] = s;
     s *= shape[k];
   }
-  uint64_t n = dst.size() / item;
-  uint64_t off = 0;  // Fortran offset of the current C-order index, kept incrementally
-  for (uint64_t e = 0; e < n; ++e) {
+  detail::for_each_strided(shape, fstride, [&](uint64_t e, uint64_t off) {
     std::memcpy(dst.data() + e * item, src.data() + off * item, item);
-    for (size_t k = rank; k-- > 0;) {
-      if (++idx[k] < shape[k]) {
-        off += fstride[k];
-        break;
-      }
-      off -= fstride[k] * (shape[k] - 1);
-      idx[k] = 0;
-    }
-  }
+  });
 }
 
 Result<NpyArray> parse_npy_impl(std::span<const std::byte> b, std::string_view what,
