@@ -250,8 +250,7 @@ class DetailTask final : public numerics::ChunkTask {
     for (size_t q = 0; q < inexact_.count; ++q) {
       const uint32_t k = inexact_.at[q];
       const double x = std::fabs(c.cand_at(k) - c.ref_at(k));
-      const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
-                            ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
+      const float x32 = numerics::d_to_f32(x);
       if (x32 != diff32_[k]) return false;
       exact_d_[q] = x;
       low = std::min(low, x);

@@ -898,8 +898,7 @@ struct RawPair {
 // d as float32, +inf beyond float's range (converting such a double is undefined behaviour), and
 // whether that lost anything: the scalar tails of DiffRuns and DiffRunsNarrow.
 HWY_INLINE float NarrowDiff(double x, bool& inexact) {
-  const float x32 = x <= static_cast<double>(std::numeric_limits<float>::max())
-                        ? static_cast<float>(x) : std::numeric_limits<float>::infinity();
+  const float x32 = numerics::d_to_f32(x);
   inexact = inexact || static_cast<double>(x32) != x;
   return x32;
 }

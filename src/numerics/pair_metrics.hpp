@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -186,6 +187,13 @@ double diff_cols(const ObservedChunk& c, float* d32, const uint32_t* ends, const
                  size_t segs, float* colmax, DiffCodes* codes = nullptr, InexactDiffs* inexact = nullptr);
 // out[j] = the number of codes[i] >= j for first <= j < ncodes (first >= 1; codes < 128).
 void count_codes(const uint8_t* codes, size_t n, size_t first, size_t ncodes, uint64_t* out);
+// A difference d >= 0 as float32 (the detail pass's d32): rounded once, +inf beyond float's range
+// (converting such a double is undefined behaviour). The kernels' scalar tails and the mending
+// of inexact differences (compare/detail.cpp) take the same value.
+inline float d_to_f32(double d) {
+  return d <= static_cast<double>(std::numeric_limits<float>::max()) ? static_cast<float>(d)
+                                                                     : std::numeric_limits<float>::infinity();
+}
 // Whether every finite pair's d = |c - r| of a raw chunk is a float32 value, from the chunk's max
 // ULP distance alone: at most half a binade's steps (2^22 for f32, 2^9 for f16, 2^6 for bf16).
 // Same sign: then c <= 2r and r <= 2c (the bits of 2r are those of r plus one binade), so c - r
