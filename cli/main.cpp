@@ -50,6 +50,13 @@ Examples:
   driftscope verify gpu.tdump                    is a dump intact?
   driftscope import saved.npz saved.tdump        compare tensors saved with numpy too
 
+Environment:
+  DRIFTSCOPE_PYTHON   the Python that record, guard and the other Python-backed subcommands
+                      run (else the one next to this command, then python3 on PATH)
+  DRIFTSCOPE_SIMD     run the kernels on one SIMD target (--version lists them; every target
+                      gives the same results, bit for bit)
+  NO_COLOR, COLUMNS   no colours; the width that tables fit
+
 `driftscope SUBCOMMAND --help` explains each subcommand; docs/cli.md is the reference.)HELP");
   // As ripgrep's --version, the SIMD code in use: what a bug report about speed needs to say.
   app.set_version_flag("--version", [] {
