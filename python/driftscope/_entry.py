@@ -7,6 +7,7 @@ downloaded model's folder does not replace numpy (SECURITY.md).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -14,6 +15,22 @@ import sys
 from typing import Any, Callable
 
 from .errors import InvalidArgumentError
+
+
+def _escapes(err: BaseException) -> bool:
+    """Whether user code raised something the commands' `except Exception` would let through
+    and end driftscope with: sys.exit() (whose code would become driftscope's, 0 included, with
+    no output written) or another BaseException. ^C, driftscope's own SIGTERM exception and a
+    generator's close stay what they are."""
+    if isinstance(err, (Exception, KeyboardInterrupt, GeneratorExit)):
+        return False
+    return not type(err).__module__.startswith("driftscope")
+
+
+def _user_code_error(flag: str, spec: str, err: BaseException, when: str) -> InvalidArgumentError:
+    what = (f"called sys.exit({err.code!r})" if isinstance(err, SystemExit)
+            else f"raised {type(err).__name__}: {err}")
+    return InvalidArgumentError(f"{flag} {spec}: {when} {what}", 1, "invalid_argument")
 
 
 def load_function(spec: str, flag: str = "--model") -> Callable[..., Any]:
@@ -36,11 +53,37 @@ def load_function(spec: str, flag: str = "--model") -> Callable[..., Any]:
         assert loader_spec is not None and loader_spec.loader is not None
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[mod_name] = module
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException as err:
+            if _escapes(err):
+                raise _user_code_error(flag, spec, err, "importing its module") from None
+            raise
     else:
-        module = importlib.import_module(module_part)
+        try:
+            module = importlib.import_module(module_part)
+        except BaseException as err:
+            if _escapes(err):
+                raise _user_code_error(flag, spec, err, "importing its module") from None
+            raise
     try:
-        return getattr(module, func_name)
+        fn = getattr(module, func_name)
     except AttributeError:
         raise InvalidArgumentError(f"{flag}: {module_part} has no function {func_name!r}", 1,
                                    "invalid_argument") from None
+    if not callable(fn):
+        raise InvalidArgumentError(f"{flag}: {module_part}.{func_name} is a "
+                                   f"{type(fn).__name__}, not a function", 1, "invalid_argument")
+
+    # A call that ends in sys.exit() or another BaseException becomes an error the commands
+    # report in one line (exit 2), as they report an exception of the function.
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as err:
+            if _escapes(err):
+                raise _user_code_error(flag, spec, err, "the function") from None
+            raise
+
+    return call

@@ -317,6 +317,10 @@ def _ranges(specs: Sequence[str]) -> dict:
             out[name] = (float(lo), float(hi))
         except ValueError:
             raise GuardError(f"--input-range {spec!r}: expected NAME=LO:HI (x=-300:300)") from None
+        if not (math.isfinite(out[name][0]) and math.isfinite(out[name][1])
+                and out[name][0] <= out[name][1]):
+            raise GuardError(f"--input-range {spec!r}: LO and HI must be finite numbers with "
+                             "LO <= HI (x=-300:300)")
     return out
 
 
@@ -395,6 +399,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise GuardError(f"--out '{args.out}': exists and is not a folder")
 
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise GuardError(f"--timeout {args.timeout:g}: allowed a number of seconds above 0")
         builds, seconds = _fallback_budget(args.fallback_budget)
         if args.latency_budget is not None and not (
                 math.isfinite(args.latency_budget) and args.latency_budget >= 0):

@@ -81,7 +81,13 @@ class _TorchSession(Session):
                 with record(self.model, path, inputs=True,
                             meta={"precision": str(self.dtype or torch.float32)}):
                     out = _call(self.model, args)
-        leaves, _ = _flat(out)
+        leaves, skipped = _flat(out)
+        if not leaves:
+            # Nothing to compare is not a pass (a guard of it would say every backend matches).
+            kind = type(out).__name__
+            inside = sorted(set(skipped) - {kind}) if skipped != [kind] else []
+            raise ValueError(f"the model's output holds no tensor (it returned {kind}"
+                             f"{' of ' + ', '.join(inside) if inside else ''})")
         result: Dict[str, np.ndarray] = {}
         for p, t in leaves:
             t = t.detach().cpu()
