@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._cli import parse_args, refuse_output_onto_inputs, write_output
+from .._cli import OneLineParser, parse_args, refuse_output_onto_inputs, write_output
 from .._entry import load_function
 from .._writer import Writer
 from ..errors import Error, InvalidArgumentError, UnsupportedError
@@ -350,12 +350,92 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
     return x - m - math.log(float(np.sum(np.exp(x - m))))
 
 
+def _step_logits(d: Any, path: str, k: int) -> np.ndarray:
+    """``step.K/logits`` of a generation dump as the vocabulary vector, float64: stored as [V],
+    or with leading batch / time axes of length 1 ([1, V], [1, 1, V]: squeezed). A real batch or
+    time axis, a scalar or an empty vocabulary is bad input: one line naming the tensor, its
+    shape, its record's offset and what is expected (checked from the record's header, before
+    its payload is read)."""
+    name = f"step.{k}/logits"
+    r = d.find(name)
+    if r is None:
+        return d.get(name)  # NotFoundError, with the names it might have meant
+    shape = tuple(int(n) for n in r.shape)
+    if not shape or shape[-1] < 1 or any(n != 1 for n in shape[:-1]):
+        raise InvalidArgumentError(
+            f"{path}: {name} (record at offset {r.offset}) has shape {list(shape)}; expected "
+            f"the last position's logits over the vocabulary: [V] with V >= 1, or [1, V] / "
+            f"[1, 1, V] (batch and time axes of length 1)", 1, "invalid_argument")
+    return np.asarray(r.numpy("float64"), dtype=np.float64).reshape(shape[-1])
+
+
+def _nonfinite(x: np.ndarray) -> Optional[Dict[str, int]]:
+    """How many NaN, +Inf and -Inf a logits vector holds; None when it is all finite."""
+    if bool(np.isfinite(x).all()):
+        return None
+    return {"nan": int(np.isnan(x).sum()), "posinf": int(np.isposinf(x).sum()),
+            "neginf": int(np.isneginf(x).sum())}
+
+
+def _nonfinite_words(c: Optional[Dict[str, int]]) -> str:
+    if not c:
+        return "finite"
+    return ", ".join(f"{c[key]} {word}" for key, word in
+                     (("nan", "NaN"), ("posinf", "+Inf"), ("neginf", "-Inf")) if c[key])
+
+
+def _nonfinite_line(d: Dict[str, Any]) -> Optional[str]:
+    """The non-finite logits finding in words (text and Markdown share it), or None."""
+    ks = d.get("non_finite_steps")
+    if not ks:
+        return None
+    nf = d["steps"][ks[0]]["non_finite"]
+    return (f"non-finite logits (NaN/Inf: no softmax, a silent failure) at {len(ks)} of "
+            f"{d['compared_steps']} steps; first at step {ks[0]}: reference "
+            f"{_nonfinite_words(nf['reference'])}; candidate {_nonfinite_words(nf['candidate'])}")
+
+
+def _rule_num(v: Any) -> Any:
+    """A number of the compare's reference64 rule: a non-finite one comes as a string."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _g(v: Any) -> str:
+    """A number as {:.3g}; the compare gives None for a statistic of NaN/Inf values."""
+    return "NaN/Inf" if v is None else f"{v:.3g}"
+
+
+def _max_nan(xs: List[float]) -> Optional[float]:
+    """max() that a NaN wins (Python's max() keeps or drops a NaN by its position)."""
+    if not xs:
+        return None
+    return math.nan if any(math.isnan(x) for x in xs) else max(xs)
+
+
+def _json_safe(x: Any) -> Any:
+    """NaN / Inf as null: JSON has no such numbers (as the compare and guard reports)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
 class GenerationReport:
     """What :func:`compare` found: ``steps`` (per step: top1_agree, topk_overlap, kl,
     max_abs_diff, inputs_identical, ref_token, cand_token), ``first_flip`` (the first step whose
     greedy tokens differ, or None), ``first_crossing`` (the first tensor beyond tolerance over
     every compared step), ``flip_layer`` (the first tensor beyond tolerance at the flip step),
-    ``unmatched`` (steps one run has and the other lacks, and why)."""
+    ``unmatched`` (steps one run has and the other lacks, and why), ``non_finite_steps`` (the
+    steps whose logits hold NaN/Inf in either run: verdict ``non_finite``, exit code 3; each
+    such step's ``non_finite`` counts them per run)."""
 
     def __init__(self, data: Dict[str, Any]) -> None:
         self.data = data
@@ -368,10 +448,13 @@ class GenerationReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.data["verdict"] == "pass" else 1
+        # 3: a silent failure (NaN/Inf logits), as the driftscope executable's exit codes
+        v = self.data["verdict"]
+        return 0 if v == "pass" else 3 if v == "non_finite" else 1
 
     def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self.data, indent=indent, sort_keys=False)
+        return json.dumps(_json_safe(self.data), indent=indent, sort_keys=False,
+                          allow_nan=False)
 
     def to_markdown(self) -> str:
         d = self.data
@@ -379,6 +462,9 @@ class GenerationReport:
                  f"**Verdict: {d['verdict']}**; steps compared {d['compared_steps']} (reference "
                  f"{d['reference_steps']}, candidate {d['candidate_steps']}); teacher-forced "
                  f"{d['teacher_forced']}", ""]
+        nfl = _nonfinite_line(d)
+        if nfl:
+            lines.append(f"- {nfl}")
         if d["first_flip"] is None:
             lines.append(f"- no greedy token flipped in {d['compared_steps']} steps")
         else:
@@ -420,6 +506,9 @@ class GenerationReport:
                          f"{sm['top1_agreement']:.3f}, top-{d['top_k']} overlap "
                          f"{sm['mean_topk_overlap']:.3f}, max KL {sm['max_kl']:.3e}, max|diff| "
                          f"{sm['max_abs_diff']:.3e}")
+        nfl = _nonfinite_line(d)
+        if nfl:
+            lines.append(f"  {nfl}")
         if d["first_flip"] is None:
             lines.append(f"  no greedy token flipped in {d['compared_steps']} steps")
         else:
@@ -429,7 +518,7 @@ class GenerationReport:
         fl = d.get("flip_layer")
         if d["first_flip"] is not None:
             lines.append(f"  first layer beyond tolerance at step {d['first_flip']}: " +
-                         (f"{fl['name']} ({fl['status']}, max|diff| {fl['max_abs_diff']:.3g})"
+                         (f"{fl['name']} ({fl['status']}, max|diff| {_g(fl['max_abs_diff'])})"
                           if fl else "none (the flip is within every tensor's tolerance)"))
         fc = d.get("first_crossing")
         lines.append("  first tensor beyond tolerance over all steps: " +
@@ -437,7 +526,7 @@ class GenerationReport:
         fk = d.get("first_cache")
         if fk:
             lines.append(f"  first KV-cache entry beyond tolerance: {fk['name']} "
-                         f"({fk['status']}, max|diff| {fk['max_abs_diff']:.3g})")
+                         f"({fk['status']}, max|diff| {_g(fk['max_abs_diff'])})")
         for line in _r64_lines(d):
             lines.append("  " + line)
         if d.get("names") and (d["names"]["map_a"] or d["names"]["map_b"]):
@@ -519,13 +608,20 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
     reference64 (a float64 generation teacher-forced with the reference: record(...,
     dtype=torch.float64, teacher=REF)): also applies the float64 ordering rule at the first
     flipped step and at the first step beyond tolerance (the report's ``reference64``: the first
-    tensor beyond the rule there, or none, with the logit-margin evidence)."""
+    tensor beyond the rule there, or none, with the logit-margin evidence).
+    top_k: an integer >= 1, clamped to the vocabulary size. Logits are [V], or [1, V] /
+    [1, 1, V] (squeezed); another shape is bad input. NaN/Inf logits in either run make the
+    verdict ``non_finite`` (exit_code 3) and that step's KL NaN."""
     import driftscope
 
     from .llm_names import rename_plan
 
     if names not in ("auto", "exact"):
         raise InvalidArgumentError(f"names={names!r}: 'auto' or 'exact'", 1, "invalid_argument")
+    if not isinstance(top_k, (int, np.integer)) or isinstance(top_k, bool) or top_k < 1:
+        raise InvalidArgumentError(f"top_k={top_k!r}: must be an integer >= 1 (clamped to the "
+                                   f"vocabulary size)", 1, "invalid_argument")
+    top_k = int(top_k)
 
     rpath, cpath = os.fspath(reference), os.fspath(candidate)
     rmeta, cmeta = _generation_meta(rpath), _generation_meta(cpath)
@@ -552,25 +648,37 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
                      f"have no {who} step (the {who} stopped: "
                      f"{shorter_meta.get('llm.stopped', '?')})")
     steps: List[Dict[str, Any]] = []
+    k_used = 0  # top_k clamped to the vocabulary size: the k the overlaps measure
     with driftscope.open(rpath) as rd, driftscope.open(cpath) as cd:
         for k in range(n):
-            a = np.asarray(rd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
-            b = np.asarray(cd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+            a, b = _step_logits(rd, rpath, k), _step_logits(cd, cpath, k)
             if a.shape != b.shape:
                 raise InvalidArgumentError(f"step {k}: logits of {a.shape} vs {b.shape}: the two "
                                            f"models have different vocabularies", 1,
                                            "invalid_argument")
             kk = min(top_k, a.size)
+            k_used = max(k_used, kk)
             ta = set(np.argsort(-a, kind="stable")[:kk].tolist())
             tb = set(np.argsort(-b, kind="stable")[:kk].tolist())
-            la, lb = _log_softmax(a), _log_softmax(b)
-            kl = float(np.sum(np.exp(la) * (la - lb)))
+            bad_a, bad_b = _nonfinite(a), _nonfinite(b)
+            with np.errstate(all="ignore"):
+                if bad_a or bad_b:  # no softmax: the KL is undefined (NaN), a silent failure
+                    kl = math.nan
+                else:
+                    la, lb = _log_softmax(a), _log_softmax(b)
+                    pa = np.exp(la)
+                    kl = float(np.sum(np.where(pa > 0, pa * (la - lb), 0.0)))
+                # NaN where an Inf meets an Inf of the same sign or a NaN, Inf against finite
+                mad = float(np.max(np.abs(a - b)))
             same_in = k == 0 or (k - 1 < len(rfed) and k - 1 < len(cfed)
                                  and rfed[k - 1] == cfed[k - 1])
             steps.append({"ref_token": rtok[k], "cand_token": ctok[k],
                           "top1_agree": rtok[k] == ctok[k], "topk_overlap": len(ta & tb) / kk,
-                          "kl": kl, "max_abs_diff": float(np.max(np.abs(a - b))),
-                          "inputs_identical": bool(same_in)})
+                          "kl": kl, "max_abs_diff": mad,
+                          "inputs_identical": bool(same_in),
+                          "non_finite": ({"reference": bad_a, "candidate": bad_b}
+                                         if bad_a or bad_b else None)})
+    non_finite_steps = [k for k, s in enumerate(steps) if s["non_finite"]]
     first_flip = next((k for k, s in enumerate(steps) if not s["top1_agree"]), None)
     teacher_forced = all(s["inputs_identical"] for s in steps)
     opts = dict(compare_options)
@@ -613,7 +721,8 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
             wanted.append((first_crossing["step"], "first_crossing", None))
         r64_steps = [_rule_at(rpath, cpath, r64, k, why, at_k, opts, rtok, ctok)
                      for k, why, at_k in wanted if k is not None]
-    verdict = "pass" if first_flip is None and first_crossing is None and not unmatched else (
+    verdict = "non_finite" if non_finite_steps else (
+        "pass" if first_flip is None and first_crossing is None and not unmatched else
         "token_flip" if first_flip is not None else "diverged" if first_crossing else
         "steps_differ")
     # over the steps whose inputs were identical: after a free-running flip the rest measure
@@ -623,13 +732,14 @@ def compare(reference: Union[str, "os.PathLike[str]"], candidate: Union[str, "os
                "top1_agreement": sum(s["top1_agree"] for s in same) / len(same) if same else None,
                "mean_topk_overlap": (sum(s["topk_overlap"] for s in same) / len(same)
                                      if same else None),
-               "max_kl": max((s["kl"] for s in same), default=None),
-               "max_abs_diff": max((s["max_abs_diff"] for s in same), default=None)}
+               "max_kl": _max_nan([s["kl"] for s in same]),
+               "max_abs_diff": _max_nan([s["max_abs_diff"] for s in same])}
     return GenerationReport({
         "reference": rpath, "candidate": cpath, "verdict": verdict, "same_inputs": summary,
         "reference_backend": rmeta.get("backend"), "candidate_backend": cmeta.get("backend"),
         "reference_steps": len(rtok), "candidate_steps": len(ctok), "compared_steps": n,
-        "teacher_forced": teacher_forced, "top_k": top_k, "first_flip": first_flip,
+        "teacher_forced": teacher_forced, "top_k": k_used or top_k, "first_flip": first_flip,
+        "non_finite_steps": non_finite_steps,
         "first_cache": first_cache, "names": plan.to_dict() if plan else None,
         "flip_layer": flip_layer, "first_crossing": first_crossing, "unmatched": unmatched,
         "reference64": None if r64 is None else {
@@ -671,10 +781,13 @@ def _rule_at(rpath: str, cpath: str, r64: str, k: int, why: str, at: Any,
             raise InvalidArgumentError(f"--reference64 {r64}: has no step {k} (its "
                                        f"{fd.metadata.get('llm.steps', '?')} steps end before "
                                        f"the step to judge)", 1, "invalid_argument")
-        c = np.asarray(fd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+        c = _step_logits(fd, r64, k)
     with driftscope.open(rpath) as rd, driftscope.open(cpath) as cd:
-        a = np.asarray(rd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
-        b = np.asarray(cd.get(f"step.{k}/logits", dtype="float64"), dtype=np.float64)
+        a, b = _step_logits(rd, rpath, k), _step_logits(cd, cpath, k)
+    if c.shape != a.shape or a.size < 2:
+        raise InvalidArgumentError(f"--reference64 {r64}: step {k}: logits of {c.shape}, the "
+                                   f"reference's {a.shape}: the rule's evidence needs the same "
+                                   f"vocabulary, of 2 tokens or more", 1, "invalid_argument")
     if at is None:
         at = driftscope.compare(rpath, cpath, filter=f"step.{k}/*", **opts)
     layer = None
@@ -684,23 +797,27 @@ def _rule_at(rpath: str, cpath: str, r64: str, k: int, why: str, at: Any,
         if not rule:
             continue
         if str(t.get("name")) == f"step.{k}/logits":
-            logits_rule = rule
+            logits_rule = {key: _rule_num(v) for key, v in rule.items()}
         if layer is None and any(r.get("code") == "reference64" for r in t.get("reasons") or ()):
-            layer = dict(_pair_dict(t), error_candidate=rule["error_candidate"],
-                         error_reference=rule["error_reference"], limit=rule["limit"],
-                         k=rule["k"], ratio=(rule["error_candidate"] / rule["limit"]
-                                             if rule["limit"] > 0 else None))
+            e_c, e_r, lim = (float(_rule_num(rule[key]))
+                             for key in ("error_candidate", "error_reference", "limit"))
+            layer = dict(_pair_dict(t), error_candidate=e_c, error_reference=e_r, limit=lim,
+                         k=_rule_num(rule["k"]), ratio=e_c / lim if lim > 0 else None)
     order = np.argsort(-a, kind="stable")
     t1, t2 = int(order[0]), int(order[1])
     # the two tokens that matter: the flipped pair, else the reference's top two
     x, y = (rtok[k], ctok[k]) if rtok[k] != ctok[k] else (t1, t2)
-    evidence = {
-        "reference_top2": [t1, t2], "reference_margin": float(a[t1] - a[t2]),
-        "float64_token": int(np.argmax(c)), "float64_margin": float(c[x] - c[y]),
-        "pair": [x, y], "candidate_margin": float(b[x] - b[y]),
-        "logits_max_error_candidate": float(np.max(np.abs(b - c))),
-        "logits_max_error_reference": float(np.max(np.abs(a - c))),
-        "logits_rule": logits_rule}
+    if not (0 <= x < a.size and 0 <= y < a.size):
+        raise InvalidArgumentError(f"step {k}: tokens {x} and {y} (llm.tokens) are not both in "
+                                   f"the logits' vocabulary of {a.size}", 1, "invalid_argument")
+    with np.errstate(all="ignore"):  # NaN/Inf logits give NaN/Inf margins, not warnings
+        evidence = {
+            "reference_top2": [t1, t2], "reference_margin": float(a[t1] - a[t2]),
+            "float64_token": int(np.argmax(c)), "float64_margin": float(c[x] - c[y]),
+            "pair": [x, y], "candidate_margin": float(b[x] - b[y]),
+            "logits_max_error_candidate": float(np.max(np.abs(b - c))),
+            "logits_max_error_reference": float(np.max(np.abs(a - c))),
+            "logits_rule": logits_rule}
     return {"step": k, "why": why, "layer": layer,
             "verdict": "beyond_rule" if layer else "within_rounding", "evidence": evidence}
 
@@ -760,15 +877,30 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
+def _top_k(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1 (clamped to the "
+                                         f"vocabulary size)")
+    return k
+
+
 def compare_main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="driftscope llm-compare",
         description="Compare two generations recorded by 'driftscope record llm': per-step "
                     "logits, the first flipped token, the first layer beyond tolerance at that "
-                    "step. Exit 0 when they agree, 1 when they diverge, 2 on bad input.")
+                    "step. Exit 0 when they agree, 1 when they diverge, 2 on bad input, 3 when "
+                    "either run's logits hold NaN/Inf (a silent failure). Logits are [V], or "
+                    "[1, V] / [1, 1, V] (batch and time axes of length 1).")
     p.add_argument("reference")
     p.add_argument("candidate")
-    p.add_argument("--top-k", type=int, default=5, metavar="K")
+    p.add_argument("--top-k", type=_top_k, default=5, metavar="K",
+                   help="the per-step top-k overlap of the two runs' token sets: an integer >= 1 "
+                        "(default 5), clamped to the vocabulary size")
     p.add_argument("--atol", type=float, default=None)
     p.add_argument("--rtol", type=float, default=None)
     p.add_argument("--html", default=None, metavar="FILE",
@@ -824,7 +956,9 @@ def compare_main(argv: Optional[Sequence[str]] = None) -> int:
         if a.html:  # the growth chart: llm_heatmap.py
             from . import llm_heatmap
 
-            write_output(a.html, llm_heatmap.to_html(rep))
+            with np.errstate(all="ignore"):  # NaN/Inf logits: grey cells, not warnings
+                page = llm_heatmap.to_html(rep)
+            write_output(a.html, page)
     except (Error, ValueError, OSError) as e:
         return _error("llm-compare", e)
     print(rep.to_text())
