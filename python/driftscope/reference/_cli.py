@@ -189,6 +189,26 @@ def reference_main(argv: Sequence[str]) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
 
 
+def _ledger_is_input(ledger: str, inputs: Sequence[str]) -> bool:
+    """refuse_output_onto_inputs for the ledger; a path that is not UTF-8 (the library takes
+    text) is compared by device and inode here: the ledger exists or it is no input."""
+    try:
+        return bool(refuse_output_onto_inputs(ledger, inputs))
+    except TypeError:
+        try:
+            st = os.stat(ledger)
+        except (OSError, ValueError):
+            return False
+        for path in inputs:
+            try:
+                other = os.stat(path)
+            except (OSError, ValueError):
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return True
+        return False
+
+
 def evidence_main(argv: Sequence[str]) -> int:
     from .._text import printable
     from ._evidence import LIMITS, LedgerError, declare, measure, verify
@@ -233,7 +253,7 @@ def evidence_main(argv: Sequence[str]) -> int:
             files += [("model", m) for m in args.model] + [("input", i) for i in args.input]
             if args.policy:
                 files.append(("policy", args.policy))
-            if refuse_output_onto_inputs(args.ledger, [f for _, f in files]):
+            if _ledger_is_input(args.ledger, [f for _, f in files]):
                 return _err(prog, f"the ledger {name} is one of the declared files")
             tol: Dict = {"r64_k": _r64_k(args.r64_k, prog)}
             if args.r64_floor is not None:
@@ -244,22 +264,25 @@ def evidence_main(argv: Sequence[str]) -> int:
         if verb == "measure":
             from ._check import verdict_line
 
-            if refuse_output_onto_inputs(args.ledger, [args.candidate]):
+            if _ledger_is_input(args.ledger, [args.candidate]):
                 return _err(prog, f"the ledger {name} is the candidate")
             h, result = measure(args.ledger, args.id, args.candidate)
             print(f"{name}: measured {printable(args.id)}: {printable(verdict_line(result))}; "
                   f"head {h}")
             return 0 if result["passed"] else 1
         problems, notes, h, n = verify(args.ledger, args.head)
-        for line in notes + problems:
+        for line in notes + list(problems):
             print(f"{name}: {printable(line)}")
-        state = "intact" if not problems else f"{len(problems)} problem(s)"
+        if problems.total > len(problems):  # the first MAX_PROBLEMS are printed
+            print(f"{name}: ... and {problems.total - len(problems)} more problems")
+        state = "intact" if not problems.total else f"{problems.total} problem(s)"
         print(f"{name}: {LIMITS}")
         print(f"{name}: {n} lines, {state}; head {h}")  # last, as scripts read it
-        return 1 if problems else 0
+        return 1 if problems.total else 0
     except (LedgerError, ValueError, OSError) as e:
         return _err(prog, printable(str(e)))
-    except (KeyError, TypeError, AttributeError) as e:  # a hand-made entry that hashes correctly
+    except (KeyError, TypeError, AttributeError, OverflowError) as e:
+        # a hand-made entry that hashes correctly
         return _err(prog, f"{name}: a ledger entry lacks or mistypes a field "
                     f"({printable(repr(e))})")
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -32,6 +33,15 @@ ROLES = ("reference", "reference64", "model", "input", "policy")
 LEDGER_MAX_BYTES = 256 << 20  # a ledger is parsed whole; thousands of measurements fit
 _CHUNK = 1 << 20
 _PROBLEMS_PER_MEASUREMENT = 10  # a hostile table cannot flood the output
+MAX_PROBLEMS = 100  # verify prints this many problem lines, then how many more there are
+# The shortest line that can hold a ledger line's keys, {"entry":0,"prev":0,"seq":0}: a shorter
+# line is damaged without being parsed, and, once MAX_PROBLEMS are kept, a run of them is counted
+# in one step (a ledger of millions of blank lines costs no time per line).
+_MIN_LINE = 28
+_LONG_LINE = re.compile(rb"[^\n]{%d}" % _MIN_LINE)
+_BLANK_LINES = re.compile(rb"\n+")
+_EMPTY_DIGEST = hashlib.sha256(b"").digest()
+_MAX_TOLERANCE = 1e12  # compare's bound for --r64-k and --r64-floor (docs/compare.md)
 # What "intact" does not cover (docs/references.md "What the ledger proves"): printed by verify.
 LIMITS = ("intact means the lines agree with each other, with the files they name and with the "
           "declared rule; it does not show when a line was written, that nothing was measured "
@@ -49,6 +59,40 @@ class NotRegularFile(LedgerError):
 
 
 _Cache = Dict[Tuple[int, int, int, int], str]
+
+
+class Problems(list):  # type: ignore[type-arg]
+    """Problem lines, one string each: the first `limit` are kept, every one is counted in
+    `total`, so a ledger damaged on millions of lines costs neither memory nor output per
+    line."""
+
+    def __init__(self, limit: int = MAX_PROBLEMS) -> None:
+        super().__init__()
+        self.limit, self.total = limit, 0
+
+    def append(self, problem: str) -> None:
+        self.total += 1
+        if len(self) < self.limit:
+            super().append(problem)
+
+    def extend(self, problems: Any) -> None:
+        for p in problems:
+            self.append(p)
+
+    def __iadd__(self, problems: Any) -> "Problems":
+        self.extend(problems)
+        return self
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= self.limit
+
+
+def _short(v: Any, most: int = 80) -> str:
+    """repr(v), cut: a value from a ledger may be megabytes long."""
+    text = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10 ** 30 \
+        else f"an integer of about {v.bit_length() * 30103 // 100000 + 1} digits"
+    return text if len(text) <= most else text[:most] + "..."
 
 
 def _canon(obj: Any) -> str:
@@ -139,25 +183,23 @@ def file_digest(path: str, cache: Optional[_Cache] = None, what: str = "file") -
         os.close(fd)
 
 
-def _split(ledger: str, data: bytes) -> List[bytes]:
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        raise LedgerError(f"{ledger}: the last line is incomplete (offset {cut})")
-    return data.split(b"\n")[:-1] if data else []
-
-
-def _read_ledger_fd(fd: int, st: os.stat_result, ledger: str) -> List[bytes]:
+def _read_ledger_fd(fd: int, st: os.stat_result, ledger: str) -> bytes:
+    """The whole ledger, which must end with a newline (or be empty)."""
     if st.st_size > LEDGER_MAX_BYTES:
         raise LedgerError(f"{ledger}: {st.st_size} bytes, over the ledger limit of "
                           f"{LEDGER_MAX_BYTES} bytes")
     parts: List[bytes] = []
     _read_exactly(fd, ledger, "ledger", st.st_size, parts.append)
-    return _split(ledger, b"".join(parts))
+    data = b"".join(parts)
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        raise LedgerError(f"{ledger}: the last line is incomplete (offset {cut})")
+    return data
 
 
-def read_lines(ledger: str, must_exist: bool = False) -> List[bytes]:
+def read_ledger(ledger: str, must_exist: bool = False) -> bytes:
     if not must_exist and not os.path.lexists(ledger):
-        return []
+        return b""
     fd, st = _open_regular(ledger, "ledger")
     try:
         return _read_ledger_fd(fd, st, ledger)
@@ -165,27 +207,70 @@ def read_lines(ledger: str, must_exist: bool = False) -> List[bytes]:
         os.close(fd)
 
 
-def _line_problems(lines: List[bytes]) -> Tuple[List[str], List[Dict[str, Any]]]:
-    """Chain problems (one string each, 'line N: ...') and the entries of the lines that parse."""
-    problems: List[str] = []
+class _Chain:
+    """What walking a ledger's lines found: `entries` of the lines that parse (each with its
+    line number as "_line"), the number of `lines`, the `head` (the hash of the last line) and
+    `pinned`, the number of the first line whose hash is the pin asked for (None: no line)."""
+
+    def __init__(self, entries: List[Dict[str, Any]], lines: int, head: str,
+                 pinned: Optional[int]) -> None:
+        self.entries, self.lines, self.head, self.pinned = entries, lines, head, pinned
+
+
+def _walk(data: bytes, problems: Problems, pin: Optional[str] = None) -> _Chain:
+    """Checks the chain of `data` (whole lines), one problem string per finding ('line N
+    (offset O): ...') into `problems`. Work per line is small: a line too short to be a ledger
+    line is not parsed, the hash of a damaged line is taken only when the next line needs it,
+    and once `problems` is full a run of short lines is counted in one step (while `pin` is
+    still to be looked for, only a run of blank lines: the others are hashed one by one)."""
     entries: List[Dict[str, Any]] = []
-    prev = ZERO
-    offset = 0
-    for n, raw in enumerate(lines, start=1):
-        where = f"line {n} (offset {offset})"
-        offset += len(raw) + 1
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-            body = {"entry": obj["entry"], "prev": obj["prev"], "seq": obj["seq"]}
-            canon_body = _canon(body).encode("utf-8")
-            canon_line = _canon(obj).encode("utf-8")
-        except (ValueError, KeyError, TypeError, UnicodeError, RecursionError):
-            problems.append(f"{where}: not a ledger line")
-            prev = hashlib.sha256(raw).hexdigest()
+    prev: Optional[str] = ZERO  # the previous line's hash; None: not taken yet, see last
+    last = (0, 0)  # where the previous line is in data
+    pin_digest = bytes.fromhex(pin) if pin else None
+    pinned: Optional[int] = None
+    n = pos = 0
+    size = len(data)
+    while pos < size:
+        if problems.full and (pin_digest is None or pinned is not None):
+            m = _LONG_LINE.search(data, pos)
+            cut = size if m is None else data.rfind(b"\n", pos, m.start()) + 1
+        elif problems.full and pin_digest != _EMPTY_DIGEST:  # blank lines cannot be the pin
+            m = _BLANK_LINES.match(data, pos)
+            cut = pos if m is None else m.end()
+        else:
+            cut = pos
+        if cut > pos:  # whole lines, each too short to be a ledger line: counted
+            k = data.count(b"\n", pos, cut)
+            problems.total += k
+            n += k
+            last = (data.rfind(b"\n", pos, cut - 1) + 1 or pos, cut - 1)
+            prev, pos = None, cut
             continue
+        end = data.index(b"\n", pos)
+        raw = data[pos:end]
+        n += 1
+        if pin_digest is not None and pinned is None and \
+                hashlib.sha256(raw).digest() == pin_digest:
+            pinned = n
+        obj: Any = None
+        if len(raw) >= _MIN_LINE:
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                body = {"entry": obj["entry"], "prev": obj["prev"], "seq": obj["seq"]}
+                canon_body = _canon(body).encode("utf-8")
+                canon_line = _canon(obj).encode("utf-8")
+            except (ValueError, KeyError, TypeError, UnicodeError, RecursionError):
+                obj = None
+        if obj is None:
+            problems.append(f"line {n} (offset {pos}): not a ledger line")
+            prev, last, pos = None, (pos, end), end + 1
+            continue
+        where = f"line {n} (offset {pos})"
+        if prev is None:
+            prev = hashlib.sha256(data[last[0]:last[1]]).hexdigest()
         if obj["seq"] != n:
-            problems.append(f"{where}: seq is {obj['seq']!r}, expected {n} (a line was removed, "
-                            f"added or moved)")
+            problems.append(f"{where}: seq is {_short(obj['seq'])}, expected {n} (a line was "
+                            f"removed, added or moved)")
         if obj["prev"] != prev:
             problems.append(f"{where}: prev does not match the previous line (it was edited, "
                             f"removed or moved)")
@@ -194,33 +279,83 @@ def _line_problems(lines: List[bytes]) -> Tuple[List[str], List[Dict[str, Any]]]
         if raw != canon_line:
             problems.append(f"{where}: not in canonical form (edited by hand)")
         entries.append(dict(obj["entry"], _line=n) if isinstance(obj["entry"], dict) else {"_line": n})
-        prev = hashlib.sha256(raw).hexdigest()
-    return problems, entries
+        prev, last, pos = hashlib.sha256(raw).hexdigest(), (pos, end), end + 1
+    if prev is None:
+        prev = hashlib.sha256(data[last[0]:last[1]]).hexdigest()
+    return _Chain(entries, n, prev, pinned)
 
 
-def head(lines: List[bytes]) -> str:
-    return hashlib.sha256(lines[-1]).hexdigest() if lines else ZERO
+def _open_for_append(ledger: str) -> Tuple[int, bool]:
+    """The ledger opened for appending and locked, and whether this call created it. A ledger
+    that another writer created and removed again (its append failed) while this one waited for
+    the lock is opened again."""
+    for _ in range(100):
+        created = not os.path.lexists(ledger)
+        try:
+            fd, st = _open_regular(ledger, "ledger", os.O_RDWR | os.O_APPEND |
+                                   (os.O_EXCL if created else 0), create=created)
+        except LedgerError:
+            if created and os.path.lexists(ledger):
+                continue  # made meanwhile by another writer
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now: Optional[os.stat_result] = os.stat(ledger)
+            except OSError:
+                now = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            return fd, created
+        os.close(fd)
+    raise LedgerError(f"{ledger} was replaced again and again while it was opened; nothing "
+                      f"appended")
 
 
 def _append(ledger: str, entry: Dict[str, Any],
             check: Optional[Any] = None) -> Tuple[str, List[Dict[str, Any]]]:
     """Appends one line under an exclusive lock, after verifying the chain; `check(entries)`
-    may refuse (raise LedgerError) while the lock is held. Returns the new head."""
-    fd, st = _open_regular(ledger, "ledger", os.O_RDWR | os.O_APPEND, create=True)
+    may refuse (raise LedgerError) while the lock is held. Returns the new head. Complete or
+    absent: a failed write is cut off again, and a ledger this call created is removed when
+    nothing was appended to it."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        lines = _read_ledger_fd(fd, os.fstat(fd), ledger)
-        problems, entries = _line_problems(lines)
+        _canon(entry).encode("utf-8")
+    except (ValueError, UnicodeError) as e:
+        raise LedgerError(f"the entry cannot be written as UTF-8 JSON ({e}); nothing "
+                          f"appended") from None
+    fd, created = _open_for_append(ledger)
+    size: Optional[int] = None
+    try:
+        data = _read_ledger_fd(fd, os.fstat(fd), ledger)
+        problems = Problems(1)
+        chain = _walk(data, problems)
         if problems:
             raise LedgerError(f"{ledger} does not verify ({problems[0]}); nothing appended")
         if check is not None:
-            check(entries)
-        body = {"entry": entry, "prev": head(lines), "seq": len(lines) + 1}
+            check(chain.entries)
+        body = {"entry": entry, "prev": chain.head, "seq": chain.lines + 1}
         line = dict(body, sha256=hashlib.sha256(_canon(body).encode("utf-8")).hexdigest())
         raw = _canon(line).encode("utf-8")
-        os.write(fd, raw + b"\n")
-        os.fsync(fd)
-        return hashlib.sha256(raw).hexdigest(), entries
+        size, left = len(data), memoryview(raw + b"\n")
+        try:
+            while left:
+                left = left[os.write(fd, left):]
+            os.fsync(fd)
+        except OSError as e:
+            raise LedgerError(f"cannot write {ledger}: {e.strerror}; nothing appended") from None
+        size = None
+        return hashlib.sha256(raw).hexdigest(), chain.entries
+    except BaseException:
+        try:
+            if size is not None:
+                os.ftruncate(fd, size)  # a line written in part is no line
+            if created and os.fstat(fd).st_size == 0:
+                os.unlink(ledger)  # still ours: the lock is held and the inode was checked
+        except OSError:
+            pass
+        raise
     finally:
         os.close(fd)
 
@@ -237,12 +372,58 @@ def _version() -> str:
         return "unknown"
 
 
+def _utf8(option: str, text: str) -> None:
+    """A ledger is UTF-8 text: a command-line value holding bytes that are not UTF-8 (surrogate
+    escapes) is refused before anything is written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeError:
+        raise LedgerError(f"{option} '{text}': not valid UTF-8 text (a ledger holds UTF-8)") \
+            from None  # the command prints the bytes that are not UTF-8 as \\xNN
+
+
+def _tolerance_ok(v: Any) -> bool:
+    """A k or floor compare accepts: a number in 0 .. 1e12 (NaN and infinities are not)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_TOLERANCE
+
+
+def _tolerance_problems(tol: Any) -> List[str]:
+    """What is wrong with a declaration's recorded tolerances, one string each."""
+    if tol is None:
+        return []
+    if not isinstance(tol, dict):
+        return [f"its tolerances are {_short(tol)}, not an object"]
+    out = []
+    ks = tol.get("r64_k")
+    if ks is not None and not isinstance(ks, dict):
+        out.append(f"its r64_k is {_short(ks)}, not an object of DTYPE: K")
+    for dt, k in (ks.items() if isinstance(ks, dict) else ()):
+        if not _tolerance_ok(k):
+            out.append(f"its r64_k {_short(dt)} is {_short(k)}, not a number in 0 .. 1e+12")
+    floor = tol.get("r64_floor")
+    if floor is not None and not _tolerance_ok(floor):
+        out.append(f"its r64_floor is {_short(floor)}, not a number in 0 .. 1e+12")
+    return out
+
+
 def declare(ledger: str, ident: str, files: Sequence[Tuple[str, str]],
             tolerances: Dict[str, Any], design: str = "") -> str:
     """Appends a declaration: `files` are (role, path) pairs, hashed now; `tolerances` are the
-    options measure will pass to the ordering check (r64_k, r64_floor). Refuses an id in use."""
+    options measure will pass to the ordering check (r64_k, r64_floor). Refuses an id in use,
+    and, before any file is read or the ledger touched, a value compare would refuse or that
+    is not UTF-8 (messages name the command's options)."""
     if not ident:
         raise LedgerError("the declaration needs an id")
+    _utf8("--id", ident)
+    _utf8("--design", design)
+    for role, path in files:
+        _utf8(f"--{role}", os.path.abspath(path))
+    for dt, k in (tolerances.get("r64_k") or {}).items():
+        if not _tolerance_ok(k):
+            raise LedgerError(f"--r64-k {dt}={k!r}: K must be a finite number in 0 .. 1e+12")
+    floor = tolerances.get("r64_floor")
+    if floor is not None and not _tolerance_ok(floor):
+        raise LedgerError(f"--r64-floor {floor!r}: must be a finite number in 0 .. 1e+12")
     roles = [r for r, _ in files]
     for need in ("reference", "reference64"):
         if roles.count(need) != 1:
@@ -285,10 +466,11 @@ def _run_check(decl: Dict[str, Any], candidate: str) -> Dict[str, Any]:
 
 def measure(ledger: str, ident: str, candidate: str) -> Tuple[str, Dict[str, Any]]:
     """Runs the declared ordering check on `candidate` once and appends its result and its whole
-    table. Refuses an unknown id, an id measured before, and declared files whose bytes
-    changed."""
-    lines = read_lines(ledger)
-    problems, entries = _line_problems(lines)
+    table. Refuses an unknown id, an id measured before, a declaration whose files or
+    tolerances are malformed, and declared files whose bytes changed."""
+    _utf8("--candidate", os.path.abspath(candidate))
+    problems = Problems(1)
+    entries = _walk(read_ledger(ledger), problems).entries
     if problems:
         raise LedgerError(f"{ledger} does not verify ({problems[0]}); nothing measured")
     decl = next((e for e in entries if e.get("kind") == "declare" and e.get("id") == ident), None)
@@ -297,6 +479,19 @@ def measure(ledger: str, ident: str, candidate: str) -> Tuple[str, Dict[str, Any
     if any(e.get("kind") == "measure" and e.get("id") == ident for e in entries):
         raise LedgerError(f"declaration {ident!r} was measured already; a declaration is "
                           f"measured once (declare a new id for a new design)")
+    where = f"line {decl['_line']}: declaration {ident!r}"
+    bad = _tolerance_problems(decl.get("tolerances"))
+    if bad:
+        raise LedgerError(f"{where}: {bad[0]}; nothing measured")
+    if not isinstance(decl.get("files"), list):
+        raise LedgerError(f"{where} lists no files; nothing measured")
+    for f in decl["files"]:
+        if not (isinstance(f, dict) and isinstance(f.get("role"), str) and
+                isinstance(f.get("sha256"), str)):
+            raise LedgerError(f"{where}: a file entry lacks a role or sha256; nothing measured")
+        if not isinstance(f.get("path"), str):
+            raise LedgerError(f"{where}: {f['role']} {_short(f.get('path'))} is not a path; "
+                              f"nothing measured")
     cache: _Cache = {}
     for f in decl["files"]:
         if file_digest(f["path"], cache, f["role"]) != f["sha256"]:
@@ -329,10 +524,13 @@ def _real(v: Any) -> float:
     if v is None:
         return math.nan
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise TypeError(f"{v!r} is not a number")
+        raise TypeError(f"{_short(v)} is not a number")
     if isinstance(v, str) and v not in ("inf", "-inf"):
-        raise ValueError(f"{v!r} is not a number")
-    return float(v)
+        raise ValueError(f"{_short(v)} is not a number")
+    try:
+        return float(v)
+    except OverflowError:  # an integer of hundreds of digits: json reads it, float cannot
+        raise ValueError(f"{_short(v)} is not a finite real number") from None
 
 
 def _table_problems(table: List[Any], decl: Dict[str, Any]) -> List[str]:
@@ -342,7 +540,9 @@ def _table_problems(table: List[Any], decl: Dict[str, Any]) -> List[str]:
     tol = decl.get("tolerances") or {}
     has_policy = any(isinstance(f, dict) and f.get("role") == "policy"
                      for f in decl.get("files") or [])
-    allowed_k = {float(v) for v in (tol.get("r64_k") or {}).values()} | set(_DEFAULT_K)
+    # a malformed declared k is a problem of the declaration's line (verify), allowing nothing
+    allowed_k = {float(v) for v in (tol.get("r64_k") or {}).values()
+                 if _tolerance_ok(v)} | set(_DEFAULT_K)
     floor0 = tol.get("r64_floor") == 0
     out = []
     for i, row in enumerate(table):
@@ -414,9 +614,13 @@ def _recheck(e: Dict[str, Any], decl: Optional[Dict[str, Any]], files_ok: bool,
                                 f"its table under the declared rule gives {_verdict(got)}: "
                                 f"{got['line']}")
             done.append("verdict recomputed from its recorded table and the declared rule")
-        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError,
+                OverflowError) as err:
             mine.append(f"{where}: its recorded table is malformed ({err!r})")
-    if decl is not None and files_ok:
+    # malformed declared tolerances are reported on the declaration's line; compare would
+    # refuse them, so the check is not run again
+    tol_ok = decl is not None and not _tolerance_problems(decl.get("tolerances"))
+    if tol_ok and files_ok:
         cand = e["candidate"]["path"]
         try:
             again = _summary(_run_check(decl, cand))
@@ -433,8 +637,9 @@ def _recheck(e: Dict[str, Any], decl: Optional[Dict[str, Any]], files_ok: bool,
                             f"{again['line']}{by})")
             done.append("re-measured from the named dumps")
     elif decl is not None:
-        done.append("not re-measured (a dump it used is absent or changed)")
-    if table is None and not (decl is not None and files_ok):
+        done.append("not re-measured (" + ("a dump it used is absent or changed" if tol_ok else
+                                           "the declared tolerances are malformed") + ")")
+    if table is None and not (tol_ok and files_ok):
         mine.append(f"{where}: its verdict cannot be re-checked (no table recorded and not "
                     f"re-measured)")
     if len(mine) > _PROBLEMS_PER_MEASUREMENT:
@@ -446,8 +651,9 @@ def _recheck(e: Dict[str, Any], decl: Optional[Dict[str, Any]], files_ok: bool,
 
 
 def verify(ledger: str, expect_head: Optional[str] = None
-           ) -> Tuple[List[str], List[str], str, int]:
-    """(problems, notes, head, lines). Checks the chain, each line's own hash, every named file's
+           ) -> Tuple[Problems, List[str], str, int]:
+    """(problems, notes, head, lines); problems keeps the first MAX_PROBLEMS and counts all in
+    problems.total. Checks the chain, each line's own hash, every named file's
     bytes (each distinct file hashed once), that each id is declared once, measured at most
     once and after its declaration, each measurement's verdict (see _recheck), and, with
     `expect_head`, that the pinned line is still in the chain. Raises LedgerError (exit 2) for
@@ -457,8 +663,10 @@ def verify(ledger: str, expect_head: Optional[str] = None
         if len(expect_head) != 64 or any(c not in "0123456789abcdef" for c in expect_head):
             raise LedgerError(f"--head {expect_head!r}: expected 64 hex digits (a head that "
                               f"verify or measure printed)")
-    lines = read_lines(ledger, must_exist=True)
-    problems, entries = _line_problems(lines)
+    problems = Problems()
+    chain = _walk(read_ledger(ledger, must_exist=True), problems,
+                  expect_head if expect_head not in (None, ZERO) else None)
+    entries = chain.entries
     notes: List[str] = []
     cache: _Cache = {}
     declared: Dict[Any, Dict[str, Any]] = {}
@@ -467,10 +675,11 @@ def verify(ledger: str, expect_head: Optional[str] = None
     def file_ok(f: Any, n: int) -> bool:
         try:
             role, path, want = str(f["role"]), f["path"], f["sha256"]
-            if not isinstance(path, str):
-                raise TypeError(path)
         except (KeyError, TypeError):
             problems.append(f"line {n}: a file entry lacks a role, path or sha256")
+            return False
+        if not isinstance(path, str):
+            problems.append(f"line {n}: {role} {_short(path)} is not a path")
             return False
         try:
             got = file_digest(path, cache, role)
@@ -490,6 +699,8 @@ def verify(ledger: str, expect_head: Optional[str] = None
         if e.get("schema") != SCHEMA:
             problems.append(f"line {n}: schema {e.get('schema')!r}, expected {SCHEMA!r}")
         if kind == "declare":
+            for p in _tolerance_problems(e.get("tolerances")):
+                problems.append(f"line {n}: declaration {ident!r}: {p}")
             ok = [file_ok(f, n) for f in files]
             roles = [f.get("role") for f in files if isinstance(f, dict)]
             for need in ("reference", "reference64"):
@@ -522,19 +733,18 @@ def verify(ledger: str, expect_head: Optional[str] = None
             problems.append(f"line {n}: unknown entry kind {kind!r}")
             for f in files:
                 file_ok(f, n)
-    h = head(lines)
+    h, lines = chain.head, chain.lines
     if expect_head is not None:
-        hashes = [hashlib.sha256(raw).hexdigest() for raw in lines]
         if expect_head == ZERO:
             at = 0
-        elif expect_head in hashes:
-            at = hashes.index(expect_head) + 1
+        elif chain.pinned is not None:
+            at = chain.pinned
         else:
             at = -1
             problems.append(f"the pinned head {expect_head} is no line of this ledger (a line at "
                             f"or before the pinned one was removed or rewritten)")
         if at >= 0:
-            notes.append(f"the pinned head is line {at} of {len(lines)}" +
-                         (f"; the {len(lines) - at} line(s) after it are not covered by the pin"
-                          if at < len(lines) else ""))
-    return problems, notes, h, len(lines)
+            notes.append(f"the pinned head is line {at} of {lines}" +
+                         (f"; the {lines - at} line(s) after it are not covered by the pin"
+                          if at < lines else ""))
+    return problems, notes, h, lines
