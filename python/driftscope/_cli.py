@@ -108,7 +108,8 @@ def refuse_output_onto_inputs(output: str, inputs: Sequence[str]) -> Optional[st
     worded as the command's, or None when the output is safe."""
     from . import _core
 
-    return _core.refuse_input_as_output(os.fspath(output), [os.fspath(p) for p in inputs])
+    same = _core.refuse_input_as_output(os.fsencode(output), [os.fsencode(p) for p in inputs])
+    return None if same is None else same.decode("utf-8", "surrogateescape")
 
 
 def run_recorder(prog: str, args: argparse.Namespace,
@@ -153,4 +154,4 @@ def write_output(path: str, data: Union[str, bytes], inputs: Sequence[str] = ())
     from . import _core
 
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
-    _core.write_output_file(os.fspath(path), raw, [os.fspath(p) for p in inputs])
+    _core.write_output_file(os.fsencode(path), raw, [os.fsencode(p) for p in inputs])

@@ -109,26 +109,38 @@ void bind_filter(nb::module_& m) {
   // The output-file rules of include/driftscope/file.hpp for every Python front end (_cli.py):
   // an output never names an input (also through a link); a stream (FIFO, character device) is
   // written in place, anything else through a temporary file renamed into place.
+  // Paths come as bytes (os.fsencode): a name that is not UTF-8 is still the file's name, where
+  // a str argument would fail to convert. The message comes back as bytes for the same reason.
+  const auto path_of = [](nb::bytes b) { return std::string(b.c_str(), b.size()); };
+  const auto paths_of = [path_of](const std::vector<nb::bytes>& bs) {
+    std::vector<std::string> out;
+    out.reserve(bs.size());
+    for (const auto& b : bs) out.push_back(path_of(b));
+    return out;
+  };
   m.def(
       "refuse_input_as_output",
-      [](const std::string& out, const std::vector<std::string>& inputs) -> std::optional<std::string> {
+      [path_of, paths_of](nb::bytes out, const std::vector<nb::bytes>& inputs) -> std::optional<nb::bytes> {
         // The one-line message, worded as the commands print it (no code prefix), or None.
-        if (auto ok = refuse_input_as_output(out, inputs); !ok) return ok.error().message;
+        if (auto ok = refuse_input_as_output(path_of(out), paths_of(inputs)); !ok)
+          return nb::bytes(ok.error().message.data(), ok.error().message.size());
         return std::nullopt;
       },
       nb::arg("output"), nb::arg("inputs"));
   m.def(
       "write_output_file",
-      [](const std::string& path, nb::bytes data, const std::vector<std::string>& inputs) {
+      [path_of, paths_of](nb::bytes path, nb::bytes data, const std::vector<nb::bytes>& inputs) {
         std::string_view bytes(data.c_str(), data.size());
+        const std::string target = path_of(path);
+        const std::vector<std::string> reads = paths_of(inputs);
         std::optional<Result<void>> written;
         {
           nb::gil_scoped_release unlocked;
-          written.emplace(write_output_file(path, bytes, inputs));
+          written.emplace(write_output_file(target, bytes, reads));
         }
         if (!*written) raise(written->error());
       },
-      nb::arg("path"), nb::arg("data"), nb::arg("inputs") = std::vector<std::string>{});
+      nb::arg("path"), nb::arg("data"), nb::arg("inputs") = std::vector<nb::bytes>{});
   // The data-flow attributes (docs/format.md §3.3.3): one grammar for every recorder.
   using Ref = std::tuple<std::string, std::string, int64_t, int64_t>;
   m.def(

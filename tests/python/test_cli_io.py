@@ -113,3 +113,22 @@ def test_report_onto_an_input_is_refused_and_nothing_runs(work):
                                 "name (driftscope never modifies its inputs)\n")
             assert p.stdout == ""
     assert (work / "b.tdump").read_bytes() == before
+
+
+def test_the_output_rule_holds_for_names_that_are_not_utf8(tmp_path):
+    """refuse_output_onto_inputs and write_output take a path's bytes (os.fsencode): a file
+    name that is not UTF-8 is still refused as an output when it is an input, also through a
+    hard link, and a report is written to such a name (the library took text and raised
+    TypeError before)."""
+    from driftscope._cli import refuse_output_onto_inputs, write_output
+
+    name = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"in\xff.onnx"))
+    Path(name).write_bytes(b"model")
+    link = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"link\xfe.onnx"))
+    os.link(name, link)
+    same = refuse_output_onto_inputs(link, [name])
+    assert same is not None and "is the input file" in same
+    assert refuse_output_onto_inputs(name + ".json", [name]) is None
+    out = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"report\xfd.json"))
+    write_output(out, "{}\n", [name])
+    assert Path(out).read_text() == "{}\n" and Path(name).read_bytes() == b"model"

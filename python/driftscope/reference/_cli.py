@@ -190,23 +190,8 @@ def reference_main(argv: Sequence[str]) -> int:
 
 
 def _ledger_is_input(ledger: str, inputs: Sequence[str]) -> bool:
-    """refuse_output_onto_inputs for the ledger; a path that is not UTF-8 (the library takes
-    text) is compared by device and inode here: the ledger exists or it is no input."""
-    try:
-        return bool(refuse_output_onto_inputs(ledger, inputs))
-    except TypeError:
-        try:
-            st = os.stat(ledger)
-        except (OSError, ValueError):
-            return False
-        for path in inputs:
-            try:
-                other = os.stat(path)
-            except (OSError, ValueError):
-                continue
-            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-                return True
-        return False
+    """refuse_output_onto_inputs for the ledger (any path: the library takes its bytes)."""
+    return bool(refuse_output_onto_inputs(ledger, inputs))
 
 
 def evidence_main(argv: Sequence[str]) -> int:
