@@ -1,7 +1,8 @@
 """Sizes and byte budgets, and the no-overwrite check, shared by the guard and `reference init`:
 a size flag's parsing (parse_size), its wording (format_size, max_bytes_error) and element
 counts in Python ints that never wrap (numel), so a hostile declared shape is refused before
-numpy allocates anything.
+numpy allocates anything; a .npy header read alone (npy_header), so that a .npz member's declared
+size is known before it is decompressed; an error about a user's file in one bounded line (why).
 """
 
 from __future__ import annotations
@@ -80,3 +81,44 @@ def output_onto_input(output: str, flag: str,
             return (f"{flag} {output} is the input file {path} ({role}); choose another name "
                     f"(driftscope never modifies its inputs)")
     return None
+
+
+NPY_HEADER_CHARS = 10_000  # numpy's own limit (max_header_size)
+_WHY_CHARS = 300
+
+
+def why(err: BaseException) -> str:
+    """An error about a user's file, as one printable line of bounded length (numpy quotes a
+    malformed header whole, up to 10,000 characters)."""
+    from ._text import printable
+
+    text = str(err).strip()
+    text = printable(text.splitlines()[0] if text else type(err).__name__)
+    return text if len(text) <= _WHY_CHARS else text[:_WHY_CHARS - 3] + "..."
+
+
+def npy_header(f: Any) -> Tuple[Any, Tuple[int, ...], int]:
+    """(dtype, shape, declared data bytes) of the .npy stream `f`, read up to its data: the
+    header only (numpy.lib.format), so a size is known before anything is allocated. ValueError
+    for a header numpy refuses, one longer than numpy reads, or an object dtype."""
+    from numpy.lib import format as npf
+
+    version = npf.read_magic(f)
+    if version != (1, 0):  # a 4-byte header length: numpy reads it all before its own limit
+        at = f.tell()
+        raw = f.read(4)
+        length = int.from_bytes(raw, "little") if len(raw) == 4 else 0
+        if length > NPY_HEADER_CHARS:
+            raise ValueError(f"the header declares {length:,} bytes at offset {at}, more than "
+                             f"the {NPY_HEADER_CHARS:,} numpy reads")
+        f.seek(at)
+    if version == (1, 0):
+        shape, _, dtype = npf.read_array_header_1_0(f, max_header_size=NPY_HEADER_CHARS)
+    elif version == (2, 0):
+        shape, _, dtype = npf.read_array_header_2_0(f, max_header_size=NPY_HEADER_CHARS)
+    else:  # 3.0 (utf-8 field names): numpy has no public reader for it
+        shape, _, dtype = npf._read_array_header(  # noqa: SLF001
+            f, version, max_header_size=NPY_HEADER_CHARS)
+    if dtype.hasobject:
+        raise ValueError(f"its dtype {dtype} holds Python objects, which are never loaded")
+    return dtype, tuple(int(d) for d in shape), numel(shape) * dtype.itemsize

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,8 +65,9 @@ def folder(tmp_path_factory):
 
 
 def run(folder, *args, timeout=300):
+    env = dict(os.environ, DRIFTSCOPE_PYTHON=sys.executable, NO_COLOR="1")
     return subprocess.run([str(BIN), *args], cwd=folder, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def one_line_error(p, *words):

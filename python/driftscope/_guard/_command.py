@@ -165,7 +165,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="size of a dynamic dimension: a symbolic name (seq=32) or INPUT:AXIS "
                         "(repeatable)")
     p.add_argument("--max-input-bytes", type=_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
-                   help="the generated inputs of all samples and steps may take this much "
+                   help="the inputs of all samples and steps (generated, or read from --input and "
+                        "--data files) may take this much "
                         "memory (512M, 2G, ...; default 1G); a model whose dims need more is "
                         "refused before anything is allocated")
     # The guard criteria profile's flags: the rows of the library's table (GuardCriteria,
@@ -408,7 +409,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
                              "percentage >= 0")
         try:
             numbers, files = _number_inputs(args.input)
-            given = dict(load_cli_inputs(files), **numbers)
+            given = dict(load_cli_inputs(files, max_bytes=args.max_input_bytes), **numbers)
             state = parse_state(args.state)
             dims = parse_dims(args.dim)
             class_axis = parse_class_axis(args.class_axis)

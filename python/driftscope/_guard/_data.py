@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._limits import format_size
+from .._limits import format_size, npy_header, shape_text, why
+from .._text import printable
 from ._inputs import InputError
 
 # A generator's samples are read up to --samples, else this many; a folder's files all of them,
@@ -69,8 +70,16 @@ def _array(value: Any, where: str, name: str) -> np.ndarray:
     return arr
 
 
-def _read_file(path: str, inputs: Sequence[str]) -> Dict[str, np.ndarray]:
+def _read_file(path: str, inputs: Sequence[str], used: int = 0,
+               max_bytes: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """The arrays of one .npz/.npy sample. Each array's .npy header is read first, and its size
+    checked against what its file holds and against the input budget (max_bytes, of which the
+    samples read before take `used`) before its data is: a compressed .npz member may declare
+    gigabytes its file does not hold."""
+    from numpy.lib import format as npf
+
     where = os.path.basename(path)
+    ext = os.path.splitext(path)[1]
     # numpy reads a file that is neither a zip nor .npy as a pickle, and says so: name the real
     # problem instead (pickles are never loaded: allow_pickle=False).
     magic = b"\x93NUMPY" if path.endswith(".npy") else b"PK\x03\x04"
@@ -80,22 +89,63 @@ def _read_file(path: str, inputs: Sequence[str]) -> Dict[str, np.ndarray]:
     except OSError as err:
         raise InputError(f"--data {where}: cannot read it: {err.strerror or err}") from None
     if head != magic:
-        raise InputError(f"--data {where}: not a {os.path.splitext(path)[1]} file (it does not "
-                         f"start with {magic!r})")
+        raise InputError(f"--data {where}: not a {ext} file (it does not start with "
+                         f"{magic!r})")
+
+    def check(what: str, dtype: np.dtype, shape: Tuple[int, ...], need: int, held: int,
+              start: int) -> None:
+        nonlocal used
+        said = f"--data {where}: {what}declares {shape_text(dtype.name, shape)}, " \
+               f"{format_size(need)}"
+        if need > held:
+            raise InputError(f"{said} from offset {start}, but holds {format_size(max(held, 0))}"
+                             " after its header: it is truncated")
+        before, used = used, used + need
+        if max_bytes is not None and used > max_bytes:
+            total = f" ({format_size(used)} with the arrays read before it)" if before else ""
+            raise InputError(f"{said}{total}, over the input budget {format_size(max_bytes)} "
+                             "(--max-input-bytes; or fewer samples with --samples)")
+
+    if path.endswith(".npy"):
+        if len(inputs) != 1:
+            raise InputError(f"--data {where}: a .npy file is one input's value, and the "
+                             f"model has {len(inputs)} inputs ({', '.join(inputs)}); give "
+                             "each sample as an .npz of arrays named by input")
+        try:
+            with open(path, "rb") as f:
+                dtype, shape, need = npy_header(f)
+                start, size = f.tell(), os.fstat(f.fileno()).st_size
+                check("", dtype, shape, need, size - start, start)
+                f.seek(0)
+                value = npf.read_array(f, allow_pickle=False)
+        except InputError:
+            raise
+        except Exception as err:  # noqa: BLE001 - OSError, EOF, a malformed header, MemoryError
+            raise InputError(f"--data {where}: cannot read it as .npy: {why(err)}") from None
+        return {inputs[0]: _array(value, where, inputs[0])}
     try:
-        if path.endswith(".npy"):
-            if len(inputs) != 1:
-                raise InputError(f"--data {where}: a .npy file is one input's value, and the "
-                                 f"model has {len(inputs)} inputs ({', '.join(inputs)}); give "
-                                 "each sample as an .npz of arrays named by input")
-            return {inputs[0]: _array(np.load(path, allow_pickle=False), where, inputs[0])}
-        with np.load(path, allow_pickle=False) as z:
-            return {k: _array(z[k], where, k) for k in z.files}
-    except InputError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
-        raise InputError(f"--data {where}: cannot read it as {os.path.splitext(path)[1]}: "
-                         f"{err}") from None
+        z = zipfile.ZipFile(path)
+    except Exception as err:  # noqa: BLE001 - BadZipFile, OSError, ...
+        raise InputError(f"--data {where}: cannot read it as {ext}: {why(err)}") from None
+    out: Dict[str, np.ndarray] = {}
+    with z:
+        for info in z.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            member = f"member '{printable(info.filename)}' "
+            try:
+                with z.open(info) as f:
+                    dtype, shape, need = npy_header(f)
+                    start = f.tell()
+                check(member, dtype, shape, need, info.file_size - start, start)
+                with z.open(info) as f:
+                    value = npf.read_array(f, allow_pickle=False)
+            except InputError:
+                raise
+            except Exception as err:  # noqa: BLE001 - Bad CRC-32, EOF, a bad header, ...
+                raise InputError(f"--data {where}: {member}cannot be read as .npy: "
+                                 f"{why(err)}") from None
+            out[key] = _array(value, where, key)
+    return out
 
 
 def _bytes(sample: Mapping[str, np.ndarray]) -> int:
@@ -138,9 +188,9 @@ def load(source: str, inputs: Sequence[str], limit: Optional[int], max_bytes: in
             raise InputError(f"--data {source}: {len(files)} sample files, more than "
                              f"{MAX_SAMPLES}; take the first N with --samples N")
         for f in files[:cap]:
-            add(_read_file(os.path.join(source, f), inputs), f)
+            add(_read_file(os.path.join(source, f), inputs, total, max_bytes), f)
     elif os.path.isfile(source) and source.endswith((".npz", ".npy")):
-        add(_read_file(source, inputs), os.path.basename(source))
+        add(_read_file(source, inputs, total, max_bytes), os.path.basename(source))
     elif _is_function(source):
         from .._entry import load_function
 

@@ -75,6 +75,11 @@ class ReproResult:
     message: str = ""
 
 
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 # ---- the model, the tensor, the reference's values ---------------------------------------------
 
 def _node_of(graph: Any, at: str) -> Tuple[Any, str]:
@@ -102,31 +107,52 @@ def _node_of(graph: Any, at: str) -> Tuple[Any, str]:
     raise ReproError(f"no tensor named '{printable(at)}' in the model{hint}")
 
 
-def given_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
+def given_inputs(specs: Sequence[str], expected: Optional[Dict[str, Any]] = None
+                 ) -> Dict[str, np.ndarray]:
     """--input NAME=FILE.npy / FILE.npz, read by the recorders' one loader (regular files only,
-    no pickles), its errors as ReproError."""
+    no pickles, each array's size checked from its header before its data is read, against
+    `expected`: input name -> (most bytes, description) where the model fixes it), its errors
+    as ReproError."""
     from ..errors import Error
     from ..recorders.api import onnx_load_cli_inputs
 
     try:
-        return onnx_load_cli_inputs(specs)
+        return onnx_load_cli_inputs(specs, expected=expected)
     except Error as err:
         raise ReproError(str(err)) from None
 
 
+def _static_sizes(specs: Sequence[Any]) -> Dict[str, Any]:
+    """Input name -> (bytes, "float32 [2, 4]") for the inputs whose every dimension is fixed."""
+    from .._limits import numel, shape_text
+
+    return {s.name: (numel(s.shape) * s.dtype.itemsize, shape_text(s.dtype.name, s.shape))
+            for s in specs if all(isinstance(d, int) for d in s.shape)}
+
+
 def _load_feeds(model: Any, specs: Sequence[str], seed: int) -> Dict[str, np.ndarray]:
-    """--input arrays, and for the rest the guard's own generated inputs."""
+    """--input arrays, and for the rest the guard's own generated inputs; an --input that does
+    not fit the model is a ReproError, as the guard says it."""
     from .._guard import _inputs as I
 
-    given = given_inputs(specs)
-    samples, _ = I.make_samples(I.onnx_signature(model), given, {}, seed, 1)
+    try:
+        signature = I.onnx_signature(model)
+        given = given_inputs(specs, _static_sizes(signature))
+        samples, _ = I.make_samples(signature, given, {}, seed, 1)
+    except I.InputError as err:
+        raise ReproError(str(err)) from None
     return samples[0]
 
 
-def _capture(model: Any, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Every tensor of one float32 ONNX Runtime run (the reference values the subgraphs are fed)."""
+def _capture(model: Any, feeds: Dict[str, np.ndarray],
+             what: str = "the model") -> Dict[str, np.ndarray]:
+    """Every tensor of one float32 ONNX Runtime run (the reference values the subgraphs are fed).
+    A model ONNX Runtime cannot load or run is the recorder's one-line ModelLoadError /
+    ModelRunError (RuntimeError), as guard and replay report it."""
     import onnx
     import onnxruntime as ort
+
+    from ..recorders.api import onnx_make_session, onnx_run
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -138,10 +164,10 @@ def _capture(model: Any, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
                 have.add(o)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(m.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = onnx_make_session(m.SerializeToString(), ["CPUExecutionProvider"], options, None,
+                                what)
     names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(None, feeds)))
+    values = dict(zip(names, onnx_run(session, feeds, what)))
     values.update(feeds)
     return values
 
@@ -640,7 +666,7 @@ def make_repro(model: str, reference: str, candidate: str, at: str, out: str,
         raise ReproError(f"{model}: not a valid ONNX file ({str(err).splitlines()[0]})") from None
     start, output = _node_of(proto.graph, at)
     feeds = _load_feeds(proto, inputs, seed)
-    values = _capture(proto, feeds)
+    values = _capture(proto, feeds, f"'{model}'")
     parent = os.path.dirname(os.path.abspath(out))
     result = ReproResult(False)
     with own_forker([reference, candidate]):
@@ -736,6 +762,7 @@ def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None,
         args = parse_args(p, argv)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else 2
+    from .._guard._inputs import InputError
     from .._text import printable
 
     make, model = make_repro, args.model
@@ -764,12 +791,19 @@ def cli_main(argv: Optional[Sequence[str]] = None, hasher: Any = None,
                  args.input, args.anonymize, args.seed, args.max_nodes, args.force,
                  args.timeout, log=lambda s: print(f"{PROG}: {printable(s)}",
                                                   file=sys.stderr), hasher=hasher)
-    except ReproError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+    except (ReproError, InputError) as err:  # InputError: an --input the model does not take
+        print(f"{PROG}: error: {printable(_one_line(err))}", file=sys.stderr)
         return 2
     except (RuntimeError, OSError) as err:  # a backend that failed; a file that cannot be written
-        print(f"{PROG}: error: {str(err).splitlines()[0] if str(err) else err!r}",
-              file=sys.stderr)
+        print(f"{PROG}: error: {printable(_one_line(err))}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001
+        if kind != "torch":
+            raise
+        # The user's FN may return anything ("abc" for a model, whose .eval() fails): one line
+        # naming it, as guard and replay say it (_guard/_run.py, _replay/cli.py run_part).
+        print(f"{PROG}: error: --model {model}: {type(err).__name__}: "
+              f"{printable(_one_line(err))}", file=sys.stderr)
         return 2
     n = len([x for x in r.nodes])
     if not r.reproduces:

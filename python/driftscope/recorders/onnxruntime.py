@@ -1221,8 +1221,122 @@ def _require_regular_file(path: str) -> None:
         raise ValueError(f"it is {kind}, not a regular file")
 
 
-def load_cli_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
-    """Parses ``NAME=FILE.npy`` and ``FILE.npz`` arguments (shared with driftscope.litert)."""
+_NPY_MAGIC = b"\x93NUMPY"
+def _npz_arrays(spec: str, file: str, names: Optional[Sequence[str]],
+                room: List[int], expected: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    """The arrays of the .npz `file` (those in `names`, else all), each member's header read and
+    its size checked before its data is: a compressed member may take room[0] bytes (what is
+    left of the budget room[1], updated), the stored ones no more than the file holds."""
+    import zipfile
+
+    from numpy.lib import format as npf
+
+    from .._limits import format_size, npy_header, shape_text, why
+    from .._text import printable
+
+    out: Dict[str, np.ndarray] = {}
+    archive = os.path.getsize(file)
+    stored = 0
+    try:
+        z = zipfile.ZipFile(file)
+    except Exception as err:  # BadZipFile, OSError, ...
+        raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npz "
+                                 f"({why(err)})") from None
+    with z:
+        members = {(i.filename[:-4] if i.filename.endswith(".npy") else i.filename): i
+                   for i in z.infolist()}
+        if names is not None:
+            missing = [n for n in names if n not in members]
+            if missing:
+                raise InputMismatchError(
+                    f"--input '{spec}': '{file}' holds no array named '{missing[0]}' "
+                    f"(it holds: {printable(', '.join(members))})")
+        for key, info in members.items():
+            if names is not None and key not in names:
+                continue
+            where = f"--input '{spec}': '{file}' member '{printable(info.filename)}'"
+            try:
+                with z.open(info) as f:
+                    dtype, shape, need = npy_header(f)
+                    start = f.tell()
+            except Exception as err:  # BadZipFile, EOFError, a malformed header, ...
+                raise InputMismatchError(f"{where}: {why(err)}") from None
+            what = f"{where} declares {shape_text(dtype.name, shape)}, {format_size(need)}"
+            if need > info.file_size - start:
+                raise InputMismatchError(
+                    f"{what}, but holds {format_size(max(info.file_size - start, 0))} of data "
+                    f"after its header (offset {start} of the member): it is truncated")
+            if key in expected and need > expected[key][0]:
+                raise InputMismatchError(f"{what}; the model's input '{key}' takes "
+                                         f"{expected[key][1]}, {format_size(expected[key][0])}")
+            if info.compress_type == zipfile.ZIP_STORED:
+                stored += need
+                if stored > archive:
+                    raise InputMismatchError(f"{what}, more than the {format_size(archive)} "
+                                             "file holds: a malformed .npz")
+            elif need > room[0]:
+                left = "" if room[0] == room[1] else f"{format_size(room[0])} left of the "
+                raise InputMismatchError(
+                    f"{what} once decompressed, more than the {left}{format_size(room[1])} "
+                    "that the compressed .npz members given with --input may take together")
+            else:
+                room[0] -= need
+            try:
+                with z.open(info) as f:
+                    out[key] = npf.read_array(f, allow_pickle=False)
+            except Exception as err:  # Bad CRC-32, EOF, MemoryError, ...
+                raise InputMismatchError(f"{where}: {why(err)}") from None
+    return out
+
+
+def _npy_array(spec: str, name: str, file: str, expected: Any) -> np.ndarray:
+    """The .npy `file`, its header read and its size checked against the file's (and the
+    model's, when `expected` gives it) before its data is."""
+    from numpy.lib import format as npf
+
+    from .._limits import format_size, npy_header, shape_text, why
+
+    try:
+        with open(file, "rb") as f:
+            try:
+                dtype, shape, need = npy_header(f)
+            except Exception as err:  # noqa: BLE001 - a malformed header, EOF, ...
+                raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npy "
+                                         f"({why(err)})") from None
+            start, size = f.tell(), os.fstat(f.fileno()).st_size
+            what = (f"--input '{spec}': '{file}' declares {shape_text(dtype.name, shape)}, "
+                    f"{format_size(need)}")
+            if need > size - start:
+                raise InputMismatchError(f"{what} from offset {start}, but the file ends at "
+                                         f"offset {size}: it is truncated")
+            if expected is not None and need > expected[0]:
+                raise InputMismatchError(f"{what}; the model's input '{name}' takes "
+                                         f"{expected[1]}, {format_size(expected[0])}")
+            f.seek(0)
+            try:
+                return npf.read_array(f, allow_pickle=False)
+            except Exception as err:  # noqa: BLE001 - EOF, MemoryError, ...
+                raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npy "
+                                         f"({why(err)})") from None
+    except OSError as err:
+        raise InputMismatchError(f"--input '{spec}': cannot read '{file}' "
+                                 f"({err.strerror or err})") from None
+
+
+def load_cli_inputs(specs: Sequence[str], max_bytes: Optional[int] = None,
+                    expected: Optional[Mapping[str, Any]] = None) -> Dict[str, np.ndarray]:
+    """Parses ``NAME=FILE.npy`` and ``FILE.npz`` arguments (shared with driftscope.litert).
+
+    Every array's .npy header is read first and its size checked before its data is read: a
+    .npy file and a stored .npz member must fit in their file; the compressed .npz members of
+    all `specs` may take max_bytes together once decompressed (default: DEFAULT_MAX_BYTES, the
+    guard's input budget); expected: input name -> (most bytes, description) where the model
+    fixes them. Every problem is one InputMismatchError naming the file (and member)."""
+    from .._limits import DEFAULT_MAX_BYTES, why
+
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    room = [limit, limit]  # what is left, the whole budget
+    expected = expected or {}
     feeds: Dict[str, np.ndarray] = {}
     for spec in specs:
         name, sep, file = spec.partition("=")
@@ -1232,27 +1346,22 @@ def load_cli_inputs(specs: Sequence[str]) -> Dict[str, np.ndarray]:
             raise InputMismatchError(f"--input '{spec}': expected NAME=FILE.npy or FILE.npz")
         try:
             _require_regular_file(file)
-            loaded = np.load(file, allow_pickle=False)
+            with open(file, "rb") as f:
+                head = f.read(len(_NPY_MAGIC))
         except FileNotFoundError as err:
             raise InputMismatchError(f"--input '{spec}': no such file '{file}'") from err
         except Exception as err:
             raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npy/.npz "
-                                     f"({_first_line(err)})") from err
-        if isinstance(loaded, np.ndarray):
+                                     f"({why(err)})") from err
+        if head.startswith(_NPY_MAGIC):
             if not name:
                 raise InputMismatchError(f"--input '{spec}': a .npy file needs a name: NAME={file}")
-            feeds[name] = loaded
+            feeds[name] = _npy_array(spec, name, file, expected.get(name))
+        elif head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+            feeds.update(_npz_arrays(spec, file, [name] if name else None, room, expected))
         else:
-            with loaded:
-                if name:
-                    if name not in loaded.files:
-                        raise InputMismatchError(
-                            f"--input '{spec}': '{file}' holds no array named '{name}' "
-                            f"(it holds: {', '.join(loaded.files)})")
-                    feeds[name] = loaded[name]
-                else:
-                    for key in loaded.files:
-                        feeds[key] = loaded[key]
+            raise InputMismatchError(f"--input '{spec}': cannot read '{file}' as .npy/.npz (it "
+                                     f"starts with neither {_NPY_MAGIC!r} nor b'PK\\x03\\x04')")
     return feeds
 
 
