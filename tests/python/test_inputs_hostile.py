@@ -113,15 +113,21 @@ def fx():
         yield d
 
 
+# Runs a command and prints its peak RSS. A child forked from a large process (a pytest worker
+# that has run many tests) starts with the parent's pages in its RSS until it execs, so its
+# ru_maxrss would be the worker's size: the command is forked from this small fresh interpreter
+# instead, and RUSAGE_CHILDREN counts it (and whatever it runs) alone.
+_PEAK = ("import resource, subprocess, sys\n"
+         "p = subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+         "sys.exit(p.returncode)\n")
+
+
 def drift(cwd, *args):
-    """`python -m driftscope ARGS` in `cwd`: (exit code, stderr, the child's peak RSS in KiB)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([PY, "-m", "driftscope", *map(str, args)], cwd=cwd, stdout=out,
-                             stderr=err, stdin=subprocess.DEVNULL, env=env_with_package())
-        _, status, usage = os.wait4(p.pid, 0)  # this child's own rusage, not the session's
-        p.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        return p.returncode, err.read().decode("utf-8", "replace"), usage.ru_maxrss
+    """`python -m driftscope ARGS` in `cwd`: (exit code, stderr, the command's peak RSS in KiB)."""
+    p = subprocess.run([PY, "-c", _PEAK, PY, "-m", "driftscope", *map(str, args)], cwd=cwd,
+                       capture_output=True, stdin=subprocess.DEVNULL, env=env_with_package())
+    return p.returncode, p.stderr.decode("utf-8", "replace"), int(p.stdout.split()[-1])
 
 
 def one_line_error(rc, stderr, *want):

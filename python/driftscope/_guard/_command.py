@@ -318,10 +318,9 @@ def _ranges(specs: Sequence[str]) -> dict:
             out[name] = (float(lo), float(hi))
         except ValueError:
             raise GuardError(f"--input-range {spec!r}: expected NAME=LO:HI (x=-300:300)") from None
-        if not (math.isfinite(out[name][0]) and math.isfinite(out[name][1])
-                and out[name][0] <= out[name][1]):
-            raise GuardError(f"--input-range {spec!r}: LO and HI must be finite numbers with "
-                             "LO <= HI (x=-300:300)")
+        lo, hi = out[name]
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):  # as guard() says it
+            raise GuardError(f"--input-range '{name}={lo}:{hi}': needs finite LO < HI")
     return out
 
 
