@@ -193,18 +193,28 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
                       {"bf16", driftscope::DType::bf16, abf.data(), bbf.data(), 2, ">= 60%"},
                       {"f16 ulp", driftscope::DType::f16, a16.data(), b16u.data(), 2, "(ULP-sized differences)"},
                       {"bf16ulp", driftscope::DType::bf16, abf.data(), bbfu.data(), 2, "(ULP-sized differences)"}};
+  // A row's tensor pair: its description, both payloads and their bytes (Pair points at info).
+  struct View {
+    driftscope::TensorInfo info;
+    std::span<const std::byte> pa, pb;
+    double bytes = 0;
+  };
+  const auto view = [n](const Row& row) {
+    View v;
+    v.info.name = "x";
+    v.info.dtype = row.dtype;
+    v.info.shape = {n};
+    v.pa = {static_cast<const std::byte*>(row.pa), n * row.size};
+    v.pb = {static_cast<const std::byte*>(row.pb), n * row.size};
+    v.bytes = 2.0 * static_cast<double>(n * row.size);
+    return v;
+  };
   for (const Row& row : rows) {
     if (!only.empty() && only != row.name) continue;
-    driftscope::TensorInfo info;
-    info.name = "x";
-    info.dtype = row.dtype;
-    info.shape = {n};
-    const std::span<const std::byte> pa(static_cast<const std::byte*>(row.pa), n * row.size);
-    const std::span<const std::byte> pb(static_cast<const std::byte*>(row.pb), n * row.size);
-    const std::vector<Pair> pairs = {{&info, pa, &info, pb}};
-    const double bytes = 2.0 * static_cast<double>(n * row.size);
+    const View v = view(row);
+    const std::vector<Pair> pairs = {{&v.info, v.pa, &v.info, v.pb}};
     for (unsigned t : all > 1 ? std::vector<unsigned>{all, 1} : std::vector<unsigned>{1}) {
-      const SideBySide m = side_by_side(pairs, {pa, pb}, bytes, t, repeat, rounds);
+      const SideBySide m = side_by_side(pairs, {v.pa, v.pb}, v.bytes, t, repeat, rounds);
       std::printf("  %-7s %5u %10.2f %13.2f %6.1f%% %9.1f%%  %s\n", row.name, t, m.read_gbs,
                   m.cmp_gbs, 100 * m.ratio, 100 * m.cpu_ratio, t == all ? row.target : "");
     }
@@ -219,15 +229,9 @@ int run_synthetic(size_t mib, int repeat, unsigned threads, int rounds, const st
     driftscope::numerics::force_target(t);
     std::printf("    %-10s", t.c_str());
     for (size_t k = 0; k < 3; ++k) {  // f32, f16, bf16
-      driftscope::TensorInfo info;
-      info.name = "x";
-      info.dtype = rows[k].dtype;
-      info.shape = {n};
-      const std::span<const std::byte> pa(static_cast<const std::byte*>(rows[k].pa), n * rows[k].size);
-      const std::span<const std::byte> pb(static_cast<const std::byte*>(rows[k].pb), n * rows[k].size);
-      const std::vector<Pair> pairs = {{&info, pa, &info, pb}};
-      const double bytes = 2.0 * static_cast<double>(n * rows[k].size);
-      std::printf(" %5.2f GB/s", bytes / compare_seconds(pairs, 1, repeat) / 1e9);
+      const View v = view(rows[k]);
+      const std::vector<Pair> pairs = {{&v.info, v.pa, &v.info, v.pb}};
+      std::printf(" %5.2f GB/s", v.bytes / compare_seconds(pairs, 1, repeat) / 1e9);
     }
     std::printf("\n");
   }

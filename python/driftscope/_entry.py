@@ -27,10 +27,20 @@ def _escapes(err: BaseException) -> bool:
     return not type(err).__module__.startswith("driftscope")
 
 
-def _user_code_error(flag: str, spec: str, err: BaseException, when: str) -> InvalidArgumentError:
-    what = (f"called sys.exit({err.code!r})" if isinstance(err, SystemExit)
-            else f"raised {type(err).__name__}: {err}")
-    return InvalidArgumentError(f"{flag} {spec}: {when} {what}", 1, "invalid_argument")
+def _guarded(flag: str, spec: str, when: str, fn: Callable[..., Any], *args: Any,
+             **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), user code: what _escapes lets through becomes an InvalidArgumentError
+    ('--model m.py:f: the function called sys.exit(0)'), which every command reports in one
+    line, exit 2, as it reports an exception of the function."""
+    try:
+        return fn(*args, **kwargs)
+    except BaseException as err:
+        if not _escapes(err):
+            raise
+        what = (f"called sys.exit({err.code!r})" if isinstance(err, SystemExit)
+                else f"raised {type(err).__name__}: {err}")
+        raise InvalidArgumentError(f"{flag} {spec}: {when} {what}", 1,
+                                   "invalid_argument") from None
 
 
 def load_function(spec: str, flag: str = "--model") -> Callable[..., Any]:
@@ -53,19 +63,9 @@ def load_function(spec: str, flag: str = "--model") -> Callable[..., Any]:
         assert loader_spec is not None and loader_spec.loader is not None
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[mod_name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except BaseException as err:
-            if _escapes(err):
-                raise _user_code_error(flag, spec, err, "importing its module") from None
-            raise
+        _guarded(flag, spec, "importing its module", loader_spec.loader.exec_module, module)
     else:
-        try:
-            module = importlib.import_module(module_part)
-        except BaseException as err:
-            if _escapes(err):
-                raise _user_code_error(flag, spec, err, "importing its module") from None
-            raise
+        module = _guarded(flag, spec, "importing its module", importlib.import_module, module_part)
     try:
         fn = getattr(module, func_name)
     except AttributeError:
@@ -75,15 +75,8 @@ def load_function(spec: str, flag: str = "--model") -> Callable[..., Any]:
         raise InvalidArgumentError(f"{flag}: {module_part}.{func_name} is a "
                                    f"{type(fn).__name__}, not a function", 1, "invalid_argument")
 
-    # A call that ends in sys.exit() or another BaseException becomes an error the commands
-    # report in one line (exit 2), as they report an exception of the function.
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except BaseException as err:
-            if _escapes(err):
-                raise _user_code_error(flag, spec, err, "the function") from None
-            raise
+        return _guarded(flag, spec, "the function", fn, *args, **kwargs)
 
     return call

@@ -111,6 +111,17 @@ void put_value(std::vector<std::byte>& out, ChunkFormat f, size_t i, double v) {
   }
 }
 
+// A chunk of n pairs over the raw payloads rb, cb of format f (they outlive the chunk).
+ObservedChunk observe(ChunkFormat f, const std::vector<std::byte>& rb, const std::vector<std::byte>& cb,
+                      size_t n) {
+  ObservedChunk ch;
+  ch.n = n;
+  ch.format = f;
+  ch.ref = rb.data();
+  ch.cand = cb.data();
+  return ch;
+}
+
 class KernelTargets : public ::testing::TestWithParam<std::string> {
  protected:
   // As hwy::TestWithParamTarget: the target is what Highway's dispatch will choose.
@@ -211,11 +222,7 @@ TEST_P(KernelTargets, DetailHelpersMatchScalarLoops) {
       return out;
     };
     const std::vector<std::byte> rb = encode(r), cb = encode(c);
-    ObservedChunk ch;
-    ch.n = n;
-    ch.format = f;
-    ch.ref = rb.data();
-    ch.cand = cb.data();
+    const ObservedChunk ch = observe(f, rb, cb, n);
     std::vector<double> d(n, -1.0), maxima(ends.size(), -1.0);
     std::vector<float> d32(n, -1.0f);
     const DiffStats s = diff_runs(ch, d.data(), d32.data(), ends.data(), ends.size(), maxima.data());
@@ -369,11 +376,7 @@ TEST_P(KernelTargets, DiffColsMatchScalarLoops) {
           put_value(rb, f, i, r);
           put_value(cb, f, i, c);
         }
-        ObservedChunk ch;
-        ch.n = n;
-        ch.format = f;
-        ch.ref = rb.data();
-        ch.cand = cb.data();
+        const ObservedChunk ch = observe(f, rb, cb, n);
         // Row pieces: the rest of the first row from column `start`, then whole rows.
         std::vector<uint32_t> ends, cols;
         for (size_t k = 0, col = start; k < n; col = 0) {
@@ -440,11 +443,7 @@ TEST_P(KernelTargets, InexactDifferencesAreNotedWhereTheyAre) {
           put_value(rb, f, i, r);
           put_value(cb, f, i, c);
         }
-        ObservedChunk ch;
-        ch.n = n;
-        ch.format = f;
-        ch.ref = rb.data();
-        ch.cand = cb.data();
+        const ObservedChunk ch = observe(f, rb, cb, n);
         std::vector<uint32_t> want;
         for (size_t i = 0; i < n; ++i)
           if (!float_difference_exact(static_cast<float>(ch.cand_at(i)), static_cast<float>(ch.ref_at(i))))
